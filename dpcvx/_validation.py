@@ -1,0 +1,56 @@
+"""Validation of public scalars, shared by every stage."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from dpcvx.errors import InvalidParameterError
+
+__all__ = ["check_positive", "check_nonnegative", "check_delta", "check_real"]
+
+
+def check_real(value: object, name: str, owner: str) -> float:
+    """Return ``value`` as a finite float or raise :class:`InvalidParameterError`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidParameterError(
+            f"The `{name}` parameter of `{owner}` must be a finite real number. "
+            f"Got {type(value).__name__}: {value!r}."
+        )
+    out = float(value)
+    if not math.isfinite(out):
+        raise InvalidParameterError(
+            f"The `{name}` parameter of `{owner}` must be finite. Got {out!r}."
+        )
+    return out
+
+
+def check_positive(value: object, name: str, owner: str) -> float:
+    """Return ``value`` as a positive finite float or raise :class:`InvalidParameterError`."""
+    out = check_real(value, name, owner)
+    if out <= 0:
+        raise InvalidParameterError(
+            f"The `{name}` parameter of `{owner}` must be a positive finite float. Got {value!r}."
+        )
+    return out
+
+
+def check_nonnegative(value: object, name: str, owner: str) -> float:
+    """Return ``value`` as a non-negative finite float or raise :class:`InvalidParameterError`."""
+    out = check_real(value, name, owner)
+    if out < 0:
+        raise InvalidParameterError(
+            f"The `{name}` parameter of `{owner}` must be a non-negative finite float. "
+            f"Got {value!r}."
+        )
+    return out
+
+
+def check_delta(value: object, owner: str, *, upper: float = 1.0) -> float:
+    """Return ``delta`` as a float in [0, upper) or raise :class:`InvalidParameterError`."""
+    out = check_real(value, "delta", owner)
+    if not 0.0 <= out < upper:
+        raise InvalidParameterError(
+            f"The `delta` parameter of `{owner}` must lie in [0, {upper:g}). Got {value!r}."
+        )
+    return out

@@ -1,0 +1,1 @@
+"""Accounting: a ledger of immutable privacy events and an accountant that reserves budget."""

@@ -1,0 +1,436 @@
+"""A ledger of immutable privacy events and an accountant that reserves budget before release.
+
+Accounting follows dp_accounting's design (house style point 8): each release is described by an
+immutable :class:`PrivacyEvent`; a :class:`Ledger` is an immutable, append-only tuple of events
+with a composed guarantee; an :class:`Accountant` holds a budget and is the only mutable object.
+A release first *reserves* its event (which fails, appending nothing, if the budget would be
+exceeded) and only then draws noise. A reservation is never removed: if anything fails after it,
+the budget stays spent.
+
+Composition
+-----------
+All events are composed by basic (sequential) composition: the epsilons add and the deltas add.
+This is valid for any mix of pure and approximate events, adaptively chosen, under the
+replace-one neighboring relation every dpcvx mechanism uses.
+
+When a ledger holds at least two Gaussian events, their part is *also* composed exactly, with
+dp_accounting's privacy-loss-distribution accountant (``PLDAccountant``, pessimistic estimates,
+so the result is an upper bound), at the total delta of the Gaussian events. The reported
+epsilon of the Gaussian part is the smaller of the two, since both are valid
+``(epsilon, delta_gaussian)`` guarantees of the same composed mechanism.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dpcvx._validation import check_nonnegative, check_positive, check_real
+from dpcvx.errors import InvalidParameterError, PrivacyBudgetError
+from dpcvx.mechanisms.noise import gaussian_delta
+from dpcvx.types import Guarantee
+
+if TYPE_CHECKING:
+    import dp_accounting
+
+__all__ = ["Accountant", "Ledger", "PrivacyEvent"]
+
+_EVENT_KINDS = ("pure", "gaussian", "approx")
+# Relative slack for float sums when comparing a composed total with a budget.
+_RELATIVE_TOLERANCE = 1e-12
+# Relative slack when checking that a Gaussian event's (epsilon, delta) matches its multiplier
+# (absorbs the rounding of sigma / sensitivity).
+_GAUSSIAN_CONSISTENCY_TOLERANCE = 1e-9
+# Discretization of the PLD accountant (dp_accounting's default).
+_PLD_DISCRETIZATION = 1e-4
+
+
+def _empty_mapping() -> Mapping[str, object]:
+    return MappingProxyType({})
+
+
+def _round_up(value: float) -> float:
+    """Round a positive sum up to the next float (safe side); leave 0 alone."""
+    if value <= 0.0:
+        return 0.0
+    return float(np.nextafter(value, math.inf))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrivacyEvent:
+    """One release and the guarantee it consumes.
+
+    Attributes
+    ----------
+    label : str
+        Human-readable name of the release (shown in the ledger table).
+    epsilon : float
+        Non-negative finite epsilon of the release.
+    delta : float
+        Delta of the release, in ``[0, 1)``; ``0`` for a ``"pure"`` event.
+    kind : {"pure", "gaussian", "approx"}
+        ``"pure"``: an epsilon-DP release (l2 or per-coordinate Laplace noise).
+        ``"gaussian"``: a Gaussian mechanism with known ``noise_multiplier``; eligible for exact
+        (PLD) composition. ``"approx"``: any other ``(epsilon, delta)``-DP release.
+    noise_multiplier : float or None
+        ``sigma / sensitivity`` for a ``"gaussian"`` event (required there), ``None`` otherwise.
+        The sensitivity is the replace-one l2 sensitivity. The event is checked to be
+        consistent: the exact delta of a Gaussian with this multiplier at ``epsilon`` must not
+        exceed ``delta``.
+    detail : Mapping[str, object]
+        Free-form public metadata (stored as a read-only copy). Excluded from hashing.
+
+    Raises
+    ------
+    InvalidParameterError
+        If a field is out of range or the fields are inconsistent.
+    """
+
+    label: str
+    epsilon: float
+    delta: float = 0.0
+    kind: str = "pure"
+    noise_multiplier: float | None = None
+    detail: Mapping[str, object] = field(default_factory=_empty_mapping, hash=False)
+
+    def __post_init__(self) -> None:
+        owner = "PrivacyEvent"
+        if not isinstance(self.label, str):
+            raise InvalidParameterError(
+                f"The `label` parameter of `{owner}` must be a str. "
+                f"Got {type(self.label).__name__}: {self.label!r}."
+            )
+        if self.kind not in _EVENT_KINDS:
+            raise InvalidParameterError(
+                f"The `kind` parameter of `{owner}` must be one of {_EVENT_KINDS}. "
+                f"Got {self.kind!r}."
+            )
+        epsilon = check_nonnegative(self.epsilon, "epsilon", owner)
+        delta = check_real(self.delta, "delta", owner)
+        if not 0.0 <= delta < 1.0:
+            raise InvalidParameterError(
+                f"The `delta` parameter of `{owner}` must lie in [0, 1). Got {self.delta!r}."
+            )
+        object.__setattr__(self, "epsilon", epsilon)
+        object.__setattr__(self, "delta", delta)
+        if not isinstance(self.detail, Mapping):
+            raise InvalidParameterError(
+                f"The `detail` parameter of `{owner}` must be a mapping. "
+                f"Got {type(self.detail).__name__}."
+            )
+        object.__setattr__(self, "detail", MappingProxyType(dict(self.detail)))
+
+        if self.kind == "pure" and delta != 0.0:
+            raise InvalidParameterError(
+                f"A pure `{owner}` must have delta == 0. Got {self.delta!r}. "
+                "Use kind='approx' (or 'gaussian') for an (epsilon, delta) release."
+            )
+        if self.kind != "gaussian":
+            if self.noise_multiplier is not None:
+                raise InvalidParameterError(
+                    f"The `noise_multiplier` parameter of `{owner}` is only meaningful for "
+                    f"kind='gaussian'. Got {self.noise_multiplier!r} with kind={self.kind!r}. "
+                    "Pass noise_multiplier=None or kind='gaussian'."
+                )
+            return
+        if self.noise_multiplier is None:
+            raise InvalidParameterError(
+                f"A Gaussian `{owner}` needs `noise_multiplier` = sigma / sensitivity. Got None. "
+                "Pass it, or use kind='approx' if the release is not a plain Gaussian mechanism."
+            )
+        multiplier = check_positive(self.noise_multiplier, "noise_multiplier", owner)
+        object.__setattr__(self, "noise_multiplier", multiplier)
+        if epsilon <= 0.0 or delta <= 0.0:
+            raise InvalidParameterError(
+                f"A Gaussian `{owner}` needs epsilon > 0 and delta > 0. "
+                f"Got epsilon={self.epsilon!r}, delta={self.delta!r}."
+            )
+        actual = gaussian_delta(multiplier, 1.0, epsilon)
+        if actual > delta * (1.0 + _GAUSSIAN_CONSISTENCY_TOLERANCE):
+            raise InvalidParameterError(
+                f"A Gaussian `{owner}` with noise_multiplier={multiplier!r} is only "
+                f"({epsilon!r}, {actual!r})-DP, not ({epsilon!r}, {delta!r})-DP. Declare the "
+                "guarantee the noise actually gives (see dpcvx.mechanisms.noise.calibrate)."
+            )
+
+    @property
+    def guarantee(self) -> Guarantee:
+        """The event's own ``(epsilon, delta)`` guarantee."""
+        return Guarantee(epsilon=self.epsilon, delta=self.delta)
+
+    def dp_event(self) -> dp_accounting.DpEvent:
+        """The matching ``dp_accounting`` event.
+
+        Returns
+        -------
+        dp_accounting.DpEvent
+            ``GaussianDpEvent(noise_multiplier)`` for a ``"gaussian"`` event. For ``"pure"`` and
+            ``"approx"`` events there is no exact dp_accounting counterpart (an l2 Laplace
+            K-norm release in ``d > 1`` dimensions is not a ``LaplaceDpEvent``, and an
+            ``(epsilon, delta)`` pair alone does not determine a privacy loss distribution), so
+            ``UnsupportedDpEvent()`` is returned; such events are composed by basic composition.
+
+        Notes
+        -----
+        The noise multiplier is relative to the *replace-one* sensitivity, i.e. the full
+        distance between neighboring outputs. Compose it in a dp_accounting accountant with the
+        default ``ADD_OR_REMOVE_ONE`` relation (whose Gaussian PLD is a shift by exactly one
+        sensitivity). ``NeighboringRelation.REPLACE_ONE`` would double the shift and overstate
+        the epsilon.
+        """
+        import dp_accounting
+
+        if self.kind == "gaussian":
+            return dp_accounting.GaussianDpEvent(self.noise_multiplier)
+        return dp_accounting.UnsupportedDpEvent()
+
+
+@functools.lru_cache(maxsize=256)
+def _pld_gaussian_epsilon(multipliers: tuple[float, ...], delta: float) -> float:
+    """Epsilon of the composition of Gaussians (sorted multipliers) at ``delta``, by PLD."""
+    import dp_accounting
+    from dp_accounting.pld import PLDAccountant
+
+    accountant = PLDAccountant(value_discretization_interval=_PLD_DISCRETIZATION)
+    accountant.compose(
+        dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(m) for m in multipliers])
+    )
+    return float(accountant.get_epsilon(delta))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ledger:
+    """An immutable, append-only record of privacy events.
+
+    Attributes
+    ----------
+    events : tuple of PrivacyEvent
+        In the order they were reserved.
+
+    Notes
+    -----
+    ``Ledger.append`` returns a new ledger; a ledger never changes. :meth:`total` composes the
+    events (see the module docstring).
+    """
+
+    events: tuple[PrivacyEvent, ...] = ()
+
+    def __post_init__(self) -> None:
+        events = tuple(self.events)
+        for event in events:
+            if not isinstance(event, PrivacyEvent):
+                raise InvalidParameterError(
+                    "Every entry of `Ledger.events` must be a PrivacyEvent. "
+                    f"Got {type(event).__name__}: {event!r}."
+                )
+        object.__setattr__(self, "events", events)
+
+    def append(self, event: PrivacyEvent) -> Ledger:
+        """Return a new ledger with ``event`` added at the end."""
+        if not isinstance(event, PrivacyEvent):
+            raise InvalidParameterError(
+                f"`Ledger.append` takes a PrivacyEvent. Got {type(event).__name__}: {event!r}."
+            )
+        return Ledger(events=self.events + (event,))
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __iter__(self) -> Iterator[PrivacyEvent]:
+        return iter(self.events)
+
+    def basic_total(self) -> Guarantee:
+        """Basic composition: the sum of the epsilons and the sum of the deltas (rounded up)."""
+        epsilon = _round_up(math.fsum(e.epsilon for e in self.events))
+        delta = _round_up(math.fsum(e.delta for e in self.events))
+        return Guarantee(epsilon=epsilon, delta=delta)
+
+    def total(self) -> Guarantee:
+        """The composed guarantee of every event in the ledger.
+
+        Returns
+        -------
+        Guarantee
+            ``delta`` is the sum of the deltas. ``epsilon`` is the sum of the epsilons of the
+            non-Gaussian events plus, for the Gaussian events, the smaller of their summed
+            epsilons and (when there are at least two) the PLD epsilon of their exact
+            composition at their summed delta. Sums are rounded up.
+
+        Notes
+        -----
+        Both values for the Gaussian part are valid guarantees of the composed Gaussian
+        mechanisms at the same delta, so the smaller one is too; the rest is basic composition
+        of that part with the other events. The PLD uses dp_accounting's pessimistic
+        discretization (interval 1e-4), so its epsilon is an upper bound on the exact one.
+        """
+        other_eps = [e.epsilon for e in self.events if e.kind != "gaussian"]
+        gaussians = [e for e in self.events if e.kind == "gaussian"]
+        gaussian_eps = math.fsum(e.epsilon for e in gaussians)
+        if len(gaussians) >= 2:
+            gaussian_delta_total = math.fsum(e.delta for e in gaussians)
+            multipliers = tuple(sorted(float(e.noise_multiplier) for e in gaussians))
+            pld_eps = _round_up(_pld_gaussian_epsilon(multipliers, gaussian_delta_total))
+            if math.isfinite(pld_eps) and pld_eps < gaussian_eps:
+                gaussian_eps = pld_eps
+        epsilon = _round_up(math.fsum([*other_eps, gaussian_eps]))
+        delta = _round_up(math.fsum(e.delta for e in self.events))
+        return Guarantee(epsilon=epsilon, delta=delta)
+
+    def __str__(self) -> str:
+        rows = [(e.label, f"{e.epsilon:.6g}", f"{e.delta:.6g}", e.kind) for e in self.events]
+        header = ("label", "epsilon", "delta", "kind")
+        if self.events:
+            total = self.total()
+            footer = ("total", f"{total.epsilon:.6g}", f"{total.delta:.6g}", "composed")
+        else:
+            footer = ("total", "0", "0", "(empty)")
+        table = [header, *rows, footer]
+        widths = [max(len(row[i]) for row in table) for i in range(4)]
+
+        def line(row: tuple[str, str, str, str]) -> str:
+            return "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+
+        rule = "  ".join("-" * w for w in widths)
+        return "\n".join([line(header), rule, *(line(r) for r in rows), rule, line(footer)])
+
+
+def _within(value: float, bound: float) -> bool:
+    """``value <= bound`` up to a relative float-sum tolerance (exact when ``bound == 0``)."""
+    return value <= bound * (1.0 + _RELATIVE_TOLERANCE)
+
+
+class Accountant:
+    """A privacy budget ``(epsilon, delta)`` that releases reserve from before drawing noise.
+
+    Parameters
+    ----------
+    epsilon : float
+        Positive finite total epsilon.
+    delta : float, optional
+        Total delta in ``[0, 1)``; ``0`` (default) allows pure releases only.
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``epsilon`` or ``delta`` is out of range.
+
+    Notes
+    -----
+    The accountant is the only mutable object of the accounting stage. Reservations are
+    atomic (a lock guards them) and permanent: nothing is ever removed, so a release that fails
+    after reserving still counts as spent.
+
+    ``spent.epsilon`` is the smaller of the ledger's :meth:`Ledger.total` epsilon and the running
+    sum "previous ``spent.epsilon`` + new event epsilon" (both valid bounds). The second keeps
+    the promise that any event with ``epsilon <= remaining.epsilon`` and
+    ``delta <= remaining.delta`` can be reserved, even though a PLD estimate need not be
+    monotone in the events added.
+    """
+
+    __slots__ = ("_budget", "_ledger", "_lock", "_spent_epsilon")
+
+    def __init__(self, epsilon: float, delta: float = 0.0) -> None:
+        owner = "Accountant"
+        eps = check_positive(epsilon, "epsilon", owner)
+        d = check_real(delta, "delta", owner)
+        if not 0.0 <= d < 1.0:
+            raise InvalidParameterError(
+                f"The `delta` parameter of `{owner}` must lie in [0, 1). Got {delta!r}. "
+                "Use 0 for pure DP; a useful delta is much smaller than 1/n."
+            )
+        self._budget = Guarantee(epsilon=eps, delta=d)
+        self._ledger = Ledger()
+        self._spent_epsilon = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def budget(self) -> Guarantee:
+        """The total budget."""
+        return self._budget
+
+    @property
+    def ledger(self) -> Ledger:
+        """A snapshot of the events reserved so far (immutable)."""
+        return self._ledger
+
+    @property
+    def spent(self) -> Guarantee:
+        """The composed guarantee of every reservation so far."""
+        return Guarantee(epsilon=self._spent_epsilon, delta=self._ledger.basic_total().delta)
+
+    @property
+    def remaining(self) -> Guarantee:
+        """``budget - spent`` (clipped at 0): any event within it can still be reserved."""
+        spent = self.spent
+        return Guarantee(
+            epsilon=max(0.0, self._budget.epsilon - spent.epsilon),
+            delta=max(0.0, self._budget.delta - spent.delta),
+        )
+
+    def _candidate(self, event: PrivacyEvent) -> tuple[Ledger, Guarantee]:
+        if not isinstance(event, PrivacyEvent):
+            raise InvalidParameterError(
+                f"`Accountant.reserve` takes a PrivacyEvent. Got {type(event).__name__}: {event!r}."
+            )
+        ledger = self._ledger.append(event)
+        composed = ledger.total()
+        running = _round_up(self._spent_epsilon + event.epsilon)
+        epsilon = min(composed.epsilon, running)
+        return ledger, Guarantee(epsilon=epsilon, delta=composed.delta)
+
+    def can_afford(self, event: PrivacyEvent) -> bool:
+        """Whether :meth:`reserve` would accept ``event`` now (nothing is reserved)."""
+        with self._lock:
+            _, total = self._candidate(event)
+            return _within(total.epsilon, self._budget.epsilon) and _within(
+                total.delta, self._budget.delta
+            )
+
+    def reserve(self, event: PrivacyEvent) -> None:
+        """Record ``event`` if the budget allows it, before any noise is drawn.
+
+        Parameters
+        ----------
+        event : PrivacyEvent
+            The release about to happen.
+
+        Raises
+        ------
+        PrivacyBudgetError
+            If the composed total after adding ``event`` would exceed the budget (up to a
+            relative tolerance of 1e-12 for float sums). Nothing is recorded then.
+        InvalidParameterError
+            If ``event`` is not a PrivacyEvent.
+        """
+        with self._lock:
+            ledger, total = self._candidate(event)
+            fits = _within(total.epsilon, self._budget.epsilon) and _within(
+                total.delta, self._budget.delta
+            )
+            if not fits:
+                spent = self.spent
+                raise PrivacyBudgetError(
+                    f"Reserving {event.label!r} ({event.guarantee}) would exceed the privacy "
+                    f"budget {self._budget}: already spent epsilon={spent.epsilon:.6g}, "
+                    f"delta={spent.delta:.6g}; composed total would be "
+                    f"epsilon={total.epsilon:.6g}, delta={total.delta:.6g}. Nothing was "
+                    "reserved. Lower the release's epsilon/delta, or use a new accountant with "
+                    "a larger budget (for new data)."
+                )
+            self._ledger = ledger
+            self._spent_epsilon = total.epsilon
+
+    def __repr__(self) -> str:
+        spent = self.spent
+        return (
+            f"Accountant(epsilon={self._budget.epsilon!r}, delta={self._budget.delta!r}; "
+            f"spent epsilon={spent.epsilon:.6g}, delta={spent.delta:.6g}; "
+            f"{len(self._ledger)} events)"
+        )

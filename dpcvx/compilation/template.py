@@ -1,0 +1,256 @@
+"""Compile one example's loss once into a parametric conic block.
+
+The per-example problem (DESIGN section 3) is, for the declared terms,
+``min sum_t weight_t * psi_t(v_t) + affine(w) s.t. v_t == E_t(w; z)``: every structured term's
+affine argument gets its own *split* variable ``v_t``, so that the solver's dual of the split
+equality is that term's multiplier (used by the certificate). CVXPY canonicalizes this block once
+into ``A(theta) u + s = b(theta), s in K`` with objective ``c(theta)^T u + c0(theta)``, where
+``theta`` is the flat vector of derived data parameters; DPP guarantees the map is affine, and
+dpcvx reads it off by probing CVXPY's parametric program at ``theta = 0`` and at each unit vector
+(sparsity kept fixed with ``keep_zeros``), then checks affinity at a random point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from dpcvx.errors import ModelingError
+from dpcvx.modeling._structure import Term
+from dpcvx.modeling.declaration import Declaration
+
+__all__ = ["ConeLayout", "Template", "compile_template", "compile_domain"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConeLayout:
+    """Row counts of one block, in the order zero, nonnegative, second-order, exponential."""
+
+    zero: int
+    nonneg: int
+    soc: tuple[int, ...]
+    exp: int  # number of 3-dimensional exponential cones
+
+    @property
+    def rows(self) -> int:
+        return self.zero + self.nonneg + sum(self.soc) + 3 * self.exp
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Template:
+    """One example's conic block, affine in the flat data vector ``theta`` (length ``p``).
+
+    Columns are the block's variables; ``w_cols[j]`` is the index in ``w`` of column ``j`` or -1
+    for the block's own auxiliary columns. ``A_rows``/``A_cols`` give the fixed sparsity pattern
+    and ``A_map`` (shape ``(p + 1, nnz)``) its values: ``values = [1, theta] @ A_map``. Likewise
+    ``b_map`` (``(p + 1, rows)``), ``c_map`` (``(p + 1, cols)``) and ``c0_map`` (``(p + 1,)``).
+    ``split_rows[t]`` lists, per argument of term ``t``, the block rows of its split equality
+    (None for a constant argument), in the argument's flattened (Fortran) order.
+    """
+
+    cones: ConeLayout
+    n_cols: int
+    w_cols: np.ndarray
+    A_rows: np.ndarray
+    A_cols: np.ndarray
+    A_map: np.ndarray
+    b_map: np.ndarray
+    c_map: np.ndarray
+    c0_map: np.ndarray
+    param_layout: tuple[tuple[int, int, tuple[int, ...]], ...]  # (param id, offset, shape)
+    split_rows: tuple[tuple[np.ndarray | None, ...], ...]
+
+    @property
+    def n_aux(self) -> int:
+        return int(np.sum(self.w_cols < 0))
+
+    def theta(self, values: dict[int, np.ndarray], n: int) -> np.ndarray:
+        """The ``(n, p + 1)`` matrix ``[1, theta_i]`` from per-example parameter values."""
+        p = self.A_map.shape[0] - 1
+        out = np.empty((n, p + 1))
+        out[:, 0] = 1.0
+        for pid, offset, shape in self.param_layout:
+            size = int(np.prod(shape)) if shape else 1
+            vals = np.asarray(values[pid], float).reshape((n,) + shape)
+            # CVXPY flattens parameter values in Fortran order
+            flat = vals.transpose((0,) + tuple(range(len(shape), 0, -1))).reshape(n, size)
+            out[:, 1 + offset: 1 + offset + size] = flat
+        return out
+
+
+def _rebuild(term: Term, splits: list[cp.Variable | None]) -> cp.Expression:
+    """The term written on its split variables."""
+    args = [a if v is None else v for a, v in zip(term.args, splits)]
+    if term.kind == "affine":
+        return term.weight * cp.sum(term.args[0])
+    if term.kind == "generic":
+        return term.weight * term.expr
+    if term.kind == "pieces":
+        inner = cp.maximum(*args) if len(args) > 1 else args[0]
+    else:
+        node = term.expr.args[0] if term.summed else term.expr
+        inner = node.copy([args[0]] + list(node.args[1:]))
+    return term.weight * (cp.sum(inner) if term.summed else inner)
+
+
+def _probe(pp, param_layout, total: int):
+    """Values of the parametric program at theta = 0 and each unit vector."""
+    def at(vec: np.ndarray):
+        values = {}
+        for pid, offset, shape in param_layout:
+            size = int(np.prod(shape)) if shape else 1
+            values[pid] = vec[offset: offset + size].reshape(shape, order="F") if shape \
+                else np.asarray(vec[offset], float)
+        c, c0, A, b = pp.apply_parameters(values, keep_zeros=True)
+        # CVXPY's parametric program reads ``A u + b in K``; solvers take ``b - A u in K``
+        A = -sp.csc_matrix(A)
+        return np.asarray(c, float).reshape(-1), float(np.asarray(c0).reshape(())), A, \
+            np.asarray(b, float).reshape(-1)
+
+    base = at(np.zeros(total))
+    c_rows = [base[0]]
+    c0_rows = [base[1]]
+    A_rows = [base[2].data.copy()]
+    b_rows = [base[3]]
+    pattern = (base[2].indices.copy(), base[2].indptr.copy())
+    for k in range(total):
+        e = np.zeros(total)
+        e[k] = 1.0
+        c, c0, A, b = at(e)
+        if not (np.array_equal(A.indices, pattern[0]) and np.array_equal(A.indptr, pattern[1])):
+            raise ModelingError("Internal: CVXPY's compiled sparsity changed with the data; "
+                                "cannot stamp this loss.")  # pragma: no cover
+        c_rows.append(c - base[0])
+        c0_rows.append(c0 - base[1])
+        A_rows.append(A.data - base[2].data)
+        b_rows.append(b - base[3])
+    # affinity check at a random point (DPP guarantees it; this guards dpcvx's own bookkeeping)
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=total)
+    c, c0, A, b = at(v)
+    full = np.concatenate([[1.0], v])
+    pred = full @ np.vstack(A_rows)
+    if not np.allclose(pred, A.data, rtol=1e-9, atol=1e-9) or not np.allclose(
+        full @ np.vstack(b_rows), b, rtol=1e-9, atol=1e-9
+    ):
+        raise ModelingError("Internal: the compiled block is not affine in the data (not DPP)."
+                            )  # pragma: no cover
+    return (np.vstack(c_rows), np.asarray(c0_rows), np.vstack(A_rows), np.vstack(b_rows),
+            base[2])
+
+
+def _layout(dims) -> ConeLayout:
+    if getattr(dims, "psd", None) or getattr(dims, "p3d", None) or getattr(dims, "pnd", None):
+        raise ModelingError(
+            "The loss uses an atom that needs semidefinite or power cones (for example a "
+            "non-integer power or a matrix atom); dpcvx supports losses representable with "
+            "linear, second-order and exponential cones."
+        )
+    return ConeLayout(int(dims.zero), int(dims.nonneg), tuple(int(q) for q in dims.soc),
+                      int(dims.exp))
+
+
+def compile_template(decl: Declaration) -> Template:
+    """Compile the declaration's per-example loss once (see the module docstring)."""
+    w = decl.variable
+    objective = 0
+    constraints: list[cp.Constraint] = []
+    split_cons: list[list[cp.Constraint | None]] = []
+    for term in decl.terms:
+        splits: list[cp.Variable | None] = []
+        cons: list[cp.Constraint | None] = []
+        structured = term.kind not in ("affine", "generic")
+        for arg in term.args:
+            if structured and arg.variables():
+                v = cp.Variable(arg.shape)
+                con = v == arg
+                constraints.append(con)
+                splits.append(v)
+                cons.append(con)
+            else:
+                splits.append(None)
+                cons.append(None)
+        split_cons.append(cons)
+        objective = objective + _rebuild(term, splits)
+    prob = cp.Problem(cp.Minimize(objective), constraints)
+    if not prob.is_dcp(dpp=True):
+        raise ModelingError(f"Internal: the split template is not DPP: {objective}")
+    data, _, _ = prob.get_problem_data(cp.CLARABEL, solver_opts={"use_quad_obj": False})
+    if data.get("P") is not None and sp.csc_matrix(data["P"]).nnz:
+        raise ModelingError("Internal: unexpected quadratic objective in the template.")
+    pp = data[cp.settings.PARAM_PROB]
+    layout = _layout(data["dims"])
+    params = {p.id: p for p in prob.parameters()}
+    param_layout = tuple(
+        (pid, int(pp.param_id_to_col[pid]), tuple(params[pid].shape))
+        for pid in sorted(params, key=lambda k: pp.param_id_to_col[k])
+    )
+    total = int(sum(int(np.prod(s)) if s else 1 for _, _, s in param_layout))
+    if any(off + (int(np.prod(s)) if s else 1) > total for _, off, s in param_layout):
+        raise ModelingError("Internal: unexpected parameter layout.")  # pragma: no cover
+    c_map, c0_map, A_map, b_map, A0 = _probe(pp, param_layout, total)
+    n_cols = A0.shape[1]
+    w_cols = np.full(n_cols, -1, dtype=np.int64)
+    start = pp.var_id_to_col[w.id]
+    w_cols[start: start + w.size] = np.arange(w.size)
+    A_coo = A0.tocoo()
+    # rows of each split constraint: CVXPY keeps the formatted constraints in row order
+    offsets: dict[int, int] = {}
+    row = 0
+    for con in pp.constraints:
+        offsets[con.id] = row
+        row += con.size
+    if row != layout.rows:
+        raise ModelingError("Internal: constraint rows do not match the cone layout.")
+    # CSC data is column-major; COO from CSC keeps that order, matching A_map's columns
+    split_rows = []
+    for cons in split_cons:
+        rows_t = []
+        for con in cons:
+            if con is None:
+                rows_t.append(None)
+            else:
+                rows_t.append(offsets[_formatted_id(pp, con)] + np.arange(con.size))
+        split_rows.append(tuple(rows_t))
+    return Template(
+        cones=layout, n_cols=n_cols, w_cols=w_cols,
+        A_rows=A_coo.row.astype(np.int64), A_cols=A_coo.col.astype(np.int64),
+        A_map=A_map, b_map=b_map, c_map=c_map, c0_map=c0_map,
+        param_layout=param_layout, split_rows=tuple(split_rows),
+    )
+
+
+def _formatted_id(pp, con: cp.Constraint) -> int:
+    ids = {c.id for c in pp.constraints}
+    if con.id in ids:
+        return con.id
+    raise ModelingError("Internal: a split constraint was renamed by CVXPY.")  # pragma: no cover
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DomainBlock:
+    """The domain's conic rows ``A u + s = b`` on ``[w, domain auxiliaries]``."""
+
+    cones: ConeLayout
+    n_cols: int
+    w_cols: np.ndarray
+    A: sp.csc_matrix
+    b: np.ndarray
+
+
+def compile_domain(decl: Declaration) -> DomainBlock:
+    """Compile the (public) domain constraints once."""
+    w = decl.variable
+    prob = cp.Problem(cp.Minimize(0), list(decl.domain.constraints))
+    data, _, _ = prob.get_problem_data(cp.CLARABEL, solver_opts={"use_quad_obj": False})
+    pp = data[cp.settings.PARAM_PROB]
+    A = sp.csc_matrix(data["A"])
+    w_cols = np.full(A.shape[1], -1, dtype=np.int64)
+    if w.id in pp.var_id_to_col:
+        start = pp.var_id_to_col[w.id]
+        w_cols[start: start + w.size] = np.arange(w.size)
+    return DomainBlock(cones=_layout(data["dims"]), n_cols=A.shape[1], w_cols=w_cols, A=A,
+                       b=np.asarray(data["b"], float).reshape(-1))

@@ -1,0 +1,1 @@
+"""Mechanisms: noise calibration and sampling, and the private algorithms built on certified solves."""

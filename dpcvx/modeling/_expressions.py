@@ -1,0 +1,413 @@
+"""Expression transformations and batched evaluation of CVXPY trees.
+
+Three small pieces, each independent of CVXPY's canonicalization (so that the certificate can
+check CVXPY's compiled program against the user's expression rather than against itself):
+
+- :func:`lift` rewrites a per-example loss into DPP form: a scalar parameter factor is pushed into
+  the affine expression it multiplies (``y * (x @ w)`` becomes ``(y * x) @ w``), then every maximal
+  variable-free subtree that reads per-example data is replaced by a fresh *derived* parameter whose
+  per-example values are computed from the data, vectorized.
+- :func:`evaluate` evaluates a tree for n examples at once (leading batch axis), with vectorized
+  rules for the common affine atoms and elementwise atoms, and a per-example fallback through the
+  atom's own ``numeric`` for anything else.
+- :func:`affine_jet` returns, for an expression affine in the variable, its per-example offset
+  ``b_i`` and Jacobian ``M_i`` such that ``expr(w; z_i) = M_i w + b_i``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import cvxpy as cp
+import numpy as np
+from cvxpy.atoms.affine.add_expr import AddExpression
+from cvxpy.atoms.affine.binary_operators import DivExpression, MulExpression, multiply
+from cvxpy.atoms.affine.index import index
+from cvxpy.atoms.affine.promote import Promote
+from cvxpy.atoms.affine.sum import Sum
+from cvxpy.atoms.affine.unary_operators import NegExpression
+from cvxpy.atoms.elementwise.elementwise import Elementwise
+from cvxpy.expressions.constants.constant import Constant
+from cvxpy.expressions.constants.parameter import Parameter
+from cvxpy.expressions.variable import Variable
+
+__all__ = ["DerivedParameter", "affine_jet", "evaluate", "lift", "Unsupported"]
+
+
+class Unsupported(Exception):
+    """Raised internally when a vectorized rule does not apply (callers fall back)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DerivedParameter:
+    """A fresh parameter standing for a variable-free subtree of per-example data."""
+
+    parameter: Parameter
+    expression: cp.Expression
+
+
+def _has_params(expr: cp.Expression, params: frozenset[int]) -> bool:
+    return any(p.id in params for p in expr.parameters())
+
+
+def _push(factor: cp.Expression, expr: cp.Expression) -> cp.Expression | None:
+    """Return an expression equal to ``factor * expr`` (scalar ``factor``, variable-free) in which
+    the factor multiplies only variable-free pieces, or None when that is impossible."""
+    if not expr.variables():
+        return factor * expr
+    if isinstance(expr, Variable):
+        return cp.multiply(factor, expr)
+    if isinstance(expr, AddExpression):
+        parts = [_push(factor, arg) for arg in expr.args]
+        if any(p is None for p in parts):
+            return None
+        out = parts[0]
+        for p in parts[1:]:
+            out = out + p
+        return out
+    if isinstance(expr, NegExpression):
+        return _push(-factor, expr.args[0])
+    if isinstance(expr, DivExpression):
+        num, den = expr.args
+        if den.variables():
+            return None
+        inner = _push(factor, num)
+        return None if inner is None else inner / den
+    if isinstance(expr, multiply):
+        a, b = expr.args
+        if not a.variables():
+            return cp.multiply(factor * a, b)
+        if not b.variables():
+            return cp.multiply(a, factor * b)
+        return None
+    if isinstance(expr, MulExpression):
+        a, b = expr.args
+        if not a.variables():
+            return (factor * a) @ b
+        if not b.variables():
+            return a @ (factor * b)
+        return None
+    if isinstance(expr, (index, Sum, Promote)) and expr.is_affine():
+        inner = _push(factor, expr.args[0])
+        return None if inner is None else expr.copy([inner])
+    return None
+
+
+def _distribute(expr: cp.Expression, params: frozenset[int]) -> cp.Expression:
+    """Push scalar data factors into the affine expressions they multiply, bottom-up."""
+    if not expr.args:
+        return expr
+    args = [_distribute(a, params) for a in expr.args]
+    if isinstance(expr, (multiply, MulExpression)) and len(args) == 2:
+        a, b = args
+        for fac, other in ((a, b), (b, a)):
+            if (
+                fac.size == 1
+                and not fac.variables()
+                and _has_params(fac, params)
+                and other.variables()
+                and _has_params(other, params)
+            ):
+                pushed = _push(cp.reshape(fac, (), order="F") if fac.shape else fac, other)
+                if pushed is not None:
+                    return pushed
+    return expr.copy(args)
+
+
+def lift(
+    expr: cp.Expression, params: frozenset[int]
+) -> tuple[cp.Expression, tuple[DerivedParameter, ...]]:
+    """Rewrite ``expr`` so that data enters only through parameters used in DPP positions.
+
+    Parameters
+    ----------
+    expr : cvxpy.Expression
+        The per-example loss (or any expression in the variable and per-example parameters).
+    params : frozenset of int
+        Ids of the per-example parameters.
+
+    Returns
+    -------
+    lifted : cvxpy.Expression
+        An equal expression whose variable-free data subtrees are fresh parameters.
+    derived : tuple of DerivedParameter
+        The fresh parameters and the subtrees they stand for.
+    """
+    derived: list[DerivedParameter] = []
+    cache: dict[int, Parameter] = {}
+
+    def replace(node: cp.Expression) -> cp.Expression:
+        if not node.variables():
+            if not _has_params(node, params):
+                return node
+            if isinstance(node, Parameter):
+                key = node.id
+                if key not in cache:
+                    cache[key] = node
+                    derived.append(DerivedParameter(node, node))
+                return cache[key]
+            attrs = {}
+            if node.is_nonneg():
+                attrs["nonneg"] = True
+            elif node.is_nonpos():
+                attrs["nonpos"] = True
+            fresh = Parameter(node.shape, **attrs)
+            derived.append(DerivedParameter(fresh, node))
+            return fresh
+        if not node.args:
+            return node
+        return node.copy([replace(a) for a in node.args])
+
+    return replace(_distribute(expr, params)), tuple(derived)
+
+
+# ----------------------------------------------------------------------------- batched evaluation
+
+
+def _pad(value: np.ndarray, arg_ndim: int, out_ndim: int) -> np.ndarray:
+    """Insert axes after the batch axis so that numpy broadcasting matches CVXPY's."""
+    if arg_ndim >= out_ndim:
+        return value
+    return value.reshape(value.shape[:1] + (1,) * (out_ndim - arg_ndim) + value.shape[1:])
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, a_ndim: int, b_ndim: int) -> np.ndarray:
+    spec = {
+        (1, 1): "...k,...k->...",
+        (2, 1): "...mk,...k->...m",
+        (1, 2): "...k,...kp->...p",
+        (2, 2): "...mk,...kp->...mp",
+    }.get((a_ndim, b_ndim))
+    if spec is None:
+        raise Unsupported("matmul of these shapes")
+    return np.einsum(spec, a, b)
+
+
+def evaluate(
+    expr: cp.Expression, leaves: Mapping[int, np.ndarray], n: int
+) -> np.ndarray:
+    """Evaluate ``expr`` for ``n`` examples at once.
+
+    Parameters
+    ----------
+    expr : cvxpy.Expression
+    leaves : mapping from a leaf's id to its batched value, of shape ``(n, *leaf.shape)`` or
+        ``(1, *leaf.shape)`` (broadcast over examples).
+    n : int
+
+    Returns
+    -------
+    numpy.ndarray of shape ``(n, *expr.shape)``
+    """
+    out = _eval(expr, leaves, n)
+    return np.broadcast_to(out, (n,) + expr.shape)
+
+
+def _eval(expr: cp.Expression, leaves: Mapping[int, np.ndarray], n: int) -> np.ndarray:
+    key = getattr(expr, "id", None)
+    if key is not None and key in leaves:
+        return np.asarray(leaves[key], dtype=float)
+    if isinstance(expr, Constant) or (not expr.args and not expr.variables()
+                                      and not expr.parameters()):
+        return np.asarray(expr.value, dtype=float).reshape((1,) + expr.shape)
+    if isinstance(expr, (Variable, Parameter)):
+        raise KeyError(f"no value given for {expr}")
+    vals = [_eval(a, leaves, n) for a in expr.args]
+    nd = len(expr.shape)
+    try:
+        out = _vectorized(expr, vals, nd)
+    except Unsupported:
+        out = None
+    if out is None:
+        out = _per_example(expr, vals, n)
+    return out
+
+
+def _vectorized(expr: cp.Expression, vals: list[np.ndarray], nd: int) -> np.ndarray | None:
+    args = expr.args
+    if isinstance(expr, AddExpression):
+        out = _pad(vals[0], len(args[0].shape), nd)
+        for a, v in zip(args[1:], vals[1:]):
+            out = out + _pad(v, len(a.shape), nd)
+        return out
+    if isinstance(expr, NegExpression):
+        return -vals[0]
+    if isinstance(expr, multiply):
+        return _pad(vals[0], len(args[0].shape), nd) * _pad(vals[1], len(args[1].shape), nd)
+    if isinstance(expr, DivExpression):
+        return _pad(vals[0], len(args[0].shape), nd) / _pad(vals[1], len(args[1].shape), nd)
+    if isinstance(expr, MulExpression):
+        a, b = args
+        if a.size == 1 or b.size == 1:
+            return _pad(vals[0], len(a.shape), nd) * _pad(vals[1], len(b.shape), nd)
+        return _matmul(vals[0], vals[1], len(a.shape), len(b.shape))
+    if isinstance(expr, index):
+        out = vals[0][(slice(None),) + tuple(expr.key)]
+        return out.reshape(out.shape[:1] + expr.shape)
+    if isinstance(expr, Sum):
+        if expr.axis is None:
+            axes = tuple(range(1, vals[0].ndim))
+            out = vals[0].sum(axis=axes)
+            return out.reshape(out.shape[:1] + expr.shape)
+        if isinstance(expr.axis, int):
+            return vals[0].sum(axis=expr.axis + 1, keepdims=expr.keepdims)
+        raise Unsupported("sum over several axes")
+    if isinstance(expr, Promote):
+        v = vals[0].reshape(vals[0].shape[:1] + (1,) * nd)
+        return np.broadcast_to(v, v.shape[:1] + expr.shape)
+    if isinstance(expr, Elementwise):
+        shaped = [_pad(v, len(a.shape), nd) for a, v in zip(args, vals)]
+        b = np.broadcast_shapes(*(s.shape for s in shaped))
+        out = np.asarray(expr.numeric([np.broadcast_to(s, b) for s in shaped]), dtype=float)
+        if out.shape != b:
+            raise Unsupported("elementwise numeric changed the shape")
+        return out
+    return None
+
+
+def _per_example(expr: cp.Expression, vals: list[np.ndarray], n: int) -> np.ndarray:
+    """Fallback: call the atom's own ``numeric`` once per example."""
+    if all(v.shape[0] == 1 for v in vals):
+        out = np.asarray(expr.numeric([v[0] for v in vals]), dtype=float)
+        return out.reshape((1,) + expr.shape)
+    full = [np.broadcast_to(v, (n,) + v.shape[1:]) for v in vals]
+    rows = [np.asarray(expr.numeric([v[i] for v in full]), dtype=float) for i in range(n)]
+    return np.stack(rows).reshape((n,) + expr.shape)
+
+
+# ----------------------------------------------------------------------------- affine jets
+
+
+@dataclass(frozen=True, slots=True)
+class Jet:
+    """``value(w) = offset + jac @ w`` per example; ``jac`` is None for variable-free nodes and
+    the string ``"identity"`` for the variable itself."""
+
+    offset: np.ndarray  # (nb, *shape)
+    jac: np.ndarray | str | None  # (nb, *shape, d)
+
+
+def affine_jet(
+    expr: cp.Expression, variable: Variable, leaves: Mapping[int, np.ndarray], n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-example offset and Jacobian of an expression affine in ``variable``.
+
+    Returns
+    -------
+    offset : ndarray of shape ``(n, *expr.shape)``
+    jac : ndarray of shape ``(n, *expr.shape, d)``
+
+    Raises
+    ------
+    Unsupported
+        When the expression uses an affine atom without a vectorized rule here.
+    """
+    d = variable.size
+    jet = _jet(expr, variable, leaves, n)
+    offset = np.broadcast_to(jet.offset, (n,) + expr.shape)
+    jac = _materialize(jet.jac, expr.shape, d)
+    return offset, np.broadcast_to(jac, (n,) + expr.shape + (d,))
+
+
+def _materialize(jac: np.ndarray | str | None, shape: tuple[int, ...], d: int) -> np.ndarray:
+    if jac is None:
+        return np.zeros((1,) + shape + (d,))
+    if isinstance(jac, str):
+        return np.eye(d).reshape((1, d, d))
+    return jac
+
+
+def _jet(expr: cp.Expression, variable: Variable, leaves: Mapping[int, np.ndarray], n: int) -> Jet:
+    if not expr.variables():
+        return Jet(_eval(expr, leaves, n), None)
+    if getattr(expr, "id", None) == variable.id:
+        if len(variable.shape) != 1:
+            raise Unsupported("the variable must be a vector")
+        return Jet(np.zeros((1, variable.size)), "identity")
+    if not expr.is_affine():
+        raise Unsupported("not affine")
+    d = variable.size
+    nd = len(expr.shape)
+    args = expr.args
+    if isinstance(expr, AddExpression):
+        offset = 0.0
+        jac = None
+        for a in args:
+            j = _jet(a, variable, leaves, n)
+            offset = offset + _pad(j.offset, len(a.shape), nd)
+            if j.jac is not None:
+                jm = _pad(_materialize(j.jac, a.shape, d), len(a.shape) + 1, nd + 1)
+                jac = jm if jac is None else jac + jm
+        return Jet(np.asarray(offset), jac)
+    if isinstance(expr, NegExpression):
+        j = _jet(args[0], variable, leaves, n)
+        return Jet(-j.offset, -_materialize(j.jac, args[0].shape, d))
+    if isinstance(expr, (multiply, DivExpression)) or (
+        isinstance(expr, MulExpression) and (args[0].size == 1 or args[1].size == 1)
+    ):
+        a, b = args
+        if isinstance(expr, DivExpression):
+            if b.variables():
+                raise Unsupported("division by a variable")
+            j = _jet(a, variable, leaves, n)
+            den = _pad(_eval(b, leaves, n), len(b.shape), nd)
+            jac = _pad(_materialize(j.jac, a.shape, d), len(a.shape) + 1, nd + 1)
+            return Jet(_pad(j.offset, len(a.shape), nd) / den, jac / den[..., None])
+        if a.variables():
+            a, b = b, a
+        fac = _pad(_eval(a, leaves, n), len(a.shape), nd)
+        j = _jet(b, variable, leaves, n)
+        jac = _pad(_materialize(j.jac, b.shape, d), len(b.shape) + 1, nd + 1)
+        return Jet(fac * _pad(j.offset, len(b.shape), nd), fac[..., None] * jac)
+    if isinstance(expr, MulExpression):
+        a, b = args
+        if not a.variables():
+            mat = _eval(a, leaves, n)
+            j = _jet(b, variable, leaves, n)
+            offset = _matmul(mat, j.offset, len(a.shape), len(b.shape))
+            if isinstance(j.jac, str):
+                if len(a.shape) == 1:
+                    return Jet(offset, mat)
+                if len(a.shape) == 2:
+                    return Jet(offset, mat)
+                raise Unsupported("matmul shape")
+            jm = _materialize(j.jac, b.shape, d)
+            if len(a.shape) == 2 and len(b.shape) == 1:
+                return Jet(offset, np.einsum("...mk,...kd->...md", mat, jm))
+            if len(a.shape) == 1 and len(b.shape) == 1:
+                return Jet(offset, np.einsum("...k,...kd->...d", mat, jm))
+            raise Unsupported("matmul shape")
+        if not b.variables() and len(a.shape) == 1 and len(b.shape) == 1:
+            vec = _eval(b, leaves, n)
+            j = _jet(a, variable, leaves, n)
+            offset = np.einsum("...k,...k->...", j.offset, vec)
+            if isinstance(j.jac, str):
+                return Jet(offset, vec)
+            return Jet(offset, np.einsum("...kd,...k->...d", _materialize(j.jac, a.shape, d), vec))
+        raise Unsupported("matmul with the variable on this side")
+    if isinstance(expr, index):
+        j = _jet(args[0], variable, leaves, n)
+        key = (slice(None),) + tuple(expr.key)
+        off = np.asarray(j.offset)[key]
+        jac = _materialize(j.jac, args[0].shape, d)[key]
+        return Jet(off.reshape(off.shape[:1] + expr.shape),
+                   jac.reshape(jac.shape[:1] + expr.shape + (d,)))
+    if isinstance(expr, Sum):
+        j = _jet(args[0], variable, leaves, n)
+        jm = _materialize(j.jac, args[0].shape, d)
+        if expr.axis is None:
+            axes = tuple(range(1, j.offset.ndim))
+            off = j.offset.sum(axis=axes).reshape(j.offset.shape[:1] + expr.shape)
+            jac = jm.sum(axis=tuple(range(1, jm.ndim - 1))).reshape(jm.shape[:1] + expr.shape + (d,))
+            return Jet(off, jac)
+        raise Unsupported("sum along an axis")
+    if isinstance(expr, Promote):
+        j = _jet(args[0], variable, leaves, n)
+        jm = _materialize(j.jac, args[0].shape, d)
+        off = np.broadcast_to(j.offset.reshape(j.offset.shape[:1] + (1,) * nd),
+                              j.offset.shape[:1] + expr.shape)
+        jac = np.broadcast_to(jm.reshape(jm.shape[:1] + (1,) * nd + (d,)),
+                              jm.shape[:1] + expr.shape + (d,))
+        return Jet(off, jac)
+    raise Unsupported(f"affine atom {type(expr).__name__}")

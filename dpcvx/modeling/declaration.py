@@ -1,0 +1,201 @@
+"""A validated, immutable declaration of a per-example ERM problem.
+
+:class:`Declaration` checks everything the user wrote before any solve: the loss is a scalar,
+DCP in the variable and DPP in the data (after dpcvx's lifting of data-only subtrees), uses only
+that variable and only parameters that have data; every data array is finite, has the same number
+of examples and the parameter's shape; the domain is compact (see
+:class:`dpcvx.modeling.domains.Domain`). Each failure raises a typed error naming the parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import cvxpy as cp
+import numpy as np
+
+from dpcvx.errors import DataError, ModelingError
+from dpcvx.modeling._expressions import DerivedParameter, evaluate, lift
+from dpcvx.modeling._structure import Term, decompose
+from dpcvx.modeling.domains import Domain
+
+__all__ = ["Declaration"]
+
+
+def _name(p: cp.Parameter) -> str:
+    return p.name()
+
+
+def _offending_term(expr: cp.Expression) -> cp.Expression:
+    """The smallest subexpression that is not DCP/DPP, for error messages."""
+    for a in expr.args:
+        if not a.is_dcp(dpp=True):
+            return _offending_term(a)
+    return expr
+
+
+class Declaration:
+    """The validated problem ``min_{w in W} (1/n) sum_i loss(w; z_i) [+ regularization]``.
+
+    Parameters
+    ----------
+    loss : cvxpy.Expression
+        One example's loss: scalar, DCP (convex) in ``variable``, DPP in the per-example
+        parameters.
+    variable : cvxpy.Variable
+        The parameter vector, shape ``(d,)``.
+    data : mapping from cvxpy.Parameter to array-like
+        Each per-example parameter's values; the first axis indexes examples.
+    domain : list of cvxpy.Constraint
+        A compact, data-independent set of constraints on ``variable``.
+    """
+
+    def __init__(
+        self,
+        loss: cp.Expression,
+        variable: cp.Variable,
+        data: Mapping[cp.Parameter, object],
+        domain: list[cp.Constraint],
+    ) -> None:
+        if not isinstance(loss, cp.Expression):
+            raise ModelingError(
+                f"The `loss` must be a cvxpy Expression. Got {type(loss).__name__}."
+            )
+        if not isinstance(variable, cp.Variable) or len(variable.shape) != 1:
+            raise ModelingError(
+                "The `variable` must be a cvxpy.Variable of shape (d,). "
+                f"Got {variable!r} with shape {getattr(variable, 'shape', None)}."
+            )
+        if loss.size != 1:
+            raise ModelingError(
+                f"The `loss` must be one example's scalar loss. Got shape {loss.shape}; wrap it "
+                "in cp.sum(...) if it is a sum over outputs."
+            )
+        variables = loss.variables()
+        others = [v for v in variables if v.id != variable.id]
+        if others:
+            raise ModelingError(
+                f"The `loss` uses the variable `{others[0]}`, which is not the problem's variable "
+                f"`{variable}`. The loss may depend only on `variable` and data parameters."
+            )
+        if not variables:
+            raise ModelingError(f"The `loss` does not depend on the variable `{variable}`.")
+        if not isinstance(data, Mapping) or not data:
+            raise DataError(
+                "The `data` must be a non-empty dict mapping each per-example cp.Parameter of "
+                f"the loss to an array. Got {type(data).__name__}."
+            )
+        used = {p.id: p for p in loss.parameters()}
+        arrays: dict[int, np.ndarray] = {}
+        n = None
+        for key, value in data.items():
+            if not isinstance(key, cp.Parameter):
+                raise DataError(
+                    f"The keys of `data` must be cp.Parameter objects. Got {type(key).__name__}: "
+                    f"{key!r}."
+                )
+            if key.id not in used:
+                raise DataError(
+                    f"`data` binds the parameter `{_name(key)}`, which the loss does not use. "
+                    "Remove it from `data` or use it in the loss."
+                )
+            try:
+                arr = np.asarray(value, dtype=float)
+            except (TypeError, ValueError) as exc:
+                raise DataError(
+                    f"The data for parameter `{_name(key)}` must be a numeric array. Got "
+                    f"{type(value).__name__}."
+                ) from exc
+            expected = key.shape
+            if arr.ndim != len(expected) + 1 or arr.shape[1:] != expected:
+                raise DataError(
+                    f"The data for parameter `{_name(key)}` must have shape (n, *{expected}) "
+                    f"= (n{''.join(', ' + str(s) for s in expected)}): one row per example. Got "
+                    f"shape {arr.shape}."
+                )
+            if not np.all(np.isfinite(arr)):
+                bad = int(np.argmax(~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)))
+                raise DataError(
+                    f"The data for parameter `{_name(key)}` contains NaN or inf (first at "
+                    f"example {bad}). Remove or impute those examples before binding the data."
+                )
+            if key.is_nonneg() and np.any(arr < 0):
+                raise DataError(f"Parameter `{_name(key)}` is declared nonneg but its data has "
+                                "negative entries.")
+            if key.is_nonpos() and np.any(arr > 0):
+                raise DataError(f"Parameter `{_name(key)}` is declared nonpos but its data has "
+                                "positive entries.")
+            if n is None:
+                n = arr.shape[0]
+            elif arr.shape[0] != n:
+                raise DataError(
+                    "Every data array must have the same number of examples (first axis). "
+                    f"Parameter `{_name(key)}` has {arr.shape[0]}, an earlier one has {n}."
+                )
+            arrays[key.id] = np.ascontiguousarray(arr)
+        missing = [p for pid, p in used.items() if pid not in arrays]
+        if missing:
+            raise DataError(
+                f"The loss uses the parameter `{_name(missing[0])}` but `data` has no array for "
+                "it. Add it to `data` (one value per example)."
+            )
+        if n is None or n < 1:
+            raise DataError("The data must contain at least one example.")
+        if not loss.is_dcp():
+            raise ModelingError(
+                f"The `loss` is not DCP (convex) in the variable: the term "
+                f"`{_offending_term_dcp(loss)}` breaks the DCP rules. Only convex losses are "
+                "supported."
+            )
+        lifted, derived = lift(loss, frozenset(arrays))
+        if not lifted.is_dcp(dpp=True):
+            bad = _offending_term(lifted)
+            raise ModelingError(
+                "The `loss` is not DPP in the data: the term "
+                f"`{bad}` multiplies data with an expression that also depends on data and the "
+                "variable in a way dpcvx cannot separate. Write data only in affine positions "
+                "(e.g. `cp.pos(1 - (y * x) @ w)`)."
+            )
+        self.loss = loss
+        self.variable = variable
+        self.d = variable.size
+        self.n = int(n)
+        self.data = MappingProxyType(arrays)
+        self.parameters = tuple(used.values())
+        self.domain = Domain(variable, list(domain) if domain is not None else [])
+        self.lifted = lifted
+        self.derived: tuple[DerivedParameter, ...] = derived
+        self.terms: tuple[Term, ...] = decompose(lifted, variable)
+        self._derived_values: dict[int, np.ndarray] | None = None
+
+    def derived_values(self) -> dict[int, np.ndarray]:
+        """Per-example values of every derived parameter, shape ``(n, *shape)`` (cached)."""
+        if self._derived_values is None:
+            self._derived_values = {
+                dp.parameter.id: np.ascontiguousarray(
+                    np.broadcast_to(evaluate(dp.expression, self.data, self.n),
+                                    (self.n,) + dp.parameter.shape)
+                )
+                for dp in self.derived
+            }
+            for dp in self.derived:
+                if not np.all(np.isfinite(self._derived_values[dp.parameter.id])):
+                    raise DataError(
+                        f"The data expression `{dp.expression}` evaluates to NaN or inf on some "
+                        "example (for instance a division by zero)."
+                    )
+        return self._derived_values
+
+    def loss_values(self, w: np.ndarray) -> np.ndarray:
+        """``loss(w; z_i)`` for every example, evaluated from the user's own expression."""
+        leaves = dict(self.data)
+        leaves[self.variable.id] = np.asarray(w, float).reshape(1, self.d)
+        return np.asarray(evaluate(self.loss, leaves, self.n), float).reshape(self.n)
+
+
+def _offending_term_dcp(expr: cp.Expression) -> cp.Expression:
+    for a in expr.args:
+        if not a.is_dcp():
+            return _offending_term_dcp(a)
+    return expr

@@ -1,0 +1,586 @@
+"""Parameter domains: catalogue constructors and the analysis every guarantee needs.
+
+A domain is a list of CVXPY constraints on the variable, with no data in it (it is public).
+:class:`Domain` analyses it once, before any data is seen:
+
+- a bounding ball ``(center, radius)`` and a diameter bound ``D = 2 * radius`` (or better);
+  closed form for the catalogue (l2/l1/linf balls with a center, boxes, ellipsoids, the simplex);
+  for any other compact DCP set, dpcvx solves ``max / min w_j`` over the set, inflates the
+  answers, and *adds* the resulting box to the domain, so compactness is a fact by construction
+  rather than a solver's claim (the box is data-independent and contains the set);
+- a strictly feasible point with its slack, used to make any candidate point exactly feasible;
+- :meth:`Domain.make_feasible` (an exactly feasible point near a candidate, checked in float64
+  with a margin) and :meth:`Domain.min_linear_quadratic` (a valid lower bound on
+  ``min_{w in W} <s, w> + (lam/2) ||w - w0||^2``, exact for balls and boxes, and from
+  nonnegative multipliers of linearized constraints on the bounding ball otherwise).
+
+Equality constraints are met up to floating-point rounding (relative 1e-12).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cvxpy as cp
+import numpy as np
+from cvxpy.atoms.norm1 import norm1
+from cvxpy.atoms.norm_inf import norm_inf
+from cvxpy.atoms.pnorm import Pnorm
+from cvxpy.constraints.nonpos import Inequality
+from cvxpy.constraints.zero import Equality
+from scipy.optimize import nnls
+
+from dpcvx.errors import ModelingError
+from dpcvx.modeling._expressions import Unsupported, affine_jet
+
+__all__ = [
+    "Domain",
+    "box",
+    "ellipsoid",
+    "l1_ball",
+    "l2_ball",
+    "linf_ball",
+    "polytope",
+    "simplex",
+]
+
+_EPS = np.finfo(float).eps
+_FEAS_REL = 1e-12  # relative margin by which checked inequalities must hold
+
+
+def _center(variable: cp.Variable, center) -> np.ndarray:
+    c = np.zeros(variable.shape) if center is None else np.asarray(center, dtype=float)
+    return np.broadcast_to(c, variable.shape).astype(float)
+
+
+def l2_ball(variable: cp.Variable, radius: float, center=None) -> list[cp.Constraint]:
+    """``||w - center||_2 <= radius``."""
+    return [cp.norm(variable - _center(variable, center), 2) <= radius]
+
+
+def l1_ball(variable: cp.Variable, radius: float, center=None) -> list[cp.Constraint]:
+    """``||w - center||_1 <= radius``."""
+    return [cp.norm(variable - _center(variable, center), 1) <= radius]
+
+
+def linf_ball(variable: cp.Variable, radius: float, center=None) -> list[cp.Constraint]:
+    """``||w - center||_inf <= radius`` (written as a box)."""
+    c = _center(variable, center)
+    return box(variable, c - radius, c + radius)
+
+
+def box(variable: cp.Variable, lower, upper) -> list[cp.Constraint]:
+    """``lower <= w <= upper`` elementwise."""
+    return [variable >= lower, variable <= upper]
+
+
+def ellipsoid(variable: cp.Variable, shape_matrix, center=None) -> list[cp.Constraint]:
+    """``||P (w - center)||_2 <= 1`` for an invertible matrix ``P``."""
+    return [cp.norm(np.asarray(shape_matrix, float) @ (variable - _center(variable, center)), 2)
+            <= 1]
+
+
+def polytope(variable: cp.Variable, A, b) -> list[cp.Constraint]:
+    """``A w <= b`` (must be bounded)."""
+    return [np.asarray(A, float) @ variable <= np.asarray(b, float)]
+
+
+def simplex(variable: cp.Variable, total: float = 1.0) -> list[cp.Constraint]:
+    """``w >= 0, sum(w) == total``."""
+    return [variable >= 0, cp.sum(variable) == total]
+
+
+@dataclass(frozen=True, slots=True)
+class _Affine:
+    """Rows ``M w + b <= 0`` (or ``== 0``)."""
+
+    M: np.ndarray
+    b: np.ndarray
+
+
+def _affine_rows(expr: cp.Expression, variable: cp.Variable) -> _Affine:
+    off, jac = affine_jet(expr, variable, {}, 1)
+    return _Affine(jac[0].reshape(-1, variable.size), np.asarray(off[0], float).reshape(-1))
+
+
+def _is_identity_shift(M: np.ndarray) -> int:
+    """+1 if M == I, -1 if M == -I, 0 otherwise."""
+    if M.shape[0] != M.shape[1]:
+        return 0
+    eye = np.eye(M.shape[0])
+    if np.array_equal(M, eye):
+        return 1
+    if np.array_equal(M, -eye):
+        return -1
+    return 0
+
+
+class Domain:
+    """The analysed parameter domain ``W``.
+
+    Parameters
+    ----------
+    variable : cvxpy.Variable
+        A vector variable.
+    constraints : list of cvxpy.Constraint
+        DCP constraints involving only ``variable`` and constants.
+
+    Attributes
+    ----------
+    center, radius : the bounding ball ``W subset B(center, radius)``.
+    diameter : a bound on ``max ||u - v||`` over ``W``.
+    kind : ``"l2_ball"``, ``"box"`` or ``"general"``.
+    constraints : the constraints dpcvx compiles (the user's, plus an added box for general sets).
+    interior : a strictly feasible point (None when equality constraints are present and the
+        set is a single point).
+    """
+
+    def __init__(self, variable: cp.Variable, constraints: list[cp.Constraint]) -> None:
+        if not isinstance(variable, cp.Variable) or len(variable.shape) != 1:
+            raise ModelingError(
+                "The `variable` must be a one-dimensional cvxpy.Variable (shape (d,)). "
+                f"Got {variable!r} of shape {getattr(variable, 'shape', None)}."
+            )
+        if constraints is None or len(constraints) == 0:
+            raise ModelingError(
+                "The `domain` must be a non-empty list of constraints describing a compact set "
+                "(every guarantee needs its diameter). Got no constraints. Add e.g. "
+                "`[cp.norm(w, 2) <= R]` or use `dpcvx.domains.l2_ball(w, R)`."
+            )
+        self.variable = variable
+        self.d = variable.size
+        user = list(constraints)
+        for c in user:
+            if not isinstance(c, cp.Constraint):
+                raise ModelingError(
+                    f"Every entry of `domain` must be a cvxpy constraint. Got {type(c).__name__}."
+                )
+            if c.parameters():
+                raise ModelingError(
+                    f"The domain must not depend on data (it is public): the constraint `{c}` "
+                    "uses a cvxpy.Parameter. Use constants in the domain."
+                )
+            others = [v for v in c.variables() if v.id != variable.id]
+            if others:
+                raise ModelingError(
+                    f"The domain constraint `{c}` uses a variable other than `{variable}`: "
+                    f"{others[0]}. Domain constraints may use only the problem's variable."
+                )
+            if not c.is_dcp():
+                raise ModelingError(f"The domain constraint `{c}` is not DCP.")
+        self.user_constraints = tuple(user)
+        self._ineq: list[cp.Expression] = []
+        self._eq: list[_Affine] = []
+        self._poly: list[_Affine] = []
+        balls: list[tuple[np.ndarray, float]] = []
+        lo = np.full(self.d, -np.inf)
+        hi = np.full(self.d, np.inf)
+        for c in user:
+            if isinstance(c, Equality):
+                expr = c.args[0] - c.args[1]
+                try:
+                    self._eq.append(_affine_rows(expr, variable))
+                except Unsupported as exc:
+                    raise ModelingError(f"Equality constraint `{c}` must be affine.") from exc
+                continue
+            if not isinstance(c, Inequality):
+                raise ModelingError(
+                    f"Domain constraint `{c}` ({type(c).__name__}) is not supported; use "
+                    "inequalities `<=`/`>=` of convex/concave expressions and affine equalities."
+                )
+            lhs, rhs = c.args
+            expr = lhs - rhs
+            self._ineq.append(expr)
+            if expr.is_affine():
+                rows = _affine_rows(expr, variable)
+                self._poly.append(rows)
+                for M_row, b_row in zip(rows.M, rows.b):
+                    nz = np.flatnonzero(M_row)
+                    if len(nz) == 1:
+                        j = nz[0]
+                        bound = -b_row / M_row[j]
+                        if M_row[j] > 0:
+                            hi[j] = min(hi[j], bound)
+                        else:
+                            lo[j] = max(lo[j], bound)
+                continue
+            if not rhs.variables() and rhs.is_constant():
+                r = float(np.asarray(rhs.value))
+                if isinstance(lhs, Pnorm) or isinstance(lhs, (norm1, norm_inf)):
+                    p = {norm1: 1, norm_inf: np.inf}.get(type(lhs), getattr(lhs, "p", None))
+                    try:
+                        rows = _affine_rows(lhs.args[0], variable)
+                    except Unsupported:
+                        continue
+                    sign = _is_identity_shift(rows.M)
+                    if sign and lhs.axis is None:
+                        center = -rows.b * sign
+                        if p == 2 or p == 1:
+                            balls.append((center, r))
+                        elif p == np.inf:
+                            lo = np.maximum(lo, center - r)
+                            hi = np.maximum(np.minimum(hi, center + r), lo)
+        self._lo, self._hi = lo, hi
+        only_balls = len(balls) == 1 and not self._poly and not self._eq and len(user) == 1
+        ball_is_l2 = only_balls and isinstance(user[0].args[0], Pnorm) and user[0].args[0].p == 2
+        ball_is_l1 = only_balls and isinstance(user[0].args[0], norm1)
+        simplex_total = self._simplex_total()
+        box_only = bool(np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))) and all(
+            c.args[0].is_affine() and c.args[1].is_affine() for c in user
+        ) and not self._eq and all(
+            np.count_nonzero(row) == 1 for rows in self._poly for row in rows.M
+        )
+        self.constraints: tuple[cp.Constraint, ...] = self.user_constraints
+        if ball_is_l2:
+            self.kind = "l2_ball"
+            self.center, self.radius = balls[0]
+            if self.radius <= 0:
+                raise ModelingError(
+                    f"The l2-ball domain has radius {self.radius}; it must be positive."
+                )
+            self.diameter = 2 * self.radius
+        elif ball_is_l1:
+            self.kind = "l1_ball"
+            self.center, self.radius = balls[0]
+            if self.radius <= 0:
+                raise ModelingError(
+                    f"The l1-ball domain has radius {self.radius}; it must be positive."
+                )
+            self.diameter = 2 * self.radius
+        elif simplex_total is not None:
+            self.kind = "simplex"
+            self.total = simplex_total
+            self._lo, self._hi = np.zeros(self.d), np.full(self.d, simplex_total)
+            self.center = np.full(self.d, simplex_total / self.d)
+            self.radius = float(np.linalg.norm(np.eye(self.d)[0] * simplex_total - self.center))
+            self.diameter = float(np.sqrt(2) * simplex_total)
+        elif box_only:
+            if np.any(lo > hi):
+                raise ModelingError("The box domain is empty: some lower bound exceeds its upper "
+                                    f"bound (lower={lo}, upper={hi}).")
+            self.kind = "box"
+            self.center = (lo + hi) / 2
+            self.radius = float(np.linalg.norm((hi - lo) / 2))
+            self.diameter = 2 * self.radius
+        else:
+            self.kind = "general"
+            self._init_general(balls, lo, hi)
+        self.radius = float(self.radius) * (1 + 4 * _EPS)
+        self.diameter = float(self.diameter) * (1 + 4 * _EPS)
+        self._init_interior()
+
+    # ------------------------------------------------------------------ analysis
+    def _simplex_total(self) -> float | None:
+        """``t`` when the constraints are exactly ``w >= 0`` and ``sum(w) == t`` (t > 0)."""
+        if len(self._eq) != 1 or len(self._poly) != 1 or len(self.user_constraints) != 2:
+            return None
+        eq, ineq = self._eq[0], self._poly[0]
+        if eq.M.shape != (1, self.d) or not np.array_equal(eq.M[0], np.ones(self.d)):
+            return None
+        if not (np.array_equal(ineq.M, -np.eye(self.d)) and np.all(ineq.b == 0)):
+            return None
+        total = -float(eq.b[0])
+        if total <= 0:
+            raise ModelingError(f"The simplex total must be positive. Got {total}.")
+        return total
+
+    def _solve(self, objective, constraints) -> cp.Problem:
+        prob = cp.Problem(objective, constraints)
+        try:
+            prob.solve(solver=cp.CLARABEL)
+        except cp.SolverError as exc:  # pragma: no cover - solver crash
+            raise ModelingError(f"Could not analyse the domain: {exc}") from exc
+        return prob
+
+    def _init_general(self, balls, lo, hi) -> None:
+        w = self.variable
+        if balls:
+            c, r = min(balls, key=lambda b: b[1])
+            self.center, self.radius = np.asarray(c, float), float(r)
+            self.diameter = 2 * self.radius
+            bounded_box = False
+        else:
+            bounded_box = True
+        # feasibility (and emptiness)
+        prob = self._solve(cp.Minimize(0), list(self.user_constraints))
+        if prob.status in ("infeasible", "infeasible_inaccurate"):
+            raise ModelingError(
+                "The domain is empty: its constraints have no common point. Check signs and "
+                "bounds of the `domain` constraints."
+            )
+        if bounded_box:
+            new_lo, new_hi = lo.copy(), hi.copy()
+            for j in range(self.d):
+                for sense in (1.0, -1.0):
+                    if (sense > 0 and np.isfinite(hi[j])) or (sense < 0 and np.isfinite(lo[j])):
+                        continue
+                    p = self._solve(cp.Maximize(sense * w[j]), list(self.user_constraints))
+                    if p.status in ("unbounded", "unbounded_inaccurate") or p.value is None \
+                            or not np.isfinite(p.value):
+                        raise ModelingError(
+                            "The domain is unbounded: w[%d] can go to %s. Every guarantee needs "
+                            "a compact domain; add a bound such as `cp.norm(w, 2) <= R`."
+                            % (j, "+inf" if sense > 0 else "-inf")
+                        )
+                    val = sense * float(p.value)
+                    pad = 1e-6 * (1 + abs(val))
+                    if sense > 0:
+                        new_hi[j] = val + pad
+                    else:
+                        new_lo[j] = val - pad
+            added = [w >= new_lo, w <= new_hi]
+            self.constraints = self.user_constraints + tuple(added)
+            for c in added:
+                rows = _affine_rows(c.args[0] - c.args[1], w)
+                self._poly.append(rows)
+                self._ineq.append(c.args[0] - c.args[1])
+            self._lo, self._hi = new_lo, new_hi
+            self.center = (new_lo + new_hi) / 2
+            self.radius = float(np.linalg.norm((new_hi - new_lo) / 2))
+            self.diameter = 2 * self.radius
+
+    def _init_interior(self) -> None:
+        """Find a point of W with the largest common slack on the inequality constraints."""
+        w = self.variable
+        if self.kind == "l2_ball":
+            self.interior, self.slack = self.center.copy(), None
+            return
+        if self.kind == "box":
+            self.interior, self.slack = self.center.copy(), None
+            return
+        s = cp.Variable()
+        cons = [expr + s * (1 + self._scale(expr)) <= 0 for expr in self._ineq]
+        cons += [c for c in self.constraints if isinstance(c, Equality)]
+        prob = self._solve(cp.Maximize(s), cons + [s <= 1])
+        if w.value is None or s.value is None:
+            raise ModelingError("Could not find a point inside the domain; is it empty?")
+        point = np.asarray(w.value, float)
+        slacks = self._violations(point)
+        if prob.status not in ("optimal", "optimal_inaccurate") or np.max(slacks) >= 0:
+            raise ModelingError(
+                "The domain has no strictly feasible point (its inequalities have empty "
+                "interior). Describe lower-dimensional sets with equality constraints."
+            )
+        self.interior = point
+        self.slack = -slacks
+
+    @staticmethod
+    def _scale(expr: cp.Expression) -> float:
+        consts = [abs(float(np.max(np.abs(c.value)))) for c in expr.constants()] or [0.0]
+        return max(consts)
+
+    def _violations(self, point: np.ndarray) -> np.ndarray:
+        """Values of every inequality ``g_j(point) <= 0`` plus a rounding margin (>0 = fail)."""
+        w = self.variable
+        old = w.value
+        w.value = point
+        try:
+            vals = []
+            for expr in self._ineq:
+                v = np.asarray(expr.value, float).reshape(-1)
+                margin = _FEAS_REL * (1 + self._scale(expr) + np.linalg.norm(point, 1))
+                vals.append(np.max(v) + margin)
+        finally:
+            w.value = old
+        return np.asarray(vals)
+
+    def _eq_ok(self, point: np.ndarray) -> bool:
+        for rows in self._eq:
+            res = rows.M @ point + rows.b
+            tol = _FEAS_REL * (1 + np.abs(rows.M) @ np.abs(point) + np.abs(rows.b))
+            if np.any(np.abs(res) > tol):
+                return False
+        return True
+
+    # ------------------------------------------------------------------ public operations
+    def contains(self, point: np.ndarray) -> bool:
+        """Whether ``point`` satisfies every constraint with dpcvx's rounding margin."""
+        point = np.asarray(point, float)
+        if self.kind == "l2_ball":
+            return bool(np.linalg.norm(point - self.center) <= self.radius * (1 - 8 * _EPS)
+                        / (1 + 4 * _EPS))
+        if self.kind == "box":
+            return bool(np.all(point >= self._lo) and np.all(point <= self._hi))
+        if self.kind == "l1_ball":
+            return bool(np.sum(np.abs(point - self.center)) * (1 + 2 * self.d * _EPS)
+                        <= self.radius / (1 + 4 * _EPS))
+        if self.kind == "simplex":
+            return bool(np.all(point >= 0) and self._eq_ok(point))
+        return bool(np.all(self._violations(point) <= 0) and self._eq_ok(point))
+
+    def project(self, point: np.ndarray) -> np.ndarray:
+        """Euclidean projection for balls and boxes; for general sets, the point itself."""
+        point = np.asarray(point, float)
+        if self.kind == "l2_ball":
+            r = self.radius / (1 + 4 * _EPS)
+            diff = point - self.center
+            nrm = np.linalg.norm(diff)
+            return point if nrm <= r else self.center + diff * (r / nrm)
+        if self.kind == "box":
+            return np.clip(point, self._lo, self._hi)
+        if self.kind == "l1_ball":
+            return self.center + _project_l1(point - self.center, self.radius / (1 + 4 * _EPS))
+        if self.kind == "simplex":
+            return _project_simplex(point, self.total)
+        return point
+
+    def make_feasible(self, point: np.ndarray) -> np.ndarray:
+        """An exactly feasible point close to ``point`` (checked with :meth:`contains`).
+
+        Balls and boxes: projection, then a shrink toward the center until the float64 check
+        passes. General sets: projection onto the affine equalities, then a pull toward the
+        strictly feasible interior point by the convexity bound on the violations.
+        """
+        point = np.asarray(point, float).reshape(self.d)
+        if not np.all(np.isfinite(point)):
+            point = self.interior.copy()
+        if self.kind in ("l2_ball", "box", "l1_ball", "simplex"):
+            cand = self.project(point)
+            t = 0.0
+            while not self.contains(cand):
+                t = max(2 * t, 1e-15)
+                if t >= 1:
+                    cand = self.interior.copy()
+                    break
+                cand = (1 - t) * self.project(point) + t * self.interior
+            return cand
+        for rows in self._eq:  # least-squares correction onto the affine set
+            res = rows.M @ point + rows.b
+            point = point - np.linalg.lstsq(rows.M, res, rcond=None)[0]
+        viol = self._violations(point)
+        if np.all(viol <= 0) and self._eq_ok(point):
+            return point
+        pos = np.maximum(viol, 0)
+        t = float(np.max(pos / (pos + self.slack)))
+        while True:
+            t = min(1.0, t * (1 + 1e-9) + 1e-15)
+            cand = (1 - t) * point + t * self.interior
+            if np.all(self._violations(cand) <= 0) and self._eq_ok(cand):
+                return cand
+            if t >= 1.0:
+                return self.interior.copy()
+            t = 2 * t
+
+    def min_linear_quadratic(
+        self, s: np.ndarray, lam: float, w0: np.ndarray, hint: np.ndarray | None = None
+    ) -> float:
+        """A valid lower bound on ``min_{w in W} <s, w> + (lam/2) ||w - w0||^2``.
+
+        Exact (up to rounding, which is subtracted) for balls and boxes. For general sets, a
+        Lagrangian bound on the bounding ball (or box) with nonnegative multipliers of the
+        constraints linearized at ``hint`` (true subgradients), chosen by NNLS to cancel the
+        objective's gradient at ``hint``.
+        """
+        s = np.asarray(s, float)
+        if self.kind == "l2_ball":
+            return _min_ball(s, lam, w0, self.center, self.radius)
+        if self.kind == "box":
+            return _min_box(s, lam, w0, self._lo, self._hi)
+        if self.kind in ("l1_ball", "simplex"):
+            if lam > 0:
+                p = self.project(w0 - s / lam)
+            elif self.kind == "l1_ball":
+                j = int(np.argmax(np.abs(s)))
+                p = self.center.copy()
+                p[j] -= np.sign(s[j]) * self.radius
+            else:
+                p = np.zeros(self.d)
+                p[int(np.argmin(s))] = self.total
+            val = float(s @ p + lam / 2 * np.sum((p - w0) ** 2))
+            # p is the exact minimizer up to rounding; val can exceed the minimum only by the
+            # rounding of p, bounded by the gradient norm times a few ulps of the diameter.
+            grad = np.linalg.norm(s + lam * (p - w0))
+            return val - 64 * _EPS * (np.abs(s) @ np.abs(p) + lam * np.sum((p - w0) ** 2)
+                                      + grad * self.diameter + 1.0)
+        shift = np.zeros(self.d)
+        const = 0.0
+        if hint is not None:
+            cols, offs = self._linearized(hint)
+            if cols:
+                grad = s + lam * (hint - w0)
+                G = np.column_stack(cols)
+                mu, _ = nnls(G, -grad)
+                shift = G @ mu
+                const = float(np.dot(mu, offs))
+        base = (_min_box(s + shift, lam, w0, self._lo, self._hi)
+                if np.all(np.isfinite(self._lo)) and np.all(np.isfinite(self._hi))
+                else _min_ball(s + shift, lam, w0, self.center, self.radius))
+        return base + const - 16 * _EPS * (abs(base) + abs(const))
+
+    def _linearized(self, v: np.ndarray) -> tuple[list[np.ndarray], list[float]]:
+        """Columns a and offsets o with ``g(w) >= <a, w> + o`` (so ``<a, w> + o <= 0`` on W)
+        for each inequality row; equality rows enter with both signs."""
+        w = self.variable
+        cols: list[np.ndarray] = []
+        offs: list[float] = []
+        for rows in self._poly:
+            for M_row, b_row in zip(rows.M, rows.b):
+                val = float(M_row @ v + b_row)
+                if val < -1e-7 * (1 + np.abs(M_row) @ np.abs(v) + abs(b_row)):
+                    continue  # inactive: its multiplier would only loosen the bound
+                cols.append(M_row.copy())
+                offs.append(float(b_row))
+        for rows in self._eq:
+            for M_row, b_row in zip(rows.M, rows.b):
+                cols += [M_row.copy(), -M_row]
+                offs += [float(b_row), -float(b_row)]
+        old = w.value
+        w.value = v
+        try:
+            for expr in self._ineq:
+                if expr.is_affine() or expr.size != 1:
+                    continue
+                g = expr.grad.get(w) if expr.grad else None
+                val = expr.value
+                if g is None or val is None:
+                    continue
+                if float(val) < -1e-7 * (1 + self._scale(expr)):
+                    continue
+                a = np.asarray(g.toarray() if hasattr(g, "toarray") else g, float).reshape(-1)
+                cols.append(a)
+                offs.append(float(val) - float(a @ v))
+        finally:
+            w.value = old
+        return cols, offs
+
+
+def _min_ball(s, lam, w0, center, radius) -> float:
+    """``min_{||w - c|| <= r} <s, w> + (lam/2)||w - w0||^2`` with its rounding margin."""
+    if lam > 0:
+        u = w0 - s / lam
+        diff = u - center
+        nrm = np.linalg.norm(diff)
+        p = u if nrm <= radius else center + diff * (radius / nrm)
+        val = float(s @ p + lam / 2 * np.sum((p - w0) ** 2))
+        # the minimum over the ball is at most val; bound it from below by strong duality of the
+        # scalar problem: val is exact up to rounding of order eps * (|s||p| + lam |p - w0|^2).
+        scale = np.abs(s) @ np.abs(p) + lam * np.sum((p - w0) ** 2) + lam * nrm * radius
+        return val - 64 * _EPS * (scale + 1.0)
+    val = float(s @ center - radius * np.linalg.norm(s))
+    return val - 64 * _EPS * (np.abs(s) @ np.abs(center) + radius * np.linalg.norm(s) + 1.0)
+
+
+def _min_box(s, lam, w0, lo, hi) -> float:
+    if lam > 0:
+        p = np.clip(w0 - s / lam, lo, hi)
+    else:
+        p = np.where(s >= 0, lo, hi)
+    val = float(s @ p + lam / 2 * np.sum((p - w0) ** 2))
+    return val - 64 * _EPS * (np.abs(s) @ np.abs(p) + lam * np.sum((p - w0) ** 2) + 1.0)
+
+
+def _project_simplex(u: np.ndarray, total: float) -> np.ndarray:
+    """Euclidean projection onto ``{w >= 0, sum w = total}`` (sort-based, exact up to rounding)."""
+    srt = np.sort(u)[::-1]
+    css = np.cumsum(srt) - total
+    idx = np.arange(1, len(u) + 1)
+    k = np.nonzero(srt - css / idx > 0)[0][-1]
+    tau = css[k] / (k + 1)
+    return np.maximum(u - tau, 0.0)
+
+
+def _project_l1(u: np.ndarray, radius: float) -> np.ndarray:
+    """Euclidean projection onto ``{||w||_1 <= radius}``."""
+    if np.sum(np.abs(u)) <= radius:
+        return u
+    return np.sign(u) * _project_simplex(np.abs(u), radius)

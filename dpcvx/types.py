@@ -1,0 +1,38 @@
+"""Typed privacy-relevant values: a guarantee and a sensitivity (house style point 5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Guarantee", "Sensitivity"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Guarantee:
+    """A differential-privacy guarantee ``(epsilon, delta)`` under a neighboring relation.
+
+    ``delta == 0`` is pure epsilon-DP. ``neighbors`` names the relation: ``"replace-one"``
+    (same n, one record differs) is the one every mechanism here uses.
+    """
+
+    epsilon: float
+    delta: float = 0.0
+    neighbors: str = "replace-one"
+
+    @property
+    def pure(self) -> bool:
+        """Whether this is a pure epsilon-DP guarantee."""
+        return self.delta == 0.0
+
+    def __str__(self) -> str:
+        if self.pure:
+            return f"{self.epsilon:g}-DP (pure, {self.neighbors} neighbors)"
+        return f"({self.epsilon:g}, {self.delta:g})-DP ({self.neighbors} neighbors)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sensitivity:
+    """An upper bound ``value`` on ``||M(X) - M(X')||`` over neighbors, in the norm ``norm``."""
+
+    value: float
+    norm: str = "l2"
