@@ -1,0 +1,50 @@
+"""dpcvx: differentially private convex optimization, declared in CVXPY, certified by dpcvx.
+
+The public API is what this module exports; everything else is internal.
+"""
+
+from __future__ import annotations
+
+from dpcvx import losses
+from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent
+from dpcvx.certification.certificate import CertifiedSolution
+from dpcvx.errors import (
+    CertificationError,
+    DataError,
+    DpcvxError,
+    InvalidParameterError,
+    ModelingError,
+    PrivacyBudgetError,
+    PrivacyLeakWarning,
+    SolverError,
+)
+from dpcvx.mechanisms.output_perturbation import OutputPerturbation
+from dpcvx.modeling import domains
+from dpcvx.problem import Problem
+from dpcvx.results import PrivateResult
+from dpcvx.types import Guarantee, Sensitivity
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Accountant",
+    "CertificationError",
+    "CertifiedSolution",
+    "DataError",
+    "DpcvxError",
+    "Guarantee",
+    "InvalidParameterError",
+    "Ledger",
+    "ModelingError",
+    "OutputPerturbation",
+    "PrivacyBudgetError",
+    "PrivacyEvent",
+    "PrivacyLeakWarning",
+    "PrivateResult",
+    "Problem",
+    "Sensitivity",
+    "SolverError",
+    "__version__",
+    "domains",
+    "losses",
+]

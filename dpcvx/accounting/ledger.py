@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpcvx._profiles import gaussian_delta
 from dpcvx._validation import check_nonnegative, check_positive, check_real
 from dpcvx.errors import InvalidParameterError, PrivacyBudgetError
-from dpcvx.mechanisms.noise import gaussian_delta
 from dpcvx.types import Guarantee
 
 if TYPE_CHECKING:

@@ -23,11 +23,21 @@ import cvxpy as cp
 import numpy as np
 from cvxpy.atoms.affine.add_expr import AddExpression
 from cvxpy.atoms.affine.binary_operators import DivExpression, MulExpression, multiply
+from cvxpy.atoms.affine.hstack import Hstack
+from cvxpy.atoms.affine.vstack import Vstack
 from cvxpy.atoms.affine.index import index
 from cvxpy.atoms.affine.promote import Promote
+from cvxpy.atoms.affine.reshape import reshape as cp_reshape
 from cvxpy.atoms.affine.sum import Sum
 from cvxpy.atoms.affine.unary_operators import NegExpression
 from cvxpy.atoms.elementwise.elementwise import Elementwise
+from cvxpy.atoms.log_sum_exp import log_sum_exp
+from cvxpy.atoms.max import max as cp_max
+from cvxpy.atoms.norm1 import norm1
+from cvxpy.atoms.norm_inf import norm_inf
+from cvxpy.atoms.pnorm import Pnorm
+from cvxpy.atoms.quad_over_lin import quad_over_lin
+from scipy.special import logsumexp
 from cvxpy.expressions.constants.constant import Constant
 from cvxpy.expressions.constants.parameter import Parameter
 from cvxpy.expressions.variable import Variable
@@ -172,6 +182,46 @@ def _pad(value: np.ndarray, arg_ndim: int, out_ndim: int) -> np.ndarray:
     return value.reshape(value.shape[:1] + (1,) * (out_ndim - arg_ndim) + value.shape[1:])
 
 
+def _concat(expr: cp.Expression, arrays: list[np.ndarray], trailing: int) -> np.ndarray:
+    """Batched ``hstack``/``vstack``; ``trailing`` extra axes (the Jacobian's) follow."""
+    nb = max(a.shape[0] for a in arrays)
+    out = []
+    for arg, a in zip(expr.args, arrays):
+        a = np.broadcast_to(a, (nb,) + a.shape[1:])
+        tail = a.shape[a.ndim - trailing:] if trailing else ()
+        shape = arg.shape
+        if isinstance(expr, Hstack):
+            shape = shape if len(shape) >= 1 else (1,)
+        else:
+            shape = shape if len(shape) >= 2 else (1,) + (shape if shape else (1,))
+        out.append(a.reshape((nb,) + shape + tail))
+    if isinstance(expr, Hstack):
+        axis = 1 if len(expr.args[0].shape) <= 1 else 2
+    else:
+        axis = 1
+    res = np.concatenate(out, axis=axis)
+    return res.reshape((nb,) + expr.shape + res.shape[res.ndim - trailing:] if trailing
+                       else (nb,) + expr.shape)
+
+
+def _reshape(a: np.ndarray, old: tuple[int, ...], new: tuple[int, ...], order: str,
+             trailing: int) -> np.ndarray:
+    """Per-example reshape of ``a`` (``(nb, *old, *tail)``) in CVXPY's ``order``."""
+    nb = a.shape[0]
+    tail = a.shape[a.ndim - trailing:] if trailing else ()
+    m = nb * int(np.prod(tail, dtype=int))
+    r = np.moveaxis(a, tuple(range(1 + len(old), a.ndim)), tuple(range(1, 1 + trailing)))
+    r = r.reshape((m,) + old)
+    if order == "F":
+        r = r.transpose((0,) + tuple(range(len(old), 0, -1)))
+        r = r.reshape((m,) + new[::-1])
+        r = r.transpose((0,) + tuple(range(len(new), 0, -1)))
+    else:
+        r = r.reshape((m,) + new)
+    r = r.reshape((nb,) + tail + new)
+    return np.moveaxis(r, tuple(range(1, 1 + trailing)), tuple(range(1 + len(new), r.ndim)))
+
+
 def _matmul(a: np.ndarray, b: np.ndarray, a_ndim: int, b_ndim: int) -> np.ndarray:
     spec = {
         (1, 1): "...k,...k->...",
@@ -256,6 +306,28 @@ def _vectorized(expr: cp.Expression, vals: list[np.ndarray], nd: int) -> np.ndar
     if isinstance(expr, Promote):
         v = vals[0].reshape(vals[0].shape[:1] + (1,) * nd)
         return np.broadcast_to(v, v.shape[:1] + expr.shape)
+    if isinstance(expr, (Hstack, Vstack)):
+        return _concat(expr, vals, 0)
+    if isinstance(expr, cp_reshape):
+        return _reshape(vals[0], args[0].shape, expr.shape, expr.order, 0)
+    if getattr(expr, "axis", 0) is None and len(args) >= 1:
+        flat = vals[0].reshape(vals[0].shape[0], -1)
+        if isinstance(expr, norm1):
+            return np.abs(flat).sum(axis=1)
+        if isinstance(expr, norm_inf):
+            return np.abs(flat).max(axis=1)
+        if isinstance(expr, Pnorm):
+            p = float(expr.p)
+            if p == 2.0:
+                return np.linalg.norm(flat, axis=1)
+            if p >= 1.0:
+                return np.sum(np.abs(flat) ** p, axis=1) ** (1.0 / p)
+        if isinstance(expr, quad_over_lin):
+            return np.sum(flat ** 2, axis=1) / vals[1].reshape(-1)
+        if isinstance(expr, cp_max):
+            return flat.max(axis=1)
+        if isinstance(expr, log_sum_exp):
+            return logsumexp(flat, axis=1)
     if isinstance(expr, Elementwise):
         shaped = [_pad(v, len(a.shape), nd) for a, v in zip(args, vals)]
         b = np.broadcast_shapes(*(s.shape for s in shaped))
@@ -409,5 +481,16 @@ def _jet(expr: cp.Expression, variable: Variable, leaves: Mapping[int, np.ndarra
                               j.offset.shape[:1] + expr.shape)
         jac = np.broadcast_to(jm.reshape(jm.shape[:1] + (1,) * nd + (d,)),
                               jm.shape[:1] + expr.shape + (d,))
+        return Jet(off, jac)
+    if isinstance(expr, cp_reshape):
+        j = _jet(args[0], variable, leaves, n)
+        off = _reshape(np.asarray(j.offset), args[0].shape, expr.shape, expr.order, 0)
+        jac = _reshape(_materialize(j.jac, args[0].shape, d), args[0].shape, expr.shape,
+                       expr.order, 1)
+        return Jet(off, jac)
+    if isinstance(expr, (Hstack, Vstack)):
+        jets = [_jet(a, variable, leaves, n) for a in args]
+        off = _concat(expr, [j.offset for j in jets], 0)
+        jac = _concat(expr, [_materialize(j.jac, a.shape, d) for j, a in zip(jets, args)], 1)
         return Jet(off, jac)
     raise Unsupported(f"affine atom {type(expr).__name__}")

@@ -1,0 +1,228 @@
+"""The user-facing problem: declare once, solve with a certificate, release privately."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+
+from dpcvx._validation import check_delta, check_nonnegative, check_positive
+from dpcvx.accounting.ledger import Accountant, PrivacyEvent
+from dpcvx.certification.certificate import CertifiedSolution
+from dpcvx.certification.solve import certified_solve
+from dpcvx.compilation.solvers import _check_solver
+from dpcvx.compilation.template import compile_domain, compile_template
+from dpcvx.errors import InvalidParameterError
+from dpcvx.modeling.declaration import Declaration
+from dpcvx.results import PrivateResult
+from dpcvx.rng import make_rng
+
+__all__ = ["Problem"]
+
+
+class Problem:
+    """A per-example convex ERM problem over a compact public domain.
+
+    Parameters
+    ----------
+    loss : cvxpy.Expression
+        One example's loss: scalar, convex (DCP) in ``variable``, with data entering through
+        ``cp.Parameter`` objects (DPP; a scalar data factor times an affine term, such as
+        ``y * (x @ w)``, is accepted and rewritten).
+    variable : cvxpy.Variable
+        The parameter vector ``w`` of shape ``(d,)``.
+    data : dict
+        Maps each per-example parameter of ``loss`` to an array whose first axis indexes the n
+        examples.
+    domain : list of cvxpy.Constraint
+        The public, compact domain ``W`` (see :mod:`dpcvx.domains` for ready-made ones).
+
+    Examples
+    --------
+    >>> import cvxpy as cp, numpy as np, dpcvx
+    >>> w = cp.Variable(2); x = cp.Parameter(2); y = cp.Parameter()
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]); Y = np.array([1.0, 1.0, -1.0])
+    >>> problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
+    ...                         domain=[cp.norm(w, 2) <= 1])
+    >>> sol = problem.solve(regularization=0.1)
+    >>> bool(sol.gap < 1e-6)
+    True
+    """
+
+    def __init__(self, loss: cp.Expression, variable: cp.Variable,
+                 data: Mapping[cp.Parameter, Any], domain: list[cp.Constraint]) -> None:
+        self._decl = Declaration(loss, variable, data, domain)
+        self._template = None
+        self._domain_block = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n(self) -> int:
+        """Number of examples."""
+        return self._decl.n
+
+    @property
+    def d(self) -> int:
+        """Dimension of the variable."""
+        return self._decl.d
+
+    @property
+    def domain(self):
+        """The analysed domain (bounding ball, diameter, projection)."""
+        return self._decl.domain
+
+    @property
+    def diameter(self) -> float:
+        """A bound ``D`` on the domain's diameter."""
+        return self._decl.domain.diameter
+
+    @property
+    def declaration(self) -> Declaration:
+        """The validated declaration (lifted loss, terms, data)."""
+        return self._decl
+
+    def _compiled(self):
+        if self._template is None:
+            self._template = compile_template(self._decl)
+            self._domain_block = compile_domain(self._decl)
+        return self._template, self._domain_block
+
+    def _center(self, center) -> np.ndarray:
+        if center is None:
+            return np.asarray(self._decl.domain.center, float).copy()
+        c = np.asarray(center, dtype=float)
+        if c.shape != (self.d,) or not np.all(np.isfinite(c)):
+            raise InvalidParameterError(
+                f"The `center` parameter must be a finite vector of shape ({self.d},). "
+                f"Got shape {c.shape}."
+            )
+        return c
+
+    # ------------------------------------------------------------------ solving
+    def solve(self, regularization: float = 0.0, center=None, accuracy: float | None = None,
+              solver: str | None = None) -> CertifiedSolution:
+        """Minimize ``(1/n) sum_i loss_i(w) + (regularization/2) ||w - center||^2`` over the
+        domain and return dpcvx's certificate.
+
+        Parameters
+        ----------
+        regularization : float
+            ``lam >= 0`` (``distance_bound`` is finite only for ``lam > 0``).
+        center : array-like, optional
+            ``w0``; default the center of the domain's bounding ball.
+        accuracy : float, optional
+            A target for the certified gap; when given, the refinement ladder runs until it is
+            met or raises :class:`~dpcvx.CertificationError`.
+        solver : {"CLARABEL", "ECOS", "SCS"}, optional
+            The first solver to try (default CLARABEL).
+
+        Returns
+        -------
+        CertifiedSolution
+        """
+        lam = check_nonnegative(regularization, "regularization", "Problem.solve")
+        if accuracy is not None:
+            accuracy = check_positive(accuracy, "accuracy", "Problem.solve")
+        _check_solver(solver)
+        w0 = self._center(center)
+        template, block = self._compiled()
+        return certified_solve(self._decl, template, block, lam=lam, w0=w0, accuracy=accuracy,
+                               solver=solver)
+
+    def solve_private(self, mechanism, *, epsilon: float, delta: float = 0.0, rng=None,
+                      accountant: Accountant | None = None) -> PrivateResult:
+        """Release a differentially private minimizer.
+
+        Every input is validated and the release is planned from public quantities first
+        (nothing spent on bad input). Then the budget is reserved in ``accountant`` (a fresh one
+        holding exactly ``(epsilon, delta)`` when None) *before the data is touched*: a
+        failure after that point (e.g. :class:`~dpcvx.CertificationError`) keeps it spent and
+        releases nothing.
+
+        Parameters
+        ----------
+        mechanism : OutputPerturbation
+            The mechanism with its public parameters.
+        epsilon : float
+            Privacy parameter, positive and finite.
+        delta : float
+            In ``[0, 1)``; 0 (default) asks for pure epsilon-DP.
+        rng : None, int or numpy.random.Generator
+            None (default) draws noise from OS cryptographic randomness; an int gives
+            reproducible noise and marks the result ``seeded=True``.
+        accountant : Accountant, optional
+            Charge this release to an existing budget (composition of several releases).
+        """
+        owner = "Problem.solve_private"
+        epsilon = check_positive(epsilon, "epsilon", owner)
+        delta = check_delta(delta, owner)
+        if not hasattr(mechanism, "plan") or not hasattr(mechanism, "release"):
+            raise InvalidParameterError(
+                f"The `mechanism` must be a dpcvx mechanism such as dpcvx.OutputPerturbation. "
+                f"Got {type(mechanism).__name__}."
+            )
+        generator, seeded = make_rng(rng)
+        if accountant is not None and not isinstance(accountant, Accountant):
+            raise InvalidParameterError(
+                f"The `accountant` must be a dpcvx.Accountant or None. Got "
+                f"{type(accountant).__name__}."
+            )
+        plan = mechanism.plan(n=self.n, d=self.d, center=self._decl.domain.center,
+                              diameter=self.diameter, epsilon=epsilon, delta=delta)
+        name = type(mechanism).__name__
+        noise = plan.noise
+        event = PrivacyEvent(
+            label=f"{name}(n={self.n}, d={self.d})",
+            epsilon=epsilon,
+            delta=delta,
+            kind="pure" if delta == 0 else "gaussian",
+            noise_multiplier=None if delta == 0 else noise.noise_multiplier,
+            detail={"sensitivity": plan.sensitivity.value, "noise": noise.kind,
+                    "scale": noise.scale},
+        )
+        template, block = self._compiled()
+        budget = accountant if accountant is not None else Accountant(epsilon, delta)
+        budget.reserve(event)  # raises PrivacyBudgetError (and spends nothing) if unaffordable
+
+        def solve(lam: float, w0: np.ndarray, alpha: float) -> CertifiedSolution:
+            return certified_solve(self._decl, template, block, lam=lam, w0=w0,
+                                   accuracy=alpha, solver=getattr(mechanism, "solver", None))
+
+        w, certificates = mechanism.release(plan, solve, self.project, generator)
+        detail = dict(plan.detail)
+        detail.update(sensitivity=plan.sensitivity.value, base_sensitivity=plan.base_sensitivity,
+                      accuracy=plan.accuracy, noise=noise.kind, noise_scale=noise.scale,
+                      regularization=plan.regularization)
+        return PrivateResult(w=w, epsilon=epsilon, delta=delta, certificates=certificates,
+                             ledger=budget.ledger, seeded=seeded, mechanism=name,
+                             detail=MappingProxyType(detail))
+
+    def project(self, point: np.ndarray) -> np.ndarray:
+        """Euclidean projection onto the (public) domain, made exactly feasible.
+
+        Used on noisy points only (post-processing): for domains without a closed form it
+        solves the projection with CVXPY and then makes the answer exactly feasible.
+        """
+        dom = self._decl.domain
+        point = np.asarray(point, float)
+        if dom.kind != "general":
+            return dom.make_feasible(dom.project(point))
+        v = cp.Variable(self.d)
+        cons = [c for c in _substitute(dom.constraints, self._decl.variable, v)]
+        cp.Problem(cp.Minimize(cp.sum_squares(v - point)), cons).solve(solver=cp.CLARABEL)
+        guess = point if v.value is None else np.asarray(v.value, float)
+        return dom.make_feasible(guess)
+
+
+def _substitute(constraints, old: cp.Variable, new: cp.Variable):
+    """The constraints with ``old`` replaced by ``new`` (public domain only)."""
+    def sub(expr):
+        if isinstance(expr, cp.Variable) and expr.id == old.id:
+            return new
+        if not expr.args:
+            return expr
+        return expr.copy([sub(a) for a in expr.args])
+    return [c.copy([sub(a) for a in c.args]) for c in constraints]

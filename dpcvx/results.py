@@ -1,0 +1,67 @@
+"""The result of a private release."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from dpcvx.accounting.ledger import Ledger
+from dpcvx.certification.certificate import CertifiedSolution
+
+__all__ = ["PrivateResult"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrivateResult:
+    """A differentially private minimizer with its guarantee and dpcvx's proof of every solve.
+
+    Attributes
+    ----------
+    w : ndarray
+        The released parameter vector.
+    epsilon, delta : float
+        The guarantee of this release (``delta == 0``: pure epsilon-DP), replace-one neighbors.
+    certificates : tuple of CertifiedSolution
+        The certificate of every solve behind the release.
+    ledger : Ledger
+        The accountant's ledger after this release (all releases charged to it so far).
+    seeded : bool
+        True when the noise came from a seeded generator (reproducible: not for production).
+    mechanism : str
+        The mechanism's name.
+    detail : mapping
+        Public quantities the release used: sensitivity, accuracy target, noise kind and scale.
+    """
+
+    w: np.ndarray
+    epsilon: float
+    delta: float
+    certificates: tuple[CertifiedSolution, ...]
+    ledger: Ledger
+    seeded: bool
+    mechanism: str = ""
+    detail: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def summary(self) -> str:
+        """A human-readable account of the release."""
+        kind = "pure epsilon-DP" if self.delta == 0 else "(epsilon, delta)-DP"
+        lines = [
+            f"{self.mechanism}: {kind} with epsilon = {self.epsilon:g}"
+            + ("" if self.delta == 0 else f", delta = {self.delta:g}")
+            + " (replace-one neighbors)" + ("  [SEEDED: reproducible noise]" if self.seeded
+                                           else ""),
+        ]
+        for key in ("sensitivity", "base_sensitivity", "accuracy", "noise", "noise_scale"):
+            if key in self.detail:
+                val = self.detail[key]
+                lines.append(f"  {key}: {val:.6g}" if isinstance(val, float)
+                             else f"  {key}: {val}")
+        for i, cert in enumerate(self.certificates):
+            lines.append(f"  solve {i}: {cert}")
+        lines.append("  ledger:")
+        lines += ["    " + row for row in str(self.ledger).splitlines()]
+        return "\n".join(lines)
