@@ -289,7 +289,7 @@ def _vectorized(expr: cp.Expression, vals: list[np.ndarray], nd: int) -> np.ndar
         return _pad(vals[0], len(args[0].shape), nd) / _pad(vals[1], len(args[1].shape), nd)
     if isinstance(expr, MulExpression):
         a, b = args
-        if a.size == 1 or b.size == 1:
+        if a.shape == () or b.shape == ():
             return _pad(vals[0], len(a.shape), nd) * _pad(vals[1], len(b.shape), nd)
         return _matmul(vals[0], vals[1], len(a.shape), len(b.shape))
     if isinstance(expr, index):
@@ -416,7 +416,7 @@ def _jet(expr: cp.Expression, variable: Variable, leaves: Mapping[int, np.ndarra
         j = _jet(args[0], variable, leaves, n)
         return Jet(-j.offset, -_materialize(j.jac, args[0].shape, d))
     if isinstance(expr, (multiply, DivExpression)) or (
-        isinstance(expr, MulExpression) and (args[0].size == 1 or args[1].size == 1)
+        isinstance(expr, MulExpression) and (args[0].shape == () or args[1].shape == ())
     ):
         a, b = args
         if isinstance(expr, DivExpression):

@@ -1,0 +1,223 @@
+"""OutputPerturbation: public planning, release, accounting, bad input, privacy audit."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import dpcvx
+from dpcvx.mechanisms import noise as noise_mod
+from dpcvx.mechanisms.output_perturbation import ACCURACY_FLOOR, default_accuracy
+from tests.audit_tools import epsilon_lower_bound
+
+
+def _worst_case_pair(n: int = 10):
+    """Linear loss f(w, x) = x * w with x in [-1, 1] (L = 1) on [-1, 1]: the neighbors
+    differ in the last example, +1 vs -1, and the regularized minimizers differ by exactly
+    2 L / (lam n) (the sensitivity bound is tight)."""
+    w = cp.Variable(1)
+    x = cp.Parameter(1)
+    X0 = np.zeros((n, 1))
+    X1 = np.zeros((n, 1))
+    X0[-1] = 1.0
+    X1[-1] = -1.0
+    dom = dpcvx.domains.box(w, -1.0, 1.0)
+    p0 = dpcvx.Problem(x @ w, w, data={x: X0}, domain=dom)
+    p1 = dpcvx.Problem(x @ w, w, data={x: X1}, domain=dom)
+    return p0, p1
+
+
+def _hinge_problem(n=40, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    Y = np.sign(X @ rng.normal(size=d) + 0.1)
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    y = cp.Parameter()
+    return dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
+                         domain=[cp.norm(w, 2) <= 1])
+
+
+def test_plan_constants_match_paper_002():
+    mech = dpcvx.OutputPerturbation(lipschitz=2.0, regularization=0.5, accuracy=1e-6)
+    plan = mech.plan(n=100, d=3, center=np.zeros(3), diameter=2.0, epsilon=1.5, delta=0.0)
+    base = 2 * 2.0 / (0.5 * 100)
+    assert plan.base_sensitivity == pytest.approx(base, rel=1e-15)
+    assert plan.sensitivity.value == pytest.approx(base + 2 * math.sqrt(2 * 1e-6 / 0.5),
+                                                   rel=1e-14)
+    assert plan.sensitivity.value >= base + 2 * math.sqrt(2 * 1e-6 / 0.5)  # rounded up
+    assert plan.noise.kind == "l2_laplace"
+    assert plan.noise.scale >= plan.sensitivity.value / 1.5
+
+
+def test_gaussian_plan_uses_correct_sigma_not_the_algorithm_6_typo():
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1.0, accuracy=1e-8,
+                                    gaussian="zwb")
+    plan = mech.plan(n=50, d=2, center=np.zeros(2), diameter=2.0, epsilon=1.0, delta=1e-5)
+    delta_prime = plan.sensitivity.value
+    c = math.sqrt(math.log(2 / (math.sqrt(16e-5 + 1) - 1)))
+    sigma = (c + math.sqrt(c * c + 1.0)) * delta_prime / (math.sqrt(2) * 1.0)
+    assert plan.noise.scale == pytest.approx(sigma, rel=1e-12)
+    assert plan.noise.scale > sigma / math.sqrt(2) * 1.1  # not the Alg 6 value
+    analytic = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1.0, accuracy=1e-8)
+    plan2 = analytic.plan(n=50, d=2, center=np.zeros(2), diameter=2.0, epsilon=1.0,
+                          delta=1e-5)
+    assert noise_mod.gaussian_delta(plan2.noise.scale, delta_prime, 1.0) <= 1e-5
+
+
+def test_default_accuracy_is_public_and_bounded_below():
+    a = default_accuracy(1.0, 0.1, 10_000, 3.0)
+    assert a == max(0.05**2 / (2 * 0.1 * 1e8), ACCURACY_FLOOR * 3.0)
+    small_n = default_accuracy(1.0, 0.1, 100, 3.0)
+    # inflation is 5% of the base sensitivity when the floor does not bind
+    assert 2 * math.sqrt(2 * small_n / 0.1) == pytest.approx(0.05 * 2 / (0.1 * 100))
+
+
+def test_release_is_in_domain_certified_and_seeded():
+    problem = _hinge_problem()
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1)
+    res = problem.solve_private(mech, epsilon=1.0, rng=3)
+    assert res.seeded is True
+    assert np.linalg.norm(res.w) <= 1.0
+    assert len(res.certificates) == 1
+    cert = res.certificates[0]
+    assert cert.gap <= res.detail["accuracy"]
+    again = problem.solve_private(mech, epsilon=1.0, rng=3)
+    np.testing.assert_array_equal(res.w, again.w)
+    unseeded = problem.solve_private(mech, epsilon=1.0)
+    assert unseeded.seeded is False
+    assert res.ledger.total().epsilon == pytest.approx(1.0)
+
+
+def test_approximate_dp_release_records_a_gaussian_event():
+    problem = _hinge_problem()
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1)
+    res = problem.solve_private(mech, epsilon=1.0, delta=1e-6, rng=0)
+    (event,) = tuple(res.ledger)
+    assert event.kind == "gaussian" and event.delta == 1e-6
+    assert res.detail["noise"] == "gaussian"
+
+
+def test_composition_against_one_accountant():
+    problem = _hinge_problem()
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1)
+    acct = dpcvx.Accountant(epsilon=2.0)
+    problem.solve_private(mech, epsilon=1.0, rng=0, accountant=acct)
+    res = problem.solve_private(mech, epsilon=1.0, rng=1, accountant=acct)
+    assert len(res.ledger) == 2
+    assert acct.spent.epsilon == pytest.approx(2.0)
+    with pytest.raises(dpcvx.PrivacyBudgetError):
+        problem.solve_private(mech, epsilon=0.5, rng=2, accountant=acct)
+    assert len(acct.ledger) == 2
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"epsilon": 0.0},
+        {"epsilon": -1.0},
+        {"epsilon": float("inf")},
+        {"epsilon": float("nan")},
+        {"epsilon": 1.0, "delta": -0.1},
+        {"epsilon": 1.0, "delta": 1.0},
+        {"epsilon": 1.0, "rng": -3},
+        {"epsilon": 1.0, "rng": "seed"},
+    ],
+)
+def test_bad_release_arguments_spend_nothing(kwargs):
+    problem = _hinge_problem()
+    acct = dpcvx.Accountant(epsilon=5.0, delta=1e-3)
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1)
+    with pytest.raises(dpcvx.InvalidParameterError) as info:
+        problem.solve_private(mech, accountant=acct, **kwargs)
+    assert isinstance(info.value, ValueError)
+    assert len(acct.ledger) == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"lipschitz": 0.0, "regularization": 0.1}, "lipschitz"),
+        ({"lipschitz": -1.0, "regularization": 0.1}, "lipschitz"),
+        ({"lipschitz": float("nan"), "regularization": 0.1}, "lipschitz"),
+        ({"lipschitz": 1.0, "regularization": 0.0}, "regularization"),
+        ({"lipschitz": 1.0, "regularization": -1.0}, "regularization"),
+        ({"lipschitz": 1.0, "regularization": 0.1, "accuracy": 0.0}, "accuracy"),
+        ({"lipschitz": 1.0, "regularization": 0.1, "gaussian": "classical"}, "gaussian"),
+    ],
+)
+def test_bad_mechanism_parameters(kwargs, name):
+    with pytest.raises(dpcvx.InvalidParameterError, match=name):
+        dpcvx.OutputPerturbation(**kwargs)
+
+
+def test_budget_too_small_raises_before_anything():
+    problem = _hinge_problem()
+    acct = dpcvx.Accountant(epsilon=0.5)
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1)
+    with pytest.raises(dpcvx.PrivacyBudgetError):
+        problem.solve_private(mech, epsilon=1.0, accountant=acct)
+    assert len(acct.ledger) == 0
+
+
+def test_certification_failure_releases_nothing_and_keeps_budget_spent():
+    problem = _hinge_problem()
+    acct = dpcvx.Accountant(epsilon=3.0)
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1, accuracy=1e-300)
+    with pytest.raises(dpcvx.CertificationError, match="Nothing was released"):
+        problem.solve_private(mech, epsilon=1.0, accountant=acct)
+    assert acct.spent.epsilon == pytest.approx(1.0)
+
+
+def test_worst_case_pair_sensitivity_is_attained_and_bounded():
+    p0, p1 = _worst_case_pair()
+    s0 = p0.solve(regularization=1.0, center=np.zeros(1))
+    s1 = p1.solve(regularization=1.0, center=np.zeros(1))
+    np.testing.assert_allclose(s0.w, [-0.1], atol=1e-7)
+    np.testing.assert_allclose(s1.w, [0.1], atol=1e-7)
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1.0)
+    plan = mech.plan(n=10, d=1, center=np.zeros(1), diameter=2.0, epsilon=1.0, delta=0.0)
+    assert abs(s0.w[0] - s1.w[0]) <= plan.sensitivity.value
+    assert abs(s0.w[0] - s1.w[0]) >= 0.95 * plan.sensitivity.value  # the pair is worst case
+
+
+def _audit_outputs(problem, mech, plan, runs, seed):
+    """Run the mechanism's own release `runs` times; the certified solve is deterministic for
+    fixed data, so it is computed once and reused (the noise and projection are redrawn)."""
+    cert = problem.solve(regularization=plan.regularization, center=plan.center,
+                         accuracy=plan.accuracy)
+    rng = np.random.default_rng(seed)
+    out = np.empty(runs)
+    for i in range(runs):
+        w, _ = mech.release(plan, lambda lam, w0, a: cert, problem.project, rng)
+        out[i] = w[0]
+    return out
+
+
+@pytest.mark.statistical
+def test_privacy_audit_output_perturbation_and_negative_control():
+    # Bonferroni-corrected Clopper-Pearson at total level 1e-6: the correct mechanism's
+    # empirical lower bound exceeds epsilon with probability <= 1e-6 (false-failure rate);
+    # the negative control (half the noise, true epsilon ~1.9) is missed only if its estimate
+    # falls below 1.0, which at 1e5 runs per side is far beyond 10 standard errors.
+    epsilon, runs = 1.0, 100_000
+    p0, p1 = _worst_case_pair()
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1.0)
+    plan = mech.plan(n=10, d=1, center=np.zeros(1), diameter=2.0, epsilon=epsilon, delta=0.0)
+    thresholds = [-0.2, -0.1, 0.0, 0.1, 0.2]
+    o0 = _audit_outputs(p0, mech, plan, runs, 11)
+    o1 = _audit_outputs(p1, mech, plan, runs, 12)
+    eps_hat = epsilon_lower_bound(o0, o1, thresholds, alpha=1e-6)
+    assert eps_hat <= epsilon
+    assert eps_hat >= 0.8  # the audit has power: the true epsilon of this pair is 1/1.05
+
+    half = dataclasses.replace(
+        plan, noise=noise_mod.calibrate(plan.sensitivity.value, 2 * epsilon, 0.0))
+    c0 = _audit_outputs(p0, mech, half, runs, 13)
+    c1 = _audit_outputs(p1, mech, half, runs, 14)
+    assert epsilon_lower_bound(c0, c1, thresholds, alpha=1e-6) > epsilon
