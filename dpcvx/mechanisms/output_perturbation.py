@@ -7,7 +7,10 @@ The mechanism solves the regularized ERM
 to a certified accuracy ``alpha`` fixed beforehand from public quantities, and releases
 ``Pi_W(w_hat + b)`` with noise ``b`` calibrated to the sensitivity
 
-    Delta' = 2 L / (lam n) + 2 sqrt(2 alpha / lam).
+    Delta' = 2 L / (m n) + 2 sqrt(2 alpha / m),    m = lam + mu,
+
+where ``mu`` is a public lower bound on every example's own strong convexity (Algorithm 1; 0 for
+Algorithm 6).
 
 Why this is private (replace-one neighbors, every dataset): the exact minimizers of
 lam-strongly convex objectives that differ in one example's loss differ by at most
@@ -28,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcvx._validation import check_delta, check_positive
+from dpcvx._validation import check_delta, check_nonnegative, check_positive
 from dpcvx.certification.certificate import CertifiedSolution
 from dpcvx.errors import InvalidParameterError
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
@@ -81,7 +84,13 @@ class OutputPerturbation:
         ``z``. For ``hinge``/``logistic`` with ``||x|| <= B`` and ``|y| <= 1`` that is ``B``.
         dpcvx cannot check it on unseen data: clip or normalize features with public bounds.
     regularization : float
-        ``lam > 0``, the strong-convexity modulus added as ``(lam/2) ||w - center||^2``.
+        ``lam >= 0``, the strong-convexity modulus added as ``(lam/2) ||w - center||^2``
+        (Algorithm 6). May be 0 when ``strong_convexity > 0``.
+    strong_convexity : float
+        ``mu >= 0``: a public lower bound on the strong-convexity modulus in ``w`` of **every**
+        example's loss (e.g. 1 for ``0.5 * cp.sum_squares(w - x)``), for Algorithm 1. The
+        objective is then ``(lam + mu)``-strongly convex and every bound below uses
+        ``lam + mu``. Default 0.
     center : array-like, optional
         ``w0`` (public); default: the center of the domain's bounding ball.
     accuracy : float, optional
@@ -98,7 +107,7 @@ class OutputPerturbation:
     Notes
     -----
     Guarantee: epsilon-DP (``delta == 0``) or (epsilon, delta)-DP under replace-one neighbors
-    with public ``n``. Sensitivity ``2 L / (lam n) + 2 sqrt(2 alpha / lam)`` (paper 002,
+    with public ``n``. Sensitivity ``2 L / (m n) + 2 sqrt(2 alpha / m)``, ``m = lam + mu`` (paper 002,
     Prop 2.2 and Prop 3.1/3.3 for Algorithms 1 and 6, with the digest's errata applied: the
     inflation is ``2 sqrt(2 alpha / lam)``, never ``2 alpha / lam`` (Alg 8), and the Gaussian
     sigma is ``s_delta Delta' / (sqrt 2 epsilon)``, never the Alg 6 value smaller by sqrt 2).
@@ -107,6 +116,7 @@ class OutputPerturbation:
 
     lipschitz: float
     regularization: float
+    strong_convexity: float = 0.0
     center: Any = None
     accuracy: float | None = None
     gaussian: str = "analytic"
@@ -116,8 +126,15 @@ class OutputPerturbation:
     def __post_init__(self) -> None:
         owner = "OutputPerturbation"
         object.__setattr__(self, "lipschitz", check_positive(self.lipschitz, "lipschitz", owner))
-        object.__setattr__(self, "regularization",
-                           check_positive(self.regularization, "regularization", owner))
+        lam = check_nonnegative(self.regularization, "regularization", owner)
+        mu = check_nonnegative(self.strong_convexity, "strong_convexity", owner)
+        if lam + mu <= 0:
+            raise InvalidParameterError(
+                f"`{owner}` needs a strongly convex objective: `regularization` (got {lam!r}) "
+                f"plus `strong_convexity` (got {mu!r}) must be positive. Set regularization > 0."
+            )
+        object.__setattr__(self, "regularization", lam)
+        object.__setattr__(self, "strong_convexity", mu)
         if self.accuracy is not None:
             object.__setattr__(self, "accuracy",
                                check_positive(self.accuracy, "accuracy", owner))
@@ -147,17 +164,18 @@ class OutputPerturbation:
                 f"The `center` of `{owner}` must have shape ({d},) to match the variable. "
                 f"Got {w0.shape}."
             )
-        lam, L = self.regularization, self.lipschitz
+        L = self.lipschitz
+        modulus = self.regularization + self.strong_convexity  # of the whole objective
         alpha = self.accuracy
         if alpha is None:
-            alpha = default_accuracy(L, lam, n, 1.0 + L * diameter)
-        base = 2.0 * L / (lam * n)
-        inflation = 2.0 * math.sqrt(2.0 * alpha / lam)
+            alpha = default_accuracy(L, modulus, n, 1.0 + L * diameter)
+        base = 2.0 * L / (modulus * n)
+        inflation = 2.0 * math.sqrt(2.0 * alpha / modulus)
         total = math.nextafter(base + inflation, math.inf)
         noise = calibrate(total, epsilon, delta, gaussian=self.gaussian)
         return ReleasePlan(
             guarantee=Guarantee(epsilon=epsilon, delta=delta),
-            regularization=lam,
+            regularization=self.regularization,
             center=np.asarray(w0, float),
             accuracy=alpha,
             sensitivity=Sensitivity(value=total),
@@ -167,6 +185,7 @@ class OutputPerturbation:
                 "mechanism": "OutputPerturbation",
                 "paper": "002 Alg 1/6 (Prop 2.2, 3.1, 3.3)",
                 "lipschitz": L,
+                "strong_convexity": self.strong_convexity,
                 "inflation": inflation,
             }),
         )

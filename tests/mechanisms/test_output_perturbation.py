@@ -221,3 +221,25 @@ def test_privacy_audit_output_perturbation_and_negative_control():
     c0 = _audit_outputs(p0, mech, half, runs, 13)
     c1 = _audit_outputs(p1, mech, half, runs, 14)
     assert epsilon_lower_bound(c0, c1, thresholds, alpha=1e-6) > epsilon
+
+
+def test_algorithm_1_strongly_convex_loss_without_regularization():
+    # 0.5 ||w - x||^2 is 1-strongly convex per example; on ||w|| <= 1 with ||x|| <= 1 it is
+    # 2-Lipschitz. Exact sensitivity of the mean is 2 B / n = 2 / n <= 2 L / (mu n) = 4 / n.
+    rng = np.random.default_rng(5)
+    n, d = 30, 2
+    X = rng.normal(size=(n, d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True)) * 2
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    problem = dpcvx.Problem(0.5 * cp.sum_squares(w - x), w, data={x: X},
+                            domain=dpcvx.domains.l2_ball(w, 1.0))
+    mech = dpcvx.OutputPerturbation(lipschitz=2.0, regularization=0.0, strong_convexity=1.0)
+    plan = mech.plan(n=n, d=d, center=np.zeros(d), diameter=2.0, epsilon=1.0, delta=0.0)
+    assert plan.base_sensitivity == pytest.approx(4.0 / n)
+    res = problem.solve_private(mech, epsilon=1.0, rng=0)
+    cert = res.certificates[0]
+    # mu = 1 strong convexity of the loss bounds the distance to the exact mean
+    assert np.linalg.norm(cert.w - X.mean(axis=0)) <= np.sqrt(2 * cert.gap / 1.0) + 1e-12
+    with pytest.raises(dpcvx.InvalidParameterError, match="strong"):
+        dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.0)
