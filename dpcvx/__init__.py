@@ -5,7 +5,7 @@ The public API is what this module exports; everything else is internal.
 
 from __future__ import annotations
 
-from dpcvx import losses
+from dpcvx import domains, losses
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent
 from dpcvx.certification.certificate import CertifiedSolution
 from dpcvx.errors import (
@@ -19,7 +19,6 @@ from dpcvx.errors import (
     SolverError,
 )
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
-from dpcvx.modeling import domains
 from dpcvx.problem import Problem
 from dpcvx.results import PrivateResult
 from dpcvx.types import Guarantee, Sensitivity

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-import cvxpy as cp
 import numpy as np
 
 from dpcvx.certification._conjugates import clip, conjugate, simplex_defect
@@ -39,7 +38,7 @@ _EPS = np.finfo(float).eps
 #: relative rounding margin applied to both bounds (covers float64 evaluation of sums of
 #: products with up to ~1e3 terms each with a wide safety factor)
 ROUNDING = 1e-12
-#: with Clarabel's convention the split rows carry ``z = -(weight / n) * theta`` on split rows ``v - E = 0``
+#: with Clarabel's convention the split rows ``v - E = 0`` carry ``z = -(weight / n) theta``
 _DUAL_SIGN = -1.0
 
 
@@ -180,12 +179,21 @@ def _minorants(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | N
 def _pieces(term: Term, jets, duals, w_hat, center, radius):
     """Minorant of ``max_j P_j`` by a convex combination of the pieces (per element)."""
     n = jets[0][0].shape[0]
-    shape = np.broadcast_shapes(*(off.shape for off, _ in jets))
     d = w_hat.size
-    offs = [np.broadcast_to(off, shape) for off, _ in jets]
-    jacs = [np.broadcast_to(jac, shape + (d,)) for _, jac in jets]
-    mu = np.stack([np.zeros(shape) if dl is None else np.broadcast_to(dl, shape)
-                   for dl in duals], axis=-1)  # (n, ..., m)
+    shape = (n,) + term.atom.shape
+    nd = len(term.atom.shape)
+
+    def pad(arr: np.ndarray, arg_nd: int, _tail: int) -> np.ndarray:
+        # CVXPY broadcasting aligns trailing axes: insert axes after the batch axis
+        return arr.reshape(arr.shape[:1] + (1,) * (nd - arg_nd) + arr.shape[1:])
+
+    offs = [np.broadcast_to(pad(off, len(a.shape), 0), shape)
+            for (off, _), a in zip(jets, term.args)]
+    jacs = [np.broadcast_to(pad(jac, len(a.shape), 1), shape + (d,))
+            for (_, jac), a in zip(jets, term.args)]
+    mu = np.stack([np.zeros(shape) if dl is None
+                   else np.broadcast_to(pad(dl, len(a.shape), 0), shape)
+                   for dl, a in zip(duals, term.args)], axis=-1)  # (n, ..., m)
     mu = np.clip(np.nan_to_num(mu), 0.0, 1.0)
     const = np.array([dl is None for dl in duals])
     if const.any():
@@ -222,7 +230,10 @@ def _tangent_cut(decl: Declaration, term: Term, w_hat: np.ndarray
             for p in params:
                 p.value = leaves[p.id][i]
             val = expr.value
-            grad = expr.grad.get(w) if expr.grad else None
+            try:
+                grad = expr.grad.get(w) if expr.grad else None
+            except (NotImplementedError, ValueError, TypeError):
+                grad = None
             if val is None or grad is None:
                 raise CertificationError(
                     f"dpcvx cannot certify the loss term `{term.expr}`: CVXPY gives no "
@@ -275,6 +286,12 @@ def certify(
     gap = upper - lower
     if not np.isfinite(gap):
         raise CertificationError("The certificate is not finite (overflow in the bounds).")
+    if gap < 0:
+        # impossible for valid bounds: refuse rather than certify anything
+        raise CertificationError(
+            f"Internal: dpcvx's lower bound {lower!r} exceeds its upper bound {upper!r}; the "
+            "certificate is inconsistent and nothing is certified. Please report this problem."
+        )
     dist = float(np.sqrt(2 * max(gap, 0.0) / lam)) if lam > 0 else float("inf")
     stats = dict(solver_stats or {})
     stats.update(certify_seconds=time.perf_counter() - start, term_kinds=counts)

@@ -133,13 +133,9 @@ def _ecos(prog: StampedProgram, tight: bool):
         # q already holds -lam * w0 on w; the quadratic (lam/2)||w||^2 becomes (lam/2) t with
         # ||(2 w, t - 1)|| <= t + 1
         t_col = n_var
-        rows = []
-        cols = []
-        vals = []
-        rows.append(0); cols.append(t_col); vals.append(-1.0)
-        for j in range(d):
-            rows.append(1 + j); cols.append(j); vals.append(-2.0)
-        rows.append(d + 1); cols.append(t_col); vals.append(-1.0)
+        rows = [0, *range(1, d + 1), d + 1]
+        cols = [t_col, *range(d), t_col]
+        vals = [-1.0] + [-2.0] * d + [-1.0]
         G_soc = sp.csr_matrix((vals, (rows, cols)), shape=(d + 2, n_var + 1))
         h_soc = np.concatenate([[1.0], np.zeros(d), [-1.0]])
         G = sp.hstack([G, sp.csr_matrix((G.shape[0], 1))]).tocsr()

@@ -82,7 +82,7 @@ def stamp(
     tmpl_row_global = np.empty((n, template.cones.rows), dtype=np.int64)
     dom_row_global = np.empty(domain.cones.rows, dtype=np.int64)
     offset = 0
-    for (kind, ts, tsize), (_, ds, dsize) in zip(seg_t, seg_d):
+    for (_, ts, tsize), (_, ds, dsize) in zip(seg_t, seg_d):
         dom_row_global[ds: ds + dsize] = offset + np.arange(dsize)
         offset += dsize
         tmpl_row_global[:, ts: ts + tsize] = offset + np.add.outer(np.arange(n) * tsize,

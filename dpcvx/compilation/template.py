@@ -91,7 +91,7 @@ def _rebuild(term: Term, splits: list[cp.Variable | None]) -> cp.Expression:
     if term.kind == "pieces":
         inner = cp.maximum(*args) if len(args) > 1 else args[0]
     else:
-        node = term.expr.args[0] if term.summed else term.expr
+        node = term.atom
         inner = node.copy([args[0]] + list(node.args[1:]))
     return term.weight * (cp.sum(inner) if term.summed else inner)
 

@@ -1,1 +1,1 @@
-"""Mechanisms: noise calibration and sampling, and the private algorithms built on certified solves."""
+"""Mechanisms: noise calibration and sampling, and private algorithms on certified solves."""

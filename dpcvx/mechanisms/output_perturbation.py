@@ -107,7 +107,8 @@ class OutputPerturbation:
     Notes
     -----
     Guarantee: epsilon-DP (``delta == 0``) or (epsilon, delta)-DP under replace-one neighbors
-    with public ``n``. Sensitivity ``2 L / (m n) + 2 sqrt(2 alpha / m)``, ``m = lam + mu`` (paper 002,
+    with public ``n``. Sensitivity ``2 L / (m n) + 2 sqrt(2 alpha / m)``, ``m = lam + mu``
+    (paper 002,
     Prop 2.2 and Prop 3.1/3.3 for Algorithms 1 and 6, with the digest's errata applied: the
     inflation is ``2 sqrt(2 alpha / lam)``, never ``2 alpha / lam`` (Alg 8), and the Gaussian
     sigma is ``s_delta Delta' / (sqrt 2 epsilon)``, never the Alg 6 value smaller by sqrt 2).

@@ -24,12 +24,12 @@ import numpy as np
 from cvxpy.atoms.affine.add_expr import AddExpression
 from cvxpy.atoms.affine.binary_operators import DivExpression, MulExpression, multiply
 from cvxpy.atoms.affine.hstack import Hstack
-from cvxpy.atoms.affine.vstack import Vstack
 from cvxpy.atoms.affine.index import index
 from cvxpy.atoms.affine.promote import Promote
 from cvxpy.atoms.affine.reshape import reshape as cp_reshape
 from cvxpy.atoms.affine.sum import Sum
 from cvxpy.atoms.affine.unary_operators import NegExpression
+from cvxpy.atoms.affine.vstack import Vstack
 from cvxpy.atoms.elementwise.elementwise import Elementwise
 from cvxpy.atoms.log_sum_exp import log_sum_exp
 from cvxpy.atoms.max import max as cp_max
@@ -37,10 +37,10 @@ from cvxpy.atoms.norm1 import norm1
 from cvxpy.atoms.norm_inf import norm_inf
 from cvxpy.atoms.pnorm import Pnorm
 from cvxpy.atoms.quad_over_lin import quad_over_lin
-from scipy.special import logsumexp
 from cvxpy.expressions.constants.constant import Constant
 from cvxpy.expressions.constants.parameter import Parameter
 from cvxpy.expressions.variable import Variable
+from scipy.special import logsumexp
 
 __all__ = ["DerivedParameter", "affine_jet", "evaluate", "lift", "Unsupported"]
 
@@ -175,6 +175,18 @@ def lift(
 # ----------------------------------------------------------------------------- batched evaluation
 
 
+def _key(key) -> tuple:
+    """CVXPY's normalized index key as a numpy key (a reversed slice through index 0 has
+    stop -1 in CVXPY, which numpy would read as 'the last element')."""
+    out = []
+    for k in key:
+        if isinstance(k, slice) and k.step is not None and k.step < 0 and k.stop is not None \
+                and k.stop < 0:
+            k = slice(k.start, None, k.step)
+        out.append(k)
+    return tuple(out)
+
+
 def _pad(value: np.ndarray, arg_ndim: int, out_ndim: int) -> np.ndarray:
     """Insert axes after the batch axis so that numpy broadcasting matches CVXPY's."""
     if arg_ndim >= out_ndim:
@@ -293,7 +305,7 @@ def _vectorized(expr: cp.Expression, vals: list[np.ndarray], nd: int) -> np.ndar
             return _pad(vals[0], len(a.shape), nd) * _pad(vals[1], len(b.shape), nd)
         return _matmul(vals[0], vals[1], len(a.shape), len(b.shape))
     if isinstance(expr, index):
-        out = vals[0][(slice(None),) + tuple(expr.key)]
+        out = vals[0][(slice(None),) + _key(expr.key)]
         return out.reshape(out.shape[:1] + expr.shape)
     if isinstance(expr, Sum):
         if expr.axis is None:
@@ -460,7 +472,7 @@ def _jet(expr: cp.Expression, variable: Variable, leaves: Mapping[int, np.ndarra
         raise Unsupported("matmul with the variable on this side")
     if isinstance(expr, index):
         j = _jet(args[0], variable, leaves, n)
-        key = (slice(None),) + tuple(expr.key)
+        key = (slice(None),) + _key(expr.key)
         off = np.asarray(j.offset)[key]
         jac = _materialize(j.jac, args[0].shape, d)[key]
         return Jet(off.reshape(off.shape[:1] + expr.shape),
@@ -471,7 +483,8 @@ def _jet(expr: cp.Expression, variable: Variable, leaves: Mapping[int, np.ndarra
         if expr.axis is None:
             axes = tuple(range(1, j.offset.ndim))
             off = j.offset.sum(axis=axes).reshape(j.offset.shape[:1] + expr.shape)
-            jac = jm.sum(axis=tuple(range(1, jm.ndim - 1))).reshape(jm.shape[:1] + expr.shape + (d,))
+            jac = jm.sum(axis=tuple(range(1, jm.ndim - 1)))
+            jac = jac.reshape(jm.shape[:1] + expr.shape + (d,))
             return Jet(off, jac)
         raise Unsupported("sum along an axis")
     if isinstance(expr, Promote):

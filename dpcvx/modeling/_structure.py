@@ -44,8 +44,9 @@ class Term:
 
     ``kind`` is ``"affine"`` (``args == (E,)``, the term is ``weight * sum(E)``), ``"pieces"``
     (``psi = elementwise max over the args``), one of :data:`ELEMENTWISE` or :data:`VECTOR`, or
-    ``"generic"`` (``expr`` is certified by tangent cuts). ``param`` holds an atom's constant
-    (the Huber threshold, the quad_over_lin denominator).
+    ``"generic"`` (``expr`` is certified by tangent cuts). ``expr`` is the whole term without
+    its weight (including an enclosing ``cp.sum``); ``atom`` is the atom node itself. ``param``
+    holds an atom's constant (the Huber threshold, the quad_over_lin denominator).
     """
 
     kind: str
@@ -54,6 +55,7 @@ class Term:
     expr: cp.Expression
     param: float | None = None
     summed: bool = False
+    atom: cp.Expression | None = None
 
 
 def _const(expr: cp.Expression) -> float | None:
@@ -66,45 +68,49 @@ def _affine_in(expr: cp.Expression) -> bool:
     return expr.is_affine()
 
 
-def _atom_term(expr: cp.Expression, weight: float, summed: bool) -> Term | None:
+def _atom_term(expr: cp.Expression, weight: float, summed: bool,
+               whole: cp.Expression | None = None) -> Term | None:
+    """The term for atom ``expr`` (``whole`` is ``cp.sum(expr)`` when ``summed``)."""
+    whole = expr if whole is None else whole
     args = expr.args
     if isinstance(expr, cp_maximum) and all(_affine_in(a) for a in args):
-        return Term("pieces", weight, tuple(args), expr, summed=summed)
+        return Term("pieces", weight, tuple(args), whole, atom=expr, summed=summed)
     if isinstance(expr, NegExpression) and isinstance(args[0], cp_minimum) and all(
         _affine_in(a) for a in args[0].args
     ):
-        return Term("pieces", weight, tuple(-a for a in args[0].args), expr, summed=summed)
+        pieces = tuple(-a for a in args[0].args)
+        return Term("pieces", weight, pieces, whole, atom=expr, summed=summed)
     if len(args) >= 1 and _affine_in(args[0]) and args[0].variables():
         a = args[0]
         if isinstance(expr, cp_abs):
-            return Term("abs", weight, (a,), expr, summed=summed)
+            return Term("abs", weight, (a,), whole, atom=expr, summed=summed)
         if isinstance(expr, cp_power) and np.isclose(float(expr.p.value), 2.0):
-            return Term("square", weight, (a,), expr, summed=summed)
+            return Term("square", weight, (a,), whole, atom=expr, summed=summed)
         if isinstance(expr, cp_huber):
             m = _const(expr.M) if isinstance(expr.M, cp.Expression) else float(expr.M)
             if m is not None and m > 0:
-                return Term("huber", weight, (a,), expr, param=m, summed=summed)
+                return Term("huber", weight, (a,), whole, atom=expr, param=m, summed=summed)
         if isinstance(expr, cp_logistic):
-            return Term("logistic", weight, (a,), expr, summed=summed)
+            return Term("logistic", weight, (a,), whole, atom=expr, summed=summed)
         if isinstance(expr, cp_exp):
-            return Term("exp", weight, (a,), expr, summed=summed)
+            return Term("exp", weight, (a,), whole, atom=expr, summed=summed)
         if summed:
             return None
         axis_none = getattr(expr, "axis", None) is None
         if isinstance(expr, Pnorm) and axis_none and float(expr.p) == 2.0:
-            return Term("norm2", weight, (a,), expr)
+            return Term("norm2", weight, (a,), whole, atom=expr)
         if isinstance(expr, norm1) and axis_none:
-            return Term("norm1", weight, (a,), expr)
+            return Term("norm1", weight, (a,), whole, atom=expr)
         if isinstance(expr, norm_inf) and axis_none:
-            return Term("norminf", weight, (a,), expr)
+            return Term("norminf", weight, (a,), whole, atom=expr)
         if isinstance(expr, quad_over_lin) and axis_none:
             den = _const(args[1])
             if den is not None and den > 0:
-                return Term("sum_squares", weight, (a,), expr, param=den)
+                return Term("sum_squares", weight, (a,), whole, atom=expr, param=den)
         if isinstance(expr, cp_max) and axis_none:
-            return Term("max", weight, (a,), expr)
+            return Term("max", weight, (a,), whole, atom=expr)
         if isinstance(expr, cp_lse) and axis_none:
-            return Term("log_sum_exp", weight, (a,), expr)
+            return Term("log_sum_exp", weight, (a,), whole, atom=expr)
     return None
 
 
@@ -137,7 +143,7 @@ def decompose(loss: cp.Expression, variable: cp.Variable) -> tuple[Term, ...]:
                 return
         if isinstance(expr, Sum) and expr.axis is None:
             inner = expr.args[0]
-            term = _atom_term(inner, weight, summed=True)
+            term = _atom_term(inner, weight, summed=True, whole=expr)
             if term is not None:
                 terms.append(term)
                 return

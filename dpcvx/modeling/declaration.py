@@ -133,7 +133,9 @@ class Declaration:
                     "Every data array must have the same number of examples (first axis). "
                     f"Parameter `{_name(key)}` has {arr.shape[0]}, an earlier one has {n}."
                 )
-            arrays[key.id] = np.ascontiguousarray(arr)
+            frozen = np.array(arr, dtype=float, copy=True, order="C")
+            frozen.setflags(write=False)  # later changes to the caller's array cannot leak in
+            arrays[key.id] = frozen
         missing = [p for pid, p in used.items() if pid not in arrays]
         if missing:
             raise DataError(
@@ -142,6 +144,12 @@ class Declaration:
             )
         if n is None or n < 1:
             raise DataError("The data must contain at least one example.")
+        if loss.is_dcp() and not loss.is_convex():
+            raise ModelingError(
+                f"The `loss` must be convex in the variable, but `{loss}` is "
+                f"{'concave' if loss.is_concave() else 'not convex'} by the DCP rules. dpcvx "
+                "minimizes convex losses only."
+            )
         if not loss.is_dcp():
             raise ModelingError(
                 f"The `loss` is not DCP (convex) in the variable: the term "
@@ -149,8 +157,10 @@ class Declaration:
                 "supported."
             )
         lifted, derived = lift(loss, frozenset(arrays))
-        if not lifted.is_dcp(dpp=True):
-            bad = _offending_term(lifted)
+        if not (lifted.is_dcp(dpp=True) and lifted.is_convex()):
+            bad = str(_offending_term(lifted))
+            for dp in derived:  # show the user's own data expressions, not internal names
+                bad = bad.replace(dp.parameter.name(), f"({dp.expression})")
             raise ModelingError(
                 "The `loss` is not DPP in the data: the term "
                 f"`{bad}` multiplies data with an expression that also depends on data and the "

@@ -99,8 +99,28 @@ class _Affine:
 
 
 def _affine_rows(expr: cp.Expression, variable: cp.Variable) -> _Affine:
-    off, jac = affine_jet(expr, variable, {}, 1)
-    return _Affine(jac[0].reshape(-1, variable.size), np.asarray(off[0], float).reshape(-1))
+    """Rows ``M w + b`` of an affine, data-free expression (flattened in C order)."""
+    try:
+        off, jac = affine_jet(expr, variable, {}, 1)
+        return _Affine(jac[0].reshape(-1, variable.size), np.asarray(off[0], float).reshape(-1))
+    except Unsupported:
+        pass
+    # an affine atom without a vectorized rule: read the map off CVXPY's own evaluation at
+    # 0 and at the unit vectors (exact for an affine map; the domain is public and small)
+    saved = variable.value
+    try:
+        d = variable.size
+        variable.value = np.zeros(d)
+        b = np.asarray(expr.value, float).reshape(-1)
+        cols = []
+        for j in range(d):
+            e = np.zeros(d)
+            e[j] = 1.0
+            variable.value = e
+            cols.append(np.asarray(expr.value, float).reshape(-1) - b)
+    finally:
+        variable.value = saved
+    return _Affine(np.column_stack(cols), b)
 
 
 def _is_identity_shift(M: np.ndarray) -> int:
@@ -178,10 +198,12 @@ class Domain:
         for c in user:
             if isinstance(c, Equality):
                 expr = c.args[0] - c.args[1]
-                try:
-                    self._eq.append(_affine_rows(expr, variable))
-                except Unsupported as exc:
-                    raise ModelingError(f"Equality constraint `{c}` must be affine.") from exc
+                if not expr.is_affine():
+                    raise ModelingError(
+                        f"The domain's equality constraint `{c}` must be affine in the variable "
+                        "(a nonlinear equality does not describe a convex set)."
+                    )
+                self._eq.append(_affine_rows(expr, variable))
                 continue
             if not isinstance(c, Inequality):
                 raise ModelingError(
@@ -317,10 +339,11 @@ class Domain:
                     p = self._solve(cp.Maximize(sense * w[j]), list(self.user_constraints))
                     if p.status in ("unbounded", "unbounded_inaccurate") or p.value is None \
                             or not np.isfinite(p.value):
+                        direction = "+inf" if sense > 0 else "-inf"
                         raise ModelingError(
-                            "The domain is unbounded: w[%d] can go to %s. Every guarantee needs "
-                            "a compact domain; add a bound such as `cp.norm(w, 2) <= R`."
-                            % (j, "+inf" if sense > 0 else "-inf")
+                            f"The domain is unbounded: w[{j}] can go to {direction}. Every "
+                            "guarantee needs a compact domain; add a bound such as "
+                            "`cp.norm(w, 2) <= R`."
                         )
                     val = sense * float(p.value)
                     pad = 1e-6 * (1 + abs(val))
@@ -476,22 +499,10 @@ class Domain:
             return _min_ball(s, lam, w0, self.center, self.radius)
         if self.kind == "box":
             return _min_box(s, lam, w0, self._lo, self._hi)
-        if self.kind in ("l1_ball", "simplex"):
-            if lam > 0:
-                p = self.project(w0 - s / lam)
-            elif self.kind == "l1_ball":
-                j = int(np.argmax(np.abs(s)))
-                p = self.center.copy()
-                p[j] -= np.sign(s[j]) * self.radius
-            else:
-                p = np.zeros(self.d)
-                p[int(np.argmin(s))] = self.total
-            val = float(s @ p + lam / 2 * np.sum((p - w0) ** 2))
-            # p is the exact minimizer up to rounding; val can exceed the minimum only by the
-            # rounding of p, bounded by the gradient norm times a few ulps of the diameter.
-            grad = np.linalg.norm(s + lam * (p - w0))
-            return val - 64 * _EPS * (np.abs(s) @ np.abs(p) + lam * np.sum((p - w0) ** 2)
-                                      + grad * self.diameter + 1.0)
+        if self.kind == "simplex":
+            return _min_simplex(s, lam, np.asarray(w0, float), self.total)
+        if self.kind == "l1_ball":
+            return _min_l1(s, lam, np.asarray(w0, float), self.center, self.radius)
         shift = np.zeros(self.d)
         const = 0.0
         if hint is not None:
@@ -530,7 +541,10 @@ class Domain:
             for expr in self._ineq:
                 if expr.is_affine() or expr.size != 1:
                     continue
-                g = expr.grad.get(w) if expr.grad else None
+                try:
+                    g = expr.grad.get(w) if expr.grad else None
+                except (NotImplementedError, ValueError, TypeError):
+                    g = None  # no gradient rule in CVXPY: skip this cut (still a valid bound)
                 val = expr.value
                 if g is None or val is None:
                     continue
@@ -545,19 +559,22 @@ class Domain:
 
 
 def _min_ball(s, lam, w0, center, radius) -> float:
-    """``min_{||w - c|| <= r} <s, w> + (lam/2)||w - w0||^2`` with its rounding margin."""
-    if lam > 0:
-        u = w0 - s / lam
-        diff = u - center
-        nrm = np.linalg.norm(diff)
-        p = u if nrm <= radius else center + diff * (radius / nrm)
-        val = float(s @ p + lam / 2 * np.sum((p - w0) ** 2))
-        # the minimum over the ball is at most val; bound it from below by strong duality of the
-        # scalar problem: val is exact up to rounding of order eps * (|s||p| + lam |p - w0|^2).
-        scale = np.abs(s) @ np.abs(p) + lam * np.sum((p - w0) ** 2) + lam * nrm * radius
-        return val - 64 * _EPS * (scale + 1.0)
-    val = float(s @ center - radius * np.linalg.norm(s))
-    return val - 64 * _EPS * (np.abs(s) @ np.abs(center) + radius * np.linalg.norm(s) + 1.0)
+    """Lower bound on ``min <s, w> + (lam/2)||w - w0||^2`` over ``{||w - c|| <= r}``.
+
+    Weak duality with a multiplier ``tau >= 0`` of ``(||w - c||^2 - r^2) / 2 <= 0``: the inner
+    minimum is attained at ``w = (lam w0 + tau c - s) / (lam + tau)`` and the value is a lower
+    bound for ANY ``tau >= 0``; ``tau = max(0, ||lam (w0 - c) - s|| / r - lam)`` makes it exact.
+    """
+    a = lam * (w0 - center) - s
+    tau = max(0.0, float(np.linalg.norm(a)) / radius - lam)
+    if lam + tau == 0.0:  # s == 0 and lam == 0
+        return -64 * _EPS
+    w = center + a / (lam + tau)
+    terms = (float(s @ w), lam / 2 * float(np.sum((w - w0) ** 2)),
+             tau / 2 * (float(np.sum((w - center) ** 2)) - radius ** 2))
+    mag = float(np.abs(s) @ np.abs(w)) + abs(terms[1]) + tau / 2 * (
+        float(np.sum((w - center) ** 2)) + radius ** 2)
+    return sum(terms) - 64 * _EPS * (mag + 1.0) * len(s)
 
 
 def _min_box(s, lam, w0, lo, hi) -> float:
@@ -569,14 +586,64 @@ def _min_box(s, lam, w0, lo, hi) -> float:
     return val - 64 * _EPS * (np.abs(s) @ np.abs(p) + lam * np.sum((p - w0) ** 2) + 1.0)
 
 
-def _project_simplex(u: np.ndarray, total: float) -> np.ndarray:
-    """Euclidean projection onto ``{w >= 0, sum w = total}`` (sort-based, exact up to rounding)."""
-    srt = np.sort(u)[::-1]
+def _simplex_threshold(a: np.ndarray, total: float) -> float:
+    """``tau`` with ``sum(max(a - tau, 0)) = total`` (sort-based; robust to rounding)."""
+    srt = np.sort(a)[::-1]
     css = np.cumsum(srt) - total
-    idx = np.arange(1, len(u) + 1)
-    k = np.nonzero(srt - css / idx > 0)[0][-1]
-    tau = css[k] / (k + 1)
-    return np.maximum(u - tau, 0.0)
+    idx = np.arange(1, len(a) + 1)
+    hits = np.nonzero(srt - css / idx > 0)[0]
+    k = int(hits[-1]) if len(hits) else 0
+    return float(css[k] / (k + 1))
+
+
+def _project_simplex(u: np.ndarray, total: float) -> np.ndarray:
+    """Euclidean projection onto ``{w >= 0, sum w = total}`` (exact up to rounding)."""
+    return np.maximum(u - _simplex_threshold(u, total), 0.0)
+
+
+def _min_simplex(s: np.ndarray, lam: float, w0: np.ndarray, total: float) -> float:
+    """Lower bound on ``min <s, w> + (lam/2)||w - w0||^2`` over ``{w >= 0, sum w = total}``.
+
+    Weak duality with a multiplier ``tau`` of the sum constraint: for ANY ``tau`` the value
+    ``sum_j min_{w_j >= 0} [(s_j + tau) w_j + (lam/2)(w_j - w0_j)^2] - tau * total`` is a lower
+    bound; the right ``tau`` (computed without dividing by ``lam``) makes it exact. Each term is
+    evaluated directly, so there is no cancellation for small ``lam``.
+    """
+    if lam > 0:
+        tau = _simplex_threshold(lam * w0 - s, lam * total)
+        wj = np.maximum(w0 - (s + tau) / lam, 0.0)
+        terms = (s + tau) * wj + lam / 2 * (wj - w0) ** 2
+        val = float(np.sum(terms) - tau * total)
+        mag = float(np.sum(np.abs(terms)) + abs(tau) * total)
+    else:
+        tau = -float(np.min(s))
+        val = -tau * total
+        mag = abs(tau) * total
+    return val - 64 * _EPS * (mag + 1.0) * len(s)
+
+
+def _min_l1(s: np.ndarray, lam: float, w0: np.ndarray, c: np.ndarray, r: float) -> float:
+    """Lower bound on ``min <s, w> + (lam/2)||w - w0||^2`` over ``{||w - c||_1 <= r}``.
+
+    Weak duality with a multiplier ``tau >= 0`` of the norm constraint: per coordinate
+    ``min_z s_j (z + c_j) + (lam/2)(z + c_j - w0_j)^2 + tau |z|`` (soft-thresholding), minus
+    ``tau * r``; valid for any ``tau >= 0``, exact for the right one.
+    """
+    if lam > 0:
+        a = lam * (w0 - c) - s  # = lam * (unconstrained minimizer - c), without dividing
+        if np.sum(np.abs(a)) <= lam * r:
+            tau = 0.0
+        else:
+            tau = max(_simplex_threshold(np.abs(a), lam * r), 0.0)
+        z = np.sign(a) * np.maximum(np.abs(a) - tau, 0.0) / lam
+        terms = s * (z + c) + lam / 2 * (z + c - w0) ** 2 + tau * np.abs(z)
+        val = float(np.sum(terms) - tau * r)
+        mag = float(np.sum(np.abs(terms)) + tau * r)
+    else:
+        tau = float(np.max(np.abs(s)))
+        val = float(s @ c) - tau * r
+        mag = float(np.abs(s) @ np.abs(c)) + tau * r
+    return val - 64 * _EPS * (mag + 1.0) * len(s)
 
 
 def _project_l1(u: np.ndarray, radius: float) -> np.ndarray:

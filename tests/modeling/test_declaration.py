@@ -1,0 +1,521 @@
+"""Validation of a declared problem (dpcvx.modeling.declaration) and domain analysis
+(dpcvx.modeling.domains).
+
+Every bad input must raise a typed error (DataError / ModelingError / InvalidParameterError, all
+subclasses of ValueError and DpcvxError) whose message names what is wrong; every catalogue domain
+must get a bounding ball and a diameter bound that contain the set (checked against closed forms,
+vertex enumeration and dense boundary samples, not against dpcvx).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from catalogue import (
+    box_case,
+    domain_cases,
+    ellipsoid_case,
+    l1_ball_case,
+    l2_ball_case,
+    polytope_case,
+    simplex_case,
+)
+
+import dpcvx
+from dpcvx import DataError, DpcvxError, InvalidParameterError, ModelingError
+from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.domains import Domain
+
+D, N = 3, 8
+
+
+@pytest.fixture
+def setup():
+    rng = np.random.default_rng(0)
+    w = cp.Variable(D, name="w")
+    x = cp.Parameter(D, name="features")
+    y = cp.Parameter(name="label")
+    X = rng.normal(size=(N, D))
+    Y = np.sign(rng.normal(size=N))
+    return w, x, y, X, Y
+
+
+def _ball(w):
+    return [cp.norm(w, 2) <= 1]
+
+
+def test_error_hierarchy():
+    for cls in (DataError, ModelingError, InvalidParameterError):
+        assert issubclass(cls, ValueError)
+        assert issubclass(cls, DpcvxError)
+    assert issubclass(DataError, ModelingError)
+
+
+def test_a_good_declaration(setup):
+    w, x, y, X, Y = setup
+    decl = Declaration(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, _ball(w))
+    assert decl.n == N and decl.d == D
+    np.testing.assert_array_equal(decl.data[x.id], X)
+    np.testing.assert_array_equal(decl.data[y.id], Y)
+
+
+def test_declared_data_is_isolated_from_the_callers_arrays(setup):
+    w, x, y, X, Y = setup
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, _ball(w))
+    first = problem.solve(regularization=0.1)
+    X *= 10.0  # the caller reuses its buffer
+    second = problem.solve(regularization=0.1)
+    assert second.upper == pytest.approx(first.upper, abs=1e-9)
+    assert second.gap < 1e-6
+
+
+def test_issue_example_is_accepted_although_cvxpy_says_it_is_not_dpp(setup):
+    """``cp.pos(1 - y * (x @ w))`` is not DPP by CVXPY's rules (parameter times parameter-affine),
+    but dpcvx lifts ``y * x`` into a derived parameter."""
+    w, x, y, X, Y = setup
+    loss = cp.pos(1 - y * (x @ w))
+    assert not loss.is_dcp(dpp=True)
+    problem = dpcvx.Problem(loss, w, data={x: X, y: Y}, domain=_ball(w))
+    assert problem.declaration.lifted.is_dcp(dpp=True)
+    sol = problem.solve(regularization=0.1)
+    expected = np.mean(np.maximum(0, 1 - Y * (X @ sol.w))) + 0.05 * sol.w @ sol.w
+    assert sol.upper == pytest.approx(expected, abs=1e-9)
+
+
+def test_data_may_be_lists_and_ints(setup):
+    w, x, y, X, Y = setup
+    problem = dpcvx.Problem(cp.abs(x @ w - y), w, {x: X.tolist(), y: [1, 0, 2, 1, 0, 1, 1, 3]},
+                            _ball(w))
+    assert problem.n == N
+
+
+# ------------------------------------------------------------------------------ data errors
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nonfinite_data(setup, bad):
+    w, x, y, X, Y = setup
+    X = X.copy()
+    X[5, 1] = bad
+    with pytest.raises(DataError, match="features") as info:
+        Declaration(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, _ball(w))
+    assert "NaN or inf" in str(info.value)
+    assert "example 5" in str(info.value)
+
+
+def test_nonfinite_scalar_data(setup):
+    w, x, y, X, Y = setup
+    Y = Y.copy()
+    Y[0] = np.nan
+    with pytest.raises(DataError, match="label"):
+        Declaration(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, _ball(w))
+
+
+def test_first_axes_disagree(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(DataError, match="label|features") as info:
+        Declaration(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y[:-1]}, _ball(w))
+    assert "first axis" in str(info.value)
+
+
+@pytest.mark.parametrize("shape", [(N, D + 1), (N,), (N, D, 1), (D,), ()])
+def test_trailing_shape_mismatch(setup, shape):
+    w, x, y, X, Y = setup
+    with pytest.raises(DataError, match="features") as info:
+        Declaration(cp.abs(x @ w), w, {x: np.ones(shape)}, _ball(w))
+    assert str(shape) in str(info.value)
+
+
+def test_scalar_parameter_with_a_column(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(DataError, match="label"):
+        Declaration(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y[:, None]}, _ball(w))
+
+
+def test_nonnumeric_data(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(DataError, match="features"):
+        Declaration(cp.abs(x @ w), w, {x: [["a", "b", "c"]] * N}, _ball(w))
+
+
+def test_missing_parameter(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(DataError, match="label") as info:
+        Declaration(cp.pos(1 - y * (x @ w)), w, {x: X}, _ball(w))
+    assert "no array" in str(info.value)
+
+
+def test_unused_data_key(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(DataError, match="label") as info:
+        Declaration(cp.abs(x @ w), w, {x: X, y: Y}, _ball(w))
+    assert "does not use" in str(info.value)
+
+
+def test_data_keyed_by_name(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(DataError, match="cp.Parameter"):
+        Declaration(cp.abs(x @ w), w, {"features": X}, _ball(w))
+
+
+@pytest.mark.parametrize("data", [{}, None, [1, 2]])
+def test_empty_or_wrong_data_container(setup, data):
+    w, x, y, X, Y = setup
+    with pytest.raises(DataError):
+        Declaration(cp.abs(x @ w), w, data, _ball(w))
+
+
+def test_zero_examples(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(DataError, match="at least one example"):
+        Declaration(cp.abs(x @ w), w, {x: np.zeros((0, D))}, _ball(w))
+
+
+def test_sign_attributes_of_parameters_are_checked(setup):
+    w, x, _, X, _ = setup
+    s = cp.Parameter(nonneg=True, name="weight")
+    with pytest.raises(DataError, match="weight"):
+        Declaration(s * cp.abs(x @ w), w, {x: X, s: -np.ones(N)}, _ball(w))
+
+
+# ------------------------------------------------------------------------------ loss errors
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda w, x: cp.square(x @ w) - cp.abs(x @ w),  # convex minus convex: unknown curvature
+        lambda w, x: cp.square(cp.sqrt(x @ w)),  # convex of concave, nonmonotone
+        lambda w, x: cp.abs(x @ w) * (x @ w),  # product of variable expressions
+    ],
+    ids=["convex-minus-convex", "square-of-sqrt", "product"],
+)
+def test_non_dcp_loss(setup, make):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="DCP"):
+        Declaration(make(w, x), w, {x: X}, _ball(w))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda w, x: -cp.square(x @ w), lambda w, x: cp.sqrt(x @ w),
+     lambda w, x: cp.minimum(x @ w, 1)],
+    ids=["neg-square", "sqrt", "minimum"],
+)
+def test_concave_loss_is_rejected_when_declared(setup, make):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="convex|DCP"):
+        Declaration(make(w, x), w, {x: X}, _ball(w))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda w, x: -cp.square(x @ w), lambda w, x: cp.sqrt(x @ w)],
+    ids=["neg-square", "sqrt"],
+)
+def test_concave_loss_never_solves(setup, make):
+    """Whatever the moment it is caught, a concave loss never produces a 'solution'."""
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError):
+        dpcvx.Problem(make(w, x), w, {x: np.abs(X)}, _ball(w)).solve()
+
+
+@pytest.mark.parametrize(
+    "make", [lambda w, x, y: cp.square(x @ w) * y, lambda w, x, y: cp.norm(w - x) * y],
+    ids=["square-times-y", "norm-times-y"],
+)
+def test_sign_indefinite_parameter_times_convex_is_not_dcp(setup, make):
+    """With a plain (sign-unknown) parameter the product is not even DCP."""
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="label"):
+        Declaration(make(w, x, y), w, {x: X, y: Y}, _ball(w))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda w, x, s: cp.square(x @ w) * s, lambda w, x, s: cp.norm(w - x) * s,
+     lambda w, x, s: s * cp.abs(x @ w - 1)],
+    ids=["square-times-s", "norm-times-s", "s-times-abs"],
+)
+def test_not_dpp_even_after_lifting(setup, make):
+    """A nonnegative data factor times a convex (non-affine) data-dependent term is DCP but not
+    DPP, and dpcvx's lifting only pushes scalar factors into affine expressions."""
+    w, x, _, X, _ = setup
+    s = cp.Parameter(nonneg=True, name="scale")
+    loss = make(w, x, s)
+    assert loss.is_dcp() and not loss.is_dcp(dpp=True)
+    with pytest.raises(ModelingError, match="DPP") as info:
+        Declaration(loss, w, {x: X, s: np.abs(np.arange(N, dtype=float))}, _ball(w))
+    assert "scale" in str(info.value)
+
+
+def test_not_dpp_message_shows_the_users_term(setup):
+    w, x, _, X, _ = setup
+    s = cp.Parameter(nonneg=True, name="scale")
+    with pytest.raises(ModelingError, match="features"):
+        Declaration(cp.norm(w - x) * s, w, {x: X, s: np.ones(N)}, _ball(w))
+
+
+def test_two_variables(setup):
+    w, x, y, X, Y = setup
+    v = cp.Variable(D, name="other")
+    with pytest.raises(ModelingError, match="other"):
+        Declaration(cp.abs(x @ w) + cp.sum(v), w, {x: X}, _ball(w))
+
+
+def test_loss_in_another_variable_only(setup):
+    w, x, y, X, Y = setup
+    v = cp.Variable(D, name="other")
+    with pytest.raises(ModelingError, match="other"):
+        Declaration(cp.abs(x @ v), w, {x: X}, _ball(w))
+
+
+def test_loss_without_the_variable(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="does not depend"):
+        Declaration(cp.square(y) + 0 * cp.sum(x), w, {x: X, y: Y}, _ball(w))
+
+
+@pytest.mark.parametrize("shape", [(2, 2), (), (3, 1)])
+def test_variable_must_be_a_vector(setup, shape):
+    _, x, y, X, Y = setup
+    W = cp.Variable(shape, name="W")
+    with pytest.raises(ModelingError, match=r"shape \(d,\)"):
+        Declaration(cp.sum(cp.abs(W)), W, {x: X}, [cp.norm(W) <= 1])
+
+
+def test_non_scalar_loss(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="scalar") as info:
+        Declaration(cp.abs(w - x), w, {x: X}, _ball(w))
+    assert "cp.sum" in str(info.value)
+
+
+def test_loss_must_be_an_expression(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="Expression"):
+        Declaration(lambda v: v, w, {x: X}, _ball(w))
+
+
+# ------------------------------------------------------------------------------ domain errors
+
+
+def test_unbounded_domain(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="unbounded"):
+        Declaration(cp.abs(x @ w), w, {x: X}, [w >= 0])
+
+
+def test_partially_bounded_domain(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match=r"unbounded.*w\[1\]"):
+        Declaration(cp.abs(x @ w), w, {x: X}, [w[0] >= 0, w[0] <= 1])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda w: [w >= 1, w <= 0], lambda w: [cp.norm(w) <= 1, cp.sum(w) >= 5],
+     lambda w: [cp.norm(w, "inf") <= -1]],
+    ids=["box", "ball-halfspace", "negative-linf"],
+)
+def test_empty_domain(setup, make):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="empty"):
+        Declaration(cp.abs(x @ w), w, {x: X}, make(w))
+
+
+@pytest.mark.parametrize("domain", [None, []])
+def test_no_domain(setup, domain):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="domain"):
+        Declaration(cp.abs(x @ w), w, {x: X}, domain)
+
+
+@pytest.mark.parametrize("radius", [0.0, -1.0])
+def test_nonpositive_ball_radius(setup, radius):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="radius"):
+        Declaration(cp.abs(x @ w), w, {x: X}, [cp.norm(w, 2) <= radius])
+
+
+def test_domain_with_a_parameter(setup):
+    w, x, y, X, Y = setup
+    r = cp.Parameter(nonneg=True, name="radius_param")
+    r.value = 1.0
+    with pytest.raises(ModelingError, match="radius_param") as info:
+        Declaration(cp.abs(x @ w), w, {x: X}, [cp.norm(w) <= r])
+    assert "Parameter" in str(info.value)
+
+
+def test_domain_with_a_data_parameter(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="features"):
+        Declaration(cp.abs(x @ w), w, {x: X}, [cp.norm(w - x) <= 1])
+
+
+def test_domain_with_another_variable(setup):
+    w, x, y, X, Y = setup
+    v = cp.Variable(D, name="other")
+    with pytest.raises(ModelingError, match="other"):
+        Declaration(cp.abs(x @ w), w, {x: X}, [cp.norm(w) <= 1, cp.norm(v) <= 1])
+
+
+def test_domain_not_dcp(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="not DCP"):
+        Declaration(cp.abs(x @ w), w, {x: X}, [cp.norm(w) >= 1, cp.norm(w) <= 2])
+
+
+def test_domain_entries_must_be_constraints(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="constraint"):
+        Declaration(cp.abs(x @ w), w, {x: X}, [cp.norm(w)])
+
+
+def test_unsupported_cone_constraint(setup):
+    w, x, y, X, Y = setup
+    with pytest.raises(ModelingError, match="not supported"):
+        Declaration(cp.abs(x @ w), w, {x: X}, [cp.SOC(cp.Constant(1.0), w)])
+
+
+def test_affine_domain_with_an_unsupported_atom_raises_a_typed_error(setup):
+    w, x, y, X, Y = setup
+    try:
+        Declaration(cp.abs(x @ w), w, {x: X}, [cp.norm(w) <= 1, cp.cumsum(w) <= 0.5])
+    except DpcvxError:
+        pass  # a typed rejection is fine; so is acceptance
+
+
+# ------------------------------------------------------------------------------ domain analysis
+
+
+def _domain(case):
+    w = cp.Variable(case.d)
+    return Domain(w, case.build(w))
+
+
+ALL_DOMAINS = domain_cases(2) + domain_cases(3) + [
+    l2_ball_case(1, 0.7, 0.2),
+    l2_ball_case(5, 3.0, np.arange(5.0)),
+    box_case([-1.0], [2.0]),
+    box_case(np.zeros(4), np.array([1.0, 2.0, 0.5, 3.0])),
+    l1_ball_case(4, 0.5, np.ones(4)),
+    simplex_case(5, 2.5),
+    ellipsoid_case(np.array([[3.0, 1.0], [0.0, 0.5]]), [1.0, -1.0]),
+    polytope_case(np.array([[-1.0, 0.0], [0.0, -1.0], [1.0, 1.0]]), np.array([0.0, 0.0, 1.0])),
+]
+
+
+@pytest.mark.parametrize("case", ALL_DOMAINS, ids=lambda c: c.name)
+def test_bounding_ball_contains_the_domain(case):
+    dom = _domain(case)
+    assert dom.center.shape == (case.d,)
+    # radius >= max distance from dpcvx's center to the set (vertices / boundary samples)
+    assert dom.radius >= case.max_distance(dom.center) * (1 - 1e-12)
+    # diameter >= the true diameter (exact for the catalogue, see tests/catalogue.py)
+    assert dom.diameter >= case.diameter * (1 - 1e-15)
+    assert dom.diameter <= 2 * dom.radius * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in ALL_DOMAINS if c.name.split("(")[0] in ("l2_ball", "box", "l1_ball", "simplex")],
+    ids=lambda c: c.name,
+)
+def test_closed_form_diameter_and_center(case):
+    """l2 ball radius r -> 2r; box -> ||u - l||; l1 ball radius r -> 2r; simplex -> sqrt(2) t."""
+    dom = _domain(case)
+    assert dom.diameter == pytest.approx(case.diameter, rel=1e-13)
+    np.testing.assert_allclose(dom.center, case.center, rtol=0, atol=1e-14)
+    assert dom.radius == pytest.approx(case.radius, rel=1e-13)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in ALL_DOMAINS if c.name.split("(")[0] in ("ellipsoid", "polytope")],
+    ids=lambda c: c.name,
+)
+def test_general_domain_bounds_are_not_absurd(case):
+    """The bounding box of a general set is found by solves: its ball should be within the
+    half-diagonal of the set's own bounding box (plus the documented padding)."""
+    dom = _domain(case)
+    lo, hi = case.points.min(axis=0), case.points.max(axis=0)
+    half_diag = np.linalg.norm(hi - lo) / 2
+    assert dom.radius <= half_diag * 1.01 + 1e-5
+
+
+def test_linf_ball_helper_is_a_box():
+    w = cp.Variable(3)
+    dom = Domain(w, dpcvx.domains.linf_ball(w, 0.5, center=[1.0, 0.0, -1.0]))
+    assert dom.kind == "box"
+    assert dom.diameter == pytest.approx(2 * 0.5 * np.sqrt(3), rel=1e-13)
+    np.testing.assert_allclose(dom.center, [1.0, 0.0, -1.0])
+
+
+@pytest.mark.parametrize("case", ALL_DOMAINS, ids=lambda c: c.name)
+def test_make_feasible_gives_points_of_the_domain(case):
+    """Any candidate, however far, is mapped to a point that satisfies every inequality exactly
+    (numpy check without tolerance) and every equality to rounding."""
+    dom = _domain(case)
+    rng = np.random.default_rng(11)
+    scale = case.max_distance(np.zeros(case.d))
+    for p in itertools.chain(rng.normal(size=(10, case.d)) * 5 * scale, case.points[:20],
+                             [np.full(case.d, np.nan)]):
+        q = dom.make_feasible(p)
+        assert case.contains(q, 0.0), (p, q)
+        assert dom.contains(q)
+
+
+@pytest.mark.parametrize("case", ALL_DOMAINS, ids=lambda c: c.name)
+def test_contains_agrees_with_numpy(case):
+    dom = _domain(case)
+    inside = 0.999 * case.points + 0.001 * case.points.mean(axis=0)
+    for p in inside[:50]:
+        if case.equality:
+            continue  # points of a lower-dimensional set are only feasible to rounding
+        assert dom.contains(p)
+    outside = case.points.mean(axis=0) + 1.5 * (case.points[:50] - case.points.mean(axis=0))
+    for p in outside:
+        if not case.contains(p, 1e-9):
+            assert not dom.contains(p)
+
+
+@pytest.mark.parametrize("case", ALL_DOMAINS, ids=lambda c: c.name)
+def test_min_linear_quadratic_is_a_lower_bound(case):
+    """``min_{w in W} <s, w> + (lam/2)||w - w0||^2`` from dpcvx is <= the value at every point
+    of W and <= a high-accuracy CVXPY solve (it is exact for balls and boxes)."""
+    dom = _domain(case)
+    rng = np.random.default_rng(5)
+    for lam in (0.0, 0.3):
+        s = rng.normal(size=case.d)
+        w0 = rng.normal(size=case.d)
+        v = cp.Variable(case.d)
+        prob = cp.Problem(cp.Minimize(s @ v + lam / 2 * cp.sum_squares(v - w0)), case.cvx(v))
+        prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+        ref = prob.value
+        hint = dom.make_feasible(v.value)
+        bound = dom.min_linear_quadratic(s, lam, w0, hint=hint)
+        assert bound <= ref + 1e-8 * (1 + abs(ref))
+        vals = case.points @ s + lam / 2 * np.sum((case.points - w0) ** 2, axis=1)
+        if not case.equality:
+            assert bound <= vals.min() + 1e-12
+        if dom.kind in ("l2_ball", "box", "l1_ball", "simplex"):
+            assert bound == pytest.approx(ref, abs=1e-7)
+
+
+def test_linf_norm_domain_solves(setup):
+    w, x, y, X, Y = setup
+    problem = dpcvx.Problem(cp.abs(x @ w - y), w, {x: X, y: Y},
+                            [cp.norm(w - 0.1, "inf") <= 0.5])
+    sol = problem.solve(regularization=0.1)
+    assert np.max(np.abs(sol.w - 0.1)) <= 0.5
+
+
+@pytest.mark.parametrize("case", [simplex_case(2, 1.0), l1_ball_case(2, 1e-3, 0.0)],
+                         ids=lambda c: c.name)
+def test_make_feasible_of_a_huge_point(case):
+    dom = _domain(case)
+    q = dom.make_feasible(np.array([1e17, 1e17]))
+    assert case.contains(q, 0.0)
