@@ -51,6 +51,7 @@ def check_delta(value: object, owner: str, *, upper: float = 1.0) -> float:
     out = check_real(value, "delta", owner)
     if not 0.0 <= out < upper:
         raise InvalidParameterError(
-            f"The `delta` parameter of `{owner}` must lie in [0, {upper:g}). Got {value!r}."
+            f"The `delta` parameter of `{owner}` must lie in [0, {upper:g}). Got {value!r}. "
+            "Use 0 for pure DP; a useful delta is much smaller than 1/n."
         )
     return out

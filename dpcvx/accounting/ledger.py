@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpcvx._profiles import gaussian_delta
-from dpcvx._validation import check_nonnegative, check_positive, check_real
+from dpcvx._validation import check_delta, check_nonnegative, check_positive, check_real
 from dpcvx.errors import InvalidParameterError, PrivacyBudgetError
 from dpcvx.types import Guarantee
 
@@ -339,12 +339,7 @@ class Accountant:
     def __init__(self, epsilon: float, delta: float = 0.0) -> None:
         owner = "Accountant"
         eps = check_positive(epsilon, "epsilon", owner)
-        d = check_real(delta, "delta", owner)
-        if not 0.0 <= d < 1.0:
-            raise InvalidParameterError(
-                f"The `delta` parameter of `{owner}` must lie in [0, 1). Got {delta!r}. "
-                "Use 0 for pure DP; a useful delta is much smaller than 1/n."
-            )
+        d = check_delta(delta, owner)
         self._budget = Guarantee(epsilon=eps, delta=d)
         self._ledger = Ledger()
         self._spent_epsilon = 0.0

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpcvx._profiles import gaussian_delta
-from dpcvx._validation import check_positive, check_real
+from dpcvx._validation import check_delta, check_positive, check_real
 from dpcvx.errors import InvalidParameterError
 from dpcvx.types import Sensitivity
 
@@ -476,12 +476,7 @@ def calibrate(
         )
     sens = check_positive(value, "sensitivity", owner)
     eps = check_positive(epsilon, "epsilon", owner)
-    d = check_real(delta, "delta", owner)
-    if not 0.0 <= d < 1.0:
-        raise InvalidParameterError(
-            f"The `delta` parameter of `{owner}` must lie in [0, 1). Got {delta!r}. "
-            "Use 0 for pure DP; a useful delta is much smaller than 1/n."
-        )
+    d = check_delta(delta, owner)
     if norm == "l1":
         if d != 0.0:
             raise InvalidParameterError(
