@@ -1,0 +1,21 @@
+"""CI runs the benchmark in its smoke configuration (not timed: it must run and agree)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_erm_smoke_runs_and_objectives_agree(tmp_path):
+    out = tmp_path / "smoke.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_erm.py"), "--smoke", "--repeats", "1",
+         "--output", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert out.exists()
+    assert "ratio" in proc.stdout
