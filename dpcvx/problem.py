@@ -140,7 +140,8 @@ class Problem:
         (nothing spent on bad input). Then the budget is reserved in ``accountant`` (a fresh one
         holding exactly ``(epsilon, delta)`` when None) *before the data is touched*: a
         failure after that point (e.g. :class:`~dpcvx.CertificationError`) keeps it spent and
-        releases nothing.
+        releases nothing. The exception's message is fixed text (no data-dependent numbers),
+        but its occurrence depends on the data: see ``docs/output_perturbation.md``.
 
         Parameters
         ----------
@@ -189,9 +190,11 @@ class Problem:
 
         def solve(lam: float, w0: np.ndarray, alpha: float) -> CertifiedSolution:
             return certified_solve(self._decl, template, block, lam=lam, w0=w0,
-                                   accuracy=alpha, solver=getattr(mechanism, "solver", None))
+                                   accuracy=alpha, solver=getattr(mechanism, "solver", None),
+                                   private=True)
 
-        w, certificates = mechanism.release(plan, solve, self.project, generator)
+        w, certificates = mechanism.release(plan, solve, self.project, generator,
+                                            domain=self._decl.domain.kind)
         detail = dict(plan.detail)
         detail.update(sensitivity=plan.sensitivity.value, base_sensitivity=plan.base_sensitivity,
                       accuracy=plan.accuracy, noise=noise.kind, noise_scale=noise.scale,

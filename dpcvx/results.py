@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dpcvx.accounting.ledger import Ledger
-from dpcvx.certification.certificate import CertifiedSolution
+from dpcvx.certification.certificate import ReleaseCertificate
 
 __all__ = ["PrivateResult"]
 
@@ -25,8 +25,10 @@ class PrivateResult:
         The released parameter vector.
     epsilon, delta : float
         The guarantee of this release (``delta == 0``: pure epsilon-DP), replace-one neighbors.
-    certificates : tuple of CertifiedSolution
-        The certificate of every solve behind the release.
+    certificates : tuple of ReleaseCertificate
+        The public certificate of every solve behind the release: dpcvx certified each solve
+        to the stated accuracy. (The certified points and objective values are data-dependent
+        and are not part of a private result.)
     ledger : Ledger
         The accountant's ledger after this release (all releases charged to it so far).
     seeded : bool
@@ -40,7 +42,7 @@ class PrivateResult:
     w: np.ndarray
     epsilon: float
     delta: float
-    certificates: tuple[CertifiedSolution, ...]
+    certificates: tuple[ReleaseCertificate, ...]
     ledger: Ledger
     seeded: bool
     mechanism: str = ""

@@ -141,7 +141,7 @@ def test_solve_private_reserves_and_releases_a_point_of_the_domain(hinge):
     assert np.linalg.norm(res.w) <= 1.0
     assert len(acc.ledger) == 1 and acc.spent.epsilon == pytest.approx(1.0)
     (cert,) = res.certificates
-    assert cert.gap <= res.detail["accuracy"]
+    assert cert.accuracy == res.detail["accuracy"]
     # same seed, same release
     again = problem.solve_private(mech, epsilon=1.0, rng=3)
     np.testing.assert_array_equal(res.w, again.w)
@@ -230,7 +230,13 @@ def test_private_release_uses_a_certified_solve(ref):
     mech = dpcvx.OutputPerturbation(lipschitz=5.0, regularization=0.5, center=ref.center)
     res = problem.solve_private(mech, epsilon=2.0, rng=0)
     (cert,) = res.certificates
-    F = objective(ref.loss, ref.data, 0.5, ref.center, cert.w)
-    assert cert.lower <= F <= cert.upper
-    assert cert.gap <= res.detail["accuracy"]
+    # the private result states only public facts about its solve ...
+    assert not hasattr(cert, "w") and not hasattr(cert, "lower") and not hasattr(cert, "gap")
+    assert cert.accuracy == res.detail["accuracy"]
+    assert cert.distance_bound == pytest.approx(np.sqrt(2 * cert.accuracy / 0.5))
+    # ... and the same certified solve, done non-privately, meets that accuracy
+    sol = problem.solve(regularization=0.5, center=ref.center, accuracy=cert.accuracy)
+    F = objective(ref.loss, ref.data, 0.5, ref.center, sol.w)
+    assert sol.lower <= F <= sol.upper
+    assert sol.gap <= cert.accuracy
     assert ref.domain.contains(res.w, 0.0)

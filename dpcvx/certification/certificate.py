@@ -32,7 +32,7 @@ from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling._structure import ELEMENTWISE, Term
 from dpcvx.modeling.declaration import Declaration
 
-__all__ = ["CertifiedSolution", "certify"]
+__all__ = ["CertifiedSolution", "ReleaseCertificate", "certify"]
 
 _EPS = np.finfo(float).eps
 #: relative rounding margin applied to both bounds (covers float64 evaluation of sums of
@@ -83,6 +83,30 @@ class CertifiedSolution:
         target = "" if self.accuracy is None else f" (target {self.accuracy:.3g})"
         return (f"certified: objective in [{self.lower:.10g}, {self.upper:.10g}], "
                 f"gap {self.gap:.3g}{target}, ||w - w*|| <= {self.distance_bound:.3g}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseCertificate:
+    """What a private release may say about the solve behind it: public facts only.
+
+    dpcvx certified ``F(w_hat) - F* <= accuracy`` for the point ``w_hat`` it perturbed, with
+    ``w_hat`` in the domain, hence ``||w_hat - w*|| <= distance_bound``. The certified point, the
+    objective bounds, the gap actually reached and the solver's report all depend on the data
+    and are therefore **not** part of a private result (releasing them would void the
+    guarantee); :meth:`dpcvx.Problem.solve` gives them for non-private use.
+    """
+
+    accuracy: float
+    distance_bound: float
+    regularization: float
+    strong_convexity: float
+    center: np.ndarray
+    domain: str
+
+    def __str__(self) -> str:
+        return (f"certified by dpcvx: F(w_hat) - F* <= {self.accuracy:.3g} with w_hat in the "
+                f"{self.domain} domain, so ||w_hat - w*|| <= {self.distance_bound:.3g} "
+                f"(lam = {self.regularization:g}, mu = {self.strong_convexity:g})")
 
 
 def _flat_dual(z: np.ndarray, rows: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

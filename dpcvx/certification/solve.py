@@ -21,6 +21,15 @@ from dpcvx.modeling.declaration import Declaration
 
 __all__ = ["certified_solve", "refinement_ladder"]
 
+_PRIVATE_FAILURE = (
+    "dpcvx could not certify the solve to the accuracy target {accuracy:.6g} (fixed from public "
+    "quantities) with its fixed refinement ladder. Nothing was released and the budget stays "
+    "spent. This message carries no data-dependent number, but the failure itself depends on "
+    "the data: do not retry on the same data without charging the budget again. To fix: raise "
+    "the mechanism's `accuracy` (it inflates the sensitivity by 2*sqrt(2*accuracy/m)), raise "
+    "`regularization`, or rescale the data so that losses are of order one."
+)
+
 
 def refinement_ladder(solver: str | None) -> tuple[tuple[str, bool], ...]:
     """The (solver, tight) steps tried in order."""
@@ -37,12 +46,27 @@ def certified_solve(
     w0: np.ndarray,
     accuracy: float | None = None,
     solver: str | None = None,
+    private: bool = False,
 ) -> CertifiedSolution:
     """Solve the regularized ERM and certify it (see the module docstring).
 
     With ``accuracy=None`` the first successful solve is certified and returned, whatever its
     gap (the gap is in the result); with a target, the ladder runs until the gap meets it.
+    With ``private=True`` (a mechanism's solve) any failure raises one fixed
+    :class:`CertificationError` text: no gap, solver report or other data-dependent number
+    leaves this function (its cause is suppressed too).
     """
+    if private:
+        try:
+            return _certified_solve(decl, template, domain_block, lam=lam, w0=w0,
+                                    accuracy=accuracy, solver=solver, private=True)
+        except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private solve
+            raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
+    return _certified_solve(decl, template, domain_block, lam=lam, w0=w0, accuracy=accuracy,
+                            solver=solver, private=False)
+
+
+def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver, private):
     theta = template.theta(decl.derived_values(), decl.n)
     prog = stamp(template, domain_block, theta, d=decl.d, lam=lam, w0=w0)
     steps = refinement_ladder(solver)
@@ -55,8 +79,12 @@ def certified_solve(
             attempts.append({"solver": name, "tight": tight, "error": str(exc)})
             continue
         stats = dict(raw.stats)
-        cert = certify(decl, raw.x[: decl.d], lam=lam, w0=w0, prog=prog, z=raw.z,
-                       accuracy=accuracy, solver_stats=stats)
+        try:
+            cert = certify(decl, raw.x[: decl.d], lam=lam, w0=w0, prog=prog, z=raw.z,
+                           accuracy=accuracy, solver_stats=stats)
+        except CertificationError as exc:
+            attempts.append({"solver": name, "tight": tight, "error": str(exc)})
+            continue
         attempts.append({"solver": name, "tight": tight, "gap": cert.gap,
                          "status": stats.get("status"), "seconds": stats.get("seconds")})
         if best is None or cert.gap < best.gap:
@@ -65,6 +93,8 @@ def certified_solve(
             out = dict(cert.solver_stats)
             out.update(refinement_step=step, attempts=tuple(attempts))
             return _with_stats(cert, out)
+    if private:
+        raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
     if best is None:
         raise CertificationError(
             "Every solver failed on this problem: "

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from dpcvx._validation import check_delta, check_nonnegative, check_positive
-from dpcvx.certification.certificate import CertifiedSolution
+from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.errors import InvalidParameterError
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
 from dpcvx.types import Guarantee, Sensitivity
@@ -198,17 +198,32 @@ class OutputPerturbation:
         solve: Callable[[float, np.ndarray, float], CertifiedSolution],
         project: Callable[[np.ndarray], np.ndarray],
         rng: np.random.Generator,
-    ) -> tuple[np.ndarray, tuple[CertifiedSolution, ...]]:
+        *,
+        domain: str = "declared",
+    ) -> tuple[np.ndarray, tuple[ReleaseCertificate, ...]]:
         """Solve to the planned accuracy (raises ``CertificationError`` otherwise), add noise,
-        project. ``solve(lam, w0, alpha)`` must return a certificate with ``gap <= alpha``."""
+        project. ``solve(lam, w0, alpha)`` must return a certificate with ``gap <= alpha``.
+
+        Returns the released point and the *public* certificate of the solve (the certified
+        point and its bounds stay inside: they are not private).
+        """
         cert = solve(plan.regularization, plan.center, plan.accuracy)
         if not cert.gap <= plan.accuracy:  # defensive: the solve contract guarantees this
             from dpcvx.errors import CertificationError
 
             raise CertificationError(
-                f"Internal: a certificate with gap {cert.gap:.3g} exceeds the target "
-                f"{plan.accuracy:.3g}; nothing released."
+                "Internal: a certificate above the accuracy target reached the release step; "
+                "nothing was released."
             )
         noisy = cert.w + sample(plan.noise, cert.w.size, rng)
         out = project(noisy) if self.project else noisy
-        return np.asarray(out, float), (cert,)
+        modulus = self.regularization + self.strong_convexity
+        public = ReleaseCertificate(
+            accuracy=plan.accuracy,
+            distance_bound=math.sqrt(2.0 * plan.accuracy / modulus),
+            regularization=self.regularization,
+            strong_convexity=self.strong_convexity,
+            center=np.asarray(plan.center, float).copy(),
+            domain=domain,
+        )
+        return np.asarray(out, float), (public,)

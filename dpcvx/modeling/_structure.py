@@ -84,7 +84,7 @@ def _atom_term(expr: cp.Expression, weight: float, summed: bool,
         a = args[0]
         if isinstance(expr, cp_abs):
             return Term("abs", weight, (a,), whole, atom=expr, summed=summed)
-        if isinstance(expr, cp_power) and np.isclose(float(expr.p.value), 2.0):
+        if isinstance(expr, cp_power) and float(expr.p.value) == 2.0:
             return Term("square", weight, (a,), whole, atom=expr, summed=summed)
         if isinstance(expr, cp_huber):
             m = _const(expr.M) if isinstance(expr.M, cp.Expression) else float(expr.M)

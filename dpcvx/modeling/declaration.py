@@ -167,6 +167,14 @@ class Declaration:
                 "variable in a way dpcvx cannot separate. Write data only in affine positions "
                 "(e.g. `cp.pos(1 - (y * x) @ w)`)."
             )
+        for con in lifted.domain:
+            if not _trivially_true(con):
+                raise ModelingError(
+                    f"The `loss` has an implicit domain (`{con}` must hold, as for inv_pos, "
+                    "log, kl_div or non-integer powers). dpcvx needs a loss that is finite on "
+                    "the whole domain for every possible example; rewrite it without such "
+                    "atoms (e.g. use a Huber or logistic loss, or cp.pos inside)."
+                )
         self.loss = loss
         self.variable = variable
         self.d = variable.size
@@ -178,6 +186,7 @@ class Declaration:
         self.derived: tuple[DerivedParameter, ...] = derived
         self.terms: tuple[Term, ...] = decompose(lifted, variable)
         self._derived_values: dict[int, np.ndarray] | None = None
+        self.derived_values()  # data-only expressions are checked now, before any release
 
     def derived_values(self) -> dict[int, np.ndarray]:
         """Per-example values of every derived parameter, shape ``(n, *shape)`` (cached)."""
@@ -190,10 +199,20 @@ class Declaration:
                 for dp in self.derived
             }
             for dp in self.derived:
-                if not np.all(np.isfinite(self._derived_values[dp.parameter.id])):
+                vals = self._derived_values[dp.parameter.id]
+                bad = not np.all(np.isfinite(vals))
+                bad |= dp.parameter.is_nonneg() and bool(np.any(vals < 0))
+                bad |= dp.parameter.is_nonpos() and bool(np.any(vals > 0))
+                for con in dp.expression.domain:
+                    if len(con.args) == 2:
+                        gap = evaluate(con.args[0] - con.args[1], self.data, self.n)
+                        bad |= bool(np.any(gap > 0))
+                if bad:
+                    self._derived_values = None
                     raise DataError(
-                        f"The data expression `{dp.expression}` evaluates to NaN or inf on some "
-                        "example (for instance a division by zero)."
+                        f"The data expression `{dp.expression}` is undefined or outside its "
+                        "sign on some example (NaN, inf, a division by zero, or an atom such "
+                        "as inv_pos outside its domain). Fix the data or the expression."
                     )
         return self._derived_values
 
@@ -202,6 +221,16 @@ class Declaration:
         leaves = dict(self.data)
         leaves[self.variable.id] = np.asarray(w, float).reshape(1, self.d)
         return np.asarray(evaluate(self.loss, leaves, self.n), float).reshape(self.n)
+
+
+def _trivially_true(con: cp.Constraint) -> bool:
+    """Whether an implicit-domain constraint ``lhs <= rhs`` holds by sign alone."""
+    if len(con.args) != 2:
+        return False
+    lhs, rhs = con.args
+    if type(con).__name__ == "Inequality":
+        return bool((lhs.is_nonpos() and rhs.is_nonneg()) or (lhs - rhs).is_nonpos())
+    return False
 
 
 def _offending_term_dcp(expr: cp.Expression) -> cp.Expression:

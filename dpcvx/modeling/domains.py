@@ -377,9 +377,10 @@ class Domain:
         prob = self._solve(cp.Maximize(s), cons + [s <= 1])
         if w.value is None or s.value is None:
             raise ModelingError("Could not find a point inside the domain; is it empty?")
-        point = np.asarray(w.value, float)
+        point = self._onto_equalities(np.asarray(w.value, float))
         slacks = self._violations(point)
-        if prob.status not in ("optimal", "optimal_inaccurate") or np.max(slacks) >= 0:
+        if prob.status not in ("optimal", "optimal_inaccurate") or np.max(slacks) >= 0 \
+                or not self._eq_ok(point):
             raise ModelingError(
                 "The domain has no strictly feasible point (its inequalities have empty "
                 "interior). Describe lower-dimensional sets with equality constraints."
@@ -414,6 +415,27 @@ class Domain:
             if np.any(np.abs(res) > tol):
                 return False
         return True
+
+    def _onto_equalities(self, point: np.ndarray) -> np.ndarray:
+        """Least-squares correction onto all affine equalities at once."""
+        if not self._eq:
+            return point
+        M = np.vstack([rows.M for rows in self._eq])
+        b = np.concatenate([rows.b for rows in self._eq])
+        for _ in range(2):  # one refinement step for accuracy
+            point = point - np.linalg.lstsq(M, M @ point + b, rcond=None)[0]
+        return point
+
+    def _checked(self, point: np.ndarray) -> np.ndarray:
+        """Return ``point`` if it passes the feasibility check, else raise (never unchecked)."""
+        if not self.contains(point):
+            from dpcvx.errors import CertificationError
+
+            raise CertificationError(
+                "dpcvx could not produce a point that provably lies in the domain (float64 "
+                "check with its margin). Rescale the domain to order one."
+            )
+        return point
 
     # ------------------------------------------------------------------ public operations
     def contains(self, point: np.ndarray) -> bool:
@@ -463,13 +485,11 @@ class Domain:
             while not self.contains(cand):
                 t = max(2 * t, 1e-15)
                 if t >= 1:
-                    cand = self.interior.copy()
+                    cand = self._checked(self.interior.copy())
                     break
                 cand = (1 - t) * self.project(point) + t * self.interior
             return cand
-        for rows in self._eq:  # least-squares correction onto the affine set
-            res = rows.M @ point + rows.b
-            point = point - np.linalg.lstsq(rows.M, res, rcond=None)[0]
+        point = self._onto_equalities(point)
         viol = self._violations(point)
         if np.all(viol <= 0) and self._eq_ok(point):
             return point
@@ -481,7 +501,7 @@ class Domain:
             if np.all(self._violations(cand) <= 0) and self._eq_ok(cand):
                 return cand
             if t >= 1.0:
-                return self.interior.copy()
+                return self._checked(self.interior.copy())
             t = 2 * t
 
     def min_linear_quadratic(

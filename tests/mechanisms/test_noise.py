@@ -116,7 +116,7 @@ def test_analytic_sigma_is_inflated_when_dp_accounting_lands_below_the_root(monk
     assert gaussian_delta(low, 1.0, 1.0) > 1e-5  # the helper's answer alone would not be private
     sigma = analytic_gaussian_sigma(1.0, 1.0, 1e-5)
     assert gaussian_delta(sigma, 1.0, 1.0) <= 1e-5
-    assert sigma == pytest.approx(low, rel=1e-8)
+    assert sigma == pytest.approx(low, rel=2e-6)  # within dpcvx's public 1e-6 safety margin
 
 
 def test_gaussian_delta_agrees_with_dp_accounting():
