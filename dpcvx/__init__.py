@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dpcvx import domains, losses
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent
-from dpcvx.certification.certificate import CertifiedSolution
+from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
+from dpcvx.certification.extension import ExtensionValues
 from dpcvx.errors import (
     CertificationError,
     DataError,
@@ -19,7 +20,7 @@ from dpcvx.errors import (
     SolverError,
 )
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
-from dpcvx.problem import Problem
+from dpcvx.problem import LipschitzExtension, Problem
 from dpcvx.results import PrivateResult
 from dpcvx.types import Guarantee, Sensitivity
 
@@ -31,9 +32,11 @@ __all__ = [
     "CertifiedSolution",
     "DataError",
     "DpcvxError",
+    "ExtensionValues",
     "Guarantee",
     "InvalidParameterError",
     "Ledger",
+    "LipschitzExtension",
     "ModelingError",
     "OutputPerturbation",
     "PrivacyBudgetError",
@@ -41,6 +44,7 @@ __all__ = [
     "PrivacyLeakWarning",
     "PrivateResult",
     "Problem",
+    "ReleaseCertificate",
     "Sensitivity",
     "SolverError",
     "__version__",

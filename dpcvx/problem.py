@@ -8,19 +8,28 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
+import scipy.sparse as sp
 
 from dpcvx._validation import check_delta, check_nonnegative, check_positive
 from dpcvx.accounting.ledger import Accountant, PrivacyEvent
 from dpcvx.certification.certificate import CertifiedSolution
+from dpcvx.certification.extension import ExtensionValues, extension_bounds
 from dpcvx.certification.solve import certified_solve
-from dpcvx.compilation.solvers import _check_solver
-from dpcvx.compilation.template import compile_domain, compile_template
+from dpcvx.compilation.solvers import _check_solver, solve_program
+from dpcvx.compilation.stamp import stamp
+from dpcvx.compilation.template import (
+    ConeLayout,
+    DomainBlock,
+    compile_domain,
+    compile_template,
+)
 from dpcvx.errors import InvalidParameterError
+from dpcvx.modeling._expressions import substitute
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.results import PrivateResult
 from dpcvx.rng import make_rng
 
-__all__ = ["Problem"]
+__all__ = ["LipschitzExtension", "Problem"]
 
 
 class Problem:
@@ -55,7 +64,7 @@ class Problem:
     def __init__(self, loss: cp.Expression, variable: cp.Variable,
                  data: Mapping[cp.Parameter, Any], domain: list[cp.Constraint]) -> None:
         self._decl = Declaration(loss, variable, data, domain)
-        self._template = None
+        self._templates: dict[float | None, object] = {}
         self._domain_block = None
 
     # ------------------------------------------------------------------ properties
@@ -84,11 +93,12 @@ class Problem:
         """The validated declaration (lifted loss, terms, data)."""
         return self._decl
 
-    def _compiled(self):
-        if self._template is None:
-            self._template = compile_template(self._decl)
+    def _compiled(self, extension: float | None = None):
+        if self._domain_block is None:
             self._domain_block = compile_domain(self._decl)
-        return self._template, self._domain_block
+        if extension not in self._templates:
+            self._templates[extension] = compile_template(self._decl, extension=extension)
+        return self._templates[extension], self._domain_block
 
     def _center(self, center) -> np.ndarray:
         if center is None:
@@ -100,6 +110,13 @@ class Problem:
                 f"Got shape {c.shape}."
             )
         return c
+
+    def lipschitz_extension(self, C: float) -> LipschitzExtension:
+        """The problem whose per-example loss is the Lipschitz extension
+        ``f_C(w, z) = min_{y in W} f(y, z) + C ||w - y||`` (paper 000, eq. (5)): convex,
+        C-Lipschitz on the domain for every example, and below ``f``. Output perturbation
+        with ``lipschitz=C`` on it is private on every dataset, whatever the data."""
+        return LipschitzExtension(self, C)
 
     # ------------------------------------------------------------------ solving
     def solve(self, regularization: float = 0.0, center=None, accuracy: float | None = None,
@@ -157,6 +174,10 @@ class Problem:
         accountant : Accountant, optional
             Charge this release to an existing budget (composition of several releases).
         """
+        return self._release(mechanism, epsilon=epsilon, delta=delta, rng=rng,
+                             accountant=accountant, extension=None)
+
+    def _release(self, mechanism, *, epsilon, delta, rng, accountant, extension):
         owner = "Problem.solve_private"
         epsilon = check_positive(epsilon, "epsilon", owner)
         delta = check_delta(delta, owner)
@@ -164,6 +185,12 @@ class Problem:
             raise InvalidParameterError(
                 f"The `mechanism` must be a dpcvx mechanism such as dpcvx.OutputPerturbation. "
                 f"Got {type(mechanism).__name__}."
+            )
+        if extension is not None and mechanism.lipschitz < extension:
+            raise InvalidParameterError(
+                f"The Lipschitz extension with C = {extension:g} is C-Lipschitz; the mechanism's "
+                f"`lipschitz` must be at least C. Got {mechanism.lipschitz:g}. Use "
+                f"OutputPerturbation(lipschitz={extension:g}, ...)."
             )
         generator, seeded = make_rng(rng)
         if accountant is not None and not isinstance(accountant, Accountant):
@@ -173,7 +200,7 @@ class Problem:
             )
         plan = mechanism.plan(n=self.n, d=self.d, center=self._decl.domain.center,
                               diameter=self.diameter, epsilon=epsilon, delta=delta)
-        name = type(mechanism).__name__
+        name = type(mechanism).__name__ + ("" if extension is None else f"[f_C, C={extension:g}]")
         noise = plan.noise
         event = PrivacyEvent(
             label=f"{name}(n={self.n}, d={self.d})",
@@ -184,14 +211,14 @@ class Problem:
             detail={"sensitivity": plan.sensitivity.value, "noise": noise.kind,
                     "scale": noise.scale},
         )
-        template, block = self._compiled()
+        template, block = self._compiled(extension)
         budget = accountant if accountant is not None else Accountant(epsilon, delta)
         budget.reserve(event)  # raises PrivacyBudgetError (and spends nothing) if unaffordable
 
         def solve(lam: float, w0: np.ndarray, alpha: float) -> CertifiedSolution:
             return certified_solve(self._decl, template, block, lam=lam, w0=w0,
                                    accuracy=alpha, solver=getattr(mechanism, "solver", None),
-                                   private=True)
+                                   private=True, extension=extension)
 
         w, certificates = mechanism.release(plan, solve, self.project, generator,
                                             domain=self._decl.domain.kind)
@@ -199,6 +226,8 @@ class Problem:
         detail.update(sensitivity=plan.sensitivity.value, base_sensitivity=plan.base_sensitivity,
                       accuracy=plan.accuracy, noise=noise.kind, noise_scale=noise.scale,
                       regularization=plan.regularization)
+        if extension is not None:
+            detail.update(extension_C=extension)
         return PrivateResult(w=w, epsilon=epsilon, delta=delta, certificates=certificates,
                              ledger=budget.ledger, seeded=seeded, mechanism=name,
                              detail=MappingProxyType(detail))
@@ -214,18 +243,80 @@ class Problem:
         if dom.kind != "general":
             return dom.make_feasible(dom.project(point))
         v = cp.Variable(self.d)
-        cons = [c for c in _substitute(dom.constraints, self._decl.variable, v)]
+        cons = [substitute(c, self._decl.variable, v) for c in dom.constraints]
         cp.Problem(cp.Minimize(cp.sum_squares(v - point)), cons).solve(solver=cp.CLARABEL)
         guess = point if v.value is None else np.asarray(v.value, float)
         return dom.make_feasible(guess)
 
 
-def _substitute(constraints, old: cp.Variable, new: cp.Variable):
-    """The constraints with ``old`` replaced by ``new`` (public domain only)."""
-    def sub(expr):
-        if isinstance(expr, cp.Variable) and expr.id == old.id:
-            return new
-        if not expr.args:
-            return expr
-        return expr.copy([sub(a) for a in expr.args])
-    return [c.copy([sub(a) for a in c.args]) for c in constraints]
+
+class LipschitzExtension:
+    """A problem whose per-example loss is ``f_C`` (see :meth:`Problem.lipschitz_extension`).
+
+    Every evaluation is certified by dpcvx from the explicit second-order-cone program of the
+    extension (paper 000, eq. (16) generalized to every DCP loss and domain dpcvx accepts),
+    stamped for all examples at once. For polyhedral losses on SOCP-representable domains
+    this is the structured case of paper 000, Prop D.6 / Cor D.7.
+    """
+
+    def __init__(self, problem: Problem, C: float) -> None:
+        self.C = check_positive(C, "C", "Problem.lipschitz_extension")
+        self.problem = problem
+
+    @property
+    def n(self) -> int:
+        return self.problem.n
+
+    @property
+    def d(self) -> int:
+        return self.problem.d
+
+    def evaluate(self, w, solver: str | None = None) -> ExtensionValues:
+        """Certified per-example values of ``f_C(w, z_i)`` (``lower <= f_C <= upper``), with
+        certified ``B``-approximate subgradients of norm at most ``C``."""
+        decl = self.problem.declaration
+        point = np.asarray(w, dtype=float)
+        if point.shape != (self.d,) or not np.all(np.isfinite(point)):
+            raise InvalidParameterError(
+                f"`w` must be a finite vector of shape ({self.d},). Got shape {point.shape}."
+            )
+        if not decl.domain.contains(point):
+            raise InvalidParameterError(
+                "`w` must lie in the domain (f_C is defined and C-Lipschitz on the domain)."
+            )
+        template, _ = self.problem._compiled(self.C)
+        fixed = DomainBlock(cones=ConeLayout(zero=self.d, nonneg=0, soc=(), exp=0),
+                            n_cols=self.d, w_cols=np.arange(self.d),
+                            A=sp.identity(self.d, format="csc"), b=point.copy())
+        theta = template.theta(decl.derived_values(), self.n)
+        prog = stamp(template, fixed, theta, d=self.d, lam=0.0, w0=np.zeros(self.d))
+        raw = solve_program(prog, solver, tight=True)
+        upper, lower, g, _, _, _ = extension_bounds(decl, prog, raw.x, raw.z, point, self.C)
+        return ExtensionValues(w=point, C=self.C, upper=upper, lower=lower, subgradients=g,
+                               B=upper - lower)
+
+    def subgradient(self, w, solver: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(g, B)``: per-example ``g_i`` with ``||g_i|| <= C`` and
+        ``f_C(u, z_i) >= f_C(w, z_i) + <g_i, u - w> - B_i`` for all ``u`` in the domain."""
+        vals = self.evaluate(w, solver)
+        return vals.subgradients, vals.B
+
+    def solve(self, regularization: float, center=None, accuracy: float | None = None,
+              solver: str | None = None) -> CertifiedSolution:
+        """Certified solve of ``min_W (1/n) sum_i f_C(w, z_i) + (lam/2)||w - center||^2`` as the
+        joint program of paper 000, Lemma 2.7 (one conic program, compiled once)."""
+        lam = check_positive(regularization, "regularization", "LipschitzExtension.solve")
+        if accuracy is not None:
+            accuracy = check_positive(accuracy, "accuracy", "LipschitzExtension.solve")
+        _check_solver(solver)
+        w0 = self.problem._center(center)
+        template, block = self.problem._compiled(self.C)
+        return certified_solve(self.problem.declaration, template, block, lam=lam, w0=w0,
+                               accuracy=accuracy, solver=solver, extension=self.C)
+
+    def solve_private(self, mechanism, *, epsilon: float, delta: float = 0.0, rng=None,
+                      accountant: Accountant | None = None) -> PrivateResult:
+        """A private release for the extension's ERM: the mechanism's ``lipschitz`` must be at
+        least ``C`` (and then holds for every possible example by construction)."""
+        return self.problem._release(mechanism, epsilon=epsilon, delta=delta, rng=rng,
+                                     accountant=accountant, extension=self.C)

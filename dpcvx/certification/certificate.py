@@ -126,6 +126,13 @@ def _sum_elems(arr: np.ndarray, keep_last: bool) -> np.ndarray:
     return arr.reshape(arr.shape[0], -1).sum(axis=1)
 
 
+def _apply(jac: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    """``jac @ w`` per example, for one point ``(d,)`` or one point per example ``(n, d)``."""
+    if pts.ndim == 1:
+        return jac @ pts
+    return np.einsum("n...d,nd->n...", jac, pts)
+
+
 def _range_bound(off: np.ndarray, jac: np.ndarray, center: np.ndarray, radius: float
                  ) -> np.ndarray:
     """``max_{y in B(center, radius)} |off + jac y|`` elementwise, shape of ``off``."""
@@ -149,7 +156,7 @@ def _minorants(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | N
             gs, gb = _tangent_cut(decl, term, w_hat)
             s += gs
             beta += gb
-            scale += np.abs(gb) + np.abs(gs) @ np.abs(w_hat)
+            scale += np.abs(gb) + _apply(np.abs(gs)[:, None, :], np.abs(w_hat))[:, 0]
             continue
         jets = []
         try:
@@ -159,10 +166,10 @@ def _minorants(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | N
             gs, gb = _tangent_cut(decl, term, w_hat)
             s += gs
             beta += gb
-            scale += np.abs(gb) + np.abs(gs) @ np.abs(w_hat)
+            scale += np.abs(gb) + _apply(np.abs(gs)[:, None, :], np.abs(w_hat))[:, 0]
             continue
         for off, jac in jets:
-            scale += wgt * _sum_elems(np.abs(off) + np.abs(jac) @ np.abs(w_hat), False)
+            scale += wgt * _sum_elems(np.abs(off) + _apply(np.abs(jac), np.abs(w_hat)), False)
         if term.kind == "affine":
             off, jac = jets[0]
             s += wgt * _sum_elems(jac, True)
@@ -203,7 +210,7 @@ def _minorants(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | N
 def _pieces(term: Term, jets, duals, w_hat, center, radius):
     """Minorant of ``max_j P_j`` by a convex combination of the pieces (per element)."""
     n = jets[0][0].shape[0]
-    d = w_hat.size
+    d = w_hat.shape[-1]
     shape = (n,) + term.atom.shape
     nd = len(term.atom.shape)
 
@@ -225,7 +232,7 @@ def _pieces(term: Term, jets, duals, w_hat, center, radius):
         mu[..., j0] = np.maximum(0.0, 1.0 - mu[..., ~const].sum(axis=-1))
     total = mu.sum(axis=-1, keepdims=True)
     # where the duals give no weight at all, use the active piece at w_hat
-    vals = np.stack([off + jac @ w_hat for off, jac in zip(offs, jacs)], axis=-1)
+    vals = np.stack([off + _apply(jac, w_hat) for off, jac in zip(offs, jacs)], axis=-1)
     active = np.eye(len(jets))[np.argmax(vals, axis=-1)]
     mu = np.where(total > 0, mu / np.where(total > 0, total, 1.0), active)
     defect = np.abs(mu.sum(axis=-1) - 1.0) + 4 * len(jets) * _EPS
@@ -248,9 +255,12 @@ def _tangent_cut(decl: Declaration, term: Term, w_hat: np.ndarray
     saved = [p.value for p in params] + [w.value]
     gs = np.zeros((n, d))
     gb = np.zeros(n)
+    per_example = w_hat.ndim == 2
     try:
-        w.value = w_hat
+        w.value = w_hat[0] if per_example else w_hat
         for i in range(n):
+            if per_example:
+                w.value = w_hat[i]
             for p in params:
                 p.value = leaves[p.id][i]
             val = expr.value
@@ -267,7 +277,7 @@ def _tangent_cut(decl: Declaration, term: Term, w_hat: np.ndarray
             g = np.asarray(grad.toarray() if hasattr(grad, "toarray") else grad,
                            float).reshape(-1)
             gs[i] = g
-            gb[i] = float(val) - g @ w_hat
+            gb[i] = float(val) - g @ (w_hat[i] if per_example else w_hat)
     finally:
         for p, v in zip(params + [w], saved):
             p.value = v

@@ -13,6 +13,7 @@ from types import MappingProxyType
 import numpy as np
 
 from dpcvx.certification.certificate import CertifiedSolution, certify
+from dpcvx.certification.extension import certify_extension
 from dpcvx.compilation.solvers import SOLVERS, _check_solver, solve_program
 from dpcvx.compilation.stamp import stamp
 from dpcvx.compilation.template import DomainBlock, Template
@@ -47,6 +48,7 @@ def certified_solve(
     accuracy: float | None = None,
     solver: str | None = None,
     private: bool = False,
+    extension: float | None = None,
 ) -> CertifiedSolution:
     """Solve the regularized ERM and certify it (see the module docstring).
 
@@ -54,19 +56,22 @@ def certified_solve(
     gap (the gap is in the result); with a target, the ladder runs until the gap meets it.
     With ``private=True`` (a mechanism's solve) any failure raises one fixed
     :class:`CertificationError` text: no gap, solver report or other data-dependent number
-    leaves this function (its cause is suppressed too).
+    leaves this function (its cause is suppressed too). With ``extension=C`` the template is
+    the Lipschitz extension's and the joint program of Lemma 2.7 is certified.
     """
     if private:
         try:
             return _certified_solve(decl, template, domain_block, lam=lam, w0=w0,
-                                    accuracy=accuracy, solver=solver, private=True)
+                                    accuracy=accuracy, solver=solver, private=True,
+                                    extension=extension)
         except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private solve
             raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
     return _certified_solve(decl, template, domain_block, lam=lam, w0=w0, accuracy=accuracy,
-                            solver=solver, private=False)
+                            solver=solver, private=False, extension=extension)
 
 
-def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver, private):
+def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver, private,
+                     extension):
     theta = template.theta(decl.derived_values(), decl.n)
     prog = stamp(template, domain_block, theta, d=decl.d, lam=lam, w0=w0)
     steps = refinement_ladder(solver)
@@ -80,8 +85,12 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
             continue
         stats = dict(raw.stats)
         try:
-            cert = certify(decl, raw.x[: decl.d], lam=lam, w0=w0, prog=prog, z=raw.z,
-                           accuracy=accuracy, solver_stats=stats)
+            if extension is None:
+                cert = certify(decl, raw.x[: decl.d], lam=lam, w0=w0, prog=prog, z=raw.z,
+                               accuracy=accuracy, solver_stats=stats)
+            else:
+                cert = certify_extension(decl, prog, raw.x, raw.z, C=extension, lam=lam,
+                                         w0=w0, accuracy=accuracy, solver_stats=stats)
         except CertificationError as exc:
             attempts.append({"solver": name, "tight": tight, "error": str(exc)})
             continue

@@ -41,6 +41,9 @@ class StampedProgram:
     d: int
     n: int
     split_rows: tuple[tuple[np.ndarray | None, ...], ...]
+    #: Lipschitz extension only: ``(n, d)`` global columns of the y_i, ``(n, d + 1)`` SOC rows
+    y_cols: np.ndarray | None = None
+    soc_rows: np.ndarray | None = None
 
 
 def _segments(layout: ConeLayout) -> list[tuple[str, int, int]]:
@@ -125,5 +128,7 @@ def stamp(
         tuple(None if r is None else tmpl_row_global[:, r] for r in rows_t)
         for rows_t in template.split_rows
     )
+    y_cols = None if template.y_cols is None else ex_cols[:, template.y_cols]
+    soc_rows = None if template.soc_rows is None else tmpl_row_global[:, template.soc_rows]
     return StampedProgram(P=P, q=q, q0=q0, A=A, b=b, cones=cones, d=d, n=n,
-                          split_rows=split_rows)
+                          split_rows=split_rows, y_cols=y_cols, soc_rows=soc_rows)

@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpcvx.errors import ModelingError
+from dpcvx.modeling._expressions import substitute
 from dpcvx.modeling._structure import Term
 from dpcvx.modeling.declaration import Declaration
 
@@ -62,6 +63,10 @@ class Template:
     c0_map: np.ndarray
     param_layout: tuple[tuple[int, int, tuple[int, ...]], ...]  # (param id, offset, shape)
     split_rows: tuple[tuple[np.ndarray | None, ...], ...]
+    extension: float | None = None
+    #: Lipschitz extension only: block columns of y, and the rows of ``(t, w - y) in SOC``
+    y_cols: np.ndarray | None = None
+    soc_rows: np.ndarray | None = None
 
     @property
     def n_aux(self) -> int:
@@ -153,13 +158,29 @@ def _layout(dims) -> ConeLayout:
                       int(dims.exp))
 
 
-def compile_template(decl: Declaration) -> Template:
-    """Compile the declaration's per-example loss once (see the module docstring)."""
+def compile_template(decl: Declaration, extension: float | None = None) -> Template:
+    """Compile the declaration's per-example loss once (see the module docstring).
+
+    With ``extension=C`` the block is instead the Lipschitz extension (paper 000, eq. (5) and
+    the joint program of Lemma 2.7): ``min_{y in W, t} f(y; z) + C t`` with
+    ``||w - y|| <= t``, so that ``f_C(w; z)`` is the block's optimal value.
+    """
     w = decl.variable
     objective = 0
     constraints: list[cp.Constraint] = []
     split_cons: list[list[cp.Constraint | None]] = []
+    at = w
+    soc = None
+    if extension is not None:
+        at = cp.Variable(decl.d)  # the per-example copy y
+        t = cp.Variable()
+        soc = cp.SOC(t, w - at)
+        constraints.append(soc)
+        constraints += [substitute(c, w, at) for c in decl.domain.constraints]
+        objective = extension * t
     for term in decl.terms:
+        if extension is not None:
+            term = _term_at(term, w, at)
         splits: list[cp.Variable | None] = []
         cons: list[cp.Constraint | None] = []
         structured = term.kind not in ("affine", "generic")
@@ -215,12 +236,28 @@ def compile_template(decl: Declaration) -> Template:
             else:
                 rows_t.append(offsets[_formatted_id(pp, con)] + np.arange(con.size))
         split_rows.append(tuple(rows_t))
+    y_cols = soc_rows = None
+    if extension is not None:
+        start_y = pp.var_id_to_col[at.id]
+        y_cols = np.arange(start_y, start_y + decl.d)
+        soc_rows = offsets[_formatted_id(pp, soc)] + np.arange(soc.size)
     return Template(
+        extension=None if extension is None else float(extension), y_cols=y_cols,
+        soc_rows=soc_rows,
         cones=layout, n_cols=n_cols, w_cols=w_cols,
         A_rows=A_coo.row.astype(np.int64), A_cols=A_coo.col.astype(np.int64),
         A_map=A_map, b_map=b_map, c_map=c_map, c0_map=c0_map,
         param_layout=param_layout, split_rows=tuple(split_rows),
     )
+
+
+def _term_at(term: Term, old: cp.Variable, new: cp.Variable) -> Term:
+    """The same term evaluated at ``new`` instead of the problem's variable."""
+    from dataclasses import replace
+
+    return replace(term, args=tuple(substitute(a, old, new) for a in term.args),
+                   expr=substitute(term.expr, old, new),
+                   atom=None if term.atom is None else substitute(term.atom, old, new))
 
 
 def _formatted_id(pp, con: cp.Constraint) -> int:

@@ -42,7 +42,7 @@ from cvxpy.expressions.constants.parameter import Parameter
 from cvxpy.expressions.variable import Variable
 from scipy.special import logsumexp
 
-__all__ = ["DerivedParameter", "affine_jet", "evaluate", "lift", "Unsupported"]
+__all__ = ["DerivedParameter", "affine_jet", "evaluate", "lift", "substitute", "Unsupported"]
 
 
 class Unsupported(Exception):
@@ -55,6 +55,15 @@ class DerivedParameter:
 
     parameter: Parameter
     expression: cp.Expression
+
+
+def substitute(expr, old: Variable, new: cp.Expression):
+    """``expr`` (an expression or a constraint) with the variable ``old`` replaced by ``new``."""
+    if isinstance(expr, Variable) and expr.id == old.id:
+        return new
+    if not expr.args:
+        return expr
+    return expr.copy([substitute(a, old, new) for a in expr.args])
 
 
 def _has_params(expr: cp.Expression, params: frozenset[int]) -> bool:

@@ -504,6 +504,45 @@ class Domain:
                 return self._checked(self.interior.copy())
             t = 2 * t
 
+    def support(self, V: np.ndarray) -> np.ndarray:
+        """Upper bounds on the support function ``max_{y in W} <v, y>`` for each row ``v`` of
+        ``V`` (exact for the catalogue domains; the bounding box or ball otherwise), with a
+        rounding allowance added."""
+        V = np.atleast_2d(np.asarray(V, float))
+        if self.kind == "l2_ball":
+            val = V @ self.center + self.radius * np.linalg.norm(V, axis=1)
+            mag = np.abs(V) @ np.abs(self.center) + self.radius * np.linalg.norm(V, axis=1)
+        elif self.kind == "l1_ball":
+            val = V @ self.center + self.radius * np.max(np.abs(V), axis=1)
+            mag = np.abs(V) @ np.abs(self.center) + self.radius * np.max(np.abs(V), axis=1)
+        elif self.kind == "simplex":
+            val = self.total * np.max(V, axis=1)
+            mag = np.abs(val)
+        elif np.all(np.isfinite(self._lo)) and np.all(np.isfinite(self._hi)):
+            val = np.sum(np.maximum(V * self._lo, V * self._hi), axis=1)
+            mag = np.sum(np.maximum(np.abs(V * self._lo), np.abs(V * self._hi)), axis=1)
+        else:
+            val = V @ self.center + self.radius * np.linalg.norm(V, axis=1)
+            mag = np.abs(V) @ np.abs(self.center) + self.radius * np.linalg.norm(V, axis=1)
+        return val + 64 * _EPS * (mag + 1.0) * self.d
+
+    def make_feasible_rows(self, P: np.ndarray) -> np.ndarray:
+        """:meth:`make_feasible` for every row of ``P`` (vectorized for l2 balls and boxes)."""
+        P = np.asarray(P, float)
+        if self.kind == "box":
+            return np.clip(P, self._lo, self._hi)
+        if self.kind == "l2_ball":
+            r = self.radius / (1 + 4 * _EPS)
+            diff = P - self.center
+            nrm = np.linalg.norm(diff, axis=1, keepdims=True)
+            out = self.center + diff * np.minimum(1.0, r / np.maximum(nrm, 1e-300))
+            bad = np.linalg.norm(out - self.center, axis=1) > self.radius * (1 - 8 * _EPS) / (
+                1 + 4 * _EPS)
+            if np.any(bad):
+                out[bad] = [self.make_feasible(row) for row in P[bad]]
+            return out
+        return np.stack([self.make_feasible(row) for row in P])
+
     def min_linear_quadratic(
         self, s: np.ndarray, lam: float, w0: np.ndarray, hint: np.ndarray | None = None
     ) -> float:

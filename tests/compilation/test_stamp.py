@@ -230,9 +230,9 @@ def test_compile_template_runs_once_per_problem(monkeypatch):
     calls = {"template": 0, "domain": 0}
     real_t, real_d = problem_mod.compile_template, problem_mod.compile_domain
 
-    def count_t(decl):
+    def count_t(decl, extension=None):
         calls["template"] += 1
-        return real_t(decl)
+        return real_t(decl, extension=extension)
 
     def count_d(decl):
         calls["domain"] += 1

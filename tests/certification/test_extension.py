@@ -1,0 +1,140 @@
+"""The Lipschitz extension f_C (paper 000, eq. (5), Lemma 2.7, Prop D.6) against independent
+answers: per-example CVXPY solves of the definition, a 1-d grid, and the whole-dataset joint
+program."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import dpcvx
+
+
+def _heavy_hinge(n=25, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_t(2.5, size=(n, d)) * 2.0  # heavy tails: no usable Lipschitz bound
+    Y = np.sign(X @ rng.normal(size=d) + 0.1)
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
+                            domain=[cp.norm(w, 2) <= 1])
+    return problem, X, Y, rng
+
+
+def _reference_fc(X, Y, w, C, loss="hinge"):
+    out = []
+    for xi, yi in zip(X, Y):
+        v = cp.Variable(len(w))
+        f = cp.pos(1 - yi * (xi @ v)) if loss == "hinge" else cp.abs(xi @ v - yi)
+        prob = cp.Problem(cp.Minimize(f + C * cp.norm(w - v)), [cp.norm(v, 2) <= 1])
+        prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
+        out.append(prob.value)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("solver", ["CLARABEL", "ECOS", "SCS"])
+def test_evaluate_brackets_per_example_definition(solver):
+    problem, X, Y, rng = _heavy_hinge()
+    C = 1.5
+    ext = problem.lipschitz_extension(C)
+    w = rng.normal(size=3)
+    w *= 0.6 / np.linalg.norm(w)
+    vals = ext.evaluate(w, solver=solver)
+    ref = _reference_fc(X, Y, w, C)
+    assert np.all(vals.lower <= ref + 1e-8) and np.all(ref <= vals.upper + 1e-8)
+    assert np.all(vals.B >= 0) and np.all(np.linalg.norm(vals.subgradients, axis=1) <= C)
+    if solver != "SCS":
+        assert vals.B.max() < 1e-6
+
+
+def test_extension_is_below_f_and_equal_where_the_gradient_is_small():
+    problem, X, Y, rng = _heavy_hinge()
+    w = np.array([0.3, -0.2, 0.1])
+    f = np.maximum(0.0, 1 - Y * (X @ w))
+    small = problem.lipschitz_extension(0.5).evaluate(w)
+    assert np.all(small.lower <= f + 1e-9)  # f_C <= f on W
+    big_C = 1.01 * np.max(np.linalg.norm(X, axis=1))  # every gradient norm on W is below C
+    big = problem.lipschitz_extension(big_C).evaluate(w)
+    np.testing.assert_allclose(big.upper, f, atol=1e-6)
+    np.testing.assert_allclose(big.lower, f, atol=1e-6)
+
+
+def test_extension_is_C_lipschitz_and_subgradients_are_B_approximate():
+    problem, X, Y, rng = _heavy_hinge(seed=3)
+    C = 0.8
+    ext = problem.lipschitz_extension(C)
+    pts = rng.normal(size=(6, 3))
+    pts *= (rng.uniform(0.1, 0.95, size=(6, 1)) / np.linalg.norm(pts, axis=1, keepdims=True))
+    vals = [ext.evaluate(p) for p in pts]
+    for a, va in zip(pts, vals):
+        for b, vb in zip(pts, vals):
+            # |f_C(a) - f_C(b)| <= C ||a - b||, seen through the certified bounds
+            assert np.all(va.lower <= vb.upper + C * np.linalg.norm(a - b) + 1e-9)
+            # B-subgradient inequality at b with the certificate computed at a
+            lin = va.upper + va.subgradients @ (b - a) - va.B
+            assert np.all(vb.upper >= lin - 1e-9)
+
+
+def test_joint_program_equals_the_extension_erm_in_one_dimension():
+    # d = 1, W = [-1, 1], absolute loss: compute f_C on a fine grid by its definition and
+    # minimize (1/n) sum f_C + (lam/2) w^2 by brute force; compare with the certified solve.
+    rng = np.random.default_rng(7)
+    n, C, lam = 9, 0.7, 0.3
+    X = rng.standard_t(2.0, size=(n, 1)) * 3
+    Yv = rng.normal(size=n)
+    w = cp.Variable(1)
+    x = cp.Parameter(1)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.abs(x @ w - y), w, data={x: X, y: Yv},
+                            domain=dpcvx.domains.box(w, -1.0, 1.0))
+    sol = problem.lipschitz_extension(C).solve(regularization=lam, center=np.zeros(1))
+    grid = np.linspace(-1, 1, 4001)
+    f = np.abs(np.outer(grid, X[:, 0]) - Yv)  # (grid y, n)
+    fc = np.min(f[None, :, :] + C * np.abs(grid[:, None, None] - grid[None, :, None]), axis=1)
+    F = fc.mean(axis=1) + lam / 2 * grid ** 2
+    assert sol.lower <= F.min() + 1e-9
+    assert sol.upper >= F.min() - 2e-3  # grid resolution 5e-4 times the Lipschitz constant
+    assert abs(sol.w[0] - grid[np.argmin(F)]) <= 2e-3 + sol.distance_bound
+
+
+def test_joint_program_brackets_the_whole_dataset_reference():
+    problem, X, Y, rng = _heavy_hinge(n=20, seed=5)
+    C, lam = 1.2, 0.2
+    sol = problem.lipschitz_extension(C).solve(regularization=lam)
+    n, d = X.shape
+    W = cp.Variable(d)
+    V = cp.Variable((n, d))
+    obj = (cp.sum(cp.pos(1 - cp.multiply(Y, cp.sum(cp.multiply(X, V), axis=1)))) / n
+           + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n + lam / 2 * cp.sum_squares(W))
+    ref = cp.Problem(cp.Minimize(obj), [cp.norm(W) <= 1, cp.norm(V, 2, axis=1) <= 1])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
+    assert sol.lower <= ref.value + 1e-8 <= sol.upper + 2e-8
+    assert sol.gap < 1e-6
+
+
+def test_private_release_on_heavy_tailed_data_needs_lipschitz_at_least_C():
+    problem, X, Y, rng = _heavy_hinge()
+    ext = problem.lipschitz_extension(1.0)
+    with pytest.raises(dpcvx.InvalidParameterError, match="at least C"):
+        ext.solve_private(dpcvx.OutputPerturbation(lipschitz=0.5, regularization=0.1),
+                          epsilon=1.0)
+    acct = dpcvx.Accountant(1.0)
+    res = ext.solve_private(dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1),
+                            epsilon=1.0, rng=0, accountant=acct)
+    assert np.linalg.norm(res.w) <= 1.0
+    assert res.detail["extension_C"] == 1.0 and len(acct.ledger) == 1
+
+
+@pytest.mark.parametrize("C", [0.0, -1.0, float("inf"), float("nan")])
+def test_bad_C(C):
+    problem, *_ = _heavy_hinge()
+    with pytest.raises(dpcvx.InvalidParameterError, match="C"):
+        problem.lipschitz_extension(C)
+
+
+def test_evaluate_rejects_points_outside_the_domain():
+    problem, *_ = _heavy_hinge()
+    with pytest.raises(dpcvx.InvalidParameterError, match="domain"):
+        problem.lipschitz_extension(1.0).evaluate(np.array([2.0, 0.0, 0.0]))
