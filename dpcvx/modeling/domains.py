@@ -323,7 +323,8 @@ class Domain:
             bounded_box = False
         else:
             bounded_box = True
-        # feasibility (and emptiness)
+        # feasibility (and emptiness); public analysis, no data. A wrong "infeasible" only
+        # rejects a domain; a wrong bound is harmless because the box is added to the domain.
         prob = self._solve(cp.Minimize(0), list(self.user_constraints))
         if prob.status in ("infeasible", "infeasible_inaccurate"):
             raise ModelingError(
@@ -379,6 +380,8 @@ class Domain:
             raise ModelingError("Could not find a point inside the domain; is it empty?")
         point = self._onto_equalities(np.asarray(w.value, float))
         slacks = self._violations(point)
+        # The status only ever *rejects* (fails safe); acceptance rests on dpcvx's own float64
+        # check of every constraint at the point. The domain is public: no data is involved.
         if prob.status not in ("optimal", "optimal_inaccurate") or np.max(slacks) >= 0 \
                 or not self._eq_ok(point):
             raise ModelingError(
