@@ -26,6 +26,7 @@ from dpcvx.compilation.template import (
 from dpcvx.errors import InvalidParameterError
 from dpcvx.modeling._expressions import substitute
 from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.domains import Domain
 from dpcvx.results import PrivateResult
 from dpcvx.rng import make_rng
 
@@ -302,17 +303,47 @@ class LipschitzExtension:
         return vals.subgradients, vals.B
 
     def solve(self, regularization: float, center=None, accuracy: float | None = None,
-              solver: str | None = None) -> CertifiedSolution:
-        """Certified solve of ``min_W (1/n) sum_i f_C(w, z_i) + (lam/2)||w - center||^2`` as the
-        joint program of paper 000, Lemma 2.7 (one conic program, compiled once)."""
-        lam = check_positive(regularization, "regularization", "LipschitzExtension.solve")
+              solver: str | None = None, localize: tuple | None = None) -> CertifiedSolution:
+        """Certified solve of ``min_{W0} (1/n) sum_i f_C(w, z_i) + (lam/2)||w - center||^2`` as
+        the joint program of paper 000, Lemma 2.7 (one conic program, compiled once).
+
+        ``localize=(c, r)`` restricts ``w`` to ``W0 = W intersect B(c, r)`` (paper 000,
+        Algorithms 2 and 4; ``c`` must be public, e.g. a private release, and in W), while
+        every ``y_i`` still ranges over W as the extension's definition requires.
+        """
+        owner = "LipschitzExtension.solve"
+        lam = check_positive(regularization, "regularization", owner)
         if accuracy is not None:
-            accuracy = check_positive(accuracy, "accuracy", "LipschitzExtension.solve")
+            accuracy = check_positive(accuracy, "accuracy", owner)
         _check_solver(solver)
         w0 = self.problem._center(center)
         template, block = self.problem._compiled(self.C)
+        w_domain = None
+        if localize is not None:
+            w_domain = self.localized_domain(*localize)
+            block = compile_domain(self.problem.declaration, w_domain)
         return certified_solve(self.problem.declaration, template, block, lam=lam, w0=w0,
-                               accuracy=accuracy, solver=solver, extension=self.C)
+                               accuracy=accuracy, solver=solver, extension=self.C,
+                               w_domain=w_domain)
+
+    def localized_domain(self, center, radius: float):
+        """The public domain ``W intersect B(center, radius)`` (analysed like any domain)."""
+        owner = "LipschitzExtension.localized_domain"
+        r = check_positive(radius, "radius", owner)
+        c = np.asarray(center, dtype=float)
+        decl = self.problem.declaration
+        if c.shape != (self.d,) or not np.all(np.isfinite(c)):
+            raise InvalidParameterError(
+                f"The localization center must be a finite vector of shape ({self.d},). "
+                f"Got shape {c.shape}."
+            )
+        if not decl.domain.contains(c):
+            raise InvalidParameterError(
+                "The localization center must lie in the domain W (project it first: "
+                "`problem.project(point)`)."
+            )
+        w = decl.variable
+        return Domain(w, list(decl.domain.user_constraints) + [cp.norm(w - c, 2) <= r])
 
     def solve_private(self, mechanism, *, epsilon: float, delta: float = 0.0, rng=None,
                       accountant: Accountant | None = None) -> PrivateResult:

@@ -96,13 +96,16 @@ def certify_extension(
     w0: np.ndarray,
     accuracy: float | None = None,
     solver_stats: dict[str, Any] | None = None,
+    w_domain=None,
 ) -> CertifiedSolution:
     """Certify the joint program of Lemma 2.7:
-    ``min_{w in W} (1/n) sum_i f_C(w, z_i) + (lam/2) ||w - w0||^2``."""
+    ``min_{w in W0} (1/n) sum_i f_C(w, z_i) + (lam/2) ||w - w0||^2`` where ``W0`` is
+    ``w_domain`` (default: the declared domain W; a localized ``W intersect B(c, r)`` in paper
+    000's Algorithm 4). The copies ``y_i`` always range over W, as ``f_C`` is defined."""
     import time
 
     start = time.perf_counter()
-    dom = decl.domain
+    dom = decl.domain if w_domain is None else w_domain
     w_hat = dom.make_feasible(np.asarray(x[: decl.d], float))
     upper_i, _, g, _, mag, phi = extension_bounds(decl, prog, x, z, w_hat, C)
     w0 = np.asarray(w0, float)

@@ -49,6 +49,7 @@ def certified_solve(
     solver: str | None = None,
     private: bool = False,
     extension: float | None = None,
+    w_domain=None,
 ) -> CertifiedSolution:
     """Solve the regularized ERM and certify it (see the module docstring).
 
@@ -57,21 +58,23 @@ def certified_solve(
     With ``private=True`` (a mechanism's solve) any failure raises one fixed
     :class:`CertificationError` text: no gap, solver report or other data-dependent number
     leaves this function (its cause is suppressed too). With ``extension=C`` the template is
-    the Lipschitz extension's and the joint program of Lemma 2.7 is certified.
+    the Lipschitz extension's and the joint program of Lemma 2.7 is certified, with ``w``
+    ranging over ``w_domain`` when given (``domain_block`` must then be its compiled block).
     """
     if private:
         try:
             return _certified_solve(decl, template, domain_block, lam=lam, w0=w0,
                                     accuracy=accuracy, solver=solver, private=True,
-                                    extension=extension)
+                                    extension=extension, w_domain=w_domain)
         except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private solve
             raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
     return _certified_solve(decl, template, domain_block, lam=lam, w0=w0, accuracy=accuracy,
-                            solver=solver, private=False, extension=extension)
+                            solver=solver, private=False, extension=extension,
+                            w_domain=w_domain)
 
 
 def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver, private,
-                     extension):
+                     extension, w_domain):
     theta = template.theta(decl.derived_values(), decl.n)
     prog = stamp(template, domain_block, theta, d=decl.d, lam=lam, w0=w0)
     steps = refinement_ladder(solver)
@@ -90,7 +93,8 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
                                accuracy=accuracy, solver_stats=stats)
             else:
                 cert = certify_extension(decl, prog, raw.x, raw.z, C=extension, lam=lam,
-                                         w0=w0, accuracy=accuracy, solver_stats=stats)
+                                         w0=w0, accuracy=accuracy, solver_stats=stats,
+                                         w_domain=w_domain)
         except CertificationError as exc:
             attempts.append({"solver": name, "tight": tight, "error": str(exc)})
             continue

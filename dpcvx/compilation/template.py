@@ -278,10 +278,12 @@ class DomainBlock:
     b: np.ndarray
 
 
-def compile_domain(decl: Declaration) -> DomainBlock:
-    """Compile the (public) domain constraints once."""
+def compile_domain(decl: Declaration, domain=None) -> DomainBlock:
+    """Compile the (public) domain constraints once (``domain`` overrides the declared one,
+    e.g. a localized ``W0``)."""
     w = decl.variable
-    prob = cp.Problem(cp.Minimize(0), list(decl.domain.constraints))
+    dom = decl.domain if domain is None else domain
+    prob = cp.Problem(cp.Minimize(0), list(dom.constraints))
     data, _, _ = prob.get_problem_data(cp.CLARABEL, solver_opts={"use_quad_obj": False})
     pp = data[cp.settings.PARAM_PROB]
     A = sp.csc_matrix(data["A"])

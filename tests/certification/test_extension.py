@@ -138,3 +138,33 @@ def test_evaluate_rejects_points_outside_the_domain():
     problem, *_ = _heavy_hinge()
     with pytest.raises(dpcvx.InvalidParameterError, match="domain"):
         problem.lipschitz_extension(1.0).evaluate(np.array([2.0, 0.0, 0.0]))
+
+
+@pytest.mark.parametrize("radius", [0.05, 0.3, 3.0])
+def test_localized_joint_program_brackets_the_whole_dataset_reference(radius):
+    # w ranges over W0 = W intersect B(c, r); every copy y_i still ranges over W
+    problem, X, Y, rng = _heavy_hinge(n=15, seed=11)
+    C, lam = 1.0, 0.2
+    c = np.array([0.5, -0.4, 0.2])
+    ext = problem.lipschitz_extension(C)
+    sol = ext.solve(regularization=lam, localize=(c, radius))
+    assert np.linalg.norm(sol.w - c) <= radius and np.linalg.norm(sol.w) <= 1.0
+    n, d = X.shape
+    W = cp.Variable(d)
+    V = cp.Variable((n, d))
+    obj = (cp.sum(cp.pos(1 - cp.multiply(Y, cp.sum(cp.multiply(X, V), axis=1)))) / n
+           + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n + lam / 2 * cp.sum_squares(W))
+    ref = cp.Problem(cp.Minimize(obj), [cp.norm(W) <= 1, cp.norm(W - c) <= radius,
+                                        cp.norm(V, 2, axis=1) <= 1])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
+    assert sol.lower <= ref.value + 1e-8 <= sol.upper + 2e-8
+    assert sol.gap < 1e-5
+
+
+def test_localization_center_must_be_public_and_in_the_domain():
+    problem, *_ = _heavy_hinge()
+    ext = problem.lipschitz_extension(1.0)
+    with pytest.raises(dpcvx.InvalidParameterError, match="domain"):
+        ext.solve(regularization=0.1, localize=(np.array([2.0, 0.0, 0.0]), 0.5))
+    with pytest.raises(dpcvx.InvalidParameterError, match="radius"):
+        ext.solve(regularization=0.1, localize=(np.zeros(3), 0.0))
