@@ -19,6 +19,7 @@ from dpcvx.errors import (
     PrivacyLeakWarning,
     SolverError,
 )
+from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.problem import LipschitzExtension, Problem
 from dpcvx.results import PrivateResult
@@ -31,6 +32,7 @@ __all__ = [
     "CertificationError",
     "CertifiedSolution",
     "DataError",
+    "DoubleOutputPerturbation",
     "DpcvxError",
     "ExtensionValues",
     "Guarantee",

@@ -180,6 +180,8 @@ class Problem:
 
     def _release(self, mechanism, *, epsilon, delta, rng, accountant, extension):
         owner = "Problem.solve_private"
+        if extension is None and getattr(mechanism, "extension_C", None) is not None:
+            extension = float(mechanism.extension_C)
         epsilon = check_positive(epsilon, "epsilon", owner)
         delta = check_delta(delta, owner)
         if not hasattr(mechanism, "plan") or not hasattr(mechanism, "release"):
@@ -187,7 +189,7 @@ class Problem:
                 f"The `mechanism` must be a dpcvx mechanism such as dpcvx.OutputPerturbation. "
                 f"Got {type(mechanism).__name__}."
             )
-        if extension is not None and mechanism.lipschitz < extension:
+        if extension is not None and getattr(mechanism, "lipschitz", extension) < extension:
             raise InvalidParameterError(
                 f"The Lipschitz extension with C = {extension:g} is C-Lipschitz; the mechanism's "
                 f"`lipschitz` must be at least C. Got {mechanism.lipschitz:g}. Use "
@@ -216,10 +218,14 @@ class Problem:
         budget = accountant if accountant is not None else Accountant(epsilon, delta)
         budget.reserve(event)  # raises PrivacyBudgetError (and spends nothing) if unaffordable
 
-        def solve(lam: float, w0: np.ndarray, alpha: float) -> CertifiedSolution:
-            return certified_solve(self._decl, template, block, lam=lam, w0=w0,
+        def solve(lam: float, w0: np.ndarray, alpha: float, localize=None) -> CertifiedSolution:
+            w_domain, w_block = None, block
+            if localize is not None:  # a public W0 = W intersect B(c, r) for w only
+                w_domain = self._localized_domain(*localize)
+                w_block = compile_domain(self._decl, w_domain)
+            return certified_solve(self._decl, template, w_block, lam=lam, w0=w0,
                                    accuracy=alpha, solver=getattr(mechanism, "solver", None),
-                                   private=True, extension=extension)
+                                   private=True, extension=extension, w_domain=w_domain)
 
         w, certificates = mechanism.release(plan, solve, self.project, generator,
                                             domain=self._decl.domain.kind)
@@ -233,13 +239,33 @@ class Problem:
                              ledger=budget.ledger, seeded=seeded, mechanism=name,
                              detail=MappingProxyType(detail))
 
-    def project(self, point: np.ndarray) -> np.ndarray:
-        """Euclidean projection onto the (public) domain, made exactly feasible.
+    def _localized_domain(self, center, radius: float) -> Domain:
+        """The public domain ``W intersect B(center, radius)`` (analysed like any domain)."""
+        owner = "localize"
+        r = check_positive(radius, "radius", owner)
+        c = np.asarray(center, dtype=float)
+        decl = self._decl
+        if c.shape != (self.d,) or not np.all(np.isfinite(c)):
+            raise InvalidParameterError(
+                f"The localization center must be a finite vector of shape ({self.d},). "
+                f"Got shape {c.shape}."
+            )
+        if not decl.domain.contains(c):
+            raise InvalidParameterError(
+                "The localization center must lie in the domain W (project it first: "
+                "`problem.project(point)`)."
+            )
+        w = decl.variable
+        return Domain(w, list(decl.domain.user_constraints) + [cp.norm(w - c, 2) <= r])
+
+    def project(self, point: np.ndarray, localize=None) -> np.ndarray:
+        """Euclidean projection onto the (public) domain, made exactly feasible; with
+        ``localize=(c, r)`` onto ``W intersect B(c, r)``.
 
         Used on noisy points only (post-processing): for domains without a closed form it
         solves the projection with CVXPY and then makes the answer exactly feasible.
         """
-        dom = self._decl.domain
+        dom = self._decl.domain if localize is None else self._localized_domain(*localize)
         point = np.asarray(point, float)
         if dom.kind != "general":
             return dom.make_feasible(dom.project(point))
@@ -326,24 +352,9 @@ class LipschitzExtension:
                                accuracy=accuracy, solver=solver, extension=self.C,
                                w_domain=w_domain)
 
-    def localized_domain(self, center, radius: float):
-        """The public domain ``W intersect B(center, radius)`` (analysed like any domain)."""
-        owner = "LipschitzExtension.localized_domain"
-        r = check_positive(radius, "radius", owner)
-        c = np.asarray(center, dtype=float)
-        decl = self.problem.declaration
-        if c.shape != (self.d,) or not np.all(np.isfinite(c)):
-            raise InvalidParameterError(
-                f"The localization center must be a finite vector of shape ({self.d},). "
-                f"Got shape {c.shape}."
-            )
-        if not decl.domain.contains(c):
-            raise InvalidParameterError(
-                "The localization center must lie in the domain W (project it first: "
-                "`problem.project(point)`)."
-            )
-        w = decl.variable
-        return Domain(w, list(decl.domain.user_constraints) + [cp.norm(w - c, 2) <= r])
+    def localized_domain(self, center, radius: float) -> Domain:
+        """The public domain ``W intersect B(center, radius)``."""
+        return self.problem._localized_domain(center, radius)
 
     def solve_private(self, mechanism, *, epsilon: float, delta: float = 0.0, rng=None,
                       accountant: Accountant | None = None) -> PrivateResult:

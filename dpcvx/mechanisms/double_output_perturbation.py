@@ -1,0 +1,207 @@
+"""Double output perturbation on the Lipschitz extension (paper 000, Algorithm 4, with
+Algorithm 2 as its first stage).
+
+With ``f_C`` the C-Lipschitz extension of the loss and ``F_C(w) = (1/n) sum_i f_C(w, z_i) +
+(lam/2) ||w - w0||^2``:
+
+1. **Localize (Algorithm 2, budget epsilon/2).** Certified solve of ``min_W F_C`` to accuracy
+   ``alpha_1``; release ``w_loc = Pi_W(w~ + b_1)`` with l2-Laplace noise calibrated to
+   ``Delta_1 = 2C/(lam n) + 2 sqrt(2 alpha_1 / lam)`` at ``epsilon/2``; set the public
+   ``W0 = W intersect B(w_loc, r)``.
+2. **Optimize over W0 (budget epsilon/2).** Certified solve of ``min_{W0} F_C`` (every copy
+   ``y_i`` still in W) to accuracy ``alpha_2``; release ``Pi_W0(w_alpha + b_2)`` with noise
+   calibrated to ``Delta_2 = 2C/(lam n) + 2 sqrt(2 alpha_2 / lam)`` at ``epsilon/2``.
+
+Privacy: ``f_C`` is C-Lipschitz on W for every example, so the exact minimizers over any public
+convex set move by at most ``2C/(lam n)`` between replace-one neighbors, and each certified
+solve adds ``sqrt(2 alpha / lam)`` per dataset; stage 2 is conditioned on the public ``W0``;
+projections are post-processing; basic composition gives ``epsilon``. Pure epsilon-DP on every
+dataset, whatever the data (no Lipschitz constant of ``f`` is assumed).
+
+``constants="tight"`` (default) calibrates both stages exactly as above, with dpcvx's default
+accuracies, and the radius ``r = sqrt(2 alpha_1/lam) + s_1 * Q(1 - e^-zeta)`` (``Q`` the
+Gamma(d, 1) quantile, ``s_1`` the stage-1 scale), which contains the stage-2 target with
+probability ``>= 1 - e^-zeta`` (utility only). ``constants="paper"`` reproduces the printed
+Algorithm 4: ``alpha_1 = C^2/(2 lam n^2)``, ``alpha_2 = C^2/(72 lam n^2)``, both noise scales
+``12 C/(epsilon lam n)`` and ``r = 600 C d/(lam n epsilon)``. The digest of paper 000
+(``docs/paper000_digest.md``, erratum E1/E2) shows the printed constants are valid but loose:
+they spend only ``19 epsilon / 36``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+from scipy.stats import gamma
+
+from dpcvx._validation import check_delta, check_positive
+from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
+from dpcvx.errors import InvalidParameterError
+from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
+from dpcvx.mechanisms.output_perturbation import default_accuracy
+from dpcvx.types import Guarantee, Sensitivity
+
+__all__ = ["DoubleOutputPerturbation", "DoublePlan"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DoublePlan:
+    """Both stages' public quantities, fixed before any data is touched."""
+
+    guarantee: Guarantee
+    regularization: float
+    center: np.ndarray
+    accuracy: float  # alpha_2 (the released point's solve)
+    localization_accuracy: float  # alpha_1
+    sensitivity: Sensitivity  # Delta_2
+    base_sensitivity: float  # 2C/(lam n)
+    localization_sensitivity: float  # Delta_1
+    noise: NoiseSpec  # stage 2
+    localization_noise: NoiseSpec  # stage 1
+    radius: float
+    detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DoubleOutputPerturbation:
+    """Paper 000's Double-OutputPert (Algorithm 4) on the Lipschitz extension ``f_C``.
+
+    Parameters
+    ----------
+    C : float
+        The extension's Lipschitz constant (public). Paper 000 takes
+        ``C = G_k (n epsilon / d)^(1/k)`` for a k-th moment bound ``G_k`` of the gradient norm.
+    regularization : float
+        ``lam > 0``.
+    center : array-like, optional
+        ``w0`` (public; default the center of the domain's bounding ball).
+    zeta : float
+        Localization tail parameter (``W0`` contains the stage-2 target with probability at
+        least ``1 - e^-zeta``); paper: 3.
+    constants : {"tight", "paper"}
+        See the module docstring.
+    solver : str, optional
+        First solver of the refinement ladder.
+
+    Notes
+    -----
+    Guarantee: pure epsilon-DP, replace-one neighbors, public n, on every dataset (paper 000,
+    Prop D.1 / Lemma C.2 with the digest's corrections). ``delta`` must be 0.
+    """
+
+    C: float
+    regularization: float
+    center: Any = None
+    zeta: float = 3.0
+    constants: str = "tight"
+    solver: str | None = None
+
+    def __post_init__(self) -> None:
+        owner = "DoubleOutputPerturbation"
+        object.__setattr__(self, "C", check_positive(self.C, "C", owner))
+        object.__setattr__(self, "regularization",
+                           check_positive(self.regularization, "regularization", owner))
+        object.__setattr__(self, "zeta", check_positive(self.zeta, "zeta", owner))
+        if self.constants not in ("tight", "paper"):
+            raise InvalidParameterError(
+                f"The `constants` parameter of `{owner}` must be 'tight' or 'paper'. "
+                f"Got {self.constants!r}."
+            )
+        if self.center is not None:
+            c = np.asarray(self.center, dtype=float)
+            if c.ndim != 1 or not np.all(np.isfinite(c)):
+                raise InvalidParameterError(
+                    f"The `center` parameter of `{owner}` must be a finite vector. Got {c!r}."
+                )
+            object.__setattr__(self, "center", c)
+
+    @property
+    def extension_C(self) -> float:
+        """Tells :class:`dpcvx.Problem` to run this mechanism on the extension ``f_C``."""
+        return self.C
+
+    @property
+    def lipschitz(self) -> float:
+        return self.C
+
+    def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
+             delta: float) -> DoublePlan:
+        """Public planning: both accuracies, sensitivities, noises and the radius."""
+        owner = "DoubleOutputPerturbation"
+        epsilon = check_positive(epsilon, "epsilon", owner)
+        if check_delta(delta, owner) != 0.0:
+            raise InvalidParameterError(
+                f"`{owner}` is a pure epsilon-DP mechanism: `delta` must be 0. Got {delta!r}."
+            )
+        w0 = center if self.center is None else self.center
+        if w0.shape != (d,):
+            raise InvalidParameterError(
+                f"The `center` of `{owner}` must have shape ({d},). Got {w0.shape}."
+            )
+        C, lam, half = self.C, self.regularization, epsilon / 2.0
+        base = 2.0 * C / (lam * n)
+        if self.constants == "paper":
+            alpha1 = C ** 2 / (2 * lam * n ** 2)
+            alpha2 = C ** 2 / (72 * lam * n ** 2)
+        else:
+            alpha1 = alpha2 = default_accuracy(C, lam, n, 1.0 + C * diameter)
+        delta1 = math.nextafter(base + 2.0 * math.sqrt(2.0 * alpha1 / lam), math.inf)
+        delta2 = math.nextafter(base + 2.0 * math.sqrt(2.0 * alpha2 / lam), math.inf)
+        if self.constants == "paper":
+            # the printed scale 12 C/(epsilon lam n) at epsilon/2 is a sensitivity 6C/(lam n)
+            noise1 = calibrate(max(6.0 * C / (lam * n), delta1), half, 0.0)
+            noise2 = calibrate(max(6.0 * C / (lam * n), delta2), half, 0.0)
+            radius = 600.0 * C * d / (lam * n * epsilon)
+        else:
+            noise1 = calibrate(delta1, half, 0.0)
+            noise2 = calibrate(delta2, half, 0.0)
+            q = float(gamma.ppf(1.0 - math.exp(-self.zeta), d))
+            radius = math.sqrt(2.0 * alpha1 / lam) + noise1.scale * q
+        return DoublePlan(
+            guarantee=Guarantee(epsilon=epsilon, delta=0.0), regularization=lam,
+            center=np.asarray(w0, float), accuracy=alpha2, localization_accuracy=alpha1,
+            sensitivity=Sensitivity(value=delta2), base_sensitivity=base,
+            localization_sensitivity=delta1, noise=noise2, localization_noise=noise1,
+            radius=radius,
+            detail=MappingProxyType({
+                "mechanism": "DoubleOutputPerturbation",
+                "paper": "000 Alg 4 (stage 1 = Alg 2; Prop D.1, Lemma C.2)",
+                "C": C, "constants": self.constants, "zeta": self.zeta,
+                "localization_radius": radius,
+                "localization_sensitivity": delta1,
+                "localization_noise_scale": noise1.scale,
+                "localization_accuracy": alpha1,
+            }),
+        )
+
+    def release(
+        self,
+        plan: DoublePlan,
+        solve: Callable[..., CertifiedSolution],
+        project: Callable[..., np.ndarray],
+        rng: np.random.Generator,
+        *,
+        domain: str = "declared",
+    ) -> tuple[np.ndarray, tuple[ReleaseCertificate, ...]]:
+        """Run both stages; ``solve(lam, w0, alpha, localize=None)`` and
+        ``project(point, localize=None)`` are the extension's certified solve and the public
+        projection supplied by :class:`dpcvx.Problem`."""
+        lam = plan.regularization
+        first = solve(lam, plan.center, plan.localization_accuracy)
+        w_loc = project(first.w + sample(plan.localization_noise, first.w.size, rng))
+        localize = (w_loc, plan.radius)
+        second = solve(lam, plan.center, plan.accuracy, localize=localize)
+        out = project(second.w + sample(plan.noise, second.w.size, rng), localize=localize)
+        certs = tuple(
+            ReleaseCertificate(accuracy=a, distance_bound=math.sqrt(2.0 * a / lam),
+                               regularization=lam, strong_convexity=0.0,
+                               center=np.asarray(plan.center, float).copy(), domain=dom)
+            for a, dom in ((plan.localization_accuracy, domain),
+                           (plan.accuracy, f"{domain} ∩ ball"))
+        )
+        return np.asarray(out, float), certs
