@@ -7,7 +7,7 @@ import numbers
 
 from dpcvx.errors import InvalidParameterError
 
-__all__ = ["check_positive", "check_nonnegative", "check_delta", "check_real"]
+__all__ = ["check_center", "check_delta", "check_nonnegative", "check_positive", "check_real"]
 
 
 def check_real(value: object, name: str, owner: str) -> float:
@@ -55,3 +55,17 @@ def check_delta(value: object, owner: str, *, upper: float = 1.0) -> float:
             "Use 0 for pure DP; a useful delta is much smaller than 1/n."
         )
     return out
+
+
+def check_center(value: object, owner: str):
+    """Return ``value`` as a finite float vector (or None) or raise InvalidParameterError."""
+    if value is None:
+        return None
+    import numpy as np
+
+    c = np.asarray(value, dtype=float)
+    if c.ndim != 1 or not np.all(np.isfinite(c)):
+        raise InvalidParameterError(
+            f"The `center` parameter of `{owner}` must be a finite vector. Got {c!r}."
+        )
+    return c

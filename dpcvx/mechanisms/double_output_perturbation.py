@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import gamma
 
-from dpcvx._validation import check_delta, check_positive
+from dpcvx._validation import check_center, check_delta, check_positive
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.errors import InvalidParameterError
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
@@ -112,13 +112,7 @@ class DoubleOutputPerturbation:
                 f"The `constants` parameter of `{owner}` must be 'tight' or 'paper'. "
                 f"Got {self.constants!r}."
             )
-        if self.center is not None:
-            c = np.asarray(self.center, dtype=float)
-            if c.ndim != 1 or not np.all(np.isfinite(c)):
-                raise InvalidParameterError(
-                    f"The `center` parameter of `{owner}` must be a finite vector. Got {c!r}."
-                )
-            object.__setattr__(self, "center", c)
+        object.__setattr__(self, "center", check_center(self.center, owner))
 
     @property
     def extension_C(self) -> float:

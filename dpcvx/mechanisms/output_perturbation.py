@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcvx._validation import check_delta, check_nonnegative, check_positive
+from dpcvx._validation import check_center, check_delta, check_nonnegative, check_positive
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.errors import InvalidParameterError
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
@@ -144,13 +144,7 @@ class OutputPerturbation:
                 f"The `gaussian` parameter of `{owner}` must be 'analytic' or 'zwb'. "
                 f"Got {self.gaussian!r}."
             )
-        if self.center is not None:
-            c = np.asarray(self.center, dtype=float)
-            if c.ndim != 1 or not np.all(np.isfinite(c)):
-                raise InvalidParameterError(
-                    f"The `center` parameter of `{owner}` must be a finite vector. Got {c!r}."
-                )
-            object.__setattr__(self, "center", c)
+        object.__setattr__(self, "center", check_center(self.center, owner))
 
     # ------------------------------------------------------------------ public planning
     def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
