@@ -67,6 +67,7 @@ class Problem:
         self._decl = Declaration(loss, variable, data, domain)
         self._templates: dict[float | None, object] = {}
         self._domain_block = None
+        self._localized: tuple[object, Domain | None] = (None, None)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -255,8 +256,12 @@ class Problem:
                 "The localization center must lie in the domain W (project it first: "
                 "`problem.project(point)`)."
             )
-        w = decl.variable
-        return Domain(w, list(decl.domain.user_constraints) + [cp.norm(w - c, 2) <= r])
+        key = (c.tobytes(), r)
+        if self._localized[0] != key:  # one entry: a release solves and projects on one W0
+            w = decl.variable
+            self._localized = (key, Domain(w, list(decl.domain.user_constraints)
+                                           + [cp.norm(w - c, 2) <= r]))
+        return self._localized[1]
 
     def project(self, point: np.ndarray, localize=None) -> np.ndarray:
         """Euclidean projection onto the (public) domain, made exactly feasible; with
