@@ -20,6 +20,7 @@ from dpcvx.errors import (
     SolverError,
 )
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation
+from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.problem import LipschitzExtension, Problem
 from dpcvx.results import PrivateResult
@@ -33,6 +34,7 @@ __all__ = [
     "CertifiedSolution",
     "DataError",
     "DoubleOutputPerturbation",
+    "LocalizedDoubleOutputPerturbation",
     "DpcvxError",
     "ExtensionValues",
     "Guarantee",

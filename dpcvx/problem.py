@@ -22,15 +22,17 @@ from dpcvx.compilation.template import (
     DomainBlock,
     compile_domain,
     compile_template,
+    localized_block,
+    with_extension,
 )
 from dpcvx.errors import InvalidParameterError
 from dpcvx.modeling._expressions import substitute
 from dpcvx.modeling.declaration import Declaration
-from dpcvx.modeling.domains import Domain
+from dpcvx.modeling.localized import EXACT_PROJECTION, LocalizedDomain
 from dpcvx.results import PrivateResult
 from dpcvx.rng import make_rng
 
-__all__ = ["LipschitzExtension", "Problem"]
+__all__ = ["LipschitzExtension", "Problem", "ReleaseContext"]
 
 
 class Problem:
@@ -67,7 +69,6 @@ class Problem:
         self._decl = Declaration(loss, variable, data, domain)
         self._templates: dict[float | None, object] = {}
         self._domain_block = None
-        self._localized: tuple[object, Domain | None] = (None, None)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -196,6 +197,12 @@ class Problem:
                 f"`lipschitz` must be at least C. Got {mechanism.lipschitz:g}. Use "
                 f"OutputPerturbation(lipschitz={extension:g}, ...)."
             )
+        composite = bool(getattr(mechanism, "composite", False))
+        if composite and extension is not None and not getattr(mechanism, "extension_C", None):
+            raise InvalidParameterError(
+                f"`{type(mechanism).__name__}` builds its own Lipschitz extensions (one C per "
+                "phase): call `problem.solve_private(...)` on the problem itself."
+            )
         generator, seeded = make_rng(rng)
         if accountant is not None and not isinstance(accountant, Accountant):
             raise InvalidParameterError(
@@ -204,82 +211,116 @@ class Problem:
             )
         plan = mechanism.plan(n=self.n, d=self.d, center=self._decl.domain.center,
                               diameter=self.diameter, epsilon=epsilon, delta=delta)
-        name = type(mechanism).__name__ + ("" if extension is None else f"[f_C, C={extension:g}]")
-        noise = plan.noise
+        if composite:
+            name = type(mechanism).__name__
+            event_detail = dict(plan.ledger_detail)
+        else:
+            name = type(mechanism).__name__ + (
+                "" if extension is None else f"[f_C, C={extension:g}]")
+            event_detail = {"sensitivity": plan.sensitivity.value, "noise": plan.noise.kind,
+                            "scale": plan.noise.scale}
         event = PrivacyEvent(
             label=f"{name}(n={self.n}, d={self.d})",
             epsilon=epsilon,
             delta=delta,
             kind="pure" if delta == 0 else "gaussian",
-            noise_multiplier=None if delta == 0 else noise.noise_multiplier,
-            detail={"sensitivity": plan.sensitivity.value, "noise": noise.kind,
-                    "scale": noise.scale},
+            noise_multiplier=None if delta == 0 else plan.noise.noise_multiplier,
+            detail=event_detail,
         )
-        template, block = self._compiled(extension)
+        context = ReleaseContext(self, extension=extension,
+                                 solver=getattr(mechanism, "solver", None), base=composite)
         budget = accountant if accountant is not None else Accountant(epsilon, delta)
         budget.reserve(event)  # raises PrivacyBudgetError (and spends nothing) if unaffordable
 
-        def solve(lam: float, w0: np.ndarray, alpha: float, localize=None) -> CertifiedSolution:
-            w_domain, w_block = None, block
-            if localize is not None:  # a public W0 = W intersect B(c, r) for w only
-                w_domain = self._localized_domain(*localize)
-                w_block = compile_domain(self._decl, w_domain)
-            return certified_solve(self._decl, template, w_block, lam=lam, w0=w0,
-                                   accuracy=alpha, solver=getattr(mechanism, "solver", None),
-                                   private=True, extension=extension, w_domain=w_domain)
-
-        w, certificates = mechanism.release(plan, solve, self.project, generator,
-                                            domain=self._decl.domain.kind)
-        detail = dict(plan.detail)
-        detail.update(sensitivity=plan.sensitivity.value, base_sensitivity=plan.base_sensitivity,
-                      accuracy=plan.accuracy, noise=noise.kind, noise_scale=noise.scale,
-                      regularization=plan.regularization)
+        if composite:
+            w, certificates, extra = mechanism.release(plan, context, generator)
+            detail = dict(plan.detail)
+            detail.update(extra)
+        else:
+            w, certificates = mechanism.release(plan, context.solver(), context.project,
+                                                generator, domain=self._decl.domain.kind)
+            detail = dict(plan.detail)
+            detail.update(sensitivity=plan.sensitivity.value,
+                          base_sensitivity=plan.base_sensitivity, accuracy=plan.accuracy,
+                          noise=plan.noise.kind, noise_scale=plan.noise.scale,
+                          regularization=plan.regularization)
         if extension is not None:
             detail.update(extension_C=extension)
         return PrivateResult(w=w, epsilon=epsilon, delta=delta, certificates=certificates,
                              ledger=budget.ledger, seeded=seeded, mechanism=name,
                              detail=MappingProxyType(detail))
 
-    def _localized_domain(self, center, radius: float) -> Domain:
-        """The public domain ``W intersect B(center, radius)`` (analysed like any domain)."""
-        owner = "localize"
-        r = check_positive(radius, "radius", owner)
-        c = np.asarray(center, dtype=float)
-        decl = self._decl
-        if c.shape != (self.d,) or not np.all(np.isfinite(c)):
-            raise InvalidParameterError(
-                f"The localization center must be a finite vector of shape ({self.d},). "
-                f"Got shape {c.shape}."
-            )
-        if not decl.domain.contains(c):
-            raise InvalidParameterError(
-                "The localization center must lie in the domain W (project it first: "
-                "`problem.project(point)`)."
-            )
-        key = (c.tobytes(), r)
-        if self._localized[0] != key:  # one entry: a release solves and projects on one W0
-            w = decl.variable
-            self._localized = (key, Domain(w, list(decl.domain.user_constraints)
-                                           + [cp.norm(w - c, 2) <= r]))
-        return self._localized[1]
+    def _localized_domain(self, center, radius: float) -> LocalizedDomain:
+        """The public domain ``W intersect B(center, radius)`` (``center`` must lie in W)."""
+        return LocalizedDomain(self._decl.domain, center, radius)
 
-    def project(self, point: np.ndarray, localize=None) -> np.ndarray:
+    def project(self, point: np.ndarray, localize=None, xi: float | None = None) -> np.ndarray:
         """Euclidean projection onto the (public) domain, made exactly feasible; with
-        ``localize=(c, r)`` onto ``W intersect B(c, r)``.
+        ``localize=(c, r)`` onto ``W intersect B(c, r)`` (paper 000, Lemma C.6 bisection to
+        within ``xi`` for the catalogue domains).
 
         Used on noisy points only (post-processing): for domains without a closed form it
         solves the projection with CVXPY and then makes the answer exactly feasible.
         """
-        dom = self._decl.domain if localize is None else self._localized_domain(*localize)
+        base = self._decl.domain
+        dom = base if localize is None else self._localized_domain(*localize)
         point = np.asarray(point, float)
-        if dom.kind != "general":
-            return dom.make_feasible(dom.project(point))
+        if base.kind in EXACT_PROJECTION:
+            if localize is None:
+                return dom.make_feasible(dom.project(point))
+            return dom.make_feasible(dom.project(point, xi))
         v = cp.Variable(self.d)
         cons = [substitute(c, self._decl.variable, v) for c in dom.constraints]
         cp.Problem(cp.Minimize(cp.sum_squares(v - point)), cons).solve(solver=cp.CLARABEL)
         guess = point if v.value is None else np.asarray(v.value, float)
         return dom.make_feasible(guess)
 
+
+class ReleaseContext:
+    """What a mechanism may do with the data during a release (after the budget is reserved):
+    certified solves (always private: any failure is one fixed :class:`CertificationError`
+    text) on all examples or on a block of them, and public projections.
+
+    The compiled templates are prepared here, before any block is dispatched, so that blocks
+    may run concurrently (paper 000, Algorithm 1 on an executor).
+    """
+
+    def __init__(self, problem: Problem, *, extension: float | None, solver: str | None,
+                 base: bool = False) -> None:
+        self.problem = problem
+        self.n, self.d = problem.n, problem.d
+        self.domain = problem.declaration.domain
+        self.extension = extension
+        self._solver = solver
+        # a composite mechanism (base=True) runs extensions with its own C per phase
+        self._template, self._block = problem._compiled(1.0 if base else extension)
+
+    def solver(self, indices=None, C: float | None = None):
+        """``solve(lam, w0, alpha, localize=None) -> CertifiedSolution`` on the examples
+        ``indices`` (default all), on the extension with ``C`` (default this release's own)."""
+        decl = self.problem.declaration
+        if indices is not None:
+            decl = decl.subset(indices)
+        extension, template = self.extension, self._template
+        if C is not None:
+            extension = float(C)
+            template = with_extension(self._template, extension)
+        block, domain = self._block, self.domain
+
+        def solve(lam: float, w0: np.ndarray, alpha: float, localize=None) -> CertifiedSolution:
+            w_domain, w_block = None, block
+            if localize is not None:  # a public W0 = W intersect B(c, r) for w only
+                w_domain = LocalizedDomain(domain, *localize)
+                w_block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
+            return certified_solve(decl, template, w_block, lam=lam, w0=w0, accuracy=alpha,
+                                   solver=self._solver, private=True, extension=extension,
+                                   w_domain=w_domain)
+
+        return solve
+
+    def project(self, point, localize=None, xi: float | None = None) -> np.ndarray:
+        """See :meth:`Problem.project` (public post-processing)."""
+        return self.problem.project(point, localize=localize, xi=xi)
 
 
 class LipschitzExtension:
@@ -352,12 +393,12 @@ class LipschitzExtension:
         w_domain = None
         if localize is not None:
             w_domain = self.localized_domain(*localize)
-            block = compile_domain(self.problem.declaration, w_domain)
+            block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
         return certified_solve(self.problem.declaration, template, block, lam=lam, w0=w0,
                                accuracy=accuracy, solver=solver, extension=self.C,
                                w_domain=w_domain)
 
-    def localized_domain(self, center, radius: float) -> Domain:
+    def localized_domain(self, center, radius: float) -> LocalizedDomain:
         """The public domain ``W intersect B(center, radius)``."""
         return self.problem._localized_domain(center, radius)
 

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import copyreg
 from dataclasses import dataclass
+from types import MappingProxyType
 
 __all__ = ["Guarantee", "Sensitivity"]
+
+
+def _reduce_mapping_proxy(proxy: MappingProxyType) -> tuple:
+    return MappingProxyType, (dict(proxy),)
+
+
+# dpcvx's frozen records keep their mappings read-only (MappingProxyType), which pickle cannot
+# serialize by itself. Registering a reducer lets plans, declarations and certificates travel
+# to an executor's workers (paper 000, Algorithm 1 on a process pool or a Dask cluster); the
+# copy is again read-only.
+copyreg.pickle(MappingProxyType, _reduce_mapping_proxy)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,7 +28,7 @@ import numpy as np
 from dpcvx.certification._conjugates import clip, conjugate, simplex_defect
 from dpcvx.compilation.stamp import StampedProgram
 from dpcvx.errors import CertificationError
-from dpcvx.modeling._expressions import Unsupported, affine_jet
+from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet
 from dpcvx.modeling._structure import ELEMENTWISE, Term
 from dpcvx.modeling.declaration import Declaration
 
@@ -252,6 +252,7 @@ def _tangent_cut(decl: Declaration, term: Term, w_hat: np.ndarray
     w = decl.variable
     expr = term.weight * term.expr
     params = [dp.parameter for dp in decl.derived]
+    VALUE_LOCK.acquire()
     saved = [p.value for p in params] + [w.value]
     gs = np.zeros((n, d))
     gb = np.zeros(n)
@@ -281,6 +282,7 @@ def _tangent_cut(decl: Declaration, term: Term, w_hat: np.ndarray
     finally:
         for p, v in zip(params + [w], saved):
             p.value = v
+        VALUE_LOCK.release()
     return gs, gb
 
 

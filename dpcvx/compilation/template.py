@@ -23,7 +23,8 @@ from dpcvx.modeling._expressions import substitute
 from dpcvx.modeling._structure import Term
 from dpcvx.modeling.declaration import Declaration
 
-__all__ = ["ConeLayout", "Template", "compile_template", "compile_domain"]
+__all__ = ["ConeLayout", "Template", "compile_template", "compile_domain", "localized_block",
+           "with_extension"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,8 @@ class Template:
     #: Lipschitz extension only: block columns of y, and the rows of ``(t, w - y) in SOC``
     y_cols: np.ndarray | None = None
     soc_rows: np.ndarray | None = None
+    #: Lipschitz extension only: the block column of ``t`` (objective ``C t``)
+    t_col: int | None = None
 
     @property
     def n_aux(self) -> int:
@@ -241,14 +244,30 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
         start_y = pp.var_id_to_col[at.id]
         y_cols = np.arange(start_y, start_y + decl.d)
         soc_rows = offsets[_formatted_id(pp, soc)] + np.arange(soc.size)
+        t_col = int(pp.var_id_to_col[t.id])
+        if not np.isclose(c_map[0, t_col], extension) or np.any(c_map[1:, t_col]):
+            raise ModelingError("Internal: unexpected objective on the extension's t.")
     return Template(
         extension=None if extension is None else float(extension), y_cols=y_cols,
-        soc_rows=soc_rows,
+        soc_rows=soc_rows, t_col=None if extension is None else t_col,
         cones=layout, n_cols=n_cols, w_cols=w_cols,
         A_rows=A_coo.row.astype(np.int64), A_cols=A_coo.col.astype(np.int64),
         A_map=A_map, b_map=b_map, c_map=c_map, c0_map=c0_map,
         param_layout=param_layout, split_rows=tuple(split_rows),
     )
+
+
+def with_extension(template: Template, C: float) -> Template:
+    """The same extension template for another ``C`` (only the objective of ``t`` changes), so
+    that the mechanisms of paper 000 compile the extension once for every phase's ``C_t``."""
+    from dataclasses import replace
+
+    if template.t_col is None:
+        raise ModelingError("Internal: not a Lipschitz-extension template.")
+    c_map = template.c_map.copy()
+    c_map[:, template.t_col] = 0.0
+    c_map[0, template.t_col] = float(C)
+    return replace(template, c_map=c_map, extension=float(C))
 
 
 def _term_at(term: Term, old: cp.Variable, new: cp.Variable) -> Term:
@@ -293,3 +312,24 @@ def compile_domain(decl: Declaration, domain=None) -> DomainBlock:
         w_cols[start: start + w.size] = np.arange(w.size)
     return DomainBlock(cones=_layout(data["dims"]), n_cols=A.shape[1], w_cols=w_cols, A=A,
                        b=np.asarray(data["b"], float).reshape(-1))
+
+
+def localized_block(block: DomainBlock, center: np.ndarray, radius: float) -> DomainBlock:
+    """The rows of ``W0 = W intersect B(center, radius)``: W's block plus one second-order cone
+    ``(radius, w - center)`` (in the convention ``A u + s = b``: rows ``[0; -I]`` on the w columns
+    and ``b = [radius; -center]``), inserted after W's own second-order cones."""
+    d = int(np.sum(block.w_cols >= 0))
+    cones = block.cones
+    split = cones.zero + cones.nonneg + sum(cones.soc)
+    A = sp.csr_matrix(block.A)
+    w_pos = np.empty(d, dtype=np.int64)
+    w_pos[block.w_cols[block.w_cols >= 0]] = np.flatnonzero(block.w_cols >= 0)
+    ball = sp.csr_matrix((-np.ones(d), (np.arange(1, d + 1), w_pos)), shape=(d + 1, A.shape[1]))
+    new_A = sp.vstack([A[:split], ball, A[split:]], format="csc")
+    c = np.asarray(center, float).reshape(d)
+    new_b = np.concatenate([block.b[:split], [float(radius)], -c, block.b[split:]])
+    return DomainBlock(
+        cones=ConeLayout(zero=cones.zero, nonneg=cones.nonneg,
+                         soc=tuple(cones.soc) + (d + 1,), exp=cones.exp),
+        n_cols=block.n_cols, w_cols=block.w_cols, A=new_A, b=new_b,
+    )

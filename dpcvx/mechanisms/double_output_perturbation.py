@@ -21,7 +21,9 @@ dataset, whatever the data (no Lipschitz constant of ``f`` is assumed).
 ``constants="tight"`` (default) calibrates both stages exactly as above, with dpcvx's default
 accuracies, and the radius ``r = sqrt(2 alpha_1/lam) + s_1 * Q(1 - e^-zeta)`` (``Q`` the
 Gamma(d, 1) quantile, ``s_1`` the stage-1 scale), which contains the stage-2 target with
-probability ``>= 1 - e^-zeta`` (utility only). ``constants="paper"`` reproduces the printed
+probability ``>= 1 - e^-zeta`` (utility only). In both modes the accuracy targets are floored
+at ``EXTENSION_ACCURACY_FLOOR * (1 + C D)`` (public), and the noise is calibrated to the
+floored targets. ``constants="paper"`` reproduces the printed
 Algorithm 4: ``alpha_1 = C^2/(2 lam n^2)``, ``alpha_2 = C^2/(72 lam n^2)``, both noise scales
 ``12 C/(epsilon lam n)`` and ``r = 600 C d/(lam n epsilon)``. The digest of paper 000
 (``docs/paper000_digest.md``, erratum E1/E2) shows the printed constants are valid but loose:
@@ -48,6 +50,13 @@ from dpcvx.types import Guarantee, Sensitivity
 
 __all__ = ["DoubleOutputPerturbation", "DoublePlan"]
 
+#: the smallest accuracy target of an extension solve, times ``1 + C D`` (public). The joint
+#: program carries ``n (d + 1)`` extra variables and its certified gaps bottom out near
+#: ``1e-9`` for losses of order one (measured); a target below that would make the release
+#: abort on ordinary data. The noise is calibrated to the floored target, so the floor only
+#: inflates the sensitivity (by ``2 sqrt(2 alpha / lam)``), never weakens the guarantee.
+EXTENSION_ACCURACY_FLOOR = 1e-8
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DoublePlan:
@@ -64,6 +73,7 @@ class DoublePlan:
     noise: NoiseSpec  # stage 2
     localization_noise: NoiseSpec  # stage 1
     radius: float
+    projection_accuracy: float  # xi of the final projection onto W0 (Lemma C.6)
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
 
@@ -139,11 +149,12 @@ class DoubleOutputPerturbation:
             )
         C, lam, half = self.C, self.regularization, epsilon / 2.0
         base = 2.0 * C / (lam * n)
+        floor = EXTENSION_ACCURACY_FLOOR * (1.0 + C * diameter)
         if self.constants == "paper":
-            alpha1 = C ** 2 / (2 * lam * n ** 2)
-            alpha2 = C ** 2 / (72 * lam * n ** 2)
+            alpha1 = max(C ** 2 / (2 * lam * n ** 2), floor)
+            alpha2 = max(C ** 2 / (72 * lam * n ** 2), floor)
         else:
-            alpha1 = alpha2 = default_accuracy(C, lam, n, 1.0 + C * diameter)
+            alpha1 = alpha2 = max(default_accuracy(C, lam, n, 1.0 + C * diameter), floor)
         delta1 = math.nextafter(base + 2.0 * math.sqrt(2.0 * alpha1 / lam), math.inf)
         delta2 = math.nextafter(base + 2.0 * math.sqrt(2.0 * alpha2 / lam), math.inf)
         if self.constants == "paper":
@@ -161,7 +172,7 @@ class DoubleOutputPerturbation:
             center=np.asarray(w0, float), accuracy=alpha2, localization_accuracy=alpha1,
             sensitivity=Sensitivity(value=delta2), base_sensitivity=base,
             localization_sensitivity=delta1, noise=noise2, localization_noise=noise1,
-            radius=radius,
+            radius=radius, projection_accuracy=C / (6.0 * lam * n),
             detail=MappingProxyType({
                 "mechanism": "DoubleOutputPerturbation",
                 "paper": "000 Alg 4 (stage 1 = Alg 2; Prop D.1, Lemma C.2)",
@@ -183,14 +194,16 @@ class DoubleOutputPerturbation:
         domain: str = "declared",
     ) -> tuple[np.ndarray, tuple[ReleaseCertificate, ...]]:
         """Run both stages; ``solve(lam, w0, alpha, localize=None)`` and
-        ``project(point, localize=None)`` are the extension's certified solve and the public
-        projection supplied by :class:`dpcvx.Problem`."""
+        ``project(point, localize=None, xi=None)`` are the extension's certified solve and the
+        public projection supplied by :class:`dpcvx.Problem` (the last one is paper 000's
+        ``xi``-inexact projection onto W0, Lemma C.6, with ``xi = C/(6 lam n)``)."""
         lam = plan.regularization
         first = solve(lam, plan.center, plan.localization_accuracy)
         w_loc = project(first.w + sample(plan.localization_noise, first.w.size, rng))
         localize = (w_loc, plan.radius)
         second = solve(lam, plan.center, plan.accuracy, localize=localize)
-        out = project(second.w + sample(plan.noise, second.w.size, rng), localize=localize)
+        out = project(second.w + sample(plan.noise, second.w.size, rng), localize=localize,
+                      xi=plan.projection_accuracy)
         certs = tuple(
             ReleaseCertificate(accuracy=a, distance_bound=math.sqrt(2.0 * a / lam),
                                regularization=lam, strong_convexity=0.0,

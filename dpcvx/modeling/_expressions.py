@@ -16,6 +16,7 @@ check CVXPY's compiled program against the user's expression rather than against
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -41,6 +42,10 @@ from cvxpy.expressions.constants.constant import Constant
 from cvxpy.expressions.constants.parameter import Parameter
 from cvxpy.expressions.variable import Variable
 from scipy.special import logsumexp
+
+#: held while dpcvx sets ``.value`` on CVXPY leaves to evaluate an expression (CVXPY keeps
+#: values on the shared objects), so that blocks certified on threads never interfere
+VALUE_LOCK = threading.RLock()
 
 __all__ = ["DerivedParameter", "affine_jet", "evaluate", "lift", "substitute", "Unsupported"]
 

@@ -216,6 +216,25 @@ class Declaration:
                     )
         return self._derived_values
 
+    def subset(self, indices) -> Declaration:
+        """The same declaration on the examples ``indices`` (a block of paper 000's
+        Algorithm 1): loss, terms and domain are shared, the data and derived values sliced."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size == 0 or idx.min() < 0 or idx.max() >= self.n:
+            raise DataError(f"A block needs indices in [0, {self.n}). Got {idx.size} indices.")
+        out = object.__new__(Declaration)
+        out.__dict__.update(self.__dict__)
+
+        def sliced(arr: np.ndarray) -> np.ndarray:
+            part = np.ascontiguousarray(arr[idx])
+            part.setflags(write=False)
+            return part
+
+        out.data = MappingProxyType({k: sliced(v) for k, v in self.data.items()})
+        out.n = int(idx.size)
+        out._derived_values = {k: sliced(v) for k, v in self.derived_values().items()}
+        return out
+
     def loss_values(self, w: np.ndarray) -> np.ndarray:
         """``loss(w; z_i)`` for every example, evaluated from the user's own expression."""
         leaves = dict(self.data)

@@ -31,7 +31,7 @@ from cvxpy.constraints.zero import Equality
 from scipy.optimize import nnls
 
 from dpcvx.errors import ModelingError
-from dpcvx.modeling._expressions import Unsupported, affine_jet
+from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet
 
 __all__ = [
     "Domain",
@@ -399,6 +399,7 @@ class Domain:
     def _violations(self, point: np.ndarray) -> np.ndarray:
         """Values of every inequality ``g_j(point) <= 0`` plus a rounding margin (>0 = fail)."""
         w = self.variable
+        VALUE_LOCK.acquire()  # checks set ``variable.value``: one at a time
         old = w.value
         w.value = point
         try:
@@ -409,6 +410,7 @@ class Domain:
                 vals.append(np.max(v) + margin)
         finally:
             w.value = old
+            VALUE_LOCK.release()
         return np.asarray(vals)
 
     def _eq_ok(self, point: np.ndarray) -> bool:
@@ -597,6 +599,7 @@ class Domain:
             for M_row, b_row in zip(rows.M, rows.b):
                 cols += [M_row.copy(), -M_row]
                 offs += [float(b_row), -float(b_row)]
+        VALUE_LOCK.acquire()  # checks set ``variable.value``: one at a time
         old = w.value
         w.value = v
         try:
@@ -617,6 +620,7 @@ class Domain:
                 offs.append(float(val) - float(a @ v))
         finally:
             w.value = old
+            VALUE_LOCK.release()
         return cols, offs
 
 

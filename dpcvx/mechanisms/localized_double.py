@@ -1,0 +1,442 @@
+"""Localized Double Output Perturbation (paper 000, Theorem 3.1): Pop-Localize (Algorithm 1)
+around Double-OutputPert (Algorithm 4) on the Lipschitz extension.
+
+Pure epsilon-DP stochastic convex optimization for losses with only a bounded k-th moment
+``G_k`` of the per-example Lipschitz constant (``E sup_w ||grad f(w, z)||^k <= G_k^k``): no
+worst-case Lipschitz constant is assumed anywhere. Privacy rests on three facts, none of which
+involves the data: every block's release is Double-OutputPert on ``f_{C_t}``, which is
+``C_t``-Lipschitz for every possible example by construction, so it is epsilon-DP on every
+dataset (its two certified solves carry dpcvx's certificates); the phases and blocks are
+disjoint pieces of a data-independent partition (a uniformly random permutation drawn from the
+mechanism's own generator, then contiguous ranges), so a replace-one change touches at most one
+block; aggregation and projections are post-processing. Hence the whole release is epsilon-DP
+by adaptive parallel composition: one ledger event ``epsilon``.
+
+Public plan (every number below is a function of ``n, d, D, epsilon, k, G_k, G_2`` and the
+mechanism's own parameters; none is ever computed from the data):
+
+- ``T_paper = ceil(log2 n)`` phases on disjoint batches of ``n_t = floor(n / 2^t)`` examples, each
+  cut into ``J`` blocks of ``m_t = floor(n_t / J)`` examples (the rest of a batch is unused).
+- ``J``: the smallest ``J`` with ``P(Binomial(J, p) <= floor(J/2)) <= beta / T_paper``, so that
+  with per-block success probability ``p`` (``block_success``, 0.7 by Prop 3.2) a majority of
+  every phase's blocks is good except with probability ``beta`` (``failure_probability``).
+  The paper only says ``J = Theta(log(T/beta))``.
+- ``C_t = G_k (m_t epsilon / d)^(1/k)`` (paper 000, Section 3), ``lambda_t = 32^(t-1) lambda_1``.
+- ``lambda_1 = sqrt(2 A) rbar_1 / D`` with ``A = 1152/7`` (about ``18.14 rbar_1 / D``), where
+  ``rbar_1 = c_noise G_k (d/(m_1 epsilon))^(1 - 1/k) + G_2 / sqrt(m_1)`` is phase 1's error
+  scale and ``c_noise`` the median norm of the stage-2 noise in units of ``C/(epsilon lambda m)``.
+  The paper leaves ``lambda_1`` to its reference [ALT24]; this choice balances the two terms
+  ``lambda_1 D^2 / 2`` and ``A rbar_1^2 / lambda_1`` of the telescoping bound behind Theorem 2.1
+  (``docs/paper000_digest.md``, section 5.2), so the phase-1 radius is about ``D / 18``.
+- The number of phases actually run is ``T_eff = min(T_paper, T_blocks, T_move)``: phases need
+  ``m_t >= min_block_size``, and a phase whose reach ``C_t / lambda_t`` is below
+  ``move_tolerance * D`` cannot move the point (it would only add noise and ask for certified
+  gaps far below float64 resolution), so it is not run.
+- Aggregation (post-processing): the block output whose distance to its
+  ``(floor(J/2) + 1)``-th nearest block output (itself included) is smallest, ties to the
+  smallest index. If more than half of the outputs lie within ``r`` of a point ``x*``, the
+  chosen output is within ``3 r`` of ``x*`` whatever the other outputs are and whatever ``r``
+  is: the rule needs no radius (the paper's "geometric aggregation" is left to [ALT24]).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+from scipy.stats import binom, gamma
+
+from dpcvx._validation import check_center, check_delta, check_positive, check_real
+from dpcvx.errors import CertificationError, InvalidParameterError
+from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, DoublePlan
+from dpcvx.types import Guarantee
+
+__all__ = [
+    "LocalizedDoubleOutputPerturbation",
+    "LocalizedPlan",
+    "aggregate",
+    "blocks_for_confidence",
+    "phase_blocks",
+]
+
+#: the constant of the phase-coupling term in the telescoping bound (digest 5.2(a))
+COUPLING = 1152.0 / 7.0
+
+_FAILURE = (
+    "dpcvx could not certify one of the block solves of LocalizedDoubleOutputPerturbation to "
+    "its accuracy target (fixed from public quantities). Nothing was released and the whole "
+    "budget stays spent. This message carries no data-dependent number, but the failure "
+    "itself depends on the data: do not retry on the same data without charging the budget "
+    "again. To fix: rescale the data so that losses are of order one, or lower "
+    "`move_tolerance`'s reach by raising it (fewer, better-conditioned phases)."
+)
+
+
+def blocks_for_confidence(phases: int, failure_probability: float, block_success: float) -> int:
+    """The smallest ``J`` with ``P(Binomial(J, p) <= floor(J/2)) <= beta / phases``."""
+    target = failure_probability / phases
+    for J in range(1, 100_000):
+        if binom.cdf(J // 2, J, block_success) <= target:
+            return J
+    raise InvalidParameterError(  # pragma: no cover - p > 1/2 always terminates far earlier
+        "No number of blocks below 100000 reaches the requested confidence."
+    )
+
+
+def phase_sizes(n: int, blocks: int) -> tuple[list[int], list[int]]:
+    """``n_t = floor(n / 2^t)`` and ``m_t = floor(n_t / J)`` for ``t = 1..ceil(log2 n)``."""
+    T = max(1, math.ceil(math.log2(n))) if n > 1 else 1
+    n_t = [n >> t for t in range(1, T + 1)]
+    return n_t, [nt // blocks for nt in n_t]
+
+
+def phase_blocks(perm: np.ndarray, batch_sizes, block_sizes, blocks: int) -> list[list[np.ndarray]]:
+    """Disjoint index blocks: phase ``t`` takes the next ``n_t`` entries of ``perm`` and cuts its
+    first ``J m_t`` into ``J`` contiguous blocks of ``m_t`` (only for the phases given)."""
+    out = []
+    start = 0
+    for n_t, m_t in zip(batch_sizes, block_sizes):
+        out.append([perm[start + j * m_t: start + (j + 1) * m_t] for j in range(blocks)])
+        start += n_t
+    return out
+
+
+def aggregate(points: np.ndarray) -> int:
+    """Index of the point whose distance to its ``(floor(J/2)+1)``-th nearest point (itself
+    included, at distance 0) is smallest; ties go to the smallest index."""
+    P = np.asarray(points, float)
+    J = P.shape[0]
+    k = J // 2 + 1
+    dist = np.sqrt(np.maximum(np.sum((P[:, None, :] - P[None, :, :]) ** 2, axis=-1), 0.0))
+    rho = np.sort(dist, axis=1)[:, k - 1]
+    return int(np.argmin(rho))
+
+
+def _spawn(rng: np.random.Generator, count: int) -> list[np.random.Generator]:
+    """``count`` independent child generators drawn from ``rng`` in index order (the same
+    children whatever order the blocks later run in). A generator backed by AES counter mode
+    (dpcvx's unseeded default) gets AES children keyed from its own output."""
+    keys = rng.integers(0, 2 ** 63, size=(count, 2), dtype=np.int64)
+    bit = type(rng.bit_generator).__name__
+    if bit == "AESCounter":
+        from randomgen import AESCounter
+
+        return [np.random.Generator(AESCounter(key=(int(a) << 64) | int(b))) for a, b in keys]
+    return [np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(a), int(b)])))
+            for a, b in keys]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PhasePlan:
+    """One phase's public quantities."""
+
+    index: int  # t, from 1
+    batch_size: int  # n_t
+    block_size: int  # m_t
+    regularization: float  # lambda_t
+    C: float  # C_t
+    block: DoublePlan  # Double-OutputPert plan for one block (center set at release time)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocalizedPlan:
+    """Everything the release uses, fixed from public quantities before any data is touched."""
+
+    guarantee: Guarantee
+    n: int
+    d: int
+    blocks: int
+    phases: tuple[PhasePlan, ...]
+    initial_point: np.ndarray
+    detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    ledger_detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocalizedDoubleOutputPerturbation:
+    """Paper 000's Localized Double Output Perturbation: pure epsilon-DP heavy-tailed SCO.
+
+    Parameters
+    ----------
+    k : float
+        Moment order ``k >= 2`` of the per-example Lipschitz constant.
+    moment : float
+        ``G_k > 0``: a public bound with ``E_z[sup_w ||grad f(w, z)||^k] <= G_k^k``. It shapes
+        utility only: privacy holds on every dataset even if the bound is wrong.
+    second_moment : float
+        ``G_2``, the same bound for ``k = 2`` (``0 < G_2 <= G_k``, Lyapunov). Default ``G_k``.
+    failure_probability : float
+        ``beta`` in ``(0, 1/2)``: the utility guarantee's failure probability (sets ``J``).
+    block_success : float
+        ``p`` in ``(1/2, 1)``: the probability that one block's output is good (paper 000,
+        Prop 3.2 gives 0.7). Sets ``J``.
+    blocks : int, optional
+        Override ``J`` (public). The plan reports the confidence it implies.
+    base_regularization : float, optional
+        Override ``lambda_1`` (public; never tune it on the private data).
+    min_block_size : int
+        The smallest block run (phases with ``m_t`` below it are not run). Default 1.
+    move_tolerance : float
+        Phases with ``C_t / lambda_t < move_tolerance * D`` are not run. Default 1e-6.
+    initial_point : array-like, optional
+        ``wbar_1``, a public point (projected onto W); default the domain's center.
+    zeta : float
+        Localization tail parameter of every block's stage 1 (paper: 3).
+    constants : {"tight", "paper"}
+        Noise and radius constants of every block (see
+        :class:`~dpcvx.DoubleOutputPerturbation`).
+    shuffle : bool
+        Draw the partition from a uniformly random permutation (default; it keeps blocks
+        i.i.d. when the data are sorted). It never affects privacy.
+    executor : concurrent.futures.Executor, optional
+        Runs the ``J`` blocks of a phase (e.g. a thread pool or a Dask ``distributed`` client's
+        ``get_executor()``); default in-process, one after the other. The result does not
+        depend on it: every block gets its own child generator, spawned in block order
+        before dispatch.
+    solver : str, optional
+        First solver of the refinement ladder.
+
+    Notes
+    -----
+    Guarantee: pure epsilon-DP, replace-one neighbors, public n, on every dataset. ``delta``
+    must be 0. Raises :class:`~dpcvx.InvalidParameterError` before anything is spent when ``n``
+    is too small for one block per phase-1 slot (``n < 2 J min_block_size``).
+    """
+
+    k: float
+    moment: float
+    second_moment: float | None = None
+    failure_probability: float = 0.1
+    block_success: float = 0.7
+    blocks: int | None = None
+    base_regularization: float | None = None
+    min_block_size: int = 1
+    move_tolerance: float = 1e-6
+    initial_point: Any = None
+    zeta: float = 3.0
+    constants: str = "tight"
+    shuffle: bool = True
+    executor: Any = None
+    solver: str | None = None
+
+    #: tells :class:`dpcvx.Problem` that this mechanism plans its own ledger event and asks
+    #: for a release context (block solves on extensions with its own ``C_t``)
+    composite = True
+
+    def __post_init__(self) -> None:
+        owner = "LocalizedDoubleOutputPerturbation"
+        k = check_real(self.k, "k", owner)
+        if not (math.isfinite(k) and k >= 2):
+            raise InvalidParameterError(
+                f"The moment order `k` of `{owner}` must be a finite number >= 2 (paper 000 "
+                f"assumes a bounded k-th moment with k >= 2). Got {self.k!r}."
+            )
+        object.__setattr__(self, "k", k)
+        Gk = check_positive(self.moment, "moment", owner)
+        G2 = Gk if self.second_moment is None else check_positive(
+            self.second_moment, "second_moment", owner)
+        if G2 > Gk:
+            raise InvalidParameterError(
+                f"`second_moment` (G_2 = {G2:g}) exceeds `moment` (G_k = {Gk:g}) in `{owner}`: "
+                "by Lyapunov's inequality (E A^j)^(1/j) grows with j, so G_2 <= G_k for any "
+                "valid moment bounds. One of the two bounds is wrong."
+            )
+        object.__setattr__(self, "moment", Gk)
+        object.__setattr__(self, "second_moment", G2)
+        beta = check_real(self.failure_probability, "failure_probability", owner)
+        if not 0.0 < beta < 0.5:
+            raise InvalidParameterError(
+                f"`failure_probability` of `{owner}` must lie in (0, 1/2). Got {beta!r}."
+            )
+        object.__setattr__(self, "failure_probability", beta)
+        p = check_real(self.block_success, "block_success", owner)
+        if not 0.5 < p < 1.0:
+            raise InvalidParameterError(
+                f"`block_success` of `{owner}` must lie in (1/2, 1) (a majority of good "
+                f"blocks must be likely). Got {p!r}."
+            )
+        object.__setattr__(self, "block_success", p)
+        for name in ("blocks", "min_block_size"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise InvalidParameterError(
+                    f"`{name}` of `{owner}` must be a positive integer. Got {value!r}."
+                )
+            object.__setattr__(self, name, int(value))
+        if self.base_regularization is not None:
+            object.__setattr__(self, "base_regularization", check_positive(
+                self.base_regularization, "base_regularization", owner))
+        tol = check_real(self.move_tolerance, "move_tolerance", owner)
+        if not 0.0 <= tol < 1.0:
+            raise InvalidParameterError(
+                f"`move_tolerance` of `{owner}` must lie in [0, 1). Got {tol!r}."
+            )
+        object.__setattr__(self, "move_tolerance", tol)
+        zeta = check_positive(self.zeta, "zeta", owner)
+        object.__setattr__(self, "zeta", zeta)
+        if self.constants not in ("tight", "paper"):
+            raise InvalidParameterError(
+                f"The `constants` parameter of `{owner}` must be 'tight' or 'paper'. "
+                f"Got {self.constants!r}."
+            )
+        object.__setattr__(self, "initial_point", check_center(self.initial_point, owner))
+        if self.executor is not None and not callable(getattr(self.executor, "submit", None)):
+            raise InvalidParameterError(
+                f"The `executor` of `{owner}` must have the concurrent.futures interface "
+                f"(a `submit` method). Got {type(self.executor).__name__}."
+            )
+        if not isinstance(self.shuffle, bool):
+            raise InvalidParameterError(f"`shuffle` of `{owner}` must be a bool.")
+
+    # ------------------------------------------------------------------ public planning
+    def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
+             delta: float) -> LocalizedPlan:
+        """The phases, blocks, regularizations, extension constants and every block's plan,
+        from public quantities only (module docstring)."""
+        owner = "LocalizedDoubleOutputPerturbation"
+        epsilon = check_positive(epsilon, "epsilon", owner)
+        if check_delta(delta, owner) != 0.0:
+            raise InvalidParameterError(
+                f"`{owner}` is a pure epsilon-DP mechanism: `delta` must be 0. Got {delta!r}."
+            )
+        start = center if self.initial_point is None else self.initial_point
+        if start.shape != (d,):
+            raise InvalidParameterError(
+                f"The `initial_point` of `{owner}` must have shape ({d},). Got {start.shape}."
+            )
+        k, Gk, G2, D = self.k, self.moment, self.second_moment, float(diameter)
+        T_paper = max(1, math.ceil(math.log2(n))) if n > 1 else 1
+        J = self.blocks or blocks_for_confidence(T_paper, self.failure_probability,
+                                                  self.block_success)
+        batch, block = phase_sizes(n, J)
+        minimum_n = 2 * J * self.min_block_size
+        if block[0] < self.min_block_size:
+            raise InvalidParameterError(
+                f"`{owner}` needs n >= 2 * J * min_block_size = {minimum_n} examples (phase 1 "
+                f"uses floor(n/2) examples cut into J = {J} blocks of at least "
+                f"{self.min_block_size}); got n = {n}. Lower `blocks` (less confidence: "
+                f"failure_probability={self.failure_probability:g} needs J = {J}) or use "
+                "OutputPerturbation on clipped data."
+            )
+        C = [Gk * (m * epsilon / d) ** (1.0 / k) if m > 0 else 0.0 for m in block]
+        # c_noise: median norm of the stage-2 noise in units of C/(epsilon lam m) (lam-free)
+        probe = DoubleOutputPerturbation(C=C[0], regularization=1.0, center=start,
+                                         zeta=self.zeta, constants=self.constants)
+        probe_plan = probe.plan(n=block[0], d=d, center=start, diameter=D, epsilon=epsilon,
+                                delta=0.0)
+        stage2 = probe_plan.noise.scale * epsilon * block[0] / C[0]
+        c_noise = stage2 * float(gamma.median(d)) / d
+        rbar = c_noise * Gk * (d / (block[0] * epsilon)) ** (1.0 - 1.0 / k) \
+            + G2 / math.sqrt(block[0])
+        lam1 = self.base_regularization or math.sqrt(2.0 * COUPLING) * rbar / D
+        lams = [lam1 * 32.0 ** t for t in range(T_paper)]
+        T_blocks = max(t + 1 for t in range(T_paper) if block[t] >= self.min_block_size)
+        movable = [t + 1 for t in range(T_paper)
+                   if block[t] > 0 and C[t] / lams[t] >= self.move_tolerance * D]
+        T_move = max(movable) if movable else 1
+        T_eff = max(1, min(T_paper, T_blocks, T_move))
+        phases = []
+        for t in range(T_eff):
+            mech = DoubleOutputPerturbation(C=C[t], regularization=lams[t], center=start,
+                                            zeta=self.zeta, constants=self.constants,
+                                            solver=self.solver)
+            phases.append(PhasePlan(
+                index=t + 1, batch_size=batch[t], block_size=block[t], regularization=lams[t],
+                C=C[t], block=mech.plan(n=block[t], d=d, center=start, diameter=D,
+                                        epsilon=epsilon, delta=0.0)))
+        confidence = 1.0 - T_eff * float(binom.cdf(J // 2, J, self.block_success))
+        used = sum(J * p.block_size for p in phases)
+        composition = (f"parallel over {T_eff * J} disjoint blocks ({T_eff} phases x {J}; a "
+                       "data-independent random partition); per block Double-OutputPert: "
+                       "epsilon/2 (OutputPert-Localize) + epsilon/2 (output perturbation over "
+                       "the public W0), basic composition")
+        common = {
+            "paper": "000 Thm 3.1 (Alg 1 + Alg 4 + Alg 2)",
+            "k": k, "moment": Gk, "second_moment": G2, "phases": T_eff,
+            "phases_paper": T_paper, "phases_blocks": T_blocks, "phases_move": T_move,
+            "blocks": J, "block_sizes": tuple(p.block_size for p in phases),
+            "regularizations": tuple(p.regularization for p in phases),
+            "extension_C": tuple(p.C for p in phases),
+            "constants": self.constants, "composition": composition,
+        }
+        detail = dict(common)
+        detail.update({
+            "mechanism": "LocalizedDoubleOutputPerturbation",
+            "base_regularization": lam1, "error_scale": rbar, "noise_constant": c_noise,
+            "failure_probability": self.failure_probability,
+            "block_success": self.block_success,
+            "implied_confidence": confidence, "examples_used": used,
+            "accuracies": tuple(p.block.accuracy for p in phases),
+            "localization_accuracies": tuple(p.block.localization_accuracy for p in phases),
+            "noise_scales": tuple(p.block.noise.scale for p in phases),
+            "localization_noise_scales": tuple(p.block.localization_noise.scale
+                                               for p in phases),
+            "localization_radii": tuple(p.block.radius for p in phases),
+            "minimum_n": minimum_n,
+        })
+        ledger = dict(common)
+        ledger["per_block_epsilon"] = (epsilon / 2.0, epsilon / 2.0)
+        return LocalizedPlan(
+            guarantee=Guarantee(epsilon=epsilon, delta=0.0), n=n, d=d, blocks=J,
+            phases=tuple(phases), initial_point=np.asarray(start, float).copy(),
+            detail=MappingProxyType(detail), ledger_detail=MappingProxyType(ledger),
+        )
+
+    # ------------------------------------------------------------------ release
+    def release(self, plan: LocalizedPlan, context, rng: np.random.Generator):
+        """Run the phases (``context`` is :class:`dpcvx.problem.ReleaseContext`). Returns the
+        released point, the public certificates of every block solve, and public detail (every
+        block output and the aggregation's choices: all covered by the guarantee)."""
+        try:
+            return self._release(plan, context, rng)
+        except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private release
+            raise CertificationError(_FAILURE) from None
+
+    def _release(self, plan: LocalizedPlan, context, rng: np.random.Generator):
+        J = plan.blocks
+        perm = rng.permutation(plan.n) if self.shuffle else np.arange(plan.n)
+        blocks = phase_blocks(perm, [p.batch_size for p in plan.phases],
+                              [p.block_size for p in plan.phases], J)
+        w_bar = context.project(plan.initial_point)
+        certificates = []
+        outputs, chosen = [], []
+        for phase, index_blocks in zip(plan.phases, blocks):
+            mech = DoubleOutputPerturbation(C=phase.C, regularization=phase.regularization,
+                                            zeta=self.zeta, constants=self.constants,
+                                            solver=self.solver)
+            block_plan = replace(phase.block, center=np.asarray(w_bar, float).copy())
+            children = _spawn(rng, J)
+            tasks = [(mech, block_plan, context.solver(indices=idx, C=phase.C),
+                      context.project, child, f"{context.domain.kind} (block of {len(idx)})")
+                     for idx, child in zip(index_blocks, children)]
+            results = self._run(tasks)
+            points = np.stack([np.asarray(r[0], float) for r in results])
+            j_star = aggregate(points)
+            w_bar = points[j_star]
+            outputs.append(points)
+            chosen.append(j_star)
+            for _, certs in results:
+                certificates.extend(certs)
+        extra = {"block_outputs": tuple(outputs), "aggregated_indices": tuple(chosen)}
+        return np.asarray(w_bar, float).copy(), tuple(certificates), extra
+
+    def _run(self, tasks):
+        if self.executor is None:
+            return [_run_block(*task) for task in tasks]
+        futures = [self.executor.submit(_run_block, *task) for task in tasks]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def _run_block(mechanism, plan, solve, project, rng, domain):
+    """One Double-OutputPert block (a module-level function, so executors can ship it)."""
+    return mechanism.release(plan, solve, project, rng, domain=domain)
