@@ -32,7 +32,7 @@ from dpcvx.modeling.localized import EXACT_PROJECTION, LocalizedDomain
 from dpcvx.results import PrivateResult
 from dpcvx.rng import make_rng
 
-__all__ = ["LipschitzExtension", "Problem", "ReleaseContext"]
+__all__ = ["LipschitzExtension", "Problem", "ReleaseContext", "release"]
 
 
 class Problem:
@@ -181,74 +181,13 @@ class Problem:
                              accountant=accountant, extension=None)
 
     def _release(self, mechanism, *, epsilon, delta, rng, accountant, extension):
-        owner = "Problem.solve_private"
-        if extension is None and getattr(mechanism, "extension_C", None) is not None:
-            extension = float(mechanism.extension_C)
-        epsilon = check_positive(epsilon, "epsilon", owner)
-        delta = check_delta(delta, owner)
-        if not hasattr(mechanism, "plan") or not hasattr(mechanism, "release"):
-            raise InvalidParameterError(
-                f"The `mechanism` must be a dpcvx mechanism such as dpcvx.OutputPerturbation. "
-                f"Got {type(mechanism).__name__}."
-            )
-        if extension is not None and getattr(mechanism, "lipschitz", extension) < extension:
-            raise InvalidParameterError(
-                f"The Lipschitz extension with C = {extension:g} is C-Lipschitz; the mechanism's "
-                f"`lipschitz` must be at least C. Got {mechanism.lipschitz:g}. Use "
-                f"OutputPerturbation(lipschitz={extension:g}, ...)."
-            )
-        composite = bool(getattr(mechanism, "composite", False))
-        if composite and extension is not None and not getattr(mechanism, "extension_C", None):
-            raise InvalidParameterError(
-                f"`{type(mechanism).__name__}` builds its own Lipschitz extensions (one C per "
-                "phase): call `problem.solve_private(...)` on the problem itself."
-            )
-        generator, seeded = make_rng(rng)
-        if accountant is not None and not isinstance(accountant, Accountant):
-            raise InvalidParameterError(
-                f"The `accountant` must be a dpcvx.Accountant or None. Got "
-                f"{type(accountant).__name__}."
-            )
-        plan = mechanism.plan(n=self.n, d=self.d, center=self._decl.domain.center,
-                              diameter=self.diameter, epsilon=epsilon, delta=delta)
-        if composite:
-            name = type(mechanism).__name__
-            event_detail = dict(plan.ledger_detail)
-        else:
-            name = type(mechanism).__name__ + (
-                "" if extension is None else f"[f_C, C={extension:g}]")
-            event_detail = {"sensitivity": plan.sensitivity.value, "noise": plan.noise.kind,
-                            "scale": plan.noise.scale}
-        event = PrivacyEvent(
-            label=f"{name}(n={self.n}, d={self.d})",
-            epsilon=epsilon,
-            delta=delta,
-            kind="pure" if delta == 0 else "gaussian",
-            noise_multiplier=None if delta == 0 else plan.noise.noise_multiplier,
-            detail=event_detail,
-        )
-        context = ReleaseContext(self, extension=extension,
-                                 solver=getattr(mechanism, "solver", None), base=composite)
-        budget = accountant if accountant is not None else Accountant(epsilon, delta)
-        budget.reserve(event)  # raises PrivacyBudgetError (and spends nothing) if unaffordable
+        return release(self, mechanism, epsilon=epsilon, delta=delta, rng=rng,
+                       accountant=accountant, extension=extension)
 
-        if composite:
-            w, certificates, extra = mechanism.release(plan, context, generator)
-            detail = dict(plan.detail)
-            detail.update(extra)
-        else:
-            w, certificates = mechanism.release(plan, context.solver(), context.project,
-                                                generator, domain=self._decl.domain.kind)
-            detail = dict(plan.detail)
-            detail.update(sensitivity=plan.sensitivity.value,
-                          base_sensitivity=plan.base_sensitivity, accuracy=plan.accuracy,
-                          noise=plan.noise.kind, noise_scale=plan.noise.scale,
-                          regularization=plan.regularization)
-        if extension is not None:
-            detail.update(extension_C=extension)
-        return PrivateResult(w=w, epsilon=epsilon, delta=delta, certificates=certificates,
-                             ledger=budget.ledger, seeded=seeded, mechanism=name,
-                             detail=MappingProxyType(detail))
+    def release_context(self, *, extension: float | None, solver: str | None,
+                        base: bool = False) -> ReleaseContext:
+        """The data access a mechanism gets once its budget is reserved (internal)."""
+        return ReleaseContext(self, extension=extension, solver=solver, base=base)
 
     def _localized_domain(self, center, radius: float) -> LocalizedDomain:
         """The public domain ``W intersect B(center, radius)`` (``center`` must lie in W)."""
@@ -274,6 +213,83 @@ class Problem:
         cp.Problem(cp.Minimize(cp.sum_squares(v - point)), cons).solve(solver=cp.CLARABEL)
         guess = point if v.value is None else np.asarray(v.value, float)
         return dom.make_feasible(guess)
+
+
+def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=None):
+    """Validate, plan, reserve the budget, then release (the body of every ``solve_private``).
+
+    ``source`` is a :class:`Problem` or any object with ``n``, ``d``, ``diameter``, ``domain``
+    (a :class:`~dpcvx.modeling.domains.Domain`) and ``release_context(extension=, solver=,
+    base=)`` returning an object with the :class:`ReleaseContext` interface.
+    """
+    owner = "Problem.solve_private"
+    if extension is None and getattr(mechanism, "extension_C", None) is not None:
+        extension = float(mechanism.extension_C)
+    epsilon = check_positive(epsilon, "epsilon", owner)
+    delta = check_delta(delta, owner)
+    if not hasattr(mechanism, "plan") or not hasattr(mechanism, "release"):
+        raise InvalidParameterError(
+            f"The `mechanism` must be a dpcvx mechanism such as dpcvx.OutputPerturbation. "
+            f"Got {type(mechanism).__name__}."
+        )
+    if extension is not None and getattr(mechanism, "lipschitz", extension) < extension:
+        raise InvalidParameterError(
+            f"The Lipschitz extension with C = {extension:g} is C-Lipschitz; the mechanism's "
+            f"`lipschitz` must be at least C. Got {mechanism.lipschitz:g}. Use "
+            f"OutputPerturbation(lipschitz={extension:g}, ...)."
+        )
+    composite = bool(getattr(mechanism, "composite", False))
+    if composite and extension is not None and not getattr(mechanism, "extension_C", None):
+        raise InvalidParameterError(
+            f"`{type(mechanism).__name__}` builds its own Lipschitz extensions (one C per "
+            "phase): call `problem.solve_private(...)` on the problem itself."
+        )
+    generator, seeded = make_rng(rng)
+    if accountant is not None and not isinstance(accountant, Accountant):
+        raise InvalidParameterError(
+            f"The `accountant` must be a dpcvx.Accountant or None. Got "
+            f"{type(accountant).__name__}."
+        )
+    plan = mechanism.plan(n=source.n, d=source.d, center=source.domain.center,
+                          diameter=source.diameter, epsilon=epsilon, delta=delta)
+    if composite:
+        name = type(mechanism).__name__
+        event_detail = dict(plan.ledger_detail)
+    else:
+        name = type(mechanism).__name__ + (
+            "" if extension is None else f"[f_C, C={extension:g}]")
+        event_detail = {"sensitivity": plan.sensitivity.value, "noise": plan.noise.kind,
+                        "scale": plan.noise.scale}
+    event = PrivacyEvent(
+        label=f"{name}(n={source.n}, d={source.d})",
+        epsilon=epsilon,
+        delta=delta,
+        kind="pure" if delta == 0 else "gaussian",
+        noise_multiplier=None if delta == 0 else plan.noise.noise_multiplier,
+        detail=event_detail,
+    )
+    context = source.release_context(extension=extension,
+                                     solver=getattr(mechanism, "solver", None), base=composite)
+    budget = accountant if accountant is not None else Accountant(epsilon, delta)
+    budget.reserve(event)  # raises PrivacyBudgetError (and spends nothing) if unaffordable
+
+    if composite:
+        w, certificates, extra = mechanism.release(plan, context, generator)
+        detail = dict(plan.detail)
+        detail.update(extra)
+    else:
+        w, certificates = mechanism.release(plan, context.solver(), context.project,
+                                            generator, domain=source.domain.kind)
+        detail = dict(plan.detail)
+        detail.update(sensitivity=plan.sensitivity.value,
+                      base_sensitivity=plan.base_sensitivity, accuracy=plan.accuracy,
+                      noise=plan.noise.kind, noise_scale=plan.noise.scale,
+                      regularization=plan.regularization)
+    if extension is not None:
+        detail.update(extension_C=extension)
+    return PrivateResult(w=w, epsilon=epsilon, delta=delta, certificates=certificates,
+                         ledger=budget.ledger, seeded=seeded, mechanism=name,
+                         detail=MappingProxyType(detail))
 
 
 class ReleaseContext:
@@ -317,6 +333,16 @@ class ReleaseContext:
                                    w_domain=w_domain)
 
         return solve
+
+    def loss_values(self, points, indices=None) -> np.ndarray:
+        """``f(w_p, z_i)`` for every row ``w_p`` of ``points`` and every example ``i`` in
+        ``indices`` (default all): shape ``(len(points), n)``, from the user's own expression
+        (vectorized over examples)."""
+        decl = self.problem.declaration
+        if indices is not None:
+            decl = decl.subset(indices)
+        pts = np.atleast_2d(np.asarray(points, float))
+        return np.stack([decl.loss_values(p) for p in pts])
 
     def project(self, point, localize=None, xi: float | None = None) -> np.ndarray:
         """See :meth:`Problem.project` (public post-processing)."""
