@@ -292,6 +292,18 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
                          detail=MappingProxyType(detail))
 
 
+def _still_certified(candidate, w_domain, lam, w0, alpha) -> bool:
+    """Whether a certificate over W (same data, same objective) also certifies ``alpha`` over
+    ``W0``: its point lies in W0 exactly, and ``min_W F <= min_W0 F`` makes its lower bound
+    valid over W0, so ``F(w_hat) - min_W0 F <= gap <= alpha``. Output perturbation needs only
+    *some* certified point on each dataset (the sensitivity bound holds for any of them), so
+    reusing it leaves the guarantee unchanged and saves a solve (paper 000, Algorithm 4)."""
+    return (candidate is not None and candidate.gap <= alpha
+            and candidate.regularization == lam
+            and np.array_equal(candidate.center, np.asarray(w0, float))
+            and w_domain.contains(candidate.w))
+
+
 class ReleaseContext:
     """What a mechanism may do with the data during a release (after the budget is reserved):
     certified solves (always private: any failure is one fixed :class:`CertificationError`
@@ -312,8 +324,10 @@ class ReleaseContext:
         self._template, self._block = problem._compiled(1.0 if base else extension)
 
     def solver(self, indices=None, C: float | None = None):
-        """``solve(lam, w0, alpha, localize=None) -> CertifiedSolution`` on the examples
-        ``indices`` (default all), on the extension with ``C`` (default this release's own)."""
+        """``solve(lam, w0, alpha, localize=None, candidate=None) -> CertifiedSolution`` on the
+        examples ``indices`` (default all), on the extension with ``C`` (default this
+        release's own). ``candidate``: an earlier certificate of the same objective over W,
+        returned as is when it also certifies ``alpha`` over the localized domain."""
         decl = self.problem.declaration
         if indices is not None:
             decl = decl.subset(indices)
@@ -323,10 +337,13 @@ class ReleaseContext:
             template = with_extension(self._template, extension)
         block, domain = self._block, self.domain
 
-        def solve(lam: float, w0: np.ndarray, alpha: float, localize=None) -> CertifiedSolution:
+        def solve(lam: float, w0: np.ndarray, alpha: float, localize=None,
+                  candidate: CertifiedSolution | None = None) -> CertifiedSolution:
             w_domain, w_block = None, block
             if localize is not None:  # a public W0 = W intersect B(c, r) for w only
                 w_domain = LocalizedDomain(domain, *localize)
+                if _still_certified(candidate, w_domain, lam, w0, alpha):
+                    return candidate
                 w_block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
             return certified_solve(decl, template, w_block, lam=lam, w0=w0, accuracy=alpha,
                                    solver=self._solver, private=True, extension=extension,

@@ -57,13 +57,26 @@ class PrivateResult:
             + " (replace-one neighbors)" + ("  [SEEDED: reproducible noise]" if self.seeded
                                            else ""),
         ]
-        for key in ("sensitivity", "base_sensitivity", "accuracy", "noise", "noise_scale"):
+        for key in ("sensitivity", "base_sensitivity", "accuracy", "noise", "noise_scale",
+                    "phases", "blocks", "block_sizes", "regularizations", "extension_C",
+                    "noise_scales", "implied_confidence"):
             if key in self.detail:
                 val = self.detail[key]
-                lines.append(f"  {key}: {val:.6g}" if isinstance(val, float)
-                             else f"  {key}: {val}")
-        for i, cert in enumerate(self.certificates):
-            lines.append(f"  solve {i}: {cert}")
+                if isinstance(val, float):
+                    text = f"{val:.6g}"
+                elif isinstance(val, tuple):
+                    text = "(" + ", ".join(f"{v:.4g}" for v in val) + ")"
+                else:
+                    text = str(val)
+                lines.append(f"  {key}: {text}")
+        # identical certificates (the blocks of one phase) are shown once, with their count
+        texts = [str(cert) for cert in self.certificates]
+        groups: dict[str, list[int]] = {}
+        for i, text in enumerate(texts):
+            groups.setdefault(text, []).append(i)
+        for text, idx in groups.items():
+            label = f"solve {idx[0]}" if len(idx) == 1 else f"{len(idx)} solves"
+            lines.append(f"  {label}: {text}")
         lines.append("  ledger:")
         lines += ["    " + row for row in str(self.ledger).splitlines()]
         return "\n".join(lines)

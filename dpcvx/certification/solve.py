@@ -1,8 +1,9 @@
 """Certified solves: stamp, solve, certify, refine until the gap meets the target.
 
 The refinement ladder is fixed in advance and never looks at the data to choose what to
-release: the requested solver at its default tolerances, the same at its tightest, then the
-other solvers at their tightest. The first certificate whose gap meets ``accuracy`` is returned;
+release: the requested solver at its default tolerances (skipped when the public accuracy
+target is below ``TIGHT_FIRST``), the same at its tightest, then the other solvers at their
+tightest. The first certificate whose gap meets ``accuracy`` is returned;
 if none does, :class:`CertificationError` is raised and nothing is released.
 """
 
@@ -32,10 +33,17 @@ _PRIVATE_FAILURE = (
 )
 
 
-def refinement_ladder(solver: str | None) -> tuple[tuple[str, bool], ...]:
-    """The (solver, tight) steps tried in order."""
+#: accuracy targets below this start the ladder at the solver's tightest tolerances (a
+#: default-tolerance interior-point solve rarely certifies them; skipping it saves one solve)
+TIGHT_FIRST = 1e-6
+
+
+def refinement_ladder(solver: str | None, accuracy: float | None = None
+                      ) -> tuple[tuple[str, bool], ...]:
+    """The (solver, tight) steps tried in order (a function of public inputs only)."""
     first = _check_solver(solver)
-    return ((first, False), (first, True)) + tuple((s, True) for s in SOLVERS if s != first)
+    start = () if accuracy is not None and accuracy < TIGHT_FIRST else ((first, False),)
+    return start + ((first, True),) + tuple((s, True) for s in SOLVERS if s != first)
 
 
 def certified_solve(
@@ -77,7 +85,7 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
                      extension, w_domain):
     theta = template.theta(decl.derived_values(), decl.n)
     prog = stamp(template, domain_block, theta, d=decl.d, lam=lam, w0=w0)
-    steps = refinement_ladder(solver)
+    steps = refinement_ladder(solver, accuracy)
     best: CertifiedSolution | None = None
     attempts: list[dict] = []
     for step, (name, tight) in enumerate(steps):

@@ -107,7 +107,7 @@ def _audit(problem, mech, plan, runs, seed):
     first = certified_solve(decl, template, block, lam=plan.regularization, w0=plan.center,
                             accuracy=plan.localization_accuracy, extension=mech.C)
 
-    def solve(lam, w0, alpha, localize=None):
+    def solve(lam, w0, alpha, localize=None, candidate=None):
         if localize is None:
             return first
         return problem.lipschitz_extension(mech.C).solve(lam, center=w0, accuracy=alpha,

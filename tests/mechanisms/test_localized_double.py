@@ -258,3 +258,27 @@ def test_localized_set_contains_the_extension_minimizer():
         loc = problem.project(first.w + sample(plan.localization_noise, 3, rng))
         hits += np.linalg.norm(loc - exact.w) + slack <= plan.radius
     assert hits >= binom.ppf(1e-4, runs, 1 - math.exp(-3.0))
+
+
+def test_stage_one_certificate_is_reused_only_when_it_certifies_stage_two():
+    """Algorithm 4's second solve is skipped when stage 1's certified point lies in W0 with a
+    gap within alpha_2 (min over W <= min over W0); otherwise W0 is solved afresh."""
+    from dpcvx.problem import ReleaseContext
+
+    problem = _hinge_problem(n=120, d=2)
+    ctx = ReleaseContext(problem, extension=None, solver=None, base=True)
+    solve = ctx.solver(indices=np.arange(60), C=2.0)
+    lam, w0 = 0.5, np.zeros(2)
+    first = solve(lam, w0, 1e-6)
+    inside = solve(lam, w0, 1e-6, localize=(first.w, 0.1), candidate=first)
+    assert inside is first
+    far = problem.project(first.w + np.array([0.3, 0.0]))
+    outside = solve(lam, w0, 1e-6, localize=(far, 0.05), candidate=first)
+    assert outside is not first and outside.gap <= 1e-6
+    assert np.linalg.norm(outside.w - far) <= 0.05
+    other = solve(2 * lam, w0, 1e-6, localize=(first.w, 0.1), candidate=first)  # not the same F
+    assert other is not first and other.regularization == 2 * lam
+    from dataclasses import replace
+
+    worse = replace(first, gap=2e-6)  # a certificate that does not meet alpha_2
+    assert solve(lam, w0, 1e-6, localize=(first.w, 0.1), candidate=worse) is not worse
