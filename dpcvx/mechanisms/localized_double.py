@@ -349,7 +349,7 @@ class LocalizedDoubleOutputPerturbation:
                 index=t + 1, batch_size=batch[t], block_size=block[t], regularization=lams[t],
                 C=C[t], block=mech.plan(n=block[t], d=d, center=start, diameter=D,
                                         epsilon=epsilon, delta=0.0)))
-        confidence = 1.0 - T_eff * float(binom.cdf(J // 2, J, self.block_success))
+        confidence = max(0.0, 1.0 - T_eff * float(binom.cdf(J // 2, J, self.block_success)))
         used = sum(J * p.block_size for p in phases)
         composition = (f"parallel over {T_eff * J} disjoint blocks ({T_eff} phases x {J}; a "
                        "data-independent random partition); per block Double-OutputPert: "
