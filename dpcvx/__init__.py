@@ -20,6 +20,7 @@ from dpcvx.errors import (
     SolverError,
 )
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation
+from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.problem import LipschitzExtension, Problem
@@ -35,6 +36,7 @@ __all__ = [
     "DataError",
     "DoubleOutputPerturbation",
     "LocalizedDoubleOutputPerturbation",
+    "ProjectedGradientExponentialMechanism",
     "DpcvxError",
     "ExtensionValues",
     "Guarantee",

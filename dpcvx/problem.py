@@ -26,7 +26,7 @@ from dpcvx.compilation.template import (
     with_extension,
 )
 from dpcvx.errors import InvalidParameterError
-from dpcvx.modeling._expressions import substitute
+from dpcvx.modeling._expressions import evaluate, substitute
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.localized import EXACT_PROJECTION, LocalizedDomain
 from dpcvx.results import PrivateResult
@@ -241,8 +241,9 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
     composite = bool(getattr(mechanism, "composite", False))
     if composite and extension is not None and not getattr(mechanism, "extension_C", None):
         raise InvalidParameterError(
-            f"`{type(mechanism).__name__}` builds its own Lipschitz extensions (one C per "
-            "phase): call `problem.solve_private(...)` on the problem itself."
+            f"`{type(mechanism).__name__}` works on the problem's own loss (it builds any "
+            "Lipschitz extension it needs itself): call `problem.solve_private(...)` on the "
+            "problem, not on `problem.lipschitz_extension(C)`."
         )
     generator, seeded = make_rng(rng)
     if accountant is not None and not isinstance(accountant, Accountant):
@@ -250,8 +251,9 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
             f"The `accountant` must be a dpcvx.Accountant or None. Got "
             f"{type(accountant).__name__}."
         )
+    extra = {"domain": source.domain} if composite else {}  # composite plans check W too
     plan = mechanism.plan(n=source.n, d=source.d, center=source.domain.center,
-                          diameter=source.diameter, epsilon=epsilon, delta=delta)
+                          diameter=source.diameter, epsilon=epsilon, delta=delta, **extra)
     if composite:
         name = type(mechanism).__name__
         event_detail = dict(plan.ledger_detail)
@@ -268,8 +270,9 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
         noise_multiplier=None if delta == 0 else plan.noise.noise_multiplier,
         detail=event_detail,
     )
-    context = source.release_context(extension=extension,
-                                     solver=getattr(mechanism, "solver", None), base=composite)
+    context = source.release_context(
+        extension=extension, solver=getattr(mechanism, "solver", None),
+        base=composite and bool(getattr(mechanism, "uses_extension", True)))
     budget = accountant if accountant is not None else Accountant(epsilon, delta)
     budget.reserve(event)  # raises PrivacyBudgetError (and spends nothing) if unaffordable
 
@@ -321,7 +324,8 @@ class ReleaseContext:
         self.extension = extension
         self._solver = solver
         # a composite mechanism (base=True) runs extensions with its own C per phase
-        self._template, self._block = problem._compiled(1.0 if base else extension)
+        self._key = 1.0 if base else extension
+        self._compiled = None  # compiled on the first solver() call (on the calling thread)
 
     def solver(self, indices=None, C: float | None = None):
         """``solve(lam, w0, alpha, localize=None, candidate=None) -> CertifiedSolution`` on the
@@ -331,11 +335,13 @@ class ReleaseContext:
         decl = self.problem.declaration
         if indices is not None:
             decl = decl.subset(indices)
-        extension, template = self.extension, self._template
+        if self._compiled is None:
+            self._compiled = self.problem._compiled(self._key)
+        template, block = self._compiled
+        extension, domain = self.extension, self.domain
         if C is not None:
             extension = float(C)
-            template = with_extension(self._template, extension)
-        block, domain = self._block, self.domain
+            template = with_extension(template, extension)
 
         def solve(lam: float, w0: np.ndarray, alpha: float, localize=None,
                   candidate: CertifiedSolution | None = None) -> CertifiedSolution:
@@ -359,7 +365,17 @@ class ReleaseContext:
         if indices is not None:
             decl = decl.subset(indices)
         pts = np.atleast_2d(np.asarray(points, float))
-        return np.stack([decl.loss_values(p) for p in pts])
+        n = decl.n
+        out = np.empty((pts.shape[0], n))
+        chunk = max(1, 2_000_000 // max(n, 1))  # points per vectorized evaluation
+        for start in range(0, pts.shape[0], chunk):
+            part = pts[start: start + chunk]
+            k = part.shape[0]
+            leaves = {pid: np.concatenate([arr] * k) for pid, arr in decl.data.items()}
+            leaves[decl.variable.id] = np.repeat(part, n, axis=0)
+            vals = evaluate(decl.loss, leaves, n * k)
+            out[start: start + k] = np.asarray(vals, float).reshape(k, n)
+        return out
 
     def project(self, point, localize=None, xi: float | None = None) -> np.ndarray:
         """See :meth:`Problem.project` (public post-processing)."""

@@ -295,9 +295,9 @@ class LocalizedDoubleOutputPerturbation:
 
     # ------------------------------------------------------------------ public planning
     def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
-             delta: float) -> LocalizedPlan:
+             delta: float, domain=None) -> LocalizedPlan:
         """The phases, blocks, regularizations, extension constants and every block's plan,
-        from public quantities only (module docstring)."""
+        from public quantities only (module docstring). ``domain`` is not needed."""
         owner = "LocalizedDoubleOutputPerturbation"
         epsilon = check_positive(epsilon, "epsilon", owner)
         if check_delta(delta, owner) != 0.0:

@@ -229,7 +229,7 @@ def test_delta_must_be_zero_and_the_extension_route_is_refused():
     problem = _hinge_problem()
     with pytest.raises(InvalidParameterError, match="pure"):
         problem.solve_private(_mech(), epsilon=1.0, delta=1e-6)
-    with pytest.raises(InvalidParameterError, match="its own Lipschitz extensions"):
+    with pytest.raises(InvalidParameterError, match="not on `problem.lipschitz_extension"):
         problem.lipschitz_extension(2.0).solve_private(_mech(), epsilon=1.0)
 
 
