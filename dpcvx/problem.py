@@ -336,8 +336,9 @@ class ReleaseContext:
         if indices is not None:
             decl = decl.subset(indices)
         if self._compiled is None:
-            self._compiled = self.problem._compiled(self._key)
-        template, block = self._compiled
+            plain = self.problem._compiled(None)[0] if self._key is not None else None
+            self._compiled = self.problem._compiled(self._key) + (plain,)
+        template, block, plain = self._compiled
         extension, domain = self.extension, self.domain
         if C is not None:
             extension = float(C)
@@ -353,7 +354,7 @@ class ReleaseContext:
                 w_block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
             return certified_solve(decl, template, w_block, lam=lam, w0=w0, accuracy=alpha,
                                    solver=self._solver, private=True, extension=extension,
-                                   w_domain=w_domain)
+                                   w_domain=w_domain, plain_template=plain)
 
         return solve
 
@@ -455,7 +456,7 @@ class LipschitzExtension:
             block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
         return certified_solve(self.problem.declaration, template, block, lam=lam, w0=w0,
                                accuracy=accuracy, solver=solver, extension=self.C,
-                               w_domain=w_domain)
+                               w_domain=w_domain, plain_template=self.problem._compiled()[0])
 
     def localized_domain(self, center, radius: float) -> LocalizedDomain:
         """The public domain ``W intersect B(center, radius)``."""

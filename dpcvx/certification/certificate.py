@@ -140,9 +140,12 @@ def _range_bound(off: np.ndarray, jac: np.ndarray, center: np.ndarray, radius: f
 
 
 def _minorants(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | None,
-               w_hat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
-    """Slopes ``s`` (n, d), intercepts ``beta`` (n,) and a per-example scale (for margins)."""
+               w_hat: np.ndarray, n_total: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """Slopes ``s`` (n, d), intercepts ``beta`` (n,) and a per-example scale (for margins).
+    ``n_total``: the number of examples the program's objective averages over (default n)."""
     n, d = decl.n, decl.d
+    n_total = n if n_total is None else n_total
     leaves = decl.derived_values()
     s = np.zeros((n, d))
     beta = np.zeros(n)
@@ -181,7 +184,7 @@ def _minorants(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | N
             if r is None or z is None:
                 duals.append(None)
             else:
-                duals.append(_DUAL_SIGN * n * _flat_dual(z, r, off.shape[1:]) / wgt)
+                duals.append(_DUAL_SIGN * n_total * _flat_dual(z, r, off.shape[1:]) / wgt)
         if term.kind == "pieces":
             gs, gb = _pieces(term, jets, duals, w_hat, center, radius)
         elif term.kind in ELEMENTWISE:

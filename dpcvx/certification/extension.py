@@ -65,20 +65,33 @@ def _loss_at(decl: Declaration, Y: np.ndarray) -> np.ndarray:
 
 
 def extension_bounds(decl: Declaration, prog: StampedProgram, x: np.ndarray, z: np.ndarray,
-                     w: np.ndarray, C: float) -> tuple[np.ndarray, ...]:
+                     w: np.ndarray, C: float, n_total: int | None = None
+                     ) -> tuple[np.ndarray, ...]:
     """Per-example ``(upper, lower, g, Y_hat, scale, phi)`` for ``f_C(w, z_i)``, where
     ``phi_i <= min_{y in W} f(y, z_i) - <g_i, y>``; ``w`` must lie in the domain. ``x`` and
-    ``z`` only guide the choice of ``y_i`` and ``g_i``."""
+    ``z`` only guide the choice of ``y_i`` and ``g_i``.
+
+    ``prog`` may be a view of a larger program (``n_total`` examples in its objective). A view
+    without copies ``y_i`` (the plain block, for examples dpcvx expects to be C-Lipschitz on
+    W) is bounded with ``y_i = w``: ``f_C <= f(w)`` and the minorant of ``f`` at ``w`` with its
+    slope clipped to the C-ball, which is valid for ``f_C`` whatever the example."""
     n = decl.n
+    n_total = n if n_total is None else n_total
     dom = decl.domain
-    Y_hat = dom.make_feasible_rows(np.nan_to_num(x[prog.y_cols]))
+    if prog.y_cols is None:
+        Y_hat = np.broadcast_to(w, (n, w.size)).copy()
+    else:
+        Y_hat = dom.make_feasible_rows(np.nan_to_num(x[prog.y_cols]))
     f_vals = _loss_at(decl, Y_hat)
     dist = np.linalg.norm(w[None, :] - Y_hat, axis=1)
     upper = f_vals + C * dist * (1 + 4 * _EPS)
-    g = _SOC_SIGN * n * np.nan_to_num(z[prog.soc_rows][:, 1:])
+    s, beta, scale, _ = _minorants(decl, prog, z, Y_hat, n_total)
+    if prog.soc_rows is None:
+        g = s
+    else:
+        g = _SOC_SIGN * n_total * np.nan_to_num(z[prog.soc_rows][:, 1:])
     norms = np.linalg.norm(g, axis=1, keepdims=True)
     g = g * np.minimum(1.0, C / np.maximum(norms * (1 + 8 * _EPS), 1e-300))
-    s, beta, scale, _ = _minorants(decl, prog, z, Y_hat)
     phi = beta - dom.support(g - s)
     lower = g @ w + phi
     mag = 1.0 + np.abs(f_vals) + C * dist + np.abs(beta) + scale + np.abs(g) @ np.abs(w)
@@ -97,17 +110,24 @@ def certify_extension(
     accuracy: float | None = None,
     solver_stats: dict[str, Any] | None = None,
     w_domain=None,
+    parts=None,
 ) -> CertifiedSolution:
     """Certify the joint program of Lemma 2.7:
     ``min_{w in W0} (1/n) sum_i f_C(w, z_i) + (lam/2) ||w - w0||^2`` where ``W0`` is
     ``w_domain`` (default: the declared domain W; a localized ``W intersect B(c, r)`` in paper
-    000's Algorithm 4). The copies ``y_i`` always range over W, as ``f_C`` is defined."""
+    000's Algorithm 4). The copies ``y_i`` always range over W, as ``f_C`` is defined.
+
+    ``parts``: ``[(declaration of a group of examples, its view of prog)]`` when the program
+    mixes plain blocks and extension blocks (:func:`dpcvx.compilation.stamp.stamp_parts`);
+    ``decl`` is then the whole declaration."""
     import time
 
     start = time.perf_counter()
     dom = decl.domain if w_domain is None else w_domain
     w_hat = dom.make_feasible(np.asarray(x[: decl.d], float))
-    upper_i, _, g, _, mag, phi = extension_bounds(decl, prog, x, z, w_hat, C)
+    pieces = [extension_bounds(part_decl, view, x, z, w_hat, C, decl.n)
+              for part_decl, view in (parts or [(decl, prog)])]
+    upper_i, g, mag, phi = (np.concatenate([p[k] for p in pieces]) for k in (0, 2, 4, 5))
     w0 = np.asarray(w0, float)
     reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
     q_min = dom.min_linear_quadratic(g.mean(axis=0), lam, w0, hint=w_hat)

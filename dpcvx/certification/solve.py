@@ -15,8 +15,9 @@ import numpy as np
 
 from dpcvx.certification.certificate import CertifiedSolution, certify
 from dpcvx.certification.extension import certify_extension
+from dpcvx.certification.lipschitz import lipschitz_bounds
 from dpcvx.compilation.solvers import SOLVERS, _check_solver, solve_program
-from dpcvx.compilation.stamp import stamp
+from dpcvx.compilation.stamp import stamp, stamp_parts
 from dpcvx.compilation.template import DomainBlock, Template
 from dpcvx.errors import CertificationError, SolverError
 from dpcvx.modeling.declaration import Declaration
@@ -58,6 +59,7 @@ def certified_solve(
     private: bool = False,
     extension: float | None = None,
     w_domain=None,
+    plain_template: Template | None = None,
 ) -> CertifiedSolution:
     """Solve the regularized ERM and certify it (see the module docstring).
 
@@ -68,23 +70,43 @@ def certified_solve(
     leaves this function (its cause is suppressed too). With ``extension=C`` the template is
     the Lipschitz extension's and the joint program of Lemma 2.7 is certified, with ``w``
     ranging over ``w_domain`` when given (``domain_block`` must then be its compiled block).
+    With ``plain_template`` (the plain loss's template) the extension's program keeps the plain
+    block for every example whose loss is C-Lipschitz on W by
+    :func:`~dpcvx.certification.lipschitz.lipschitz_bounds` (there ``f_C = f``): the same
+    optimization problem, with a copy ``y_i`` only for the other examples. The certificate is
+    the extension's for every example either way.
     """
     if private:
         try:
             return _certified_solve(decl, template, domain_block, lam=lam, w0=w0,
                                     accuracy=accuracy, solver=solver, private=True,
-                                    extension=extension, w_domain=w_domain)
+                                    extension=extension, w_domain=w_domain,
+                                    plain_template=plain_template)
         except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private solve
             raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
     return _certified_solve(decl, template, domain_block, lam=lam, w0=w0, accuracy=accuracy,
                             solver=solver, private=False, extension=extension,
-                            w_domain=w_domain)
+                            w_domain=w_domain, plain_template=plain_template)
+
+
+def _program(decl, template, domain_block, lam, w0, extension, plain_template):
+    """The stamped program, and the example groups of a mixed extension program."""
+    values = decl.derived_values()
+    if extension is None or plain_template is None:
+        theta = template.theta(values, decl.n)
+        return stamp(template, domain_block, theta, d=decl.d, lam=lam, w0=w0), None
+    light = lipschitz_bounds(decl) <= extension * (1 - 1e-9)
+    groups = [(np.flatnonzero(light), plain_template), (np.flatnonzero(~light), template)]
+    groups = [(idx, tmpl) for idx, tmpl in groups if idx.size]
+    parts = [(tmpl, tmpl.theta(values, decl.n)[idx]) for idx, tmpl in groups]
+    prog, views = stamp_parts(parts, domain_block, d=decl.d, lam=lam, w0=w0)
+    part_decls = [decl if idx.size == decl.n else decl.subset(idx) for idx, _ in groups]
+    return prog, list(zip(part_decls, views))
 
 
 def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver, private,
-                     extension, w_domain):
-    theta = template.theta(decl.derived_values(), decl.n)
-    prog = stamp(template, domain_block, theta, d=decl.d, lam=lam, w0=w0)
+                     extension, w_domain, plain_template=None):
+    prog, parts = _program(decl, template, domain_block, lam, w0, extension, plain_template)
     steps = refinement_ladder(solver, accuracy)
     best: CertifiedSolution | None = None
     attempts: list[dict] = []
@@ -102,7 +124,7 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
             else:
                 cert = certify_extension(decl, prog, raw.x, raw.z, C=extension, lam=lam,
                                          w0=w0, accuracy=accuracy, solver_stats=stats,
-                                         w_domain=w_domain)
+                                         w_domain=w_domain, parts=parts)
         except CertificationError as exc:
             attempts.append({"solver": name, "tight": tight, "error": str(exc)})
             continue

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from dpcvx.compilation.template import ConeLayout, DomainBlock, Template
 
-__all__ = ["StampedProgram", "stamp"]
+__all__ = ["StampedProgram", "stamp", "stamp_parts"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,68 +67,103 @@ def stamp(
     w0: np.ndarray,
 ) -> StampedProgram:
     """Build the stamped program for data ``theta`` (``(n, p + 1)``, first column ones)."""
-    n = theta.shape[0]
-    k = template.n_aux
-    a0 = domain.n_cols - int(np.sum(domain.w_cols >= 0))
-    n_var = d + a0 + n * k
+    return stamp_parts([(template, theta)], domain, d=d, lam=lam, w0=w0)[0]
 
-    # --- column maps: w columns go to w, each block's auxiliaries to their own range
+
+def stamp_parts(
+    parts: list[tuple[Template, np.ndarray]],
+    domain: DomainBlock,
+    *,
+    d: int,
+    lam: float,
+    w0: np.ndarray,
+) -> tuple[StampedProgram, tuple[StampedProgram, ...]]:
+    """One program for several groups of examples, each stamped from its own template (e.g.
+    the plain loss for some examples and the Lipschitz extension for the others), sharing
+    ``w``, the domain rows and the objective ``(1/n) sum over all n examples``.
+
+    Returns the whole program and, per part, a *view*: the same program whose ``split_rows``,
+    ``y_cols``, ``soc_rows`` and ``n`` are those of the part (global indices).
+    """
+    n_total = sum(theta.shape[0] for _, theta in parts)
+    a0 = domain.n_cols - int(np.sum(domain.w_cols >= 0))
+    # --- column maps: w columns go to w, each example's auxiliaries to their own range
     dom_cols = np.where(domain.w_cols >= 0, domain.w_cols,
                         d + np.cumsum(domain.w_cols < 0) - 1)
-    ex_cols = np.where(template.w_cols >= 0, template.w_cols,
-                       d + a0 + np.add.outer(np.arange(n) * k,
-                                             np.cumsum(template.w_cols < 0) - 1))  # (n, cols)
+    col = d + a0
+    ex_cols = []
+    for template, theta in parts:
+        n, k = theta.shape[0], template.n_aux
+        ex_cols.append(np.where(template.w_cols >= 0, template.w_cols,
+                                col + np.add.outer(np.arange(n) * k,
+                                                   np.cumsum(template.w_cols < 0) - 1)))
+        col += n * k
+    n_var = col
 
     # --- row maps: group rows by cone kind across the domain block and all examples
-    seg_t = _segments(template.cones)
     seg_d = _segments(domain.cones)
-    tmpl_row_global = np.empty((n, template.cones.rows), dtype=np.int64)
+    segs = [_segments(template.cones) for template, _ in parts]
+    row_global = [np.empty((theta.shape[0], template.cones.rows), dtype=np.int64)
+                  for template, theta in parts]
     dom_row_global = np.empty(domain.cones.rows, dtype=np.int64)
     offset = 0
-    for (_, ts, tsize), (_, ds, dsize) in zip(seg_t, seg_d):
+    for kind_index, (_, ds, dsize) in enumerate(seg_d):
         dom_row_global[ds: ds + dsize] = offset + np.arange(dsize)
         offset += dsize
-        tmpl_row_global[:, ts: ts + tsize] = offset + np.add.outer(np.arange(n) * tsize,
-                                                                    np.arange(tsize))
-        offset += n * tsize
+        for part, (_, theta) in enumerate(parts):
+            _, ts, tsize = segs[part][kind_index]
+            n = theta.shape[0]
+            row_global[part][:, ts: ts + tsize] = offset + np.add.outer(np.arange(n) * tsize,
+                                                                         np.arange(tsize))
+            offset += n * tsize
     n_rows = offset
 
-    # --- values
-    A_vals = theta @ template.A_map  # (n, nnz)
-    b_vals = theta @ template.b_map  # (n, rows)
-    c_vals = theta @ template.c_map  # (n, cols)
-    c0_vals = theta @ template.c0_map  # (n,)
-
     dom_coo = domain.A.tocoo()
-    rows = np.concatenate([dom_row_global[dom_coo.row],
-                           tmpl_row_global[:, template.A_rows].ravel()])
-    cols = np.concatenate([dom_cols[dom_coo.col],
-                           ex_cols[:, template.A_cols].ravel()])
-    vals = np.concatenate([dom_coo.data, A_vals.ravel()])
-    A = sp.csc_matrix((vals, (rows, cols)), shape=(n_rows, n_var))
+    rows = [dom_row_global[dom_coo.row]]
+    cols = [dom_cols[dom_coo.col]]
+    vals = [dom_coo.data]
     b = np.empty(n_rows)
     b[dom_row_global] = domain.b
-    b[tmpl_row_global.ravel()] = b_vals.ravel()
-
     q = np.zeros(n_var)
-    np.add.at(q, ex_cols.ravel(), (c_vals / n).ravel())
+    q0 = 0.0
+    for part, (template, theta) in enumerate(parts):
+        rows.append(row_global[part][:, template.A_rows].ravel())
+        cols.append(ex_cols[part][:, template.A_cols].ravel())
+        vals.append((theta @ template.A_map).ravel())  # (n, nnz)
+        b[row_global[part].ravel()] = (theta @ template.b_map).ravel()
+        np.add.at(q, ex_cols[part].ravel(), ((theta @ template.c_map) / n_total).ravel())
+        q0 += float(np.sum(theta @ template.c0_map) / n_total)
+    A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(n_rows, n_var))
     w0 = np.asarray(w0, float)
     q[:d] -= lam * w0
-    q0 = float(np.sum(c0_vals) / n + lam / 2 * w0 @ w0)
+    q0 += float(lam / 2 * w0 @ w0)
     P = sp.csc_matrix((np.full(d, float(lam)), (np.arange(d), np.arange(d))),
                       shape=(n_var, n_var))
 
-    cones = ConeLayout(
-        zero=domain.cones.zero + n * template.cones.zero,
-        nonneg=domain.cones.nonneg + n * template.cones.nonneg,
-        soc=tuple(domain.cones.soc) + tuple(template.cones.soc) * n,
-        exp=domain.cones.exp + n * template.cones.exp,
-    )
-    split_rows = tuple(
-        tuple(None if r is None else tmpl_row_global[:, r] for r in rows_t)
-        for rows_t in template.split_rows
-    )
-    y_cols = None if template.y_cols is None else ex_cols[:, template.y_cols]
-    soc_rows = None if template.soc_rows is None else tmpl_row_global[:, template.soc_rows]
-    return StampedProgram(P=P, q=q, q0=q0, A=A, b=b, cones=cones, d=d, n=n,
-                          split_rows=split_rows, y_cols=y_cols, soc_rows=soc_rows)
+    def total(attr):
+        return sum(getattr(t.cones, attr) * th.shape[0] for t, th in parts)
+
+    soc: tuple[int, ...] = tuple(domain.cones.soc)
+    for template, theta in parts:
+        soc += tuple(template.cones.soc) * theta.shape[0]
+    cones = ConeLayout(zero=domain.cones.zero + total("zero"),
+                       nonneg=domain.cones.nonneg + total("nonneg"), soc=soc,
+                       exp=domain.cones.exp + total("exp"))
+    views = []
+    for part, (template, theta) in enumerate(parts):
+        split_rows = tuple(
+            tuple(None if r is None else row_global[part][:, r] for r in rows_t)
+            for rows_t in template.split_rows
+        )
+        y_cols = None if template.y_cols is None else ex_cols[part][:, template.y_cols]
+        soc_rows = (None if template.soc_rows is None
+                    else row_global[part][:, template.soc_rows])
+        views.append(StampedProgram(P=P, q=q, q0=q0, A=A, b=b, cones=cones, d=d,
+                                    n=theta.shape[0], split_rows=split_rows, y_cols=y_cols,
+                                    soc_rows=soc_rows))
+    if len(parts) == 1:
+        return views[0], tuple(views)
+    whole = StampedProgram(P=P, q=q, q0=q0, A=A, b=b, cones=cones, d=d, n=n_total,
+                           split_rows=(), y_cols=None, soc_rows=None)
+    return whole, tuple(views)

@@ -168,3 +168,81 @@ def test_localization_center_must_be_public_and_in_the_domain():
         ext.solve(regularization=0.1, localize=(np.array([2.0, 0.0, 0.0]), 0.5))
     with pytest.raises(dpcvx.InvalidParameterError, match="radius"):
         ext.solve(regularization=0.1, localize=(np.zeros(3), 0.0))
+
+
+def _joint_reference(X, Y, C, lam):
+    n, d = X.shape
+    W = cp.Variable(d)
+    V = cp.Variable((n, d))
+    obj = (cp.sum(cp.pos(1 - cp.multiply(Y, cp.sum(cp.multiply(X, V), axis=1)))) / n
+           + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n + lam / 2 * cp.sum_squares(W))
+    ref = cp.Problem(cp.Minimize(obj), [cp.norm(W) <= 1, cp.norm(V, 2, axis=1) <= 1])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    return ref.value
+
+
+@pytest.mark.parametrize("C", [0.5, 2.0, 5.0, 100.0])
+def test_mixed_program_keeps_plain_blocks_for_light_examples(C):
+    """Examples with ||x_i|| <= C (hinge: f_C = f on W) keep the plain block; the optimum is
+    the same joint program's (independent whole-dataset reference with every copy)."""
+    from dpcvx.certification.lipschitz import lipschitz_bounds
+
+    problem, X, Y, rng = _heavy_hinge(n=20, seed=5)
+    bounds = lipschitz_bounds(problem.declaration)
+    assert np.allclose(bounds, np.linalg.norm(X, axis=1))  # exact for the hinge loss
+    lam = 0.2
+    sol = problem.lipschitz_extension(C).solve(regularization=lam)
+    ref = _joint_reference(X, Y, C, lam)
+    assert sol.lower <= ref + 1e-8 <= sol.upper + 2e-8
+    assert sol.gap < 1e-6
+
+
+def test_extension_certificate_never_relies_on_the_lipschitz_bounds(monkeypatch):
+    """Declare every example light (a wrong bound): the solver then optimizes the plain loss,
+    but dpcvx's certificate is still a valid bracket of the extension's optimum."""
+    import dpcvx.certification.solve as solve_module
+
+    problem, X, Y, rng = _heavy_hinge(n=20, seed=5)
+    monkeypatch.setattr(solve_module, "lipschitz_bounds", lambda decl: np.zeros(decl.n))
+    C, lam = 0.5, 0.2
+    sol = problem.lipschitz_extension(C).solve(regularization=lam)
+    ref = _joint_reference(X, Y, C, lam)
+    assert sol.lower <= ref + 1e-8 <= sol.upper + 2e-8
+    with pytest.raises(dpcvx.CertificationError):
+        problem.lipschitz_extension(C).solve(regularization=lam, accuracy=1e-6)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "abs", "huber", "logistic", "square", "norm2",
+                                  "norm1", "max", "lse", "sum_squares", "affine"])
+def test_lipschitz_bounds_dominate_gradient_norms_on_the_domain(loss):
+    from dpcvx.certification.lipschitz import lipschitz_bounds
+
+    rng = np.random.default_rng(2)
+    n, d = 12, 3
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    y = cp.Parameter()
+    M = cp.Parameter((2, d))
+    data = {x: rng.standard_t(3, size=(n, d)), y: rng.normal(size=n)}
+    expr = {
+        "hinge": cp.pos(1 - y * (x @ w)), "abs": cp.abs(x @ w - y),
+        "huber": cp.huber(x @ w - y, 0.7), "logistic": cp.logistic(x @ w),
+        "square": cp.square(x @ w - y), "norm2": cp.norm(M @ w - y, 2),
+        "norm1": cp.norm(M @ w, 1), "max": cp.max(M @ w), "lse": cp.log_sum_exp(M @ w),
+        "sum_squares": cp.sum_squares(M @ w - y), "affine": x @ w + 2 * y,
+    }[loss]
+    used = {p.id for p in expr.parameters()}
+    if M.id in used:
+        data[M] = rng.normal(size=(n, 2, d))
+    data = {p: v for p, v in data.items() if p.id in used}
+    problem = dpcvx.Problem(expr, w, data, [cp.norm(w, 2) <= 1])
+    bounds = lipschitz_bounds(problem.declaration)
+    assert np.all(np.isfinite(bounds))
+    decl = problem.declaration
+    h = 1e-6
+    for _ in range(30):
+        u = rng.normal(size=d)
+        u *= rng.uniform(0, 1) / np.linalg.norm(u)
+        grad = np.stack([(decl.loss_values(u + h * e) - decl.loss_values(u - h * e)) / (2 * h)
+                         for e in np.eye(d)], axis=1)
+        assert np.all(np.linalg.norm(grad, axis=1) <= bounds * (1 + 1e-6) + 1e-5)
