@@ -298,7 +298,12 @@ class Ledger:
             return "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
 
         rule = "  ".join("-" * w for w in widths)
-        return "\n".join([line(header), rule, *(line(r) for r in rows), rule, line(footer)])
+        body = []
+        for event, row in zip(self.events, rows):
+            body.append(line(row))
+            # a composite release shows how its epsilon splits (e.g. disjoint blocks)
+            body += [f"  | {part}" for part in event.detail.get("split", ())]
+        return "\n".join([line(header), rule, *body, rule, line(footer)])
 
 
 def _within(value: float, bound: float) -> bool:

@@ -381,6 +381,12 @@ class LocalizedDoubleOutputPerturbation:
         })
         ledger = dict(common)
         ledger["per_block_epsilon"] = (epsilon / 2.0, epsilon / 2.0)
+        ledger["split"] = tuple(
+            f"phase {p.index}: {J} disjoint blocks of {p.block_size} examples, each "
+            f"{epsilon / 2:g} (localize) + {epsilon / 2:g} (release) = {epsilon:g}"
+            for p in phases) + (
+            f"parallel composition over disjoint blocks: {epsilon:g} in total "
+            f"({n - used} of {n} examples unused)",)
         return LocalizedPlan(
             guarantee=Guarantee(epsilon=epsilon, delta=0.0), n=n, d=d, blocks=J,
             phases=tuple(phases), initial_point=np.asarray(start, float).copy(),

@@ -133,6 +133,8 @@ def test_release_runs_every_block_and_returns_an_aggregated_block_output():
     assert event.epsilon == 1.0 and event.kind == "pure"
     assert res.ledger.total().epsilon == pytest.approx(1.0, rel=1e-12)  # rounded up
     assert sum(event.detail["per_block_epsilon"]) == pytest.approx(1.0)
+    shown = str(res.ledger)  # the ledger shows every split
+    assert shown.count(f"{J} disjoint blocks") == phases and "parallel composition" in shown
     # the same seed gives the same release
     assert np.array_equal(problem.solve_private(_mech(), epsilon=1.0, rng=3).w, res.w)
 
