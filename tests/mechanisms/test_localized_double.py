@@ -284,3 +284,57 @@ def test_stage_one_certificate_is_reused_only_when_it_certifies_stage_two():
 
     worse = replace(first, gap=2e-6)  # a certificate that does not meet alpha_2
     assert solve(lam, w0, 1e-6, localize=(first.w, 0.1), candidate=worse) is not worse
+
+
+def _audit_pair(n: int = 40, outlier: float = 1e4):
+    """1-d pair: n - 1 zero-loss records and one heavy-tailed outlier (gradient norm 1e4)
+    pulling toward opposite ends of W, in the first position (phase 1's block when the partition is not shuffled: the worst case)."""
+    w = cp.Variable(1)
+    x = cp.Parameter(1)
+    y = cp.Parameter()
+    X0, X1 = np.zeros((n, 1)), np.zeros((n, 1))
+    X0[0], X1[0] = -outlier, outlier
+    Y = np.zeros(n)
+    Y[0] = outlier  # |x w - y| is minimized at w = -1 on one side, +1 on the other
+    dom = dpcvx.domains.box(w, -1.0, 1.0)
+    return (dpcvx.Problem(cp.abs(x @ w - y), w, {x: X0, y: Y}, dom),
+            dpcvx.Problem(cp.abs(x @ w - y), w, {x: X1, y: Y}, dom))
+
+
+def _ldop_outputs(problem, mech, plan, runs, seed):
+    from dpcvx.problem import ReleaseContext
+
+    ctx = ReleaseContext(problem, extension=None, solver=None, base=True)
+    rng = np.random.default_rng(seed)
+    return np.array([mech.release(plan, ctx, rng)[0][0] for _ in range(runs)])
+
+
+@pytest.mark.slow
+@pytest.mark.statistical
+def test_privacy_audit_of_ldop_with_a_heavy_tailed_outlier_and_negative_control():
+    """Clopper-Pearson with Bonferroni at total level 1e-3 (the correct mechanism fails with
+    probability <= 1e-3). The control plans every block's noise for 10 epsilon but is charged
+    epsilon; the audit must catch it."""
+    import dataclasses
+
+    from dpcvx.mechanisms import noise as noise_mod
+    from tests.audit_tools import epsilon_lower_bound
+
+    eps, runs = 1.0, 600
+    p0, p1 = _audit_pair()
+    mech = dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=1.0, blocks=1, shuffle=False)
+    plan = mech.plan(n=40, d=1, center=np.zeros(1), diameter=2.0, epsilon=eps, delta=0.0)
+    thresholds = [-0.1, -0.05, 0.0, 0.05, 0.1]
+    o0, o1 = _ldop_outputs(p0, mech, plan, runs, 1), _ldop_outputs(p1, mech, plan, runs, 2)
+    assert epsilon_lower_bound(o0, o1, thresholds, alpha=1e-3) <= eps
+
+    def louder(block):
+        return dataclasses.replace(
+            block, noise=noise_mod.calibrate(block.sensitivity.value, 10 * eps / 2, 0.0),
+            localization_noise=noise_mod.calibrate(block.localization_sensitivity,
+                                                   10 * eps / 2, 0.0))
+
+    bad = dataclasses.replace(plan, phases=tuple(
+        dataclasses.replace(p, block=louder(p.block)) for p in plan.phases))
+    c0, c1 = _ldop_outputs(p0, mech, bad, runs, 3), _ldop_outputs(p1, mech, bad, runs, 4)
+    assert epsilon_lower_bound(c0, c1, thresholds, alpha=1e-3) > eps
