@@ -23,6 +23,7 @@ from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
+from dpcvx.oracle import OracleProblem, structured_solve
 from dpcvx.problem import LipschitzExtension, Problem
 from dpcvx.results import PrivateResult
 from dpcvx.types import Guarantee, Sensitivity
@@ -44,12 +45,14 @@ __all__ = [
     "Ledger",
     "LipschitzExtension",
     "ModelingError",
+    "OracleProblem",
     "OutputPerturbation",
     "PrivacyBudgetError",
     "PrivacyEvent",
     "PrivacyLeakWarning",
     "PrivateResult",
     "Problem",
+    "structured_solve",
     "ReleaseCertificate",
     "Sensitivity",
     "SolverError",

@@ -19,3 +19,14 @@ def test_bench_erm_smoke_runs_and_objectives_agree(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert out.exists()
     assert "ratio" in proc.stdout
+
+
+def test_bench_first_order_smoke_runs():
+    """Algorithm 3, Theorem D.4 and the interior-point solve certify the same tiny cell."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_first_order.py"), "--smoke"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert "~" not in last  # every path certified within the smoke budget (nothing projected)

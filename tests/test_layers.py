@@ -18,7 +18,7 @@ import dpcvx
 PACKAGE = Path(dpcvx.__file__).resolve().parent
 
 CORE = {"dpcvx.errors", "dpcvx.rng", "dpcvx._validation", "dpcvx.types", "dpcvx._profiles"}
-TOP = {"dpcvx", "dpcvx.problem", "dpcvx.losses", "dpcvx.domains"}
+TOP = {"dpcvx", "dpcvx.problem", "dpcvx.oracle", "dpcvx.losses", "dpcvx.domains"}
 PREFIX_STAGES = [
     ("dpcvx.modeling", 1),
     ("dpcvx.compilation", 2),

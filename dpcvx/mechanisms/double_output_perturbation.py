@@ -97,6 +97,11 @@ class DoubleOutputPerturbation:
         See the module docstring.
     solver : str, optional
         First solver of the refinement ladder.
+    accuracy : float, optional
+        Override both stages' certified accuracy target (public; it inflates each stage's
+        sensitivity by ``2 sqrt(2 accuracy / lam)`` and the noise is calibrated to it). Useful
+        with :class:`dpcvx.OracleProblem`, whose first-order solvers cannot reach the default
+        targets; never choose it by looking at the data.
 
     Notes
     -----
@@ -110,9 +115,13 @@ class DoubleOutputPerturbation:
     zeta: float = 3.0
     constants: str = "tight"
     solver: str | None = None
+    accuracy: float | None = None
 
     def __post_init__(self) -> None:
         owner = "DoubleOutputPerturbation"
+        if self.accuracy is not None:
+            object.__setattr__(self, "accuracy",
+                               check_positive(self.accuracy, "accuracy", owner))
         object.__setattr__(self, "C", check_positive(self.C, "C", owner))
         object.__setattr__(self, "regularization",
                            check_positive(self.regularization, "regularization", owner))
@@ -155,6 +164,8 @@ class DoubleOutputPerturbation:
             alpha2 = max(C ** 2 / (72 * lam * n ** 2), floor)
         else:
             alpha1 = alpha2 = max(default_accuracy(C, lam, n, 1.0 + C * diameter), floor)
+        if self.accuracy is not None:  # a public override (e.g. for first-order solvers)
+            alpha1 = alpha2 = self.accuracy
         delta1 = math.nextafter(base + 2.0 * math.sqrt(2.0 * alpha1 / lam), math.inf)
         delta2 = math.nextafter(base + 2.0 * math.sqrt(2.0 * alpha2 / lam), math.inf)
         if self.constants == "paper":

@@ -288,7 +288,8 @@ def test_stage_one_certificate_is_reused_only_when_it_certifies_stage_two():
 
 def _audit_pair(n: int = 40, outlier: float = 1e4):
     """1-d pair: n - 1 zero-loss records and one heavy-tailed outlier (gradient norm 1e4)
-    pulling toward opposite ends of W, in the first position (phase 1's block when the partition is not shuffled: the worst case)."""
+    pulling toward opposite ends of W, in the first position (phase 1's block when the
+    partition is not shuffled: the worst case)."""
     w = cp.Variable(1)
     x = cp.Parameter(1)
     y = cp.Parameter()
