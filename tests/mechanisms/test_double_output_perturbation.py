@@ -135,3 +135,14 @@ def test_privacy_audit_with_a_heavy_tailed_outlier_and_negative_control():
                                                               10 * eps / 2, 0.0))
     c0, c1 = _audit(p0, mech, bad, runs, 3), _audit(p1, mech, bad, runs, 4)
     assert epsilon_lower_bound(c0, c1, thresholds, alpha=1e-3) > eps
+
+
+def test_accuracy_override_is_used_by_both_stages_and_calibrated():
+    mech = dpcvx.DoubleOutputPerturbation(C=2.0, regularization=0.5, accuracy=0.01)
+    plan = mech.plan(n=100, d=3, center=np.zeros(3), diameter=2.0, epsilon=1.0, delta=0.0)
+    assert plan.accuracy == plan.localization_accuracy == 0.01
+    base = 2 * 2.0 / (0.5 * 100)
+    assert plan.sensitivity.value == pytest.approx(base + 2 * math.sqrt(2 * 0.01 / 0.5))
+    assert plan.noise.scale == pytest.approx(plan.sensitivity.value / 0.5)
+    with pytest.raises(dpcvx.InvalidParameterError, match="accuracy"):
+        dpcvx.DoubleOutputPerturbation(C=2.0, regularization=0.5, accuracy=0.0)
