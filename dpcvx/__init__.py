@@ -19,7 +19,7 @@ from dpcvx.errors import (
     PrivacyLeakWarning,
     SolverError,
 )
-from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation
+from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, OutputPertLocalize
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
@@ -46,6 +46,7 @@ __all__ = [
     "LipschitzExtension",
     "ModelingError",
     "OracleProblem",
+    "OutputPertLocalize",
     "OutputPerturbation",
     "PrivacyBudgetError",
     "PrivacyEvent",

@@ -48,7 +48,7 @@ from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
 from dpcvx.mechanisms.output_perturbation import default_accuracy
 from dpcvx.types import Guarantee, Sensitivity
 
-__all__ = ["DoubleOutputPerturbation", "DoublePlan"]
+__all__ = ["DoubleOutputPerturbation", "DoublePlan", "LocalizePlan", "OutputPertLocalize"]
 
 #: the smallest accuracy target of an extension solve, times ``1 + C D`` (public). The joint
 #: program carries ``n (d + 1)`` extra variables and its certified gaps bottom out near
@@ -75,6 +75,143 @@ class DoublePlan:
     radius: float
     projection_accuracy: float  # xi of the final projection onto W0 (Lemma C.6)
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+
+def _localization(C, lam, n, d, diameter, epsilon, zeta, constants, accuracy):
+    """Algorithm 2's public numbers at budget ``epsilon``: ``(alpha_1, Delta_1, noise, r)``.
+
+    ``"paper"``: the printed ``alpha_1 = C^2/(2 lam n^2)``, noise density
+    ``exp(-epsilon lam n ||b|| / (6 C))`` (a sensitivity ``6C/(lam n)``, above the true
+    ``Delta_1``) and radius ``100 zeta C d/(lam n epsilon)``. ``"tight"``: dpcvx's default
+    accuracy, noise calibrated to ``Delta_1 = 2C/(lam n) + 2 sqrt(2 alpha_1/lam)`` exactly and the
+    radius ``sqrt(2 alpha_1/lam) + s_1 Q_{Gamma(d,1)}(1 - e^-zeta)``. Both floor the accuracy at
+    ``EXTENSION_ACCURACY_FLOOR (1 + C D)``; ``accuracy`` overrides it.
+    """
+    floor = EXTENSION_ACCURACY_FLOOR * (1.0 + C * diameter)
+    if accuracy is not None:
+        alpha = accuracy
+    elif constants == "paper":
+        alpha = max(C ** 2 / (2 * lam * n ** 2), floor)
+    else:
+        alpha = max(default_accuracy(C, lam, n, 1.0 + C * diameter), floor)
+    sens = math.nextafter(2.0 * C / (lam * n) + 2.0 * math.sqrt(2.0 * alpha / lam), math.inf)
+    if constants == "paper":
+        noise = calibrate(max(6.0 * C / (lam * n), sens), epsilon, 0.0)
+        radius = 100.0 * zeta * C * d / (lam * n * epsilon)
+    else:
+        noise = calibrate(sens, epsilon, 0.0)
+        q = float(gamma.ppf(1.0 - math.exp(-zeta), d))
+        radius = math.sqrt(2.0 * alpha / lam) + noise.scale * q
+    return alpha, sens, noise, radius
+
+
+def _check_common(mech, owner: str) -> None:
+    if mech.accuracy is not None:
+        object.__setattr__(mech, "accuracy", check_positive(mech.accuracy, "accuracy", owner))
+    object.__setattr__(mech, "C", check_positive(mech.C, "C", owner))
+    object.__setattr__(mech, "regularization",
+                       check_positive(mech.regularization, "regularization", owner))
+    object.__setattr__(mech, "zeta", check_positive(mech.zeta, "zeta", owner))
+    if mech.constants not in ("tight", "paper"):
+        raise InvalidParameterError(
+            f"The `constants` parameter of `{owner}` must be 'tight' or 'paper'. "
+            f"Got {mech.constants!r}."
+        )
+    object.__setattr__(mech, "center", check_center(mech.center, owner))
+
+
+def _pure_center(mech, owner, d, center, epsilon, delta):
+    epsilon = check_positive(epsilon, "epsilon", owner)
+    if check_delta(delta, owner) != 0.0:
+        raise InvalidParameterError(
+            f"`{owner}` is a pure epsilon-DP mechanism: `delta` must be 0. Got {delta!r}."
+        )
+    w0 = center if mech.center is None else mech.center
+    if w0.shape != (d,):
+        raise InvalidParameterError(
+            f"The `center` of `{owner}` must have shape ({d},). Got {w0.shape}."
+        )
+    return epsilon, np.asarray(w0, float)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocalizePlan:
+    """Algorithm 2's public quantities."""
+
+    guarantee: Guarantee
+    regularization: float
+    center: np.ndarray
+    accuracy: float
+    sensitivity: Sensitivity
+    base_sensitivity: float
+    noise: NoiseSpec
+    radius: float
+    detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputPertLocalize:
+    """Paper 000's OutputPert-Localize (Algorithm 2) on the Lipschitz extension ``f_C``.
+
+    Releases ``w_loc = Pi_W(w~ + b)``, where ``w~`` is a certified minimizer of
+    ``(1/n) sum_i f_C(w, z_i) + (lam/2)||w - w0||^2`` over W, together with the public radius
+    ``r`` (``result.detail["localization_radius"]``): ``W0 = W intersect B(w_loc, r)`` contains
+    the exact minimizer with probability at least ``1 - e^-zeta`` (utility only). This is the
+    first stage of :class:`DoubleOutputPerturbation`; used alone it is epsilon-DP and its output
+    is the localized set. Parameters as for :class:`DoubleOutputPerturbation`; the constants are
+    those of :func:`_localization` (``"paper"``: the printed Algorithm 2, which spends only
+    ``2 epsilon / 3``, digest erratum E1).
+    """
+
+    C: float
+    regularization: float
+    center: Any = None
+    zeta: float = 3.0
+    constants: str = "tight"
+    solver: str | None = None
+    accuracy: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_common(self, "OutputPertLocalize")
+
+    @property
+    def extension_C(self) -> float:
+        """Tells :class:`dpcvx.Problem` to run this mechanism on the extension ``f_C``."""
+        return self.C
+
+    @property
+    def lipschitz(self) -> float:
+        return self.C
+
+    def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
+             delta: float) -> LocalizePlan:
+        """Accuracy, sensitivity, noise and radius from public quantities only."""
+        epsilon, w0 = _pure_center(self, "OutputPertLocalize", d, center, epsilon, delta)
+        C, lam = self.C, self.regularization
+        alpha, sens, noise, radius = _localization(C, lam, n, d, diameter, epsilon, self.zeta,
+                                                   self.constants, self.accuracy)
+        return LocalizePlan(
+            guarantee=Guarantee(epsilon=epsilon, delta=0.0), regularization=lam, center=w0,
+            accuracy=alpha, sensitivity=Sensitivity(value=sens),
+            base_sensitivity=2.0 * C / (lam * n), noise=noise, radius=radius,
+            detail=MappingProxyType({
+                "mechanism": "OutputPertLocalize", "paper": "000 Alg 2 (Lemma C.2)", "C": C,
+                "constants": self.constants, "zeta": self.zeta, "localization_radius": radius,
+            }),
+        )
+
+    def release(self, plan: LocalizePlan, solve, project, rng, *, domain: str = "declared"):
+        """``w_loc`` and the public certificate of the solve."""
+        first = solve(plan.regularization, plan.center, plan.accuracy)
+        w_loc = project(first.w + sample(plan.noise, first.w.size, rng))
+        return np.asarray(w_loc, float), (_public(plan.accuracy, plan, domain),)
+
+
+def _public(accuracy: float, plan, domain: str) -> ReleaseCertificate:
+    lam = plan.regularization
+    return ReleaseCertificate(accuracy=accuracy, distance_bound=math.sqrt(2.0 * accuracy / lam),
+                              regularization=lam, strong_convexity=0.0,
+                              center=np.asarray(plan.center, float).copy(), domain=domain)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,20 +255,7 @@ class DoubleOutputPerturbation:
     accuracy: float | None = None
 
     def __post_init__(self) -> None:
-        owner = "DoubleOutputPerturbation"
-        if self.accuracy is not None:
-            object.__setattr__(self, "accuracy",
-                               check_positive(self.accuracy, "accuracy", owner))
-        object.__setattr__(self, "C", check_positive(self.C, "C", owner))
-        object.__setattr__(self, "regularization",
-                           check_positive(self.regularization, "regularization", owner))
-        object.__setattr__(self, "zeta", check_positive(self.zeta, "zeta", owner))
-        if self.constants not in ("tight", "paper"):
-            raise InvalidParameterError(
-                f"The `constants` parameter of `{owner}` must be 'tight' or 'paper'. "
-                f"Got {self.constants!r}."
-            )
-        object.__setattr__(self, "center", check_center(self.center, owner))
+        _check_common(self, "DoubleOutputPerturbation")
 
     @property
     def extension_C(self) -> float:
@@ -145,39 +269,24 @@ class DoubleOutputPerturbation:
     def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
              delta: float) -> DoublePlan:
         """Public planning: both accuracies, sensitivities, noises and the radius."""
-        owner = "DoubleOutputPerturbation"
-        epsilon = check_positive(epsilon, "epsilon", owner)
-        if check_delta(delta, owner) != 0.0:
-            raise InvalidParameterError(
-                f"`{owner}` is a pure epsilon-DP mechanism: `delta` must be 0. Got {delta!r}."
-            )
-        w0 = center if self.center is None else self.center
-        if w0.shape != (d,):
-            raise InvalidParameterError(
-                f"The `center` of `{owner}` must have shape ({d},). Got {w0.shape}."
-            )
+        epsilon, w0 = _pure_center(self, "DoubleOutputPerturbation", d, center, epsilon, delta)
         C, lam, half = self.C, self.regularization, epsilon / 2.0
         base = 2.0 * C / (lam * n)
+        alpha1, delta1, noise1, radius = _localization(
+            C, lam, n, d, diameter, half, self.zeta, self.constants, self.accuracy)
         floor = EXTENSION_ACCURACY_FLOOR * (1.0 + C * diameter)
         if self.constants == "paper":
-            alpha1 = max(C ** 2 / (2 * lam * n ** 2), floor)
             alpha2 = max(C ** 2 / (72 * lam * n ** 2), floor)
         else:
-            alpha1 = alpha2 = max(default_accuracy(C, lam, n, 1.0 + C * diameter), floor)
+            alpha2 = max(default_accuracy(C, lam, n, 1.0 + C * diameter), floor)
         if self.accuracy is not None:  # a public override (e.g. for first-order solvers)
-            alpha1 = alpha2 = self.accuracy
-        delta1 = math.nextafter(base + 2.0 * math.sqrt(2.0 * alpha1 / lam), math.inf)
+            alpha2 = self.accuracy
         delta2 = math.nextafter(base + 2.0 * math.sqrt(2.0 * alpha2 / lam), math.inf)
         if self.constants == "paper":
             # the printed scale 12 C/(epsilon lam n) at epsilon/2 is a sensitivity 6C/(lam n)
-            noise1 = calibrate(max(6.0 * C / (lam * n), delta1), half, 0.0)
             noise2 = calibrate(max(6.0 * C / (lam * n), delta2), half, 0.0)
-            radius = 600.0 * C * d / (lam * n * epsilon)
         else:
-            noise1 = calibrate(delta1, half, 0.0)
             noise2 = calibrate(delta2, half, 0.0)
-            q = float(gamma.ppf(1.0 - math.exp(-self.zeta), d))
-            radius = math.sqrt(2.0 * alpha1 / lam) + noise1.scale * q
         return DoublePlan(
             guarantee=Guarantee(epsilon=epsilon, delta=0.0), regularization=lam,
             center=np.asarray(w0, float), accuracy=alpha2, localization_accuracy=alpha1,
@@ -218,11 +327,6 @@ class DoubleOutputPerturbation:
         second = solve(lam, plan.center, plan.accuracy, localize=localize, candidate=first)
         out = project(second.w + sample(plan.noise, second.w.size, rng), localize=localize,
                       xi=plan.projection_accuracy)
-        certs = tuple(
-            ReleaseCertificate(accuracy=a, distance_bound=math.sqrt(2.0 * a / lam),
-                               regularization=lam, strong_convexity=0.0,
-                               center=np.asarray(plan.center, float).copy(), domain=dom)
-            for a, dom in ((plan.localization_accuracy, domain),
-                           (plan.accuracy, f"{domain} ∩ ball"))
-        )
+        certs = (_public(plan.localization_accuracy, plan, domain),
+                 _public(plan.accuracy, plan, f"{domain} ∩ ball"))
         return np.asarray(out, float), certs

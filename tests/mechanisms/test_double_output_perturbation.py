@@ -146,3 +146,39 @@ def test_accuracy_override_is_used_by_both_stages_and_calibrated():
     assert plan.noise.scale == pytest.approx(plan.sensitivity.value / 0.5)
     with pytest.raises(dpcvx.InvalidParameterError, match="accuracy"):
         dpcvx.DoubleOutputPerturbation(C=2.0, regularization=0.5, accuracy=0.0)
+
+
+def test_output_pert_localize_paper_constants_are_the_printed_algorithm_2():
+    mech = dpcvx.OutputPertLocalize(C=2.0, regularization=0.5, constants="paper", zeta=2.0)
+    n, d, eps = 100, 3, 0.7
+    plan = mech.plan(n=n, d=d, center=np.zeros(d), diameter=2.0, epsilon=eps, delta=0.0)
+    assert plan.accuracy == pytest.approx(2.0 ** 2 / (2 * 0.5 * n ** 2))
+    assert plan.noise.scale == pytest.approx(6 * 2.0 / (0.5 * n * eps))  # exp(-eps lam n|b|/6C)
+    assert plan.radius == pytest.approx(100 * 2.0 * 2.0 * d / (0.5 * n * eps))
+    # the printed noise covers the true sensitivity: valid (it spends 2 eps / 3, erratum E1)
+    assert plan.noise.scale >= plan.sensitivity.value / eps
+
+
+def test_output_pert_localize_is_the_first_stage_of_double_output_perturbation():
+    kwargs = dict(C=2.0, regularization=0.5)
+    n, d = 100, 3
+    single = dpcvx.OutputPertLocalize(**kwargs).plan(n=n, d=d, center=np.zeros(d),
+                                                      diameter=2.0, epsilon=0.5, delta=0.0)
+    double = dpcvx.DoubleOutputPerturbation(**kwargs).plan(n=n, d=d, center=np.zeros(d),
+                                                            diameter=2.0, epsilon=1.0,
+                                                            delta=0.0)
+    assert single.accuracy == double.localization_accuracy
+    assert single.noise.scale == double.localization_noise.scale
+    assert single.radius == double.radius
+
+
+def test_output_pert_localize_releases_a_center_in_the_domain_and_its_radius():
+    p0, _ = _outlier_pair()
+    acct = dpcvx.Accountant(1.0)
+    res = p0.solve_private(dpcvx.OutputPertLocalize(C=1.0, regularization=1.0), epsilon=1.0,
+                           rng=0, accountant=acct)
+    assert p0.domain.contains(res.w) and res.detail["localization_radius"] > 0
+    assert len(acct.ledger) == 1 and res.mechanism.startswith("OutputPertLocalize")
+    with pytest.raises(dpcvx.InvalidParameterError, match="pure"):
+        p0.solve_private(dpcvx.OutputPertLocalize(C=1.0, regularization=1.0), epsilon=1.0,
+                         delta=1e-6)
