@@ -150,7 +150,32 @@ class LocalizePlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OutputPertLocalize:
+class _OnExtension:
+    """The public parameters shared by paper 000's mechanisms on ``f_C``."""
+
+    C: float
+    regularization: float
+    center: Any = None
+    zeta: float = 3.0
+    constants: str = "tight"
+    solver: str | None = None
+    accuracy: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_common(self, type(self).__name__)
+
+    @property
+    def extension_C(self) -> float:
+        """Tells :class:`dpcvx.Problem` to run this mechanism on the extension ``f_C``."""
+        return self.C
+
+    @property
+    def lipschitz(self) -> float:
+        return self.C
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputPertLocalize(_OnExtension):
     """Paper 000's OutputPert-Localize (Algorithm 2) on the Lipschitz extension ``f_C``.
 
     Releases ``w_loc = Pi_W(w~ + b)``, where ``w~`` is a certified minimizer of
@@ -162,26 +187,6 @@ class OutputPertLocalize:
     those of :func:`_localization` (``"paper"``: the printed Algorithm 2, which spends only
     ``2 epsilon / 3``, digest erratum E1).
     """
-
-    C: float
-    regularization: float
-    center: Any = None
-    zeta: float = 3.0
-    constants: str = "tight"
-    solver: str | None = None
-    accuracy: float | None = None
-
-    def __post_init__(self) -> None:
-        _check_common(self, "OutputPertLocalize")
-
-    @property
-    def extension_C(self) -> float:
-        """Tells :class:`dpcvx.Problem` to run this mechanism on the extension ``f_C``."""
-        return self.C
-
-    @property
-    def lipschitz(self) -> float:
-        return self.C
 
     def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
              delta: float) -> LocalizePlan:
@@ -215,7 +220,7 @@ def _public(accuracy: float, plan, domain: str) -> ReleaseCertificate:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DoubleOutputPerturbation:
+class DoubleOutputPerturbation(_OnExtension):
     """Paper 000's Double-OutputPert (Algorithm 4) on the Lipschitz extension ``f_C``.
 
     Parameters
@@ -245,26 +250,6 @@ class DoubleOutputPerturbation:
     Guarantee: pure epsilon-DP, replace-one neighbors, public n, on every dataset (paper 000,
     Prop D.1 / Lemma C.2 with the digest's corrections). ``delta`` must be 0.
     """
-
-    C: float
-    regularization: float
-    center: Any = None
-    zeta: float = 3.0
-    constants: str = "tight"
-    solver: str | None = None
-    accuracy: float | None = None
-
-    def __post_init__(self) -> None:
-        _check_common(self, "DoubleOutputPerturbation")
-
-    @property
-    def extension_C(self) -> float:
-        """Tells :class:`dpcvx.Problem` to run this mechanism on the extension ``f_C``."""
-        return self.C
-
-    @property
-    def lipschitz(self) -> float:
-        return self.C
 
     def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
              delta: float) -> DoublePlan:
