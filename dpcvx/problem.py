@@ -232,7 +232,8 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
             f"The `mechanism` must be a dpcvx mechanism such as dpcvx.OutputPerturbation. "
             f"Got {type(mechanism).__name__}."
         )
-    if extension is not None and getattr(mechanism, "lipschitz", extension) < extension:
+    lipschitz = getattr(mechanism, "lipschitz", None)
+    if extension is not None and lipschitz is not None and lipschitz < extension:
         raise InvalidParameterError(
             f"The Lipschitz extension with C = {extension:g} is C-Lipschitz; the mechanism's "
             f"`lipschitz` must be at least C. Got {mechanism.lipschitz:g}. Use "
@@ -254,6 +255,15 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
     extra = {"domain": source.domain} if composite else {}  # composite plans check W too
     plan = mechanism.plan(n=source.n, d=source.d, center=source.domain.center,
                           diameter=source.diameter, epsilon=epsilon, delta=delta, **extra)
+    planned_C = getattr(plan, "extension_C", None)
+    if extension is None and planned_C is not None:
+        extension = float(planned_C)  # C computed from public quantities by the plan
+    elif extension is not None and planned_C is not None and planned_C < extension:
+        raise InvalidParameterError(
+            f"The Lipschitz extension with C = {extension:g} is C-Lipschitz, but the mechanism "
+            f"planned its noise for C = {planned_C:g}. Give the mechanism C={extension:g}, or "
+            "call `problem.solve_private(...)` and let it build its own extension."
+        )
     if composite:
         name = type(mechanism).__name__
         event_detail = dict(plan.ledger_detail)

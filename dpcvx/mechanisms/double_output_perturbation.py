@@ -74,6 +74,7 @@ class DoublePlan:
     localization_noise: NoiseSpec  # stage 1
     radius: float
     projection_accuracy: float  # xi of the final projection onto W0 (Lemma C.6)
+    extension_C: float
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
 
@@ -108,7 +109,22 @@ def _localization(C, lam, n, d, diameter, epsilon, zeta, constants, accuracy):
 def _check_common(mech, owner: str) -> None:
     if mech.accuracy is not None:
         object.__setattr__(mech, "accuracy", check_positive(mech.accuracy, "accuracy", owner))
-    object.__setattr__(mech, "C", check_positive(mech.C, "C", owner))
+    if mech.C is not None:
+        object.__setattr__(mech, "C", check_positive(mech.C, "C", owner))
+    elif mech.moment is None or mech.k is None:
+        raise InvalidParameterError(
+            f"`{owner}` needs the extension's constant `C`, or a moment bound `moment` = G_k "
+            "with its order `k` (then C = G_k (n epsilon / d)^(1/k), paper 000, Section 3)."
+        )
+    if mech.moment is not None:
+        object.__setattr__(mech, "moment", check_positive(mech.moment, "moment", owner))
+    if mech.k is not None:
+        k = check_positive(mech.k, "k", owner)
+        if k < 2:
+            raise InvalidParameterError(
+                f"The moment order `k` of `{owner}` must be at least 2. Got {mech.k!r}."
+            )
+        object.__setattr__(mech, "k", k)
     object.__setattr__(mech, "regularization",
                        check_positive(mech.regularization, "regularization", owner))
     object.__setattr__(mech, "zeta", check_positive(mech.zeta, "zeta", owner))
@@ -146,6 +162,7 @@ class LocalizePlan:
     base_sensitivity: float
     noise: NoiseSpec
     radius: float
+    extension_C: float
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
 
@@ -153,21 +170,30 @@ class LocalizePlan:
 class _OnExtension:
     """The public parameters shared by paper 000's mechanisms on ``f_C``."""
 
-    C: float
+    C: float | None = None
     regularization: float
     center: Any = None
     zeta: float = 3.0
     constants: str = "tight"
     solver: str | None = None
     accuracy: float | None = None
+    moment: float | None = None
+    k: float | None = None
 
     def __post_init__(self) -> None:
         _check_common(self, type(self).__name__)
 
     @property
-    def extension_C(self) -> float:
-        """Tells :class:`dpcvx.Problem` to run this mechanism on the extension ``f_C``."""
+    def extension_C(self) -> float | None:
+        """Tells :class:`dpcvx.Problem` to run this mechanism on the extension ``f_C`` (None:
+        the plan computes ``C`` from the moment bound)."""
         return self.C
+
+    def _constant(self, n: int, d: int, epsilon: float) -> float:
+        """``C``, or paper 000's default ``G_k (n epsilon / d)^(1/k)`` (public)."""
+        if self.C is not None:
+            return self.C
+        return float(self.moment * (n * epsilon / d) ** (1.0 / self.k))
 
     @property
     def lipschitz(self) -> float:
@@ -192,13 +218,13 @@ class OutputPertLocalize(_OnExtension):
              delta: float) -> LocalizePlan:
         """Accuracy, sensitivity, noise and radius from public quantities only."""
         epsilon, w0 = _pure_center(self, "OutputPertLocalize", d, center, epsilon, delta)
-        C, lam = self.C, self.regularization
+        C, lam = self._constant(n, d, epsilon), self.regularization
         alpha, sens, noise, radius = _localization(C, lam, n, d, diameter, epsilon, self.zeta,
                                                    self.constants, self.accuracy)
         return LocalizePlan(
             guarantee=Guarantee(epsilon=epsilon, delta=0.0), regularization=lam, center=w0,
             accuracy=alpha, sensitivity=Sensitivity(value=sens),
-            base_sensitivity=2.0 * C / (lam * n), noise=noise, radius=radius,
+            base_sensitivity=2.0 * C / (lam * n), noise=noise, radius=radius, extension_C=C,
             detail=MappingProxyType({
                 "mechanism": "OutputPertLocalize", "paper": "000 Alg 2 (Lemma C.2)", "C": C,
                 "constants": self.constants, "zeta": self.zeta, "localization_radius": radius,
@@ -225,9 +251,10 @@ class DoubleOutputPerturbation(_OnExtension):
 
     Parameters
     ----------
-    C : float
-        The extension's Lipschitz constant (public). Paper 000 takes
-        ``C = G_k (n epsilon / d)^(1/k)`` for a k-th moment bound ``G_k`` of the gradient norm.
+    C : float, optional
+        The extension's Lipschitz constant (public). Default: paper 000's
+        ``C = G_k (n epsilon / d)^(1/k)`` from ``moment`` (= ``G_k``) and ``k``, a k-th moment
+        bound of the per-example gradient norm (then both are required).
     regularization : float
         ``lam > 0``.
     center : array-like, optional
@@ -239,6 +266,9 @@ class DoubleOutputPerturbation(_OnExtension):
         See the module docstring.
     solver : str, optional
         First solver of the refinement ladder.
+    moment, k : float, optional
+        ``G_k > 0`` and ``k >= 2`` for the default ``C``. They shape utility only: ``f_C`` is
+        C-Lipschitz for every example whatever the data.
     accuracy : float, optional
         Override both stages' certified accuracy target (public; it inflates each stage's
         sensitivity by ``2 sqrt(2 accuracy / lam)`` and the noise is calibrated to it). Useful
@@ -255,7 +285,7 @@ class DoubleOutputPerturbation(_OnExtension):
              delta: float) -> DoublePlan:
         """Public planning: both accuracies, sensitivities, noises and the radius."""
         epsilon, w0 = _pure_center(self, "DoubleOutputPerturbation", d, center, epsilon, delta)
-        C, lam, half = self.C, self.regularization, epsilon / 2.0
+        C, lam, half = self._constant(n, d, epsilon), self.regularization, epsilon / 2.0
         base = 2.0 * C / (lam * n)
         alpha1, delta1, noise1, radius = _localization(
             C, lam, n, d, diameter, half, self.zeta, self.constants, self.accuracy)
@@ -277,7 +307,7 @@ class DoubleOutputPerturbation(_OnExtension):
             center=np.asarray(w0, float), accuracy=alpha2, localization_accuracy=alpha1,
             sensitivity=Sensitivity(value=delta2), base_sensitivity=base,
             localization_sensitivity=delta1, noise=noise2, localization_noise=noise1,
-            radius=radius, projection_accuracy=C / (6.0 * lam * n),
+            radius=radius, projection_accuracy=C / (6.0 * lam * n), extension_C=C,
             detail=MappingProxyType({
                 "mechanism": "DoubleOutputPerturbation",
                 "paper": "000 Alg 4 (stage 1 = Alg 2; Prop D.1, Lemma C.2)",

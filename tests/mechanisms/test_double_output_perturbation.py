@@ -182,3 +182,20 @@ def test_output_pert_localize_releases_a_center_in_the_domain_and_its_radius():
     with pytest.raises(dpcvx.InvalidParameterError, match="pure"):
         p0.solve_private(dpcvx.OutputPertLocalize(C=1.0, regularization=1.0), epsilon=1.0,
                          delta=1e-6)
+
+
+def test_default_C_comes_from_the_moment_bound():
+    mech = dpcvx.DoubleOutputPerturbation(regularization=1.0, moment=2.0, k=4)
+    plan = mech.plan(n=10, d=1, center=np.zeros(1), diameter=2.0, epsilon=1.0, delta=0.0)
+    assert plan.extension_C == pytest.approx(2.0 * (10 * 1.0 / 1) ** 0.25)
+    p0, _ = _outlier_pair()
+    res = p0.solve_private(mech, epsilon=1.0, rng=0)
+    assert res.detail["extension_C"] == pytest.approx(plan.extension_C)
+    with pytest.raises(dpcvx.InvalidParameterError, match="moment"):
+        dpcvx.DoubleOutputPerturbation(regularization=1.0)
+    with pytest.raises(dpcvx.InvalidParameterError, match="at least 2"):
+        dpcvx.DoubleOutputPerturbation(regularization=1.0, moment=2.0, k=1.5)
+    acct = dpcvx.Accountant(1.0)
+    with pytest.raises(dpcvx.InvalidParameterError, match="planned its noise"):
+        p0.lipschitz_extension(100.0).solve_private(mech, epsilon=1.0, accountant=acct)
+    assert acct.spent.epsilon == 0.0
