@@ -18,7 +18,8 @@ import dpcvx
 PACKAGE = Path(dpcvx.__file__).resolve().parent
 
 CORE = {"dpcvx.errors", "dpcvx.rng", "dpcvx._validation", "dpcvx.types", "dpcvx._profiles"}
-TOP = {"dpcvx", "dpcvx.problem", "dpcvx.oracle", "dpcvx.losses", "dpcvx.domains"}
+TOP = {"dpcvx", "dpcvx.problem", "dpcvx.oracle", "dpcvx.losses", "dpcvx.domains",
+       "dpcvx.estimators", "dpcvx.audit", "dpcvx.cli", "dpcvx.__main__", "dpcvx._progress"}
 PREFIX_STAGES = [
     ("dpcvx.modeling", 1),
     ("dpcvx.compilation", 2),
