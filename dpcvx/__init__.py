@@ -6,7 +6,7 @@ The public API is what this module exports; everything else is internal.
 from __future__ import annotations
 
 from dpcvx import domains, losses
-from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent
+from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent, ZcdpAccountant
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.certification.extension import ExtensionValues
 from dpcvx.errors import (
@@ -55,6 +55,7 @@ __all__ = [
     "Problem",
     "structured_solve",
     "ReleaseCertificate",
+    "ZcdpAccountant",
     "Sensitivity",
     "SolverError",
     "__version__",

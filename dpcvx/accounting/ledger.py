@@ -13,6 +13,11 @@ All events are composed by basic (sequential) composition: the epsilons add and 
 This is valid for any mix of pure and approximate events, adaptively chosen, under the
 replace-one neighboring relation every dpcvx mechanism uses.
 
+zCDP events (kind ``"zcdp"``, with ``rho``) state their ``(epsilon, delta)`` at a delta of their
+choice; the ledger also composes every event's zCDP form additively (pure epsilon is
+``epsilon^2/2``-zCDP, a Gaussian with multiplier ``m`` is ``1/(2 m^2)``-zCDP) and uses that
+bound when it is smaller. :class:`ZcdpAccountant` holds a budget in rho.
+
 When a ledger holds at least two Gaussian events, their part is *also* composed exactly, with
 dp_accounting's privacy-loss-distribution accountant (``PLDAccountant``, pessimistic estimates,
 so the result is an upper bound), at the total delta of the Gaussian events. The reported
@@ -40,9 +45,9 @@ from dpcvx.types import Guarantee
 if TYPE_CHECKING:
     import dp_accounting
 
-__all__ = ["Accountant", "Ledger", "PrivacyEvent"]
+__all__ = ["Accountant", "Ledger", "PrivacyEvent", "ZcdpAccountant"]
 
-_EVENT_KINDS = ("pure", "gaussian", "approx")
+_EVENT_KINDS = ("pure", "gaussian", "approx", "zcdp")
 # Relative slack for float sums when comparing a composed total with a budget.
 _RELATIVE_TOLERANCE = 1e-12
 # Relative slack when checking that a Gaussian event's (epsilon, delta) matches its multiplier
@@ -98,7 +103,28 @@ class PrivacyEvent:
     delta: float = 0.0
     kind: str = "pure"
     noise_multiplier: float | None = None
+    rho: float | None = None
     detail: Mapping[str, object] = field(default_factory=_empty_mapping, hash=False)
+
+    @classmethod
+    def zcdp(cls, label: str, rho: float, delta: float,
+             detail: Mapping[str, object] | None = None) -> PrivacyEvent:
+        """A ``rho``-zCDP release, with its ``(epsilon, delta)`` from :func:`zcdp_to_dp`."""
+        from dpcvx.accounting.zcdp import zcdp_to_dp
+
+        return cls(label=label, epsilon=zcdp_to_dp(rho, delta), delta=delta, kind="zcdp",
+                   rho=rho, detail=detail or {})
+
+    def implied_rho(self) -> float | None:
+        """The event's zCDP parameter: its ``rho``, ``epsilon^2/2`` for a pure event,
+        ``1/(2 m^2)`` for a Gaussian one, None for a generic ``(epsilon, delta)`` event."""
+        if self.kind == "zcdp":
+            return self.rho
+        if self.kind == "pure":
+            return self.epsilon ** 2 / 2.0
+        if self.kind == "gaussian":
+            return 1.0 / (2.0 * float(self.noise_multiplier) ** 2)
+        return None
 
     def __post_init__(self) -> None:
         owner = "PrivacyEvent"
@@ -127,6 +153,27 @@ class PrivacyEvent:
             )
         object.__setattr__(self, "detail", MappingProxyType(dict(self.detail)))
 
+        if self.kind == "zcdp":
+            from dpcvx.accounting.zcdp import zcdp_to_dp
+
+            rho = check_positive(self.rho, "rho", owner)
+            object.__setattr__(self, "rho", rho)
+            if not 0.0 < delta < 1.0:
+                raise InvalidParameterError(
+                    f"A zCDP `{owner}` states its (epsilon, delta) at some delta in (0, 1) "
+                    f"(zCDP does not imply pure DP). Got delta={self.delta!r}. Use "
+                    "PrivacyEvent.zcdp(label, rho, delta)."
+                )
+            if epsilon < zcdp_to_dp(rho, delta) * (1.0 - 1e-12):
+                raise InvalidParameterError(
+                    f"A {rho!r}-zCDP `{owner}` is not ({epsilon!r}, {delta!r})-DP: the smallest "
+                    f"valid epsilon at that delta is {zcdp_to_dp(rho, delta)!r}."
+                )
+        elif self.rho is not None:
+            raise InvalidParameterError(
+                f"The `rho` parameter of `{owner}` is only meaningful for kind='zcdp'. Got "
+                f"{self.rho!r} with kind={self.kind!r}."
+            )
         if self.kind == "pure" and delta != 0.0:
             raise InvalidParameterError(
                 f"A pure `{owner}` must have delta == 0. Got {self.delta!r}. "
@@ -261,7 +308,9 @@ class Ledger:
             ``delta`` is the sum of the deltas. ``epsilon`` is the sum of the epsilons of the
             non-Gaussian events plus, for the Gaussian events, the smaller of their summed
             epsilons and (when there are at least two) the PLD epsilon of their exact
-            composition at their summed delta. Sums are rounded up.
+            composition at their summed delta. Sums are rounded up. When every event has a
+            zCDP form (pure, Gaussian, zCDP) and the total delta is positive, the epsilon is
+            also capped by the conversion of the summed rho at that delta.
 
         Notes
         -----
@@ -269,6 +318,7 @@ class Ledger:
         mechanisms at the same delta, so the smaller one is too; the rest is basic composition
         of that part with the other events. The PLD uses dp_accounting's pessimistic
         discretization (interval 1e-4), so its epsilon is an upper bound on the exact one.
+        The zCDP cap is valid for the same reason: the composition is ``sum(rho)``-zCDP.
         """
         other_eps = [e.epsilon for e in self.events if e.kind != "gaussian"]
         gaussians = [e for e in self.events if e.kind == "gaussian"]
@@ -281,7 +331,21 @@ class Ledger:
                 gaussian_eps = pld_eps
         epsilon = _round_up(math.fsum([*other_eps, gaussian_eps]))
         delta = _round_up(math.fsum(e.delta for e in self.events))
+        rho = self.total_rho()
+        if rho is not None and rho > 0 and 0.0 < delta < 1.0:
+            from dpcvx.accounting.zcdp import zcdp_to_dp
+
+            # zCDP composes additively: the whole ledger is rho-zCDP, hence (eps_z, delta)-DP
+            epsilon = min(epsilon, _round_up(zcdp_to_dp(rho, delta)))
         return Guarantee(epsilon=epsilon, delta=delta)
+
+    def total_rho(self) -> float | None:
+        """The ledger's zCDP parameter (additive composition), or None when some event has no
+        zCDP form (a generic ``(epsilon, delta)`` event)."""
+        rhos = [e.implied_rho() for e in self.events]
+        if any(r is None for r in rhos):
+            return None
+        return _round_up(math.fsum(rhos))
 
     def __str__(self) -> str:
         rows = [(e.label, f"{e.epsilon:.6g}", f"{e.delta:.6g}", e.kind) for e in self.events]
@@ -434,3 +498,72 @@ class Accountant:
             f"spent epsilon={spent.epsilon:.6g}, delta={spent.delta:.6g}; "
             f"{len(self._ledger)} events)"
         )
+
+
+class ZcdpAccountant(Accountant):
+    """A privacy budget in zero-concentrated DP: ``rho``-zCDP in total (additive composition).
+
+    Every reserved event must have a zCDP form (pure: ``epsilon^2/2``; Gaussian: ``1/(2 m^2)``;
+    kind ``"zcdp"``: its ``rho``). ``spent_rho`` is their sum. The ``(epsilon, delta)`` view
+    (``spent``) is the ledger's composed guarantee.
+    """
+
+    __slots__ = ("_rho",)
+
+    def __init__(self, rho: float) -> None:
+        self._rho = check_positive(rho, "rho", "ZcdpAccountant")
+        super().__init__(epsilon=1.0, delta=0.0)
+        # no (epsilon, delta) cap of its own: the cap is rho (any delta may be stated later)
+        self._budget = Guarantee(epsilon=math.inf, delta=1.0)
+
+    @property
+    def rho(self) -> float:
+        """The total rho budget."""
+        return self._rho
+
+    @property
+    def spent_rho(self) -> float:
+        """The rho reserved so far."""
+        return self._ledger.total_rho() or 0.0
+
+    @property
+    def remaining_rho(self) -> float:
+        """``rho - spent_rho`` (clipped at 0)."""
+        return max(0.0, self._rho - self.spent_rho)
+
+    def __repr__(self) -> str:
+        return (f"ZcdpAccountant(rho={self._rho!r}; spent rho={self.spent_rho:.6g}; "
+                f"{len(self._ledger)} events)")
+
+    def _fits(self, event: PrivacyEvent) -> Ledger:
+        if not isinstance(event, PrivacyEvent):
+            raise InvalidParameterError(
+                f"`ZcdpAccountant.reserve` takes a PrivacyEvent. Got {type(event).__name__}."
+            )
+        rho = event.implied_rho()
+        if rho is None:
+            raise InvalidParameterError(
+                f"The event {event.label!r} ({event.kind}) has no zCDP form; a ZcdpAccountant "
+                "takes pure, Gaussian and zCDP events only."
+            )
+        return self._ledger.append(event)
+
+    def can_afford(self, event: PrivacyEvent) -> bool:
+        with self._lock:
+            ledger = self._fits(event)
+            return _within(ledger.total_rho(), self._rho)
+
+    def reserve(self, event: PrivacyEvent) -> None:
+        """Record ``event`` if the rho budget allows it (raises PrivacyBudgetError otherwise,
+        recording nothing)."""
+        with self._lock:
+            ledger = self._fits(event)
+            total = ledger.total_rho()
+            if not _within(total, self._rho):
+                raise PrivacyBudgetError(
+                    f"Reserving {event.label!r} (rho = {event.implied_rho():.6g}) would exceed "
+                    f"the zCDP budget: rho spent {self.spent_rho:.6g} of {self._rho:.6g}. "
+                    "Nothing was reserved."
+                )
+            self._ledger = ledger
+            self._spent_epsilon = ledger.total().epsilon
