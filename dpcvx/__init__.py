@@ -22,6 +22,7 @@ from dpcvx.errors import (
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, OutputPertLocalize
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
+from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.oracle import OracleProblem, structured_solve
 from dpcvx.problem import LipschitzExtension, Problem
@@ -34,6 +35,7 @@ __all__ = [
     "Accountant",
     "CertificationError",
     "CertifiedSolution",
+    "CoordinatewiseMedianOfMeans",
     "DataError",
     "DoubleOutputPerturbation",
     "LocalizedDoubleOutputPerturbation",
@@ -45,6 +47,7 @@ __all__ = [
     "Ledger",
     "LipschitzExtension",
     "ModelingError",
+    "NoiseSmoothingMean",
     "OracleProblem",
     "OutputPertLocalize",
     "OutputPerturbation",
