@@ -19,6 +19,7 @@ from dpcvx.errors import (
     PrivacyLeakWarning,
     SolverError,
 )
+from dpcvx.mechanisms.clipped_gradient import ClippedGradientDescent
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, OutputPertLocalize
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
@@ -34,6 +35,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Accountant",
     "CertificationError",
+    "ClippedGradientDescent",
     "CertifiedSolution",
     "CoordinatewiseMedianOfMeans",
     "DataError",

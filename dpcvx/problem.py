@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -28,6 +29,7 @@ from dpcvx.compilation.template import (
 from dpcvx.errors import InvalidParameterError
 from dpcvx.modeling._expressions import evaluate, substitute
 from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.gradients import is_smooth, per_example_gradients
 from dpcvx.modeling.localized import EXACT_PROJECTION, LocalizedDomain
 from dpcvx.results import PrivateResult
 from dpcvx.rng import make_rng
@@ -272,19 +274,30 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
             "" if extension is None else f"[f_C, C={extension:g}]")
         event_detail = {"sensitivity": plan.sensitivity.value, "noise": plan.noise.kind,
                         "scale": plan.noise.scale}
-    event = PrivacyEvent(
-        label=f"{name}(n={source.n}, d={source.d})",
-        epsilon=epsilon,
-        delta=delta,
-        kind="pure" if delta == 0 else "gaussian",
-        noise_multiplier=None if delta == 0 else plan.noise.noise_multiplier,
-        detail=event_detail,
-    )
+    steps = tuple(getattr(plan, "events", ()) or ())
+    if steps:  # an iterative mechanism: one event per step, labelled with the release
+        steps = tuple(replace(e, label=f"{name}(n={source.n}, d={source.d}) {e.label}")
+                      for e in steps)
+        event = None
+    else:
+        event = PrivacyEvent(
+            label=f"{name}(n={source.n}, d={source.d})",
+            epsilon=epsilon,
+            delta=delta,
+            kind="pure" if delta == 0 else "gaussian",
+            noise_multiplier=None if delta == 0 else plan.noise.noise_multiplier,
+            detail=event_detail,
+        )
     context = source.release_context(
         extension=extension, solver=getattr(mechanism, "solver", None),
         base=composite and bool(getattr(mechanism, "uses_extension", True)))
     budget = accountant if accountant is not None else Accountant(epsilon, delta)
-    budget.reserve(event)  # raises PrivacyBudgetError (and spends nothing) if unaffordable
+    # raises PrivacyBudgetError (and spends nothing) if unaffordable; an iterative mechanism
+    # records one event per step, all or nothing
+    if steps:
+        budget.reserve_all(steps)
+    else:
+        budget.reserve(event)
 
     if composite:
         w, certificates, extra = mechanism.release(plan, context, generator)
@@ -367,6 +380,18 @@ class ReleaseContext:
                                    w_domain=w_domain, plain_template=plain)
 
         return solve
+
+    @property
+    def smooth(self) -> bool:
+        """Whether every term of the loss is differentiable."""
+        return is_smooth(self.problem.declaration)
+
+    def gradients(self, w, indices=None) -> np.ndarray:
+        """``(n, d)`` per-example (sub)gradients of the loss at ``w`` (rows ``indices``)."""
+        decl = self.problem.declaration
+        if indices is not None:
+            decl = decl.subset(indices)
+        return per_example_gradients(decl, w)
 
     def loss_values(self, points, indices=None) -> np.ndarray:
         """``f(w_p, z_i)`` for every row ``w_p`` of ``points`` and every example ``i`` in

@@ -491,6 +491,34 @@ class Accountant:
             self._ledger = ledger
             self._spent_epsilon = total.epsilon
 
+    def reserve_all(self, events) -> None:
+        """Record every event of one release (e.g. each step of an iterative mechanism) if
+        the budget allows all of them together; otherwise raise PrivacyBudgetError and record
+        none (all or nothing)."""
+        events = tuple(events)
+        if not events:
+            return
+        with self._lock:
+            saved = (self._ledger, self._spent_epsilon)
+            try:
+                for event in events:
+                    self._reserve_unlocked(event)
+            except BaseException:
+                self._ledger, self._spent_epsilon = saved
+                raise
+
+    def _reserve_unlocked(self, event: PrivacyEvent) -> None:
+        ledger, total = self._candidate(event)
+        if not (_within(total.epsilon, self._budget.epsilon)
+                and _within(total.delta, self._budget.delta)):
+            raise PrivacyBudgetError(
+                f"Reserving {event.label!r} would exceed the privacy budget {self._budget}: "
+                f"the composed total would be epsilon={total.epsilon:.6g}, "
+                f"delta={total.delta:.6g}. Nothing of this release was reserved."
+            )
+        self._ledger = ledger
+        self._spent_epsilon = total.epsilon
+
     def __repr__(self) -> str:
         spent = self.spent
         return (
@@ -567,3 +595,13 @@ class ZcdpAccountant(Accountant):
                 )
             self._ledger = ledger
             self._spent_epsilon = ledger.total().epsilon
+
+    def _reserve_unlocked(self, event: PrivacyEvent) -> None:
+        ledger = self._fits(event)
+        if not _within(ledger.total_rho(), self._rho):
+            raise PrivacyBudgetError(
+                f"Reserving {event.label!r} would exceed the zCDP budget rho = {self._rho:.6g}. "
+                "Nothing of this release was reserved."
+            )
+        self._ledger = ledger
+        self._spent_epsilon = ledger.total().epsilon

@@ -78,3 +78,17 @@ def test_zcdp_accountant_budget_in_rho():
     with pytest.raises(dpcvx.InvalidParameterError, match="no zCDP form"):
         acct.reserve(PrivacyEvent(label="a", epsilon=0.1, delta=1e-6, kind="approx"))
     assert acct.can_afford(PrivacyEvent.zcdp("c", 0.1, 1e-6))
+
+
+def test_reserve_all_is_all_or_nothing():
+    acct = dpcvx.Accountant(1.0)
+    acct.reserve(PrivacyEvent(label="first", epsilon=0.3))
+    with pytest.raises(dpcvx.PrivacyBudgetError):
+        acct.reserve_all([PrivacyEvent(label=f"s{i}", epsilon=0.2) for i in range(4)])
+    assert len(acct.ledger) == 1 and acct.spent.epsilon == pytest.approx(0.3)
+    acct.reserve_all([PrivacyEvent(label=f"s{i}", epsilon=0.2) for i in range(3)])
+    assert len(acct.ledger) == 4
+    z = ZcdpAccountant(0.1)
+    with pytest.raises(dpcvx.PrivacyBudgetError):
+        z.reserve_all([PrivacyEvent.zcdp(f"z{i}", 0.03, 1e-7) for i in range(4)])
+    assert len(z.ledger) == 0
