@@ -30,3 +30,16 @@ def test_bench_first_order_smoke_runs():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = proc.stdout.strip().splitlines()[-1]
     assert "~" not in last  # every path certified within the smoke budget (nothing projected)
+
+
+def test_bench_heavy_tailed_smoke_runs(tmp_path):
+    """LDOP, clipped output perturbation and paper 003's clipped gradient descent side by side
+    on a tiny grid (it must run and print its table)."""
+    out = tmp_path / "heavy.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_heavy_tailed.py"), "--smoke",
+         "--output", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "clipgd_pure" in proc.stdout and out.exists()
