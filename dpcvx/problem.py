@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -276,7 +275,8 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
                         "scale": plan.noise.scale}
     steps = tuple(getattr(plan, "events", ()) or ())
     if steps:  # an iterative mechanism: one event per step, labelled with the release
-        steps = tuple(replace(e, label=f"{name}(n={source.n}, d={source.d}) {e.label}")
+        steps = tuple(PrivacyEvent(**{**dict(e), "label": f"{name}(n={source.n}, "
+                                                         f"d={source.d}) {e['label']}"})
                       for e in steps)
         event = None
     else:

@@ -9,8 +9,13 @@ from types import MappingProxyType
 __all__ = ["Guarantee", "Sensitivity"]
 
 
+def _mapping_proxy(items: dict) -> MappingProxyType:
+    """Rebuild a read-only mapping (a module-level function, so plain pickle finds it)."""
+    return MappingProxyType(items)
+
+
 def _reduce_mapping_proxy(proxy: MappingProxyType) -> tuple:
-    return MappingProxyType, (dict(proxy),)
+    return _mapping_proxy, (dict(proxy),)
 
 
 # dpcvx's frozen records keep their mappings read-only (MappingProxyType), which pickle cannot

@@ -89,6 +89,9 @@ class PrivacyEvent:
         The sensitivity is the replace-one l2 sensitivity. The event is checked to be
         consistent: the exact delta of a Gaussian with this multiplier at ``epsilon`` must not
         exceed ``delta``.
+    rho : float or None
+        The zCDP parameter of a ``"zcdp"`` event (required there, ``None`` otherwise); its
+        ``(epsilon, delta)`` must be implied by ``rho``-zCDP (see :meth:`zcdp`).
     detail : Mapping[str, object]
         Free-form public metadata (stored as a read-only copy). Excluded from hashing.
 
@@ -110,7 +113,7 @@ class PrivacyEvent:
     def zcdp(cls, label: str, rho: float, delta: float,
              detail: Mapping[str, object] | None = None) -> PrivacyEvent:
         """A ``rho``-zCDP release, with its ``(epsilon, delta)`` from :func:`zcdp_to_dp`."""
-        from dpcvx.accounting.zcdp import zcdp_to_dp
+        from dpcvx._zcdp import zcdp_to_dp
 
         return cls(label=label, epsilon=zcdp_to_dp(rho, delta), delta=delta, kind="zcdp",
                    rho=rho, detail=detail or {})
@@ -154,7 +157,7 @@ class PrivacyEvent:
         object.__setattr__(self, "detail", MappingProxyType(dict(self.detail)))
 
         if self.kind == "zcdp":
-            from dpcvx.accounting.zcdp import zcdp_to_dp
+            from dpcvx._zcdp import zcdp_to_dp
 
             rho = check_positive(self.rho, "rho", owner)
             object.__setattr__(self, "rho", rho)
@@ -333,7 +336,7 @@ class Ledger:
         delta = _round_up(math.fsum(e.delta for e in self.events))
         rho = self.total_rho()
         if rho is not None and rho > 0 and 0.0 < delta < 1.0:
-            from dpcvx.accounting.zcdp import zcdp_to_dp
+            from dpcvx._zcdp import zcdp_to_dp
 
             # zCDP composes additively: the whole ledger is rho-zCDP, hence (eps_z, delta)-DP
             epsilon = min(epsilon, _round_up(zcdp_to_dp(rho, delta)))
@@ -431,7 +434,8 @@ class Accountant:
 
     @property
     def remaining(self) -> Guarantee:
-        """``budget - spent`` (clipped at 0): any event within it can still be reserved."""
+        """The remaining budget, ``budget - spent`` clipped at 0; any event within it can
+        still be reserved."""
         spent = self.spent
         return Guarantee(
             epsilon=max(0.0, self._budget.epsilon - spent.epsilon),

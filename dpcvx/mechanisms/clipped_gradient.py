@@ -2,7 +2,7 @@
 Algorithms 1 and 2 with Theorems 5.2, 5.4 and 5.6).
 
 SCOF (Algorithm 1): ``w^t = Pi_W(w^{t-1} - eta g_t)``, where ``g_t`` is a private heavy-tailed
-mean estimate (:mod:`dpcvx.mechanisms.mean_estimation`) of the per-example gradients at
+mean estimate (:mod:`dpcvx.mechanisms.robust_means`, as in :mod:`dpcvx.mean_estimation`) of the per-example gradients at
 ``w^{t-1}``: over the whole dataset every step (convex; output the average iterate) or over
 disjoint batches of ``n/T`` rows (strongly convex; output the last iterate). Algorithm 2 gives
 every step the budget ``rho/T`` (T-fold zCDP composition, Lemma 5.1); the ledger records every
@@ -47,10 +47,9 @@ from types import MappingProxyType
 import numpy as np
 
 from dpcvx._validation import check_positive, check_real
-from dpcvx.accounting.ledger import PrivacyEvent
-from dpcvx.accounting.zcdp import dp_to_zcdp
+from dpcvx._zcdp import dp_to_zcdp, zcdp_to_dp
 from dpcvx.errors import InvalidParameterError
-from dpcvx.mechanisms.mean_estimation import median_of_means, smoothed_truncation_mean
+from dpcvx.mechanisms.robust_means import median_of_means, smoothed_truncation_mean
 from dpcvx.types import Guarantee
 
 __all__ = ["ClippedGradientDescent", "params_thm52", "params_thm54", "params_thm56"]
@@ -123,7 +122,7 @@ class ClippedPlan:
     rho: float | None
     step_scale: float  # per-step Gaussian sigma or Laplace scale
     step_noise: str
-    events: tuple[PrivacyEvent, ...]
+    events: tuple[MappingProxyType, ...]  # one ledger event per step (fields of PrivacyEvent)
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     ledger_detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
@@ -229,12 +228,15 @@ class ClippedGradientDescent:
         if pure:
             step_eps = epsilon / T
             scale, kind = d * linf / step_eps, "laplace"
-            events = tuple(PrivacyEvent(label=f"step {t + 1}/{T}", epsilon=step_eps,
-                                        detail={"laplace_scale": scale}) for t in range(T))
+            events = tuple(MappingProxyType({
+                "label": f"step {t + 1}/{T}", "epsilon": step_eps, "delta": 0.0,
+                "kind": "pure", "detail": {"laplace_scale": scale}}) for t in range(T))
         else:
             scale, kind = math.sqrt(d) * linf / math.sqrt(2.0 * rho / T), "gaussian"
-            events = tuple(PrivacyEvent.zcdp(f"step {t + 1}/{T}", rho / T, delta / T,
-                                             detail={"sigma": scale}) for t in range(T))
+            step_eps = zcdp_to_dp(rho / T, delta / T)
+            events = tuple(MappingProxyType({
+                "label": f"step {t + 1}/{T}", "epsilon": step_eps, "delta": delta / T,
+                "kind": "zcdp", "rho": rho / T, "detail": {"sigma": scale}}) for t in range(T))
         params = dict(p)
         params.pop("valid")
         detail = {"mechanism": owner, "paper": "003 Alg 1-2, Thm 5.2/5.4/5.6",

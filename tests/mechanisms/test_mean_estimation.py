@@ -10,12 +10,8 @@ import numpy as np
 import pytest
 
 import dpcvx
-from dpcvx.mechanisms.mean_estimation import (
-    CoordinatewiseMedianOfMeans,
-    NoiseSmoothingMean,
-    median_of_means,
-    smoothed_truncation_mean,
-)
+from dpcvx.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
+from dpcvx.mechanisms.robust_means import median_of_means, smoothed_truncation_mean
 from tests.audit_tools import epsilon_lower_bound
 
 

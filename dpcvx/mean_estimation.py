@@ -41,11 +41,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
-from scipy.stats import norm
 
 from dpcvx._validation import check_positive, check_real
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent
 from dpcvx.errors import DataError, InvalidParameterError
+from dpcvx.mechanisms.robust_means import PHI_MAX, median_of_means, smoothed_truncation_mean
 from dpcvx.rng import make_rng
 
 __all__ = [
@@ -56,71 +56,6 @@ __all__ = [
     "smoothed_truncation_mean",
 ]
 
-_PHI_MAX = 2.0 * math.sqrt(2.0) / 3.0
-_SQRT2 = math.sqrt(2.0)
-#: |x / tau| above which the smoothed truncation is integrated numerically
-_EXPANSION_LIMIT = 50.0
-
-
-def median_of_means(X: np.ndarray, tau: float, buckets: int, center=None) -> np.ndarray:
-    """Algorithm 3 of paper 003 (no noise): coordinate-wise median of the means of ``buckets``
-    consecutive disjoint blocks of ``floor(n / buckets)`` rows, after clipping every
-    coordinate to ``[center - 3 tau, center + 3 tau]``. Rows beyond ``buckets * floor(n /
-    buckets)`` are not used. For an even number of buckets the median is the average of the two
-    middle values."""
-    X = np.asarray(X, float)
-    n, d = X.shape
-    b = n // buckets
-    c = np.zeros(d) if center is None else np.asarray(center, float)
-    clipped = np.clip(X[: buckets * b], c - 3.0 * tau, c + 3.0 * tau)
-    means = clipped.reshape(buckets, b, d).mean(axis=1)
-    return np.median(means, axis=0)
-
-
-def _integrals(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, ...]:
-    """``I_p = int_A^B z^p phi(z) dz`` for p = 0..3 (standard normal density ``phi``)."""
-    pa, pb = norm.pdf(A), norm.pdf(B)
-    i0 = norm.cdf(B) - norm.cdf(A)
-    i1 = pa - pb
-    i2 = i0 + A * pa - B * pb
-    i3 = 2.0 * i1 + A * A * pa - B * B * pb
-    return i0, i1, i2, i3
-
-
-def smoothed_truncation_mean(X: np.ndarray, tau: float, c: float = 1.0) -> np.ndarray:
-    """Algorithm 4 of paper 003 (no noise): ``(tau / n) sum_i E phi(x_ij (1 + N) / tau)``,
-    ``N ~ N(0, c)``, in closed form: with ``a = x / tau``, ``Y = a (1 + N) ~ N(a, a^2 c)``, and
-    ``E phi(Y) = E[Y 1{|Y| <= sqrt 2}] - E[Y^3 1{...}] / 6 + (2 sqrt(2)/3)(P(Y > sqrt 2) -
-    P(Y < -sqrt 2))``."""
-    X = np.asarray(X, float)
-    n = X.shape[0]
-    a = X / tau
-    s = np.abs(a) * math.sqrt(c)
-    zero = s == 0.0
-    s_safe = np.where(zero, 1.0, s)
-    A = (-_SQRT2 - a) / s_safe
-    B = (_SQRT2 - a) / s_safe
-    tails = _PHI_MAX * (norm.sf(B) - norm.cdf(A))
-    # the moment expansion cancels badly for large |a| (Y spreads far beyond [-sqrt 2, sqrt 2]);
-    # there the density of Y is smooth on the interval and Gauss-Legendre is accurate
-    small = np.abs(a) <= _EXPANSION_LIMIT
-    inner = np.empty_like(a)
-    if np.any(small):
-        i0, i1, i2, i3 = _integrals(A[small], B[small])
-        am, sm = a[small], s[small]
-        first = am * i0 + sm * i1
-        third = am ** 3 * i0 + 3 * am * am * sm * i1 + 3 * am * sm * sm * i2 + sm ** 3 * i3
-        inner[small] = first - third / 6.0
-    if np.any(~small):
-        nodes, weights = np.polynomial.legendre.leggauss(64)
-        y = _SQRT2 * nodes  # on [-sqrt 2, sqrt 2]
-        am, sm = a[~small][:, None], s_safe[~small][:, None]
-        dens = norm.pdf((y[None, :] - am) / sm) / sm
-        inner[~small] = _SQRT2 * (dens * (y - y ** 3 / 6.0) * weights).sum(axis=1)
-    value = np.where(zero, 0.0, inner + tails)  # a = 0: phi(0) = 0
-    # |E phi| <= 2 sqrt(2)/3 exactly; clipping keeps the sensitivity bound in float64 too
-    value = np.clip(value, -_PHI_MAX, _PHI_MAX)
-    return tau / n * value.sum(axis=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -354,7 +289,7 @@ class NoiseSmoothingMean(_MeanEstimator):
     def plan(self, n: int, d: int, *, epsilon=None, rho=None) -> MeanPlan:
         epsilon, rho = _budget(epsilon, rho, self.owner)
         tau = self._default_tau(n, d, epsilon, rho)
-        linf = 2.0 * _PHI_MAX * tau * self.scale / n
+        linf = 2.0 * PHI_MAX * tau * self.scale / n
         l1, l2 = d * linf, math.sqrt(d) * linf
         kind, scale = self._noise(linf, l1, l2, epsilon, rho)
         return MeanPlan(tau=tau, buckets=None, linf_sensitivity=linf, l1_sensitivity=l1,
