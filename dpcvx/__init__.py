@@ -5,7 +5,7 @@ The public API is what this module exports; everything else is internal.
 
 from __future__ import annotations
 
-from dpcvx import domains, losses
+from dpcvx import domains, estimators, losses
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent, ZcdpAccountant
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.certification.extension import ExtensionValues
@@ -18,6 +18,11 @@ from dpcvx.errors import (
     PrivacyBudgetError,
     PrivacyLeakWarning,
     SolverError,
+)
+from dpcvx.estimators import (
+    PrivateLinearClassifier,
+    PrivateQuantileRegressor,
+    PrivateRidgeRegressor,
 )
 from dpcvx.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.clipped_gradient import ClippedGradientDescent
@@ -56,7 +61,10 @@ __all__ = [
     "PrivacyBudgetError",
     "PrivacyEvent",
     "PrivacyLeakWarning",
+    "PrivateLinearClassifier",
+    "PrivateQuantileRegressor",
     "PrivateResult",
+    "PrivateRidgeRegressor",
     "Problem",
     "structured_solve",
     "ReleaseCertificate",
@@ -65,5 +73,6 @@ __all__ = [
     "SolverError",
     "__version__",
     "domains",
+    "estimators",
     "losses",
 ]

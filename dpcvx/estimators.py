@@ -1,0 +1,1038 @@
+"""scikit-learn estimators for differentially private linear models.
+
+Each estimator declares a per-example convex loss of a linear model in CVXPY, binds the
+(preprocessed) data to a :class:`dpcvx.Problem` over a public l2 ball, and releases a private
+minimizer with a dpcvx mechanism: certified output perturbation (paper 002, Algorithms 1/6;
+the default) or Localized Double Output Perturbation (paper 000, Theorem 3.1) for heavy-tailed
+features. They follow scikit-learn's conventions (parameters stored as given and validated in
+``fit``; learned attributes end with ``_``) and expose the guarantee, dpcvx's certificates and
+the privacy ledger after fitting.
+
+- :class:`PrivateLinearClassifier`: binary classification, hinge or logistic loss.
+- :class:`PrivateQuantileRegressor`: quantile (pinball) regression; least absolute deviation
+  is ``quantile=0.5``.
+- :class:`PrivateRidgeRegressor`: l2-regularized regression with the Huber loss (default) or
+  the squared loss.
+
+Privacy rests on public bounds only. Every bound that enters the noise (the row-norm bound of
+the features, the label bound of the squared loss, the moment bounds of the heavy-tailed
+mechanism, the label set of the classifier) is a parameter. When one is left to default and
+would have to be taken from the data, the estimator says so with a
+:class:`~dpcvx.errors.PrivacyLeakWarning` (or raises, with ``on_data_dependent_bounds="raise"``).
+See ``docs/estimators.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import warnings
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import cvxpy as cp
+import numpy as np
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted
+
+from dpcvx import domains, losses
+from dpcvx._validation import check_delta, check_positive, check_real
+from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent
+from dpcvx.errors import DataError, InvalidParameterError, PrivacyLeakWarning
+from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
+from dpcvx.mechanisms.noise import calibrate
+from dpcvx.mechanisms.output_perturbation import OutputPerturbation
+from dpcvx.problem import Problem
+from dpcvx.results import PrivateResult
+
+try:  # scikit-learn >= 1.6
+    from sklearn.utils.validation import validate_data as _sk_validate_data
+except ImportError:  # pragma: no cover - scikit-learn 1.4 and 1.5
+    def _sk_validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
+        return estimator._validate_data(X, y, **kwargs)
+
+__all__ = [
+    "PrivateLinearClassifier",
+    "PrivateQuantileRegressor",
+    "PrivateRidgeRegressor",
+]
+
+#: the mechanisms an estimator can use, by the name its ``mechanism`` parameter takes
+MECHANISMS = ("output_perturbation", "ldop")
+_MECHANISM_CLASSES = {"output_perturbation": OutputPerturbation,
+                      "ldop": LocalizedDoubleOutputPerturbation}
+#: mechanism parameters the estimator sets itself (from its own public bounds)
+_RESERVED_OPTIONS = {
+    "output_perturbation": {"lipschitz": "the bounds `feature_norm_bound`, `intercept_scaling`"
+                                         " (and `label_bound`, `domain_radius` for the "
+                                         "squared loss)",
+                            "regularization": "the estimator's `regularization`",
+                            "strong_convexity": "nothing: these losses are not strongly convex "
+                                                "per example, so it must stay 0"},
+    "ldop": {"k": "`moment_order`", "moment": "`feature_moment`",
+             "second_moment": "`feature_second_moment`",
+             "base_regularization": "the estimator's `regularization`"},
+}
+#: rows longer than the bound are scaled to ``bound * (1 - _CLIP_MARGIN)``: their float64 norm
+#: then stays below the bound whatever the rounding, so the Lipschitz bound is exact
+_CLIP_MARGIN = 1e-10
+
+
+class _DataBound(NamedTuple):
+    """A public bound that was not given and was taken from the data instead."""
+
+    name: str
+    what: str
+    fix: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Settings:
+    """The validated public parameters of one fit (computed before any data is touched)."""
+
+    epsilon: float
+    delta: float
+    mechanism: str
+    feature_norm_bound: float | None
+    label_bound: float | None
+    domain_radius: float
+    regularization: float | None  # None: "auto"
+    fit_intercept: bool
+    intercept_scaling: float
+    moment_order: float
+    feature_moment: float | None
+    feature_second_moment: float | None
+    options: Mapping[str, Any]
+    strict: bool
+
+
+# ------------------------------------------------------------------------------------------
+# Shared documentation of the parameters every estimator takes
+# ------------------------------------------------------------------------------------------
+_COMMON_PARAMETERS = """\
+    epsilon : float, default=1.0
+        Privacy parameter, positive and finite. One fit spends exactly ``(epsilon, delta)``.
+    delta : float, default=0.0
+        In ``[0, 1)``. 0 asks for pure epsilon-DP; ``delta > 0`` uses Gaussian noise
+        (``mechanism="output_perturbation"`` only). A useful delta is much smaller than 1/n.
+    mechanism : {"output_perturbation", "ldop"}, default="output_perturbation"
+        ``"output_perturbation"``: :class:`dpcvx.OutputPerturbation` (paper 002, Algorithm 6)
+        on rows clipped to ``feature_norm_bound``. ``"ldop"``:
+        :class:`dpcvx.LocalizedDoubleOutputPerturbation` (paper 000, Theorem 3.1), for
+        heavy-tailed features where no row-norm clipping is wanted: it needs only public
+        moment bounds of the row norms (``moment_order``, ``feature_moment``), is pure
+        epsilon-DP on every dataset, and needs ``n >= 2 J`` examples (``J`` blocks per phase,
+        31 or more by default; set ``mechanism_options={"blocks": J}`` for small data).
+    feature_norm_bound : float, optional
+        ``B``: a public bound on the l2 norm of a feature row. Rows longer than ``B`` are
+        scaled down to norm ``B`` before the fit (clipping; predictions use rows as given).
+        Choose it without looking at the data (for standardized features, about
+        ``sqrt(n_features)``). When None with ``mechanism="output_perturbation"``, the
+        largest row norm of ``X`` is used and a :class:`~dpcvx.errors.PrivacyLeakWarning` is
+        issued: that is not private. With ``mechanism="ldop"``, None means no clipping.
+    domain_radius : float, default=1.0
+        ``R``: the model ``w = (coef_, intercept_ / intercept_scaling)`` is confined to the l2
+        ball of radius ``R`` (the public domain ``W``; every guarantee needs one), and
+        ``regularization="auto"`` takes ``R`` as the size of a good model. Choose the
+        smallest radius that holds a good model in the units of your public preprocessing
+        (predictions are at most ``R sqrt(B^2 + s^2)`` in magnitude); a needlessly large
+        ``R`` means a smaller automatic ``lam`` and more noise.
+    regularization : float or "auto", default="auto"
+        ``lam > 0`` of the term ``(lam/2) ||w||^2`` (``w`` includes the intercept coordinate).
+        ``"auto"``: with output perturbation ``lam = 2 L sqrt(m / n) / R``, where ``L`` is
+        the Lipschitz bound and ``m`` the expected noise norm per unit sensitivity
+        (``d/epsilon`` for pure DP): it balances the bias ``lam R^2 / 2`` against the noise's
+        effect ``2 L^2 m / (lam n)``, from public quantities only. With ``mechanism="ldop"``
+        a float overrides the first phase's ``lambda_1`` and ``"auto"`` keeps the mechanism's
+        own choice. Never tune it on the private data.
+    fit_intercept : bool, default=True
+        Fit an intercept as an extra coordinate of ``w`` multiplying the constant feature
+        ``intercept_scaling``; that constant counts in the row norm
+        (``sqrt(B^2 + intercept_scaling^2)``), so the privacy bound covers the intercept.
+        The intercept is regularized and confined to the domain like every coordinate.
+    intercept_scaling : float, default=1.0
+        The constant feature ``s`` (``intercept_ = s * w_last``).
+    moment_order : float, default=4.0
+        ``k >= 2`` (``mechanism="ldop"``): order of the moment bound below.
+    feature_moment : float, optional
+        ``G_k`` (``mechanism="ldop"``): a public bound with ``E ||x||^k <= G_k^k`` over the
+        population of feature rows. It shapes accuracy only; privacy holds on every dataset.
+        When None, ``feature_norm_bound`` is used if given (clipped rows), and otherwise the
+        empirical moment of ``X`` is used with a :class:`~dpcvx.errors.PrivacyLeakWarning`.
+    feature_second_moment : float, optional
+        ``G_2`` (``mechanism="ldop"``): the same bound for ``k = 2``; ``G_2 <= G_k``. Default
+        ``G_k``.
+    mechanism_options : dict, optional
+        Further public keyword arguments of the mechanism's constructor (e.g.
+        ``{"blocks": 5}`` or ``{"executor": pool}`` for ``"ldop"``, ``{"gaussian": "zwb"}``
+        or ``{"solver": "ECOS"}`` for output perturbation). The parameters the estimator
+        derives from its bounds cannot be set here.
+    random_state : None, int or numpy.random.Generator, default=None
+        None draws the noise from OS cryptographic randomness; an int gives reproducible noise
+        and marks the result ``seeded=True`` (for tests, not for a real release).
+    accountant : dpcvx.Accountant, optional
+        Charge every fit to this budget (composition of several releases on the same data).
+        Cloning the estimator (``sklearn.base.clone``, cross-validation) keeps the *same*
+        accountant, so every fit of every clone is charged to it. When None, each fit charges
+        a fresh accountant holding exactly ``(epsilon, delta)``.
+    on_data_dependent_bounds : {"warn", "raise"}, default="warn"
+        What to do when a public bound was not given and would be taken from the data:
+        issue a :class:`~dpcvx.errors.PrivacyLeakWarning` and go on, or raise
+        :class:`~dpcvx.InvalidParameterError` before anything is spent."""
+
+_COMMON_ATTRIBUTES = """\
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of str
+        Names of the features seen during ``fit`` (when ``X`` has string column names).
+    result_ : dpcvx.PrivateResult
+        The private release: ``w`` (coefficients, then the intercept coordinate), the
+        guarantee, the certificates, the ledger, ``seeded`` and public ``detail``.
+    certificates_ : tuple of dpcvx.ReleaseCertificate
+        dpcvx's public certificate of every solve behind the release.
+    ledger_ : dpcvx.Ledger
+        The accountant's ledger after this fit.
+    bounds_ : dict
+        The public quantities the fit used (``feature_norm_bound``, ``lipschitz``,
+        ``regularization``, ...), whether given or derived.
+    data_dependent_bounds_ : tuple of str
+        Names of the bounds that were taken from the data (empty for a private fit)."""
+
+
+def _document(cls):
+    cls.__doc__ = (cls.__doc__ or "").replace("%(common_parameters)s", _COMMON_PARAMETERS) \
+        .replace("%(common_attributes)s", _COMMON_ATTRIBUTES)
+    return cls
+
+
+# ------------------------------------------------------------------------------------------
+# Pickling helpers: dpcvx's frozen records keep read-only mappings, which plain pickle cannot
+# serialize; the estimator stores them as plain data in its state and rebuilds them on load.
+# ------------------------------------------------------------------------------------------
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_plain(item) for item in value)
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _ledger_state(ledger: Ledger) -> list[dict[str, Any]]:
+    return [{f.name: _plain(getattr(e, f.name)) for f in dataclasses.fields(e)}
+            for e in ledger.events]
+
+
+def _ledger_from_state(state: list[dict[str, Any]]) -> Ledger:
+    return Ledger(events=tuple(PrivacyEvent(**fields) for fields in state))
+
+
+def _result_state(result: PrivateResult) -> dict[str, Any]:
+    state = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    state["ledger"] = _ledger_state(result.ledger)
+    state["detail"] = _plain(result.detail)
+    return state
+
+
+def _result_from_state(state: dict[str, Any]) -> PrivateResult:
+    fields = dict(state)
+    fields["ledger"] = _ledger_from_state(fields["ledger"])
+    fields["detail"] = MappingProxyType(dict(fields["detail"]))
+    return PrivateResult(**fields)
+
+
+# ------------------------------------------------------------------------------------------
+# The shared machinery
+# ------------------------------------------------------------------------------------------
+class _PrivateLinearModel(BaseEstimator):
+    """Validation, bounds, the dpcvx release and the scikit-learn plumbing of every estimator.
+
+    A subclass provides ``_loss(score, label)`` (one example's CVXPY loss), and
+    ``_gradient_factor()`` ``c`` such that ``||grad_w f(w, (x, y))|| <= c ||x||`` for every
+    ``w`` and every label (so the loss is ``c sqrt(B^2 + s^2)``-Lipschitz on clipped rows).
+    """
+
+    # ------------------------------------------------------------------ validation
+    def _owner(self) -> str:
+        return type(self).__name__
+
+    def _check_choice(self, name: str, choices: tuple[str, ...]) -> str:
+        value = getattr(self, name)
+        if not isinstance(value, str) or value not in choices:
+            raise InvalidParameterError(
+                f"The `{name}` parameter of `{self._owner()}` must be one of {choices}. "
+                f"Got {value!r}."
+            )
+        return value
+
+    def _optional_positive(self, name: str) -> float | None:
+        value = getattr(self, name)
+        return None if value is None else check_positive(value, name, self._owner())
+
+    def _validated_settings(self) -> _Settings:
+        """Every public parameter, validated before the data is looked at."""
+        owner = self._owner()
+        epsilon = check_positive(self.epsilon, "epsilon", owner)
+        delta = check_delta(self.delta, owner)
+        mechanism = self._check_choice("mechanism", MECHANISMS)
+        if mechanism == "ldop" and delta != 0.0:
+            raise InvalidParameterError(
+                f"`{owner}` with mechanism='ldop' is pure epsilon-DP: `delta` must be 0. "
+                f"Got {self.delta!r}. Use mechanism='output_perturbation' for delta > 0."
+            )
+        strict = self._check_choice("on_data_dependent_bounds", ("warn", "raise")) == "raise"
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"The `fit_intercept` parameter of `{owner}` must be a bool. "
+                f"Got {type(self.fit_intercept).__name__}: {self.fit_intercept!r}."
+            )
+        regularization = self.regularization
+        if isinstance(regularization, str):
+            if regularization != "auto":
+                raise InvalidParameterError(
+                    f"The `regularization` parameter of `{owner}` must be 'auto' or a positive "
+                    f"finite float. Got {regularization!r}."
+                )
+            regularization = None
+        else:
+            regularization = check_positive(regularization, "regularization", owner)
+        k = check_real(self.moment_order, "moment_order", owner)
+        if k < 2:
+            raise InvalidParameterError(
+                f"The `moment_order` parameter of `{owner}` must be a finite number >= 2 "
+                f"(paper 000 assumes a bounded k-th moment with k >= 2). Got {self.moment_order!r}."
+            )
+        g_k = self._optional_positive("feature_moment")
+        g_2 = self._optional_positive("feature_second_moment")
+        if g_2 is not None and g_k is None:
+            raise InvalidParameterError(
+                f"`{owner}` got `feature_second_moment` without `feature_moment`: give both "
+                "public moment bounds (or neither)."
+            )
+        if g_2 is not None and g_k is not None and g_2 > g_k:
+            raise InvalidParameterError(
+                f"`feature_second_moment` ({g_2:g}) exceeds `feature_moment` ({g_k:g}) in "
+                f"`{owner}`: by Lyapunov's inequality (E ||x||^j)^(1/j) grows with j, so valid "
+                "bounds have G_2 <= G_k. One of the two is wrong."
+            )
+        self._check_random_state()
+        if self.accountant is not None and not isinstance(self.accountant, Accountant):
+            raise InvalidParameterError(
+                f"The `accountant` parameter of `{owner}` must be a dpcvx.Accountant or None. "
+                f"Got {type(self.accountant).__name__}."
+            )
+        self._check_loss_parameters(mechanism)
+        return _Settings(
+            epsilon=epsilon, delta=delta, mechanism=mechanism,
+            feature_norm_bound=self._optional_positive("feature_norm_bound"),
+            label_bound=self._optional_positive("label_bound")
+            if hasattr(self, "label_bound") else None,
+            domain_radius=check_positive(self.domain_radius, "domain_radius", owner),
+            regularization=regularization, fit_intercept=bool(self.fit_intercept),
+            intercept_scaling=check_positive(self.intercept_scaling, "intercept_scaling",
+                                             owner),
+            moment_order=k, feature_moment=g_k, feature_second_moment=g_2,
+            options=self._validated_options(mechanism), strict=strict,
+        )
+
+    def _check_random_state(self) -> None:
+        rs = self.random_state
+        if rs is None or isinstance(rs, np.random.Generator):
+            return
+        if isinstance(rs, numbers.Integral) and not isinstance(rs, bool) and int(rs) >= 0:
+            return
+        raise InvalidParameterError(
+            f"The `random_state` parameter of `{self._owner()}` must be None (OS cryptographic "
+            "randomness), a non-negative int (reproducible) or a numpy.random.Generator. "
+            f"Got {type(rs).__name__}: {rs!r}. (numpy's legacy RandomState is not accepted: "
+            "pass an int seed instead.)"
+        )
+
+    def _check_loss_parameters(self, mechanism: str) -> None:
+        """Validate the loss-specific parameters (subclasses)."""
+
+    def _validated_options(self, mechanism: str) -> Mapping[str, Any]:
+        owner = self._owner()
+        options = self.mechanism_options
+        if options is None:
+            return MappingProxyType({})
+        if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+            raise InvalidParameterError(
+                f"The `mechanism_options` parameter of `{owner}` must be None or a dict of "
+                f"keyword arguments. Got {type(options).__name__}."
+            )
+        cls = _MECHANISM_CLASSES[mechanism]
+        reserved = _RESERVED_OPTIONS[mechanism]
+        valid = sorted(f.name for f in dataclasses.fields(cls) if f.name not in reserved)
+        for key in options:
+            if key in reserved:
+                raise InvalidParameterError(
+                    f"`mechanism_options` of `{owner}` cannot set {key!r}: the estimator sets "
+                    f"it from {reserved[key]}. Valid keys for mechanism={mechanism!r}: "
+                    f"{valid}."
+                )
+            if key not in valid:
+                raise InvalidParameterError(
+                    f"`mechanism_options` of `{owner}` has the unknown key {key!r} for "
+                    f"mechanism={mechanism!r} ({cls.__name__}). Valid keys: {valid}."
+                )
+        return MappingProxyType(dict(options))
+
+    # ------------------------------------------------------------------ data
+    def _validate(self, X, y="no_validation", *, reset: bool, **kwargs):
+        """scikit-learn's input validation, with its ValueErrors raised as :class:`DataError`
+        (same message; a DataError is a ValueError)."""
+        try:
+            return _sk_validate_data(self, X, y, reset=reset, dtype=np.float64, **kwargs)
+        except DataError:
+            raise
+        except ValueError as exc:
+            raise DataError(str(exc)) from exc
+
+    # ------------------------------------------------------------------ the release
+    def _gradient_factor(self) -> float:  # pragma: no cover - every subclass overrides it
+        raise NotImplementedError
+
+    def _lipschitz(self, row_bound: float, settings: _Settings, taken: list[_DataBound],
+                   target: np.ndarray, bounds: dict[str, Any]) -> float:
+        """``L`` with ``|f(u, z) - f(v, z)| <= L ||u - v||`` on the domain for every example
+        whose (augmented) row norm is at most ``row_bound`` (a subclass that needs more
+        bounds records them in ``bounds`` and any taken from the data in ``taken``)."""
+        return self._gradient_factor() * row_bound
+
+    def _loss(self, score: cp.Expression, label: cp.Parameter) -> cp.Expression:
+        raise NotImplementedError  # pragma: no cover
+
+    def _fit_private(self, settings: _Settings, X: np.ndarray, target: np.ndarray,
+                     taken: list[_DataBound]) -> None:
+        """Clip, build the problem and the mechanism from public bounds, report every bound
+        taken from the data (warn or raise: nothing is spent before that), then release."""
+        n, d = X.shape
+        norms = np.linalg.norm(X, axis=1)
+        bound = settings.feature_norm_bound
+        if bound is None and settings.mechanism == "output_perturbation":
+            bound = float(norms.max()) or 1.0  # any positive bound holds for all-zero rows
+            taken.append(_DataBound(
+                "feature_norm_bound", "the largest row norm of X",
+                "Pass feature_norm_bound=B chosen without looking at the data (rows longer "
+                "than B are clipped; for standardized features about sqrt(n_features)), or "
+                "use mechanism='ldop' with public moment bounds."))
+        if bound is not None:
+            limit = bound * (1.0 - _CLIP_MARGIN)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                factor = np.where(norms > limit, limit / norms, 1.0)
+            X = X * factor[:, None]
+        s = settings.intercept_scaling if settings.fit_intercept else 0.0
+        if settings.fit_intercept:
+            X = np.hstack([X, np.full((n, 1), s)])
+        p = X.shape[1]
+        R = settings.domain_radius
+
+        bounds: dict[str, Any] = {"feature_norm_bound": bound, "domain_radius": R,
+                                  "intercept_scaling": s if settings.fit_intercept else None}
+        if hasattr(self, "label_bound"):
+            bounds["label_bound"] = settings.label_bound
+        if settings.mechanism == "output_perturbation":
+            row_bound = math.nextafter(math.hypot(bound, s), math.inf)
+            L = math.nextafter(self._lipschitz(row_bound, settings, taken, target, bounds),
+                               math.inf)
+            lam = settings.regularization
+            if lam is None:
+                options = settings.options
+                unit = calibrate(1.0, settings.epsilon, settings.delta,
+                                 gaussian=options.get("gaussian", "analytic"))
+                per_unit = unit.scale * (p if settings.delta == 0 else math.sqrt(p))
+                lam = 2.0 * L * math.sqrt(per_unit / n) / R
+            mech = OutputPerturbation(lipschitz=L, regularization=lam, **settings.options)
+            bounds.update(lipschitz=L, regularization=lam)
+        else:
+            k = settings.moment_order
+            g_k, g_2 = settings.feature_moment, settings.feature_second_moment
+            if g_k is None and bound is not None:
+                g_k = g_2 = bound  # clipped rows: every moment is at most B
+            elif g_k is None:
+                g_k = float(np.mean(norms ** k) ** (1.0 / k)) or 1.0
+                g_2 = min(g_k, float(np.sqrt(np.mean(norms ** 2))) or 1.0)
+                taken.append(_DataBound(
+                    "feature_moment", f"the empirical moments (mean ||x||^{k:g})^(1/{k:g}) "
+                    "and (mean ||x||^2)^(1/2) of the row norms of X",
+                    "Pass feature_moment (and feature_second_moment) from public knowledge "
+                    "of the feature distribution, or feature_norm_bound to clip the rows."))
+            c = self._gradient_factor()
+            # Minkowski: (E ||(x, s)||^j)^(1/j) <= (E ||x||^j)^(1/j) + s
+            moment = c * (g_k + s)
+            second = None if g_2 is None else c * (g_2 + s)
+            kwargs = dict(settings.options)
+            if settings.regularization is not None:
+                kwargs["base_regularization"] = settings.regularization
+            mech = LocalizedDoubleOutputPerturbation(k=k, moment=moment, second_moment=second,
+                                                     **kwargs)
+            bounds.update(moment_order=k, feature_moment=g_k, feature_second_moment=g_2,
+                          gradient_moment=moment, gradient_second_moment=second,
+                          regularization=settings.regularization)
+        self._report(taken, settings.strict)
+
+        w = cp.Variable(p)
+        x = cp.Parameter(p)
+        label = cp.Parameter()
+        problem = Problem(self._loss(x @ w, label), w, data={x: X, label: target},
+                          domain=domains.l2_ball(w, R))
+        result = problem.solve_private(mech, epsilon=settings.epsilon, delta=settings.delta,
+                                       rng=self.random_state, accountant=self.accountant)
+        released = np.asarray(result.w, float)
+        self._set_coefficients(released[:d], float(released[d] * s) if settings.fit_intercept
+                               else 0.0)
+        self.result_ = result
+        self.certificates_ = result.certificates
+        self.ledger_ = result.ledger
+        self.bounds_ = bounds
+        self.data_dependent_bounds_ = tuple(b.name for b in taken)
+
+    def _report(self, taken: list[_DataBound], strict: bool) -> None:
+        """Warn (pointing at the caller of ``fit``) or raise for every bound taken from the data."""
+        owner = self._owner()
+        if not taken:
+            return
+        if strict:
+            details = " ".join(f"`{b.name}` would be {b.what}. {b.fix}" for b in taken)
+            raise InvalidParameterError(
+                f"`{owner}` needs public bounds that were not given: {details} "
+                "(on_data_dependent_bounds='raise'; nothing was fitted and no budget was spent.)"
+            )
+        for b in taken:
+            warnings.warn(
+                f"`{b.name}` was not given, so `{owner}` took it from the data: {b.what}. The "
+                "fit depends on it beyond what the privacy guarantee covers, so the result is "
+                f"not differentially private with respect to it. {b.fix} "
+                "(Set on_data_dependent_bounds='raise' to make this an error.)",
+                PrivacyLeakWarning, stacklevel=4)
+
+    def _set_coefficients(self, coef: np.ndarray, intercept: float) -> None:
+        raise NotImplementedError  # pragma: no cover
+
+    # ------------------------------------------------------------------ scikit-learn plumbing
+    def _decision(self, X) -> np.ndarray:
+        check_is_fitted(self, "result_")
+        X = self._validate(X, reset=False)
+        coef = np.ravel(self.coef_)
+        return X @ coef + float(np.ravel(self.intercept_)[0])
+
+    def __sklearn_clone__(self):
+        """A clone with the same parameters and the *same* accountant: every fit of every
+        clone (cross-validation, grid search) is charged to the one budget. The entries of
+        ``mechanism_options`` (e.g. an executor) are shared too."""
+        params = self.get_params(deep=False)
+        accountant = params.pop("accountant")
+        options = params.pop("mechanism_options")
+        fresh = {name: clone(value, safe=False) for name, value in params.items()}
+        # public mechanism options (numbers, names, an executor) are shared, not deep-copied
+        shared = None if options is None else dict(options) if isinstance(options, Mapping) \
+            else options
+        return type(self)(accountant=accountant, mechanism_options=shared, **fresh)
+
+    def __getstate__(self):
+        if getattr(self, "accountant", None) is not None:
+            raise InvalidParameterError(
+                f"A `{self._owner()}` holding an `accountant` cannot be pickled or deep-copied: "
+                "the accountant is the live budget of one dataset, and a copy would not be "
+                "charged. Call `set_params(accountant=None)` first (the fitted `ledger_` and "
+                "`result_` stay), or `sklearn.base.clone` (which keeps the same accountant)."
+            )
+        state = dict(super().__getstate__())
+        if "result_" in state:
+            state["result_"] = _result_state(state["result_"])
+            state["ledger_"] = _ledger_state(state["ledger_"])
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        if isinstance(state.get("result_"), dict):
+            state["result_"] = _result_from_state(state["result_"])
+            state["ledger_"] = _ledger_from_state(state["ledger_"])
+        super().__setstate__(state)
+
+
+def _common_init(self, *, epsilon, delta, mechanism, feature_norm_bound, domain_radius,
+                 regularization, fit_intercept, intercept_scaling, moment_order, feature_moment,
+                 feature_second_moment, mechanism_options, random_state, accountant,
+                 on_data_dependent_bounds) -> None:
+    self.epsilon = epsilon
+    self.delta = delta
+    self.mechanism = mechanism
+    self.feature_norm_bound = feature_norm_bound
+    self.domain_radius = domain_radius
+    self.regularization = regularization
+    self.fit_intercept = fit_intercept
+    self.intercept_scaling = intercept_scaling
+    self.moment_order = moment_order
+    self.feature_moment = feature_moment
+    self.feature_second_moment = feature_second_moment
+    self.mechanism_options = mechanism_options
+    self.random_state = random_state
+    self.accountant = accountant
+    self.on_data_dependent_bounds = on_data_dependent_bounds
+
+
+# ------------------------------------------------------------------------------------------
+# The classifier
+# ------------------------------------------------------------------------------------------
+@_document
+class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
+    """Differentially private binary linear classifier (hinge or logistic loss).
+
+    Minimizes ``(1/n) sum_i loss(y_i <x_i, w>) + (lam/2) ||w||^2`` over the public ball
+    ``||w|| <= domain_radius`` with labels encoded as ``-1`` (``classes_[0]``) and ``+1``
+    (``classes_[1]``), and releases the minimizer privately.
+
+    Parameters
+    ----------
+    loss : {"logistic", "hinge"}, default="logistic"
+        ``log(1 + exp(-y <x, w>))`` or ``max(0, 1 - y <x, w>)``. Both are
+        ``||x||``-Lipschitz in ``w`` whatever the label, so ``L = sqrt(B^2 + s^2)`` on rows
+        clipped to ``B`` (``s`` the intercept feature).
+    classes : array-like of two labels, optional
+        The public label set (sorted into ``classes_``). Every label in ``y`` must be one of
+        them, and a sample with a single class still fits. When None, the labels are taken
+        from ``y`` with a :class:`~dpcvx.errors.PrivacyLeakWarning`: which labels occur is a
+        fact about the data that the guarantee does not cover (a fit on data with one class
+        fails, on its neighbor it does not).
+%(common_parameters)s
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The two class labels; ``classes_[1]`` is the positive class.
+    coef_ : ndarray of shape (1, n_features)
+        Coefficients of the released model (for the features as given).
+    intercept_ : ndarray of shape (1,)
+        Its intercept (0 when ``fit_intercept=False``).
+%(common_attributes)s
+
+    Notes
+    -----
+    Guarantee: pure epsilon-DP (``delta == 0``) or (epsilon, delta)-DP, replace-one neighbors
+    with public ``n``, on every dataset, provided the public bounds are given (no
+    ``PrivacyLeakWarning``). Output perturbation (paper 002, Algorithm 6, with dpcvx's
+    certified solves; ``docs/output_perturbation.md``) uses the sensitivity
+    ``2 L / (lam n) + 2 sqrt(2 alpha / lam)``; ``mechanism="ldop"`` is paper 000's Theorem 3.1
+    with the per-example Lipschitz constant ``||(x, s)||`` and the moment bound
+    ``G_k + s``. Only binary problems are supported: for more classes, fit one estimator per
+    class on its own budget (basic composition) and charge them to one ``accountant``.
+    Sample weights are not supported: a weight above 1 multiplies one example's influence and
+    voids the sensitivity bound.
+
+    Examples
+    --------
+    >>> import numpy as np, dpcvx
+    >>> from dpcvx.estimators import PrivateLinearClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    >>> clf = PrivateLinearClassifier(epsilon=5.0, feature_norm_bound=3.0, classes=[0, 1],
+    ...                               random_state=0).fit(X, y)
+    >>> bool(clf.score(X, y) > 0.8), clf.result_.epsilon, clf.result_.seeded
+    (True, 5.0, True)
+    """
+
+    def __init__(self, loss="logistic", *, classes=None, epsilon=1.0, delta=0.0,
+                 mechanism="output_perturbation", feature_norm_bound=None, domain_radius=1.0,
+                 regularization="auto", fit_intercept=True, intercept_scaling=1.0,
+                 moment_order=4.0, feature_moment=None, feature_second_moment=None,
+                 mechanism_options=None, random_state=None, accountant=None,
+                 on_data_dependent_bounds="warn"):
+        self.loss = loss
+        self.classes = classes
+        _common_init(self, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                     feature_norm_bound=feature_norm_bound, domain_radius=domain_radius,
+                     regularization=regularization, fit_intercept=fit_intercept,
+                     intercept_scaling=intercept_scaling, moment_order=moment_order,
+                     feature_moment=feature_moment,
+                     feature_second_moment=feature_second_moment,
+                     mechanism_options=mechanism_options, random_state=random_state,
+                     accountant=accountant, on_data_dependent_bounds=on_data_dependent_bounds)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def _more_tags(self):  # pragma: no cover - scikit-learn < 1.6
+        return {"binary_only": True}
+
+    def _check_loss_parameters(self, mechanism: str) -> None:
+        self._check_choice("loss", ("logistic", "hinge"))
+
+    def _validated_classes(self) -> np.ndarray | None:
+        if self.classes is None:
+            return None
+        try:
+            classes = np.unique(np.asarray(self.classes))
+        except TypeError:  # labels of types that cannot be ordered together
+            classes = np.asarray([])
+        if classes.ndim != 1 or classes.size != 2:
+            raise InvalidParameterError(
+                f"The `classes` parameter of `{self._owner()}` must list the two public class "
+                f"labels, e.g. classes=[0, 1]. Got {self.classes!r}."
+            )
+        return classes
+
+    def _gradient_factor(self) -> float:
+        return 1.0
+
+    def _loss(self, score, label):
+        if self.loss == "hinge":
+            return losses.hinge(score, label)
+        return losses.logistic(score, label)
+
+    def fit(self, X, y):
+        """Fit the private classifier (spends ``(epsilon, delta)``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Two-class labels (see ``classes``).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        InvalidParameterError
+            A parameter is invalid, or a public bound is missing with
+            ``on_data_dependent_bounds="raise"`` (nothing spent).
+        DataError
+            ``X`` or ``y`` is unusable: NaN, wrong shape, more than two classes, labels
+            outside ``classes`` (nothing spent).
+        PrivacyBudgetError
+            The ``accountant`` cannot afford the fit (nothing spent).
+        CertificationError
+            A solve could not be certified: nothing released, budget spent.
+        """
+        settings = self._validated_settings()
+        classes = self._validated_classes()
+        X, y = self._validate(X, y, reset=True)
+        try:
+            check_classification_targets(y)
+        except ValueError as exc:
+            raise DataError(
+                f"{exc} `{self._owner()}` needs class labels: for a continuous target use "
+                "PrivateQuantileRegressor or PrivateRidgeRegressor."
+            ) from exc
+        kind = type_of_target(y, input_name="y")
+        if kind != "binary":
+            raise DataError(
+                f"Only binary classification is supported. The type of the target is {kind}. "
+                f"`{self._owner()}` fits two classes; for more, fit one estimator per class "
+                "(one-vs-rest) with epsilon split among them and one shared accountant."
+            )
+        taken: list[_DataBound] = []
+        if classes is None:
+            classes = np.unique(y)
+            if classes.size != 2:
+                raise DataError(
+                    f"`{self._owner()}` needs two classes, but y contains one class only. "
+                    "Pass the public label set, e.g. classes=[0, 1]: a fit with public classes "
+                    "works whichever labels occur."
+                )
+            taken.append(_DataBound(
+                "classes", "the labels that occur in y (np.unique(y))",
+                "Pass classes=[negative, positive], the public label set (e.g. classes=[0, 1])."))
+        else:
+            unknown = ~np.isin(y, classes)
+            if np.any(unknown):
+                raise DataError(
+                    f"y contains labels outside `classes` = {classes.tolist()!r} of "
+                    f"`{self._owner()}`. Map them to the two public classes before fitting, or "
+                    "fix `classes`."
+                )
+        self.classes_ = classes
+        target = np.where(y == classes[1], 1.0, -1.0)
+        self._fit_private(settings, X, target, taken)
+        return self
+
+    def _set_coefficients(self, coef: np.ndarray, intercept: float) -> None:
+        self.coef_ = coef.reshape(1, -1)
+        self.intercept_ = np.array([intercept])
+
+    def decision_function(self, X) -> np.ndarray:
+        """Signed score ``X @ coef_[0] + intercept_[0]`` (positive: ``classes_[1]``)."""
+        return self._decision(X)
+
+    def predict(self, X) -> np.ndarray:
+        """Predicted class labels."""
+        scores = self._decision(X)
+        return self.classes_[(scores > 0).astype(int)]
+
+    def _has_probabilities(self) -> bool:
+        return self.loss == "logistic"
+
+    @available_if(_has_probabilities)
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities of the logistic model (``loss="logistic"`` only): columns in
+        the order of ``classes_``."""
+        p = expit(self._decision(X))
+        return np.column_stack([1.0 - p, p])
+
+    @available_if(_has_probabilities)
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        scores = self._decision(X)
+        return np.column_stack([-np.logaddexp(0.0, scores), -np.logaddexp(0.0, -scores)])
+
+
+# ------------------------------------------------------------------------------------------
+# The regressors
+# ------------------------------------------------------------------------------------------
+class _PrivateRegressor(RegressorMixin, _PrivateLinearModel):
+    """Fit and predict of the private linear regressors."""
+
+    def _labels_needed(self, settings: _Settings) -> bool:
+        """Whether the Lipschitz bound needs ``label_bound`` (the squared loss)."""
+        return False
+
+    def fit(self, X, y):
+        """Fit the private regressor (spends ``(epsilon, delta)``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Targets; clipped to ``[-label_bound, label_bound]`` when ``label_bound`` is given.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        InvalidParameterError
+            A parameter is invalid, or a public bound is missing with
+            ``on_data_dependent_bounds="raise"`` (nothing spent).
+        DataError
+            ``X`` or ``y`` is unusable (NaN, wrong shape; nothing spent).
+        PrivacyBudgetError
+            The ``accountant`` cannot afford the fit (nothing spent).
+        CertificationError
+            A solve could not be certified: nothing released, budget spent.
+        """
+        settings = self._validated_settings()
+        X, y = self._validate(X, y, reset=True, y_numeric=True)
+        y = np.asarray(y, dtype=float)
+        taken: list[_DataBound] = []
+        if settings.label_bound is not None:
+            y = np.clip(y, -settings.label_bound, settings.label_bound)
+        self._fit_private(settings, X, y, taken)
+        return self
+
+    def _set_coefficients(self, coef: np.ndarray, intercept: float) -> None:
+        self.coef_ = coef
+        self.intercept_ = intercept
+
+    def predict(self, X) -> np.ndarray:
+        """Predictions ``X @ coef_ + intercept_``."""
+        return self._decision(X)
+
+
+@_document
+class PrivateQuantileRegressor(_PrivateRegressor):
+    """Differentially private linear quantile regression; least absolute deviation (LAD) is
+    ``quantile=0.5``.
+
+    Minimizes ``(1/n) sum_i rho_tau(y_i - <x_i, w>) + (lam/2) ||w||^2`` over the public ball
+    ``||w|| <= domain_radius``, with the pinball loss
+    ``rho_tau(r) = tau max(r, 0) + (1 - tau) max(-r, 0)`` (at ``tau = 0.5``, half the absolute
+    loss: the LAD fit), and releases the minimizer privately.
+
+    Parameters
+    ----------
+    quantile : float, default=0.5
+        ``tau`` in ``(0, 1)``: the conditional quantile to estimate.
+    label_bound : float, optional
+        ``Y``: targets are clipped to ``[-Y, Y]`` before the fit. Not needed for privacy (the
+        pinball loss is ``max(tau, 1 - tau) ||x||``-Lipschitz in ``w`` whatever the target),
+        so None (no clipping) issues no warning; a public bound keeps every loss of order
+        ``Y + R sqrt(B^2 + s^2)``, which keeps the certified solves well conditioned.
+%(common_parameters)s
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        Coefficients of the released model (for the features as given).
+    intercept_ : float
+        Its intercept (0.0 when ``fit_intercept=False``).
+%(common_attributes)s
+
+    Notes
+    -----
+    Guarantee: pure epsilon-DP (``delta == 0``) or (epsilon, delta)-DP, replace-one neighbors
+    with public ``n``, on every dataset, provided the public bounds are given (no
+    ``PrivacyLeakWarning``). With output perturbation (paper 002, Algorithm 6) the Lipschitz
+    bound is ``L = max(tau, 1 - tau) sqrt(B^2 + s^2)`` and the sensitivity
+    ``2 L / (lam n) + 2 sqrt(2 alpha / lam)``; ``mechanism="ldop"`` (paper 000, Theorem 3.1)
+    uses the moment bound ``max(tau, 1 - tau) (G_k + s)``. The targets need no bound: a
+    heavy-tailed ``y`` changes neither the sensitivity nor the noise. The targets must be on
+    a scale the domain can reach (``|prediction| <= R sqrt(B^2 + s^2)``): rescale them with
+    public constants. Sample weights are not supported (they would void the sensitivity
+    bound).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpcvx.estimators import PrivateQuantileRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)); y = X @ [1.0, -0.5] + rng.standard_t(2, size=300)
+    >>> lad = PrivateQuantileRegressor(epsilon=10.0, feature_norm_bound=3.0,
+    ...                                random_state=0).fit(X, y)
+    >>> lad.coef_.shape, lad.data_dependent_bounds_
+    ((2,), ())
+    """
+
+    def __init__(self, quantile=0.5, *, label_bound=None, epsilon=1.0, delta=0.0,
+                 mechanism="output_perturbation", feature_norm_bound=None, domain_radius=1.0,
+                 regularization="auto", fit_intercept=True, intercept_scaling=1.0,
+                 moment_order=4.0, feature_moment=None, feature_second_moment=None,
+                 mechanism_options=None, random_state=None, accountant=None,
+                 on_data_dependent_bounds="warn"):
+        self.quantile = quantile
+        self.label_bound = label_bound
+        _common_init(self, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                     feature_norm_bound=feature_norm_bound, domain_radius=domain_radius,
+                     regularization=regularization, fit_intercept=fit_intercept,
+                     intercept_scaling=intercept_scaling, moment_order=moment_order,
+                     feature_moment=feature_moment,
+                     feature_second_moment=feature_second_moment,
+                     mechanism_options=mechanism_options, random_state=random_state,
+                     accountant=accountant, on_data_dependent_bounds=on_data_dependent_bounds)
+
+    def _check_loss_parameters(self, mechanism: str) -> None:
+        tau = check_real(self.quantile, "quantile", self._owner())
+        if not 0.0 < tau < 1.0:
+            raise InvalidParameterError(
+                f"The `quantile` parameter of `{self._owner()}` must lie in (0, 1) (0.5 is "
+                f"least absolute deviation). Got {self.quantile!r}."
+            )
+
+    def _gradient_factor(self) -> float:
+        tau = float(self.quantile)
+        return max(tau, 1.0 - tau)
+
+    def _loss(self, score, label):
+        return losses.pinball(score, label, float(self.quantile))
+
+
+@_document
+class PrivateRidgeRegressor(_PrivateRegressor):
+    """Differentially private l2-regularized linear regression: Huber loss (default) or
+    squared loss.
+
+    Minimizes ``(1/n) sum_i loss(<x_i, w> - y_i) + (lam/2) ||w||^2`` over the public ball
+    ``||w|| <= domain_radius`` and releases the minimizer privately.
+
+    Why Huber by default: CVXPY's Huber function (``r^2`` for ``|r| <= M``, ``2 M |r| - M^2``
+    beyond) has slope at most ``2 M``, so the loss is ``2 M sqrt(B^2 + s^2)``-Lipschitz in
+    ``w`` for **every** target and every ``w``: an honest public bound that needs no label
+    bound, and an outlier in ``y`` can move the fit no more than any other example. The
+    squared loss has gradient ``2 (<x, w> - y) x``, whose norm is bounded only on a bounded
+    domain with bounded targets: ``L = 2 sqrt(B^2 + s^2) (R sqrt(B^2 + s^2) + Y)`` with the
+    targets clipped to ``[-Y, Y]``. It is honest too, but it grows with ``R`` and ``Y`` (much
+    more noise) and needs ``label_bound``.
+
+    Parameters
+    ----------
+    loss : {"huber", "squared"}, default="huber"
+        The per-example loss of the residual.
+    huber_threshold : float, default=1.0
+        ``M > 0`` (``loss="huber"``), in the units of ``y``: residuals beyond ``M`` count
+        linearly.
+    label_bound : float, optional
+        ``Y``: targets are clipped to ``[-Y, Y]`` before the fit. Needed by ``loss="squared"``
+        (its Lipschitz bound uses it): when None there, the largest ``|y|`` is used with a
+        :class:`~dpcvx.errors.PrivacyLeakWarning`. Optional for ``loss="huber"``.
+%(common_parameters)s
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        Coefficients of the released model (for the features as given).
+    intercept_ : float
+        Its intercept (0.0 when ``fit_intercept=False``).
+%(common_attributes)s
+
+    Notes
+    -----
+    Guarantee: pure epsilon-DP (``delta == 0``) or (epsilon, delta)-DP, replace-one neighbors
+    with public ``n``, on every dataset, provided the public bounds are given (no
+    ``PrivacyLeakWarning``). Output perturbation is paper 002's Algorithm 6 with the
+    Lipschitz bound above and the sensitivity ``2 L / (lam n) + 2 sqrt(2 alpha / lam)``;
+    ``mechanism="ldop"`` (paper 000, Theorem 3.1, Huber loss only) uses the moment bound
+    ``2 M (G_k + s)``. Sample weights are not supported (they would void the sensitivity
+    bound).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpcvx.estimators import PrivateRidgeRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)); y = X @ [1.0, -0.5] + 0.1 * rng.normal(size=300)
+    >>> reg = PrivateRidgeRegressor(epsilon=10.0, feature_norm_bound=3.0,
+    ...                             random_state=0).fit(X, y)
+    >>> bool(reg.score(X, y) > 0.5)
+    True
+    """
+
+    def __init__(self, loss="huber", *, huber_threshold=1.0, label_bound=None, epsilon=1.0,
+                 delta=0.0, mechanism="output_perturbation", feature_norm_bound=None,
+                 domain_radius=1.0, regularization="auto", fit_intercept=True,
+                 intercept_scaling=1.0, moment_order=4.0, feature_moment=None,
+                 feature_second_moment=None, mechanism_options=None, random_state=None,
+                 accountant=None, on_data_dependent_bounds="warn"):
+        self.loss = loss
+        self.huber_threshold = huber_threshold
+        self.label_bound = label_bound
+        _common_init(self, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                     feature_norm_bound=feature_norm_bound, domain_radius=domain_radius,
+                     regularization=regularization, fit_intercept=fit_intercept,
+                     intercept_scaling=intercept_scaling, moment_order=moment_order,
+                     feature_moment=feature_moment,
+                     feature_second_moment=feature_second_moment,
+                     mechanism_options=mechanism_options, random_state=random_state,
+                     accountant=accountant, on_data_dependent_bounds=on_data_dependent_bounds)
+
+    def _check_loss_parameters(self, mechanism: str) -> None:
+        loss = self._check_choice("loss", ("huber", "squared"))
+        check_positive(self.huber_threshold, "huber_threshold", self._owner())
+        if loss == "squared" and mechanism == "ldop":
+            raise InvalidParameterError(
+                f"`{self._owner()}` with mechanism='ldop' needs a loss whose per-example "
+                "Lipschitz constant is a multiple of ||x||; the squared loss's also grows with "
+                "|y| and ||w||. Use loss='huber' (or mechanism='output_perturbation')."
+            )
+
+    def _gradient_factor(self) -> float:
+        return 2.0 * float(self.huber_threshold)
+
+    def _lipschitz(self, row_bound, settings, taken, target, bounds):
+        if self.loss == "huber":
+            return self._gradient_factor() * row_bound
+        Y = settings.label_bound
+        if Y is None:
+            Y = float(np.max(np.abs(target))) if target.size else 0.0
+            taken.append(_DataBound(
+                "label_bound", "the largest |y|",
+                "Pass label_bound=Y chosen without looking at the data (targets are clipped "
+                "to [-Y, Y]), or use loss='huber', which needs no label bound."))
+            bounds["label_bound"] = Y
+        # ||grad|| = 2 |<x, w> - y| ||x|| <= 2 ||x|| (R ||x|| + Y) on the ball ||w|| <= R
+        return 2.0 * row_bound * (settings.domain_radius * row_bound + Y)
+
+    def _loss(self, score, label):
+        if self.loss == "squared":
+            return losses.squared(score, label)
+        return losses.huber(score, label, float(self.huber_threshold))
