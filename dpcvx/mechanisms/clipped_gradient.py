@@ -5,8 +5,9 @@ SCOF (Algorithm 1): ``w^t = Pi_W(w^{t-1} - eta g_t)``, where ``g_t`` is a privat
 mean estimate (:mod:`dpcvx.mechanisms.robust_means` plus noise, as in
 :mod:`dpcvx.mean_estimation`) of the per-example gradients at ``w^{t-1}``: over the whole
 dataset every step (convex; output the average iterate) or over disjoint batches of ``n/T``
-rows (strongly convex; output the last iterate). Algorithm 2 gives every step the budget ``rho/T`` (T-fold zCDP composition, Lemma 5.1); the ledger records every
-step. The parameter calculators below are the theorems' (digest section 3.6):
+rows (strongly convex; output the last iterate). Algorithm 2 gives every step the budget
+``rho/T`` (T-fold zCDP composition, Lemma 5.1); the ledger records every step.
+The parameter calculators below are the theorems' (digest section 3.6):
 
 - **Thm 5.2** (convex, coordinate-wise median of means): ``tau = (sqrt(rho) n/(M d^1.5))^(1/k)``,
   ``T = R^2 rho n^2 / (tau^2 d^4)``, ``eta = M/(R sqrt T)``, ``m = ceil(8 d log(3 M n^3))``
