@@ -55,6 +55,7 @@ import cvxpy as cp
 import numpy as np
 
 import dpcvx
+from dpcvx.accounting.zcdp import zcdp_to_dp
 
 ROOT = Path(__file__).resolve().parent
 
@@ -126,7 +127,7 @@ def run_cell(loss, n, eps, d, nu, seed, test, f_star, w_true) -> dict:
         t4 = time.perf_counter()
         clip_pure = problem.solve_private(_clipped(), epsilon=eps, rng=rng)
         t5 = time.perf_counter()
-        eps_z = dpcvx.accounting.zcdp.zcdp_to_dp(eps * eps / 2, 1e-5, "bs16")
+        eps_z = zcdp_to_dp(eps * eps / 2, 1e-5, "bs16")
         clip_z = problem.solve_private(_clipped(), epsilon=eps_z, delta=1e-5, rng=rng)
     Xt, Yt = test
     F = risk(loss, Xt, Yt, np.stack([ldop.w, op.w, plain.w, single.w, clip_pure.w, clip_z.w]))

@@ -5,7 +5,7 @@ The public API is what this module exports; everything else is internal.
 
 from __future__ import annotations
 
-from dpcvx import domains, estimators, losses
+from dpcvx import audit, domains, estimators, losses
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent, ZcdpAccountant
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.certification.extension import ExtensionValues
@@ -72,6 +72,7 @@ __all__ = [
     "Sensitivity",
     "SolverError",
     "__version__",
+    "audit",
     "domains",
     "estimators",
     "losses",

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import dpcvx
+from dpcvx.accounting.zcdp import dp_to_zcdp
 from dpcvx.mechanisms.clipped_gradient import (
     ClippedGradientDescent,
     params_thm52,
@@ -71,7 +72,7 @@ def test_every_step_is_in_the_ledger_and_composes_to_the_budget():
     T = res.detail["steps"]
     assert len(res.ledger) == T == 50
     assert all(e.kind == "zcdp" for e in res.ledger.events)
-    assert res.ledger.total_rho() == pytest.approx(dpcvx.accounting.zcdp.dp_to_zcdp(1.0, 1e-5))
+    assert res.ledger.total_rho() == pytest.approx(dp_to_zcdp(1.0, 1e-5))
     assert res.ledger.total().epsilon <= 1.0 * (1 + 1e-12)
     pure = problem.solve_private(dataclasses.replace(mech, iteration_cap=20), epsilon=1.0,
                                  rng=0)
