@@ -18,9 +18,9 @@ import dpcvx
 PACKAGE = Path(dpcvx.__file__).resolve().parent
 
 CORE = {"dpcvx.errors", "dpcvx.rng", "dpcvx._validation", "dpcvx.types", "dpcvx._profiles",
-        "dpcvx._zcdp"}
+        "dpcvx._zcdp", "dpcvx._progress"}
 TOP = {"dpcvx", "dpcvx.problem", "dpcvx.oracle", "dpcvx.losses", "dpcvx.domains",
-       "dpcvx.estimators", "dpcvx.audit", "dpcvx.cli", "dpcvx.__main__", "dpcvx._progress",
+       "dpcvx.estimators", "dpcvx.audit", "dpcvx.cli", "dpcvx.__main__",
        "dpcvx.mean_estimation"}
 PREFIX_STAGES = [
     ("dpcvx.modeling", 1),

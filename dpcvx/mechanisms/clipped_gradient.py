@@ -47,6 +47,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from dpcvx._progress import progress_bar
 from dpcvx._validation import check_positive, check_real
 from dpcvx._zcdp import dp_to_zcdp, zcdp_to_dp
 from dpcvx.errors import InvalidParameterError
@@ -156,6 +157,8 @@ class ClippedGradientDescent:
         Run with clamped parameters when the theorem's validity conditions fail.
     initial_point : array-like, optional
         ``w^0`` (public), default the domain's centre projected onto W.
+    progress : bool
+        A progress bar over the steps on a terminal; False silences it.
     """
 
     k: float
@@ -168,6 +171,7 @@ class ClippedGradientDescent:
     iteration_cap: int = 2000
     allow_outside_theory: bool = False
     initial_point: object = None
+    progress: bool = True
 
     composite = True
     uses_extension = False
@@ -263,7 +267,8 @@ class ClippedGradientDescent:
         width = p["tau"] * s
         rows = n // T if p["batches"] else n
         iterates = []
-        for t in range(T):
+        for t in progress_bar(range(T), desc="clipped GD", unit="step",
+                              enabled=self.progress):
             idx = np.arange(t * rows, (t + 1) * rows) if p["batches"] else None
             grads = context.gradients(w, idx)
             if p["oracle"] == "cwme":

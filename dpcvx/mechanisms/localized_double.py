@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import binom, gamma
 
+from dpcvx._progress import progress_bar
 from dpcvx._validation import check_center, check_delta, check_positive, check_real
 from dpcvx.errors import CertificationError, InvalidParameterError
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, DoublePlan
@@ -198,6 +199,9 @@ class LocalizedDoubleOutputPerturbation:
         before dispatch.
     solver : str, optional
         First solver of the refinement ladder.
+    progress : bool
+        A progress bar over the phases on a terminal (never in pipes, logs or tests); False
+        silences it.
 
     Notes
     -----
@@ -221,6 +225,7 @@ class LocalizedDoubleOutputPerturbation:
     shuffle: bool = True
     executor: Any = None
     solver: str | None = None
+    progress: bool = True
 
     #: tells :class:`dpcvx.Problem` that this mechanism plans its own ledger event and asks
     #: for a release context (block solves on extensions with its own ``C_t``)
@@ -411,7 +416,9 @@ class LocalizedDoubleOutputPerturbation:
         w_bar = context.project(plan.initial_point)
         certificates = []
         outputs, chosen = [], []
-        for phase, index_blocks in zip(plan.phases, blocks):
+        phases = progress_bar(zip(plan.phases, blocks), total=len(plan.phases),
+                              desc="LDOP phases", unit="phase", enabled=self.progress)
+        for phase, index_blocks in phases:
             mech = DoubleOutputPerturbation(C=phase.C, regularization=phase.regularization,
                                             zeta=self.zeta, constants=self.constants,
                                             solver=self.solver)
