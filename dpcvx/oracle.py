@@ -541,6 +541,15 @@ class OracleReleaseContext:
 
         return solve
 
+    #: a user's callables carry no smoothness information: utility caveats apply
+    smooth = False
+
+    def gradients(self, w, indices=None) -> np.ndarray:
+        """The user's per-example subgradients at ``w`` (rows ``indices``), ``(n, d)``."""
+        rows, m = self.problem._rows(indices)
+        point = np.asarray(w, float).reshape(1, self.d)
+        return self.problem._subgradients(np.repeat(point, m, axis=0), rows, m)
+
     def loss_values(self, points, indices=None) -> np.ndarray:
         """``f(w_p, z_i)`` for every row ``w_p`` of ``points`` and every example ``i`` in
         ``indices`` (default all): shape ``(len(points), n)``."""

@@ -291,6 +291,13 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
     context = source.release_context(
         extension=extension, solver=getattr(mechanism, "solver", None),
         base=composite and bool(getattr(mechanism, "uses_extension", True)))
+    missing = [r for r in getattr(mechanism, "context_requirements", ())
+               if not hasattr(context, r)]
+    if missing:  # checked before anything is spent
+        raise InvalidParameterError(
+            f"`{type(mechanism).__name__}` needs {', '.join(missing)} from the data source, "
+            f"which a {type(source).__name__} does not provide."
+        )
     budget = accountant if accountant is not None else Accountant(epsilon, delta)
     # raises PrivacyBudgetError (and spends nothing) if unaffordable; an iterative mechanism
     # records one event per step, all or nothing

@@ -174,6 +174,8 @@ class ClippedGradientDescent:
     progress: bool = True
 
     composite = True
+    #: what the release needs from the data source (checked before anything is spent)
+    context_requirements = ("gradients", "smooth", "project")
     uses_extension = False
 
     def __post_init__(self) -> None:

@@ -364,6 +364,8 @@ class ProjectedGradientExponentialMechanism:
     #: tells :func:`dpcvx.problem.release` that this mechanism plans its own ledger event and
     #: asks for a release context (it needs loss values, not certified solves)
     composite = True
+    #: what the release needs from the data source (checked before anything is spent)
+    context_requirements = ("loss_values", "project")
     #: needs only loss values, not the Lipschitz-extension template
     uses_extension = False
 

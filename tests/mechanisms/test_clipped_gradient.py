@@ -143,3 +143,37 @@ def test_pure_variant_audit_and_negative_control():
     assert epsilon_lower_bound(o0, o1, thresholds, alpha=1e-3) <= 1.0
     c0, c1 = outputs(problems[0], bad, 3), outputs(problems[1], bad, 4)
     assert epsilon_lower_bound(c0, c1, thresholds, alpha=1e-3) > 1.0
+
+
+def test_runs_on_an_oracle_problem_and_missing_capabilities_spend_nothing():
+    rng = np.random.default_rng(0)
+    n, d = 2000, 2
+    X = rng.standard_t(5, size=(n, d))
+    Y = X @ np.array([0.3, -0.2]) + rng.standard_t(5, size=n)
+    w = cp.Variable(d)
+
+    def value(W, data):
+        return np.abs(np.sum(data["x"] * W, axis=1) - data["y"])
+
+    def subgradient(W, data):
+        r = np.sum(data["x"] * W, axis=1) - data["y"]
+        return data["x"] * np.sign(r)[:, None]
+
+    oracle = dpcvx.OracleProblem(value, subgradient, {"x": X, "y": Y}, w,
+                                 dpcvx.domains.l2_ball(w, 1))
+    mech = ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True,
+                                  iteration_cap=20)
+    with pytest.warns(UserWarning, match="not smooth"):
+        res = oracle.solve_private(mech, epsilon=5.0, delta=1e-5, rng=0)
+    assert len(res.ledger) == 20 and np.linalg.norm(res.w) <= 1.0
+
+    @dataclasses.dataclass(frozen=True)
+    class Needy(ClippedGradientDescent):
+        context_requirements = ("hessians",)
+
+    acct = dpcvx.Accountant(5.0, 1e-5)
+    with pytest.raises(dpcvx.InvalidParameterError, match="hessians"):
+        oracle.solve_private(Needy(k=4, oracle="nsme", allow_outside_theory=True,
+                                   iteration_cap=5), epsilon=5.0, delta=1e-5,
+                             accountant=acct)
+    assert len(acct.ledger) == 0
