@@ -29,7 +29,7 @@ from dpcvx.mechanisms.clipped_gradient import ClippedGradientDescent
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, OutputPertLocalize
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
-from dpcvx.mechanisms.output_perturbation import OutputPerturbation
+from dpcvx.mechanisms.output_perturbation import OutputPerturbation, choose_regularization
 from dpcvx.oracle import OracleProblem, structured_solve
 from dpcvx.problem import LipschitzExtension, Problem
 from dpcvx.results import PrivateResult
@@ -73,6 +73,7 @@ __all__ = [
     "SolverError",
     "__version__",
     "audit",
+    "choose_regularization",
     "domains",
     "estimators",
     "losses",

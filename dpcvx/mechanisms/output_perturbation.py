@@ -37,7 +37,7 @@ from dpcvx.errors import InvalidParameterError
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
 from dpcvx.types import Guarantee, Sensitivity
 
-__all__ = ["OutputPerturbation", "ReleasePlan", "default_accuracy"]
+__all__ = ["OutputPerturbation", "ReleasePlan", "choose_regularization", "default_accuracy"]
 
 #: relative inflation of the sensitivity allowed by the default accuracy target
 DEFAULT_INFLATION = 0.05
@@ -221,3 +221,58 @@ class OutputPerturbation:
             domain=domain,
         )
         return np.asarray(out, float), (public,)
+
+
+def choose_regularization(lipschitz: float, radius: float, n: int, d: int, epsilon: float,
+                          delta: float = 0.0, *, task: str = "erm",
+                          smoothness: float | None = None) -> tuple[float, float]:
+    """Paper 002's regularization for Algorithm 6, from public quantities only.
+
+    Returns ``(lam, bound)``: the regularization and the theorem's excess-risk bound (empirical
+    risk for ``task="erm"``, population risk for ``task="sco"``), capped at the trivial
+    ``L R``. With ``rho = d/(epsilon n)`` (pure) or ``sqrt(d) s_delta/(epsilon n)`` (approx,
+    ``s_delta = c_delta + sqrt(c_delta^2 + epsilon)``):
+
+    - ERM, Lipschitz (Prop 2.5 / Thm 3.4): ``lam = L / (R sqrt(1 + 1/rho))``, bound
+      ``8.5 L R sqrt(rho)``;
+    - ERM, ``smoothness = beta`` (Prop 2.8): ``lam = (beta L^2/R^2)^(1/3) rho^(2/3)``, bound
+      ``48.5 beta^(1/3) L^(2/3) R^(4/3) rho^(2/3)`` (needs ``rho^2 <= L/(R beta)``);
+    - SCO, Lipschitz (Prop 4.3): ``lam = (L/R)(sqrt(rho) + 1/sqrt(n))``, bound
+      ``32 L R (sqrt(rho) + 1/sqrt(n))`` (Cor 4.3's safer constant; the digest notes the
+      printed 127/(1/2) constants are unreliable);
+    - SCO, smooth (Prop 4.4): ``lam = (beta L^2/R^2)^(1/3)(rho^(2/3) + 1/sqrt(n))``, bound
+      ``beta^(1/3) L^(2/3) R^(4/3)(11/sqrt(n) + 83 rho^(2/3))`` (pure; 43 approx).
+
+    ``R`` bounds the norm of the minimizers (e.g. the domain's radius around 0).
+    """
+    owner = "choose_regularization"
+    L = check_positive(lipschitz, "lipschitz", owner)
+    R = check_positive(radius, "radius", owner)
+    eps = check_positive(epsilon, "epsilon", owner)
+    delta = check_delta(delta, owner)
+    if task not in ("erm", "sco"):
+        raise InvalidParameterError(f"`task` of `{owner}` must be 'erm' or 'sco'. Got {task!r}.")
+    if delta == 0:
+        rho = d / (eps * n)
+    else:
+        from dpcvx.mechanisms.noise import c_delta
+
+        c = c_delta(delta)
+        rho = math.sqrt(d) * (c + math.sqrt(c * c + eps)) / (eps * n)
+    if smoothness is None:
+        if task == "erm":
+            lam, bound = L / (R * math.sqrt(1.0 + 1.0 / rho)), 8.5 * L * R * math.sqrt(rho)
+        else:
+            lam = (L / R) * (math.sqrt(rho) + 1.0 / math.sqrt(n))
+            bound = 32.0 * L * R * (math.sqrt(rho) + 1.0 / math.sqrt(n))
+    else:
+        beta = check_positive(smoothness, "smoothness", owner)
+        scale = (beta * L * L / (R * R)) ** (1.0 / 3.0)
+        lead = beta ** (1.0 / 3.0) * L ** (2.0 / 3.0) * R ** (4.0 / 3.0)
+        if task == "erm":
+            lam, bound = scale * rho ** (2.0 / 3.0), 48.5 * lead * rho ** (2.0 / 3.0)
+        else:
+            lam = scale * (rho ** (2.0 / 3.0) + 1.0 / math.sqrt(n))
+            const = 83.0 if delta == 0 else 43.0
+            bound = lead * (11.0 / math.sqrt(n) + const * rho ** (2.0 / 3.0))
+    return lam, min(bound, L * R)

@@ -257,3 +257,33 @@ def test_algorithm_1_strongly_convex_loss_without_regularization():
     assert np.linalg.norm(sol.w - X.mean(axis=0)) <= np.sqrt(2 * sol.gap / 1.0) + 1e-12
     with pytest.raises(dpcvx.InvalidParameterError, match="strong"):
         dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.0)
+
+
+def test_choose_regularization_follows_paper_002():
+    import math
+
+    from dpcvx.mechanisms.output_perturbation import choose_regularization
+
+    L, R, n, d, eps = 2.0, 3.0, 10_000, 5, 1.0
+    rho = d / (eps * n)
+    lam, bound = choose_regularization(L, R, n, d, eps)
+    assert lam == pytest.approx(L / (R * math.sqrt(1 + eps * n / d)))
+    assert bound == pytest.approx(8.5 * L * R * math.sqrt(rho))
+    lam, bound = choose_regularization(L, R, n, d, eps, task="sco")
+    assert lam == pytest.approx(L / R * (math.sqrt(rho) + 1 / math.sqrt(n)))
+    lam, _ = choose_regularization(L, R, n, d, eps, smoothness=4.0)
+    assert lam == pytest.approx((4.0 * L * L / (R * R)) ** (1 / 3) * rho ** (2 / 3))
+    lam, _ = choose_regularization(L, R, n, d, eps, task="sco", smoothness=4.0)
+    assert lam == pytest.approx((4.0 * L * L / (R * R)) ** (1 / 3)
+                                * (rho ** (2 / 3) + 1 / math.sqrt(n)))
+    # approx: rho = sqrt(d) s_delta / (eps n) with s_delta = c_delta + sqrt(c_delta^2 + eps)
+    from dpcvx.mechanisms.noise import c_delta
+
+    c = c_delta(1e-5)
+    rho_d = math.sqrt(d) * (c + math.sqrt(c * c + eps)) / (eps * n)
+    lam, _ = choose_regularization(L, R, n, d, eps, 1e-5)
+    assert lam == pytest.approx(L / (R * math.sqrt(1 + 1 / rho_d)))
+    # the trivial bound caps it
+    assert choose_regularization(L, R, 10, 50, 0.1)[1] == L * R
+    with pytest.raises(dpcvx.InvalidParameterError):
+        choose_regularization(L, R, n, d, eps, task="population")
