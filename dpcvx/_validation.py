@@ -63,7 +63,13 @@ def check_center(value: object, owner: str):
         return None
     import numpy as np
 
-    c = np.asarray(value, dtype=float)
+    try:
+        c = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(
+            f"The `center` parameter of `{owner}` must be a finite numeric vector. "
+            f"Got {type(value).__name__}: {value!r}."
+        ) from exc
     if c.ndim != 1 or not np.all(np.isfinite(c)):
         raise InvalidParameterError(
             f"The `center` parameter of `{owner}` must be a finite vector. Got {c!r}."

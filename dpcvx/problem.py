@@ -291,6 +291,8 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
     context = source.release_context(
         extension=extension, solver=getattr(mechanism, "solver", None),
         base=composite and bool(getattr(mechanism, "uses_extension", True)))
+    if getattr(mechanism, "uses_extension", True) and hasattr(context, "prepare"):
+        context.prepare()  # compile before anything is spent (data-independent)
     missing = [r for r in getattr(mechanism, "context_requirements", ())
                if not hasattr(context, r)]
     if missing:  # checked before anything is spent
@@ -355,6 +357,7 @@ class ReleaseContext:
         self._solver = solver
         # a composite mechanism (base=True) runs extensions with its own C per phase
         self._key = 1.0 if base else extension
+        self._base = base
         self._compiled = None  # compiled on the first solver() call (on the calling thread)
 
     def solver(self, indices=None, C: float | None = None):
@@ -365,10 +368,11 @@ class ReleaseContext:
         decl = self.problem.declaration
         if indices is not None:
             decl = decl.subset(indices)
-        if self._compiled is None:
-            plain = self.problem._compiled(None)[0] if self._key is not None else None
-            self._compiled = self.problem._compiled(self._key) + (plain,)
+        self.prepare()
         template, block, plain = self._compiled
+        if self._base and C is None:
+            raise InvalidParameterError(
+                "Internal: a composite release must give the extension's C for every solve.")
         extension, domain = self.extension, self.domain
         if C is not None:
             extension = float(C)
@@ -387,6 +391,13 @@ class ReleaseContext:
                                    w_domain=w_domain, plain_template=plain)
 
         return solve
+
+    def prepare(self) -> None:
+        """Compile the templates the solves need (data-independent; done before the budget is
+        reserved, and on the calling thread before blocks are dispatched)."""
+        if self._compiled is None:
+            plain = self.problem._compiled(None)[0] if self._key is not None else None
+            self._compiled = self.problem._compiled(self._key) + (plain,)
 
     @property
     def smooth(self) -> bool:

@@ -48,10 +48,10 @@ from types import MappingProxyType
 import numpy as np
 
 from dpcvx._progress import progress_bar
-from dpcvx._validation import check_positive, check_real
+from dpcvx._validation import check_center, check_positive, check_real
 from dpcvx._zcdp import dp_to_zcdp, zcdp_to_dp
 from dpcvx.errors import InvalidParameterError
-from dpcvx.mechanisms.robust_means import median_of_means, smoothed_truncation_mean
+from dpcvx.mechanisms.robust_means import median_of_means, sanitize, smoothed_truncation_mean
 from dpcvx.types import Guarantee
 
 __all__ = ["ClippedGradientDescent", "params_thm52", "params_thm54", "params_thm56"]
@@ -198,6 +198,7 @@ class ClippedGradientDescent:
         q = check_real(self.q, "q", owner)
         if not 0.5 <= q <= 2.0:
             raise InvalidParameterError(f"`q` of `{owner}` must lie in [0.5, 2]. Got {q!r}.")
+        object.__setattr__(self, "initial_point", check_center(self.initial_point, owner))
         cap = self.iteration_cap
         if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
             raise InvalidParameterError(
@@ -217,8 +218,16 @@ class ClippedGradientDescent:
         else:
             p = params_thm52(n, d, rho, self.k, M, R, cap)
         _check_validity(p, self.allow_outside_theory, owner)
+        if self.initial_point is not None and self.initial_point.shape != (d,):
+            raise InvalidParameterError(
+                f"The `initial_point` of `{owner}` must have shape ({d},). "
+                f"Got {self.initial_point.shape}.")
         T = p["T"]
         rows = n // T if p["batches"] else n
+        if rows < 1:
+            raise InvalidParameterError(
+                f"`{owner}`: {T} steps on disjoint batches need at least {T} examples; got "
+                f"n = {n}. Lower `iteration_cap` or use more examples.")
         if p["buckets"] is not None and rows < p["buckets"]:
             if not self.allow_outside_theory:
                 raise InvalidParameterError(
@@ -272,7 +281,7 @@ class ClippedGradientDescent:
         for t in progress_bar(range(T), desc="clipped GD", unit="step",
                               enabled=self.progress):
             idx = np.arange(t * rows, (t + 1) * rows) if p["batches"] else None
-            grads = context.gradients(w, idx)
+            grads = sanitize(context.gradients(w, idx))  # no NaN from one example
             if p["oracle"] == "cwme":
                 est = median_of_means(grads, width, p["buckets"])
             else:

@@ -71,8 +71,8 @@ _FAILURE = (
     "its accuracy target (fixed from public quantities). Nothing was released and the whole "
     "budget stays spent. This message carries no data-dependent number, but the failure "
     "itself depends on the data: do not retry on the same data without charging the budget "
-    "again. To fix: rescale the data so that losses are of order one, or lower "
-    "`move_tolerance`'s reach by raising it (fewer, better-conditioned phases)."
+    "again. To fix: rescale the data so that losses are of order one, or raise "
+    "`move_tolerance` (fewer, better-conditioned phases)."
 )
 
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from scipy.stats import norm
 
-__all__ = ["PHI_MAX", "median_of_means", "smoothed_truncation_mean"]
+__all__ = ["PHI_MAX", "median_of_means", "sanitize", "smoothed_truncation_mean"]
 
 PHI_MAX = 2.0 * math.sqrt(2.0) / 3.0
 _PHI_MAX = PHI_MAX
@@ -17,13 +17,20 @@ _SQRT2 = math.sqrt(2.0)
 _EXPANSION_LIMIT = 50.0
 
 
+def sanitize(X) -> np.ndarray:
+    """Each entry mapped on its own: NaN to 0 and +-inf to +-1e300, so that one example can
+    never turn an estimate into NaN (which the noise would not hide). Both estimators bound
+    every row's influence after this map, so their sensitivities are unchanged."""
+    return np.nan_to_num(np.asarray(X, float), nan=0.0, posinf=1e300, neginf=-1e300)
+
+
 def median_of_means(X: np.ndarray, tau: float, buckets: int, center=None) -> np.ndarray:
     """Algorithm 3 of paper 003 (no noise): coordinate-wise median of the means of ``buckets``
     consecutive disjoint blocks of ``floor(n / buckets)`` rows, after clipping every
     coordinate to ``[center - 3 tau, center + 3 tau]``. Rows beyond ``buckets * floor(n /
     buckets)`` are not used. For an even number of buckets the median is the average of the two
     middle values."""
-    X = np.asarray(X, float)
+    X = sanitize(X)
     n, d = X.shape
     b = n // buckets
     c = np.zeros(d) if center is None else np.asarray(center, float)
@@ -35,10 +42,15 @@ def median_of_means(X: np.ndarray, tau: float, buckets: int, center=None) -> np.
 def _integrals(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, ...]:
     """``I_p = int_A^B z^p phi(z) dz`` for p = 0..3 (standard normal density ``phi``)."""
     pa, pb = norm.pdf(A), norm.pdf(B)
+    # z^p phi(z) -> 0 as |z| -> inf; guard the products so that inf * 0 never gives NaN
+    apa = np.where(pa > 0, A * pa, 0.0)
+    bpb = np.where(pb > 0, B * pb, 0.0)
+    aapa = np.where(pa > 0, A * apa, 0.0)
+    bbpb = np.where(pb > 0, B * bpb, 0.0)
     i0 = norm.cdf(B) - norm.cdf(A)
     i1 = pa - pb
-    i2 = i0 + A * pa - B * pb
-    i3 = 2.0 * i1 + A * A * pa - B * B * pb
+    i2 = i0 + apa - bpb
+    i3 = 2.0 * i1 + aapa - bbpb
     return i0, i1, i2, i3
 
 
@@ -47,7 +59,11 @@ def smoothed_truncation_mean(X: np.ndarray, tau: float, c: float = 1.0) -> np.nd
     ``N ~ N(0, c)``, in closed form: with ``a = x / tau``, ``Y = a (1 + N) ~ N(a, a^2 c)``, and
     ``E phi(Y) = E[Y 1{|Y| <= sqrt 2}] - E[Y^3 1{...}] / 6 + (2 sqrt(2)/3)(P(Y > sqrt 2) -
     P(Y < -sqrt 2))``."""
-    X = np.asarray(X, float)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        return _smoothed(sanitize(X), tau, c)
+
+
+def _smoothed(X: np.ndarray, tau: float, c: float) -> np.ndarray:
     n = X.shape[0]
     a = X / tau
     s = np.abs(a) * math.sqrt(c)
@@ -73,6 +89,7 @@ def smoothed_truncation_mean(X: np.ndarray, tau: float, c: float = 1.0) -> np.nd
         dens = norm.pdf((y[None, :] - am) / sm) / sm
         inner[~small] = _SQRT2 * (dens * (y - y ** 3 / 6.0) * weights).sum(axis=1)
     value = np.where(zero, 0.0, inner + tails)  # a = 0: phi(0) = 0
+    value = np.where(np.isfinite(value), value, 0.0)  # defence in depth: bounded either way
     # |E phi| <= 2 sqrt(2)/3 exactly; clipping keeps the sensitivity bound in float64 too
     value = np.clip(value, -_PHI_MAX, _PHI_MAX)
     return tau / n * value.sum(axis=0)

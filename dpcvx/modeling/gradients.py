@@ -27,7 +27,13 @@ def is_smooth(decl: Declaration) -> bool:
 
 
 def per_example_gradients(decl: Declaration, w: np.ndarray) -> np.ndarray:
-    """``(n, d)``: a (sub)gradient of ``f(., z_i)`` at ``w`` for every example."""
+    """``(n, d)``: a (sub)gradient of ``f(., z_i)`` at ``w`` for every example (entries may
+    overflow to inf or NaN for extreme data; callers sanitize them row by row)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _gradients(decl, w)
+
+
+def _gradients(decl: Declaration, w: np.ndarray) -> np.ndarray:
     n, d = decl.n, decl.d
     w = np.asarray(w, float).reshape(d)
     leaves = decl.derived_values()

@@ -177,3 +177,36 @@ def test_runs_on_an_oracle_problem_and_missing_capabilities_spend_nothing():
                                    iteration_cap=5), epsilon=5.0, delta=1e-5,
                              accountant=acct)
     assert len(acct.ledger) == 0
+
+
+def test_an_overflowing_example_cannot_freeze_the_release():
+    """Review finding: a finite row whose gradient overflows (inf * 0 = NaN) used to turn the
+    release into the domain centre deterministically. Gradients are sanitized row by row."""
+    rng = np.random.default_rng(3)
+    n = 400
+    X = rng.normal(size=(n, 2))
+    Y = X @ np.array([0.3, -0.2]) + rng.normal(size=n)
+    X[0], Y[0] = 0.0, -1e308
+    w = cp.Variable(2)
+    x = cp.Parameter(2)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.square(x @ w - y), w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
+    mech = ClippedGradientDescent(k=4, oracle="cwme", allow_outside_theory=True,
+                                  iteration_cap=5)
+    outs = {tuple(problem.solve_private(mech, epsilon=1.0, delta=1e-5, rng=s).w)
+            for s in range(5)}
+    assert len(outs) == 5  # random, not a fixed point
+    assert all(np.all(np.isfinite(o)) for o in outs)
+
+
+def test_bad_initial_point_spends_nothing():
+    problem = _huber_problem(n=500)
+    with pytest.raises(dpcvx.InvalidParameterError):
+        ClippedGradientDescent(k=4, initial_point="abc")
+    acct = dpcvx.Accountant(1.0, 1e-5)
+    with pytest.raises(dpcvx.InvalidParameterError, match="initial_point"):
+        problem.solve_private(ClippedGradientDescent(k=4, initial_point=[1.0, 2.0, 3.0],
+                                                     allow_outside_theory=True,
+                                                     iteration_cap=3),
+                              epsilon=1.0, delta=1e-5, accountant=acct)
+    assert len(acct.ledger) == 0
