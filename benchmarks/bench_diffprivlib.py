@@ -764,18 +764,9 @@ def _environment() -> dict[str, Any]:
 
 
 def _write(doc: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=_json_default))
-    tmp.replace(path)
+    from _common import write_json
 
-
-def _json_default(obj):
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    return str(obj)
+    write_json(doc, path)
 
 
 def _cell(s: dict[str, Any] | None, scale: float = 1.0, digits: int = 1) -> str:

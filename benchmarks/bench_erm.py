@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import json
 import math
 import os
 import platform
@@ -611,18 +610,9 @@ def _environment() -> dict[str, Any]:
 
 
 def _write(doc: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=_json_default))
-    tmp.replace(path)
+    from _common import write_json
 
-
-def _json_default(obj):
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    return str(obj)
+    write_json(doc, path)
 
 
 # --------------------------------------------------------------------------- printing

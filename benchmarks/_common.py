@@ -1,0 +1,26 @@
+"""Helpers shared by the benchmark scripts (they run as scripts: this folder is on sys.path)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["write_json"]
+
+
+def write_json(doc: dict, path: Path) -> None:
+    """Write ``doc`` atomically (a temporary file, then a rename), numpy values as plain JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=_json_default))
+    tmp.replace(path)
+
+
+def _json_default(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)
