@@ -30,6 +30,7 @@ from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation, choose_regularization
+from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
 from dpcvx.oracle import OracleProblem, structured_solve
 from dpcvx.problem import LipschitzExtension, Problem
 from dpcvx.results import PrivateResult
@@ -68,6 +69,7 @@ __all__ = [
     "Problem",
     "structured_solve",
     "ReleaseCertificate",
+    "TiltedOutputPerturbation",
     "ZcdpAccountant",
     "Sensitivity",
     "SolverError",

@@ -15,6 +15,7 @@ from dpcvx.accounting.ledger import Accountant, PrivacyEvent
 from dpcvx.certification.certificate import CertifiedSolution
 from dpcvx.certification.extension import ExtensionValues, extension_bounds
 from dpcvx.certification.solve import certified_solve
+from dpcvx.certification.tilted import certified_tilted_solve
 from dpcvx.compilation.solvers import _check_solver, solve_program
 from dpcvx.compilation.stamp import stamp
 from dpcvx.compilation.template import (
@@ -398,6 +399,17 @@ class ReleaseContext:
         if self._compiled is None:
             plain = self.problem._compiled(None)[0] if self._key is not None else None
             self._compiled = self.problem._compiled(self._key) + (plain,)
+
+    def tilted_solver(self, tilt: float, solver: str | None = None):
+        """``solve(lam, w0, alpha)``: the certified tilted-ERM solve (always private)."""
+        template, block = self.problem._compiled(None)
+        decl = self.problem.declaration
+
+        def solve(lam: float, w0: np.ndarray, alpha: float) -> CertifiedSolution:
+            return certified_tilted_solve(decl, template, block, tilt=tilt, lam=lam, w0=w0,
+                                          accuracy=alpha, solver=solver, private=True)
+
+        return solve
 
     @property
     def smooth(self) -> bool:

@@ -44,6 +44,9 @@ class StampedProgram:
     #: Lipschitz extension only: ``(n, d)`` global columns of the y_i, ``(n, d + 1)`` SOC rows
     y_cols: np.ndarray | None = None
     soc_rows: np.ndarray | None = None
+    #: per-example objective ``C_obj[i] @ u + c0_obj[i]`` (the averaged objective is their mean)
+    C_obj: sp.csr_matrix | None = None
+    c0_obj: np.ndarray | None = None
 
 
 def _segments(layout: ConeLayout) -> list[tuple[str, int, int]]:
@@ -126,7 +129,16 @@ def stamp_parts(
     b[dom_row_global] = domain.b
     q = np.zeros(n_var)
     q0 = 0.0
+    obj_rows, obj_cols, obj_vals, obj_const = [], [], [], []
+    first = 0
     for part, (template, theta) in enumerate(parts):
+        c_part = theta @ template.c_map  # (n_part, cols)
+        n_part = theta.shape[0]
+        obj_rows.append(np.repeat(first + np.arange(n_part), c_part.shape[1]))
+        obj_cols.append(ex_cols[part].ravel())
+        obj_vals.append(c_part.ravel())
+        obj_const.append(theta @ template.c0_map)
+        first += n_part
         rows.append(row_global[part][:, template.A_rows].ravel())
         cols.append(ex_cols[part][:, template.A_cols].ravel())
         vals.append((theta @ template.A_map).ravel())  # (n, nnz)
@@ -150,6 +162,10 @@ def stamp_parts(
     cones = ConeLayout(zero=domain.cones.zero + total("zero"),
                        nonneg=domain.cones.nonneg + total("nonneg"), soc=soc,
                        exp=domain.cones.exp + total("exp"))
+    C_obj = sp.csr_matrix((np.concatenate(obj_vals), (np.concatenate(obj_rows),
+                                                      np.concatenate(obj_cols))),
+                          shape=(n_total, n_var))
+    c0_obj = np.concatenate(obj_const)
     views = []
     for part, (template, theta) in enumerate(parts):
         split_rows = tuple(
@@ -161,9 +177,10 @@ def stamp_parts(
                     else row_global[part][:, template.soc_rows])
         views.append(StampedProgram(P=P, q=q, q0=q0, A=A, b=b, cones=cones, d=d,
                                     n=theta.shape[0], split_rows=split_rows, y_cols=y_cols,
-                                    soc_rows=soc_rows))
+                                    soc_rows=soc_rows, C_obj=C_obj, c0_obj=c0_obj))
     if len(parts) == 1:
         return views[0], tuple(views)
     whole = StampedProgram(P=P, q=q, q0=q0, A=A, b=b, cones=cones, d=d, n=n_total,
-                           split_rows=(), y_cols=None, soc_rows=None)
+                           split_rows=(), y_cols=None, soc_rows=None, C_obj=C_obj,
+                           c0_obj=c0_obj)
     return whole, tuple(views)
