@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import cvxpy as cp
 
+from dpcvx.errors import InvalidParameterError
+
 __all__ = [
     "absolute",
     "affine",
@@ -22,6 +24,9 @@ __all__ = [
     "logistic",
     "pinball",
     "relu",
+    "robust_absolute",
+    "robust_hinge",
+    "robust_logistic",
     "squared",
 ]
 
@@ -59,7 +64,8 @@ def pinball(score: cp.Expression, target, tau: float) -> cp.Expression:
     """Quantile (pinball) loss ``tau * pos(r) + (1 - tau) * neg(r)`` with ``r = target - score``,
     for ``0 < tau < 1``; Lipschitz constant ``max(tau, 1 - tau) * max ||x||``."""
     if not 0 < tau < 1:
-        raise ValueError(f"The `tau` parameter of `pinball` must lie in (0, 1). Got {tau!r}.")
+        raise InvalidParameterError(
+            f"The `tau` parameter of `pinball` must lie in (0, 1). Got {tau!r}.")
     r = target - score
     return tau * cp.pos(r) + (1 - tau) * cp.neg(r)
 
@@ -68,7 +74,8 @@ def epsilon_insensitive(score: cp.Expression, target, width: float) -> cp.Expres
     """``max(0, |score - target| - width)`` written as ``pos(r - width) + pos(-r - width)``
     (equal for ``width >= 0``)."""
     if width < 0:
-        raise ValueError(f"The `width` parameter must be non-negative. Got {width!r}.")
+        raise InvalidParameterError(
+            f"The `width` parameter of `epsilon_insensitive` must be non-negative. Got {width!r}.")
     r = score - target
     return cp.pos(r - width) + cp.pos(-r - width)
 
@@ -82,3 +89,36 @@ def huber(score: cp.Expression, target=0.0, threshold: float = 1.0) -> cp.Expres
     """CVXPY's Huber function of ``score - target``: ``r^2`` for ``|r| <= M`` and
     ``2 M |r| - M^2`` beyond; Lipschitz constant ``2 M max ||x||``."""
     return cp.huber(score - target, threshold)
+
+
+def _radius(radius: float, name: str) -> float:
+    value = float(radius)
+    if not value >= 0 or value == float("inf"):
+        raise InvalidParameterError(
+            f"The `radius` parameter of `{name}` must be finite and non-negative. Got {radius!r}.")
+    return value
+
+
+def robust_hinge(features, variable: cp.Variable, label, radius: float) -> cp.Expression:
+    """The worst-case hinge loss of a linear model under input perturbations of l2 norm at most
+    ``radius`` (paper 002, Section 5.2): ``max_{||v|| <= radius} pos(1 - label (x + v).w)
+    = pos(1 - label x.w + radius ||w||)`` for ``|label| = 1``. DCP, so adversarially robust
+    training goes through the ordinary certified path; Lipschitz constant ``max ||x|| + radius``
+    (the perturbed inputs' norm bound, as the paper requires on X + S)."""
+    r = _radius(radius, "robust_hinge")
+    return cp.pos(1 - label * (features @ variable) + r * cp.norm(variable, 2))
+
+
+def robust_logistic(features, variable: cp.Variable, label, radius: float) -> cp.Expression:
+    """Worst-case logistic loss under l2 input perturbations of norm at most ``radius``:
+    ``log(1 + exp(-label x.w + radius ||w||))`` (logistic is increasing in the negative
+    margin); Lipschitz constant ``max ||x|| + radius``."""
+    r = _radius(radius, "robust_logistic")
+    return cp.logistic(-label * (features @ variable) + r * cp.norm(variable, 2))
+
+
+def robust_absolute(features, variable: cp.Variable, target, radius: float) -> cp.Expression:
+    """Worst-case absolute error under l2 input perturbations of norm at most ``radius``:
+    ``|x.w - target| + radius ||w||``; Lipschitz constant ``max ||x|| + radius``."""
+    r = _radius(radius, "robust_absolute")
+    return cp.abs(features @ variable - target) + r * cp.norm(variable, 2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import cvxpy as cp
 import numpy as np
+import pytest
 
 import dpcvx
 
@@ -52,3 +53,33 @@ def test_robust_hinge_certified_solve_brackets_an_independent_solve():
     ref.solve(solver=cp.CLARABEL)
     assert sol.lower <= ref.value + 1e-7 and ref.value <= sol.upper + 1e-7
     assert sol.gap < 1e-3
+
+
+def test_robust_losses_are_the_worst_case_and_private_fits_run():
+    X, Y = _data()
+    rho = 0.2
+    rng = np.random.default_rng(2)
+    w = cp.Variable(3)
+    x = cp.Parameter(3)
+    y = cp.Parameter()
+    for name, make, plain in (
+        ("hinge", dpcvx.losses.robust_hinge, lambda m: np.maximum(0.0, 1 - m)),
+        ("logistic", dpcvx.losses.robust_logistic, lambda m: np.log1p(np.exp(-m))),
+    ):
+        problem = dpcvx.Problem(make(x, w, y, rho), w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
+        u = rng.normal(size=3) * 0.5
+        worst = plain(Y * ((X - rho * Y[:, None] * u / np.linalg.norm(u)) @ u))
+        assert np.allclose(problem.declaration.loss_values(u), worst), name
+        res = problem.solve_private(dpcvx.OutputPerturbation(lipschitz=1.0 + rho,
+                                                             regularization=0.5,
+                                                             accuracy=1e-4),
+                                    epsilon=1.0, rng=0)
+        assert np.linalg.norm(res.w) <= 1.0
+    t = cp.Parameter()
+    problem = dpcvx.Problem(dpcvx.losses.robust_absolute(x, w, t, rho), w,
+                            {x: X, t: Y}, [cp.norm(w, 2) <= 1])
+    u = rng.normal(size=3)
+    assert np.allclose(problem.declaration.loss_values(u),
+                       np.abs(X @ u - Y) + rho * np.linalg.norm(u))
+    with pytest.raises(dpcvx.InvalidParameterError):
+        dpcvx.losses.robust_hinge(x, w, y, -1.0)
