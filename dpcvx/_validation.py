@@ -75,3 +75,26 @@ def check_center(value: object, owner: str):
             f"The `center` parameter of `{owner}` must be a finite vector. Got {c!r}."
         )
     return c
+
+
+def check_pure_budget(epsilon: object, delta: object, owner: str) -> float:
+    """``epsilon`` of a pure epsilon-DP mechanism (``delta`` must be 0), or raise
+    :class:`InvalidParameterError`."""
+    eps = check_positive(epsilon, "epsilon", owner)
+    if check_delta(delta, owner) != 0.0:
+        raise InvalidParameterError(
+            f"`{owner}` is a pure epsilon-DP mechanism: `delta` must be 0. Got {delta!r}."
+        )
+    return eps
+
+
+def check_moment_order(value: object, owner: str, name: str = "k") -> float:
+    """A moment order: a finite real number, at least 2 (papers 000 and 003 assume a bounded
+    k-th moment with k >= 2), or raise :class:`InvalidParameterError`."""
+    k = check_real(value, name, owner)
+    if not (math.isfinite(k) and k >= 2):
+        raise InvalidParameterError(
+            f"The moment order `{name}` of `{owner}` must be a finite number, at least 2 (a "
+            f"bounded k-th moment with k >= 2). Got {value!r}."
+        )
+    return k

@@ -41,7 +41,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_is_fitted
 
 from dpcvx import domains, losses
-from dpcvx._validation import check_delta, check_positive, check_real
+from dpcvx._validation import check_delta, check_moment_order, check_positive, check_real
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent
 from dpcvx.errors import DataError, InvalidParameterError, PrivacyLeakWarning
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
@@ -302,12 +302,7 @@ class _PrivateLinearModel(BaseEstimator):
             regularization = None
         else:
             regularization = check_positive(regularization, "regularization", owner)
-        k = check_real(self.moment_order, "moment_order", owner)
-        if k < 2:
-            raise InvalidParameterError(
-                f"The `moment_order` parameter of `{owner}` must be a finite number >= 2 "
-                f"(paper 000 assumes a bounded k-th moment with k >= 2). Got {self.moment_order!r}."
-            )
+        k = check_moment_order(self.moment_order, owner, "moment_order")
         g_k = self._optional_positive("feature_moment")
         g_2 = self._optional_positive("feature_second_moment")
         if g_2 is not None and g_k is None:

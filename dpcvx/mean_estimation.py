@@ -42,7 +42,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from dpcvx._validation import check_positive, check_real
+from dpcvx._validation import check_moment_order, check_positive, check_real
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent
 from dpcvx.errors import DataError, InvalidParameterError
 from dpcvx.mechanisms.robust_means import PHI_MAX, median_of_means, smoothed_truncation_mean
@@ -118,12 +118,7 @@ class _MeanEstimator:
 
     def _check_common(self, k, moment, failure_probability, constants, tau, center):
         owner = self.owner
-        k = check_real(k, "k", owner)
-        if not (math.isfinite(k) and k >= 2):
-            raise InvalidParameterError(
-                f"The moment order `k` of `{owner}` must be a finite number >= 2. Got {k!r}."
-            )
-        self.k = k
+        self.k = check_moment_order(k, owner)
         self.moment = check_positive(moment, "moment", owner)
         beta = check_real(failure_probability, "failure_probability", owner)
         if not 0.0 < beta < 1.0:

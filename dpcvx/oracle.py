@@ -46,7 +46,7 @@ from dpcvx.certification.first_order import (
 from dpcvx.errors import CertificationError, DataError, InvalidParameterError, ModelingError
 from dpcvx.modeling.domains import Domain
 from dpcvx.modeling.localized import EXACT_PROJECTION, LocalizedDomain, inexact_projection
-from dpcvx.problem import LipschitzExtension, _still_certified, release
+from dpcvx.problem import LipschitzExtension, _still_certified, release, resolve_center
 from dpcvx.results import PrivateResult
 
 __all__ = ["OracleProblem", "OracleReleaseContext", "structured_solve"]
@@ -343,15 +343,7 @@ class OracleProblem:
         return out
 
     def _center(self, center) -> np.ndarray:
-        if center is None:
-            return np.asarray(self._domain.center, float).copy()
-        c = np.asarray(center, dtype=float)
-        if c.shape != (self.d,) or not np.all(np.isfinite(c)):
-            raise InvalidParameterError(
-                f"The `center` parameter must be a finite vector of shape ({self.d},). "
-                f"Got shape {c.shape}."
-            )
-        return c
+        return resolve_center(self, center)
 
     # ------------------------------------------------------------------ solving
     def _solve(self, lam: float, w0: np.ndarray, alpha: float, *, extension: float | None,

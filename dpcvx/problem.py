@@ -106,15 +106,7 @@ class Problem:
         return self._templates[extension], self._domain_block
 
     def _center(self, center) -> np.ndarray:
-        if center is None:
-            return np.asarray(self._decl.domain.center, float).copy()
-        c = np.asarray(center, dtype=float)
-        if c.shape != (self.d,) or not np.all(np.isfinite(c)):
-            raise InvalidParameterError(
-                f"The `center` parameter must be a finite vector of shape ({self.d},). "
-                f"Got shape {c.shape}."
-            )
-        return c
+        return resolve_center(self, center)
 
     def lipschitz_extension(self, C: float) -> LipschitzExtension:
         """The problem whose per-example loss is the Lipschitz extension
@@ -215,6 +207,20 @@ class Problem:
         cp.Problem(cp.Minimize(cp.sum_squares(v - point)), cons).solve(solver=cp.CLARABEL)
         guess = point if v.value is None else np.asarray(v.value, float)
         return dom.make_feasible(guess)
+
+
+def resolve_center(source, center) -> np.ndarray:
+    """``center`` as a finite vector of shape ``(source.d,)``; None gives the centre of the
+    source's domain (its bounding ball)."""
+    if center is None:
+        return np.asarray(source.domain.center, float).copy()
+    c = np.asarray(center, dtype=float)
+    if c.shape != (source.d,) or not np.all(np.isfinite(c)):
+        raise InvalidParameterError(
+            f"The `center` parameter must be a finite vector of shape ({source.d},). "
+            f"Got shape {c.shape}."
+        )
+    return c
 
 
 def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=None):

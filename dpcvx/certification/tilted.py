@@ -118,7 +118,7 @@ def certified_tilted_solve(decl: Declaration, template: Template, domain_block: 
 def _solve(decl, template, domain_block, tilt, lam, w0, accuracy, solver):
     n, d = decl.n, decl.d
     base = stamp(template, domain_block, template.theta(decl.derived_values(), n), d=d,
-                 lam=lam, w0=w0)
+                 lam=lam, w0=w0, per_example_objective=True)
     prog, n_var = _tilted_program(base, tilt, lam, w0)
     best, errors = None, []
     ladder = [(solver or "CLARABEL", True)] + [(s, True) for s in ("ECOS", "SCS")

@@ -68,9 +68,11 @@ def stamp(
     d: int,
     lam: float,
     w0: np.ndarray,
+    per_example_objective: bool = False,
 ) -> StampedProgram:
     """Build the stamped program for data ``theta`` (``(n, p + 1)``, first column ones)."""
-    return stamp_parts([(template, theta)], domain, d=d, lam=lam, w0=w0)[0]
+    return stamp_parts([(template, theta)], domain, d=d, lam=lam, w0=w0,
+                       per_example_objective=per_example_objective)[0]
 
 
 def stamp_parts(
@@ -80,6 +82,7 @@ def stamp_parts(
     d: int,
     lam: float,
     w0: np.ndarray,
+    per_example_objective: bool = False,
 ) -> tuple[StampedProgram, tuple[StampedProgram, ...]]:
     """One program for several groups of examples, each stamped from its own template (e.g.
     the plain loss for some examples and the Lipschitz extension for the others), sharing
@@ -87,6 +90,7 @@ def stamp_parts(
 
     Returns the whole program and, per part, a *view*: the same program whose ``split_rows``,
     ``y_cols``, ``soc_rows`` and ``n`` are those of the part (global indices).
+    ``per_example_objective`` also stores each example's objective row (``C_obj``, ``c0_obj``).
     """
     n_total = sum(theta.shape[0] for _, theta in parts)
     a0 = domain.n_cols - int(np.sum(domain.w_cols >= 0))
@@ -129,22 +133,17 @@ def stamp_parts(
     b[dom_row_global] = domain.b
     q = np.zeros(n_var)
     q0 = 0.0
-    obj_rows, obj_cols, obj_vals, obj_const = [], [], [], []
-    first = 0
+    objective = []  # per part: (objective columns, c values, c0 values)
     for part, (template, theta) in enumerate(parts):
-        c_part = theta @ template.c_map  # (n_part, cols)
-        n_part = theta.shape[0]
-        obj_rows.append(np.repeat(first + np.arange(n_part), c_part.shape[1]))
-        obj_cols.append(ex_cols[part].ravel())
-        obj_vals.append(c_part.ravel())
-        obj_const.append(theta @ template.c0_map)
-        first += n_part
+        c_part = theta @ template.c_map  # (n, cols)
+        c0_part = theta @ template.c0_map  # (n,)
         rows.append(row_global[part][:, template.A_rows].ravel())
         cols.append(ex_cols[part][:, template.A_cols].ravel())
         vals.append((theta @ template.A_map).ravel())  # (n, nnz)
         b[row_global[part].ravel()] = (theta @ template.b_map).ravel()
-        np.add.at(q, ex_cols[part].ravel(), ((theta @ template.c_map) / n_total).ravel())
-        q0 += float(np.sum(theta @ template.c0_map) / n_total)
+        np.add.at(q, ex_cols[part].ravel(), (c_part / n_total).ravel())
+        q0 += float(np.sum(c0_part) / n_total)
+        objective.append((ex_cols[part], c_part, c0_part))
     A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                       shape=(n_rows, n_var))
     w0 = np.asarray(w0, float)
@@ -162,10 +161,15 @@ def stamp_parts(
     cones = ConeLayout(zero=domain.cones.zero + total("zero"),
                        nonneg=domain.cones.nonneg + total("nonneg"), soc=soc,
                        exp=domain.cones.exp + total("exp"))
-    C_obj = sp.csr_matrix((np.concatenate(obj_vals), (np.concatenate(obj_rows),
-                                                      np.concatenate(obj_cols))),
-                          shape=(n_total, n_var))
-    c0_obj = np.concatenate(obj_const)
+    C_obj = c0_obj = None
+    if per_example_objective:  # only tilted ERM needs each example's objective row
+        offsets = np.cumsum([0] + [c.shape[0] for _, c, _ in objective[:-1]])
+        rows_obj = np.concatenate([off + np.repeat(np.arange(c.shape[0]), c.shape[1])
+                                   for off, (_, c, _) in zip(offsets, objective)])
+        C_obj = sp.csr_matrix((np.concatenate([c.ravel() for _, c, _ in objective]),
+                               (rows_obj, np.concatenate([ec.ravel() for ec, _, _ in objective]))),
+                              shape=(n_total, n_var))
+        c0_obj = np.concatenate([c0 for _, _, c0 in objective])
     views = []
     for part, (template, theta) in enumerate(parts):
         split_rows = tuple(

@@ -297,12 +297,11 @@ class DomainBlock:
     b: np.ndarray
 
 
-def compile_domain(decl: Declaration, domain=None) -> DomainBlock:
-    """Compile the (public) domain constraints once (``domain`` overrides the declared one,
-    e.g. a localized ``W0``)."""
+def compile_domain(decl: Declaration) -> DomainBlock:
+    """Compile the (public) domain constraints once (a localized ``W0`` adds one cone to this
+    block: :func:`localized_block`)."""
     w = decl.variable
-    dom = decl.domain if domain is None else domain
-    prob = cp.Problem(cp.Minimize(0), list(dom.constraints))
+    prob = cp.Problem(cp.Minimize(0), list(decl.domain.constraints))
     data, _, _ = prob.get_problem_data(cp.CLARABEL, solver_opts={"use_quad_obj": False})
     pp = data[cp.settings.PARAM_PROB]
     A = sp.csc_matrix(data["A"])

@@ -48,7 +48,7 @@ from types import MappingProxyType
 import numpy as np
 
 from dpcvx._progress import progress_bar
-from dpcvx._validation import check_center, check_positive, check_real
+from dpcvx._validation import check_center, check_moment_order, check_positive, check_real
 from dpcvx._zcdp import dp_to_zcdp, zcdp_to_dp
 from dpcvx.errors import InvalidParameterError
 from dpcvx.mechanisms.robust_means import median_of_means, sanitize, smoothed_truncation_mean
@@ -180,10 +180,7 @@ class ClippedGradientDescent:
 
     def __post_init__(self) -> None:
         owner = "ClippedGradientDescent"
-        k = check_real(self.k, "k", owner)
-        if not (math.isfinite(k) and k >= 2):
-            raise InvalidParameterError(f"`k` of `{owner}` must be finite and >= 2. Got {k!r}.")
-        object.__setattr__(self, "k", k)
+        object.__setattr__(self, "k", check_moment_order(self.k, owner))
         for name in ("moment", "gradient_bound", "smoothness"):
             object.__setattr__(self, name, check_positive(getattr(self, name), name, owner))
         if self.strong_convexity is not None:

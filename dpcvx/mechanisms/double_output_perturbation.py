@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import gamma
 
-from dpcvx._validation import check_center, check_delta, check_positive
+from dpcvx._validation import check_center, check_moment_order, check_positive, check_pure_budget
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.errors import InvalidParameterError
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
@@ -119,12 +119,7 @@ def _check_common(mech, owner: str) -> None:
     if mech.moment is not None:
         object.__setattr__(mech, "moment", check_positive(mech.moment, "moment", owner))
     if mech.k is not None:
-        k = check_positive(mech.k, "k", owner)
-        if k < 2:
-            raise InvalidParameterError(
-                f"The moment order `k` of `{owner}` must be at least 2. Got {mech.k!r}."
-            )
-        object.__setattr__(mech, "k", k)
+        object.__setattr__(mech, "k", check_moment_order(mech.k, owner))
     object.__setattr__(mech, "regularization",
                        check_positive(mech.regularization, "regularization", owner))
     object.__setattr__(mech, "zeta", check_positive(mech.zeta, "zeta", owner))
@@ -137,11 +132,7 @@ def _check_common(mech, owner: str) -> None:
 
 
 def _pure_center(mech, owner, d, center, epsilon, delta):
-    epsilon = check_positive(epsilon, "epsilon", owner)
-    if check_delta(delta, owner) != 0.0:
-        raise InvalidParameterError(
-            f"`{owner}` is a pure epsilon-DP mechanism: `delta` must be 0. Got {delta!r}."
-        )
+    epsilon = check_pure_budget(epsilon, delta, owner)
     w0 = center if mech.center is None else mech.center
     if w0.shape != (d,):
         raise InvalidParameterError(

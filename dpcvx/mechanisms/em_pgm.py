@@ -68,7 +68,12 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from dpcvx._validation import check_center, check_delta, check_nonnegative, check_positive
+from dpcvx._validation import (
+    check_center,
+    check_nonnegative,
+    check_positive,
+    check_pure_budget,
+)
 from dpcvx.errors import InvalidParameterError, SolverError
 from dpcvx.types import Guarantee, Sensitivity
 
@@ -421,11 +426,7 @@ class ProjectedGradientExponentialMechanism:
         """The step size, smoothing radius, net spacing and bound, and the score's
         sensitivity, from public quantities only. ``domain`` (optional) is checked too."""
         owner = _OWNER
-        epsilon = check_positive(epsilon, "epsilon", owner)
-        if check_delta(delta, owner) != 0.0:
-            raise InvalidParameterError(
-                f"`{owner}` is a pure epsilon-DP mechanism: `delta` must be 0. Got {delta!r}."
-            )
+        epsilon = check_pure_budget(epsilon, delta, owner)
         if d not in (1, 2):
             raise InvalidParameterError(
                 f"`{owner}` (EM-PGM over a net, paper 000 Appendix E) costs time exponential "

@@ -50,7 +50,13 @@ import numpy as np
 from scipy.stats import binom, gamma
 
 from dpcvx._progress import progress_bar
-from dpcvx._validation import check_center, check_delta, check_positive, check_real
+from dpcvx._validation import (
+    check_center,
+    check_moment_order,
+    check_positive,
+    check_pure_budget,
+    check_real,
+)
 from dpcvx.errors import CertificationError, InvalidParameterError
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, DoublePlan
 from dpcvx.types import Guarantee
@@ -233,13 +239,7 @@ class LocalizedDoubleOutputPerturbation:
 
     def __post_init__(self) -> None:
         owner = "LocalizedDoubleOutputPerturbation"
-        k = check_real(self.k, "k", owner)
-        if not (math.isfinite(k) and k >= 2):
-            raise InvalidParameterError(
-                f"The moment order `k` of `{owner}` must be a finite number >= 2 (paper 000 "
-                f"assumes a bounded k-th moment with k >= 2). Got {self.k!r}."
-            )
-        object.__setattr__(self, "k", k)
+        object.__setattr__(self, "k", check_moment_order(self.k, owner))
         Gk = check_positive(self.moment, "moment", owner)
         G2 = Gk if self.second_moment is None else check_positive(
             self.second_moment, "second_moment", owner)
@@ -304,11 +304,7 @@ class LocalizedDoubleOutputPerturbation:
         """The phases, blocks, regularizations, extension constants and every block's plan,
         from public quantities only (module docstring). ``domain`` is not needed."""
         owner = "LocalizedDoubleOutputPerturbation"
-        epsilon = check_positive(epsilon, "epsilon", owner)
-        if check_delta(delta, owner) != 0.0:
-            raise InvalidParameterError(
-                f"`{owner}` is a pure epsilon-DP mechanism: `delta` must be 0. Got {delta!r}."
-            )
+        epsilon = check_pure_budget(epsilon, delta, owner)
         start = center if self.initial_point is None else self.initial_point
         if start.shape != (d,):
             raise InvalidParameterError(
