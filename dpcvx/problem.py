@@ -260,9 +260,9 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
             f"The `accountant` must be a dpcvx.Accountant or None. Got "
             f"{type(accountant).__name__}."
         )
-    extra = {"domain": source.domain} if composite else {}  # composite plans check W too
+    checks = {"domain": source.domain} if composite else {}  # composite plans check W too
     plan = mechanism.plan(n=source.n, d=source.d, center=source.domain.center,
-                          diameter=source.diameter, epsilon=epsilon, delta=delta, **extra)
+                          diameter=source.diameter, epsilon=epsilon, delta=delta, **checks)
     planned_C = getattr(plan, "extension_C", None)
     if extension is None and planned_C is not None:
         extension = float(planned_C)  # C computed from public quantities by the plan
