@@ -28,12 +28,14 @@ from dpcvx.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMea
 from dpcvx.mechanisms.clipped_gradient import ClippedGradientDescent
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, OutputPertLocalize
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
+from dpcvx.mechanisms.exponential import ExponentialMechanism, LocalizedExponentialMechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation, choose_regularization
 from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
 from dpcvx.oracle import OracleProblem, structured_solve
 from dpcvx.problem import LipschitzExtension, Problem
 from dpcvx.results import PrivateResult
+from dpcvx.saddle_problem import SaddleProblem
 from dpcvx.types import Guarantee, Sensitivity
 
 __version__ = "0.1.0"
@@ -47,8 +49,10 @@ __all__ = [
     "DataError",
     "DoubleOutputPerturbation",
     "LocalizedDoubleOutputPerturbation",
+    "LocalizedExponentialMechanism",
     "ProjectedGradientExponentialMechanism",
     "DpcvxError",
+    "ExponentialMechanism",
     "ExtensionValues",
     "Guarantee",
     "InvalidParameterError",
@@ -69,6 +73,7 @@ __all__ = [
     "Problem",
     "structured_solve",
     "ReleaseCertificate",
+    "SaddleProblem",
     "TiltedOutputPerturbation",
     "ZcdpAccountant",
     "Sensitivity",

@@ -195,18 +195,24 @@ class Problem:
         Used on noisy points only (post-processing): for domains without a closed form it
         solves the projection with CVXPY and then makes the answer exactly feasible.
         """
-        base = self._decl.domain
-        dom = base if localize is None else self._localized_domain(*localize)
-        point = np.asarray(point, float)
-        if base.kind in EXACT_PROJECTION:
-            if localize is None:
-                return dom.make_feasible(dom.project(point))
-            return dom.make_feasible(dom.project(point, xi))
-        v = cp.Variable(self.d)
-        cons = [substitute(c, self._decl.variable, v) for c in dom.constraints]
-        cp.Problem(cp.Minimize(cp.sum_squares(v - point)), cons).solve(solver=cp.CLARABEL)
-        guess = point if v.value is None else np.asarray(v.value, float)
-        return dom.make_feasible(guess)
+        return project_point(self._decl, point, localize=localize, xi=xi)
+
+
+def project_point(decl: Declaration, point, localize=None, xi: float | None = None
+                  ) -> np.ndarray:
+    """The body of :meth:`Problem.project` for any declaration (public post-processing)."""
+    base = decl.domain
+    dom = base if localize is None else LocalizedDomain(base, *localize)
+    point = np.asarray(point, float)
+    if base.kind in EXACT_PROJECTION:
+        if localize is None:
+            return dom.make_feasible(dom.project(point))
+        return dom.make_feasible(dom.project(point, xi))
+    v = cp.Variable(decl.d)
+    cons = [substitute(c, decl.variable, v) for c in dom.constraints]
+    cp.Problem(cp.Minimize(cp.sum_squares(v - point)), cons).solve(solver=cp.CLARABEL)
+    guess = point if v.value is None else np.asarray(v.value, float)
+    return dom.make_feasible(guess)
 
 
 def resolve_center(source, center) -> np.ndarray:

@@ -43,3 +43,13 @@ def test_bench_heavy_tailed_smoke_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "clipgd_pure" in proc.stdout and out.exists()
+
+
+def test_bench_saddle_smoke_runs():
+    """The certified saddle solve's bracket contains CVXPY's closed-form optimum."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_saddle.py"), "--smoke"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "True" in proc.stdout.strip().splitlines()[-1]

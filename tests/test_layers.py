@@ -21,7 +21,7 @@ CORE = {"dpcvx.errors", "dpcvx.rng", "dpcvx._validation", "dpcvx.types", "dpcvx.
         "dpcvx._zcdp", "dpcvx._progress"}
 TOP = {"dpcvx", "dpcvx.problem", "dpcvx.oracle", "dpcvx.losses", "dpcvx.domains",
        "dpcvx.estimators", "dpcvx.audit", "dpcvx.cli", "dpcvx.__main__",
-       "dpcvx.mean_estimation"}
+       "dpcvx.mean_estimation", "dpcvx.saddle_problem"}
 PREFIX_STAGES = [
     ("dpcvx.modeling", 1),
     ("dpcvx.compilation", 2),

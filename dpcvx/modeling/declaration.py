@@ -235,6 +235,30 @@ class Declaration:
         out._derived_values = {k: sliced(v) for k, v in self.derived_values().items()}
         return out
 
+    def with_data(self, updates: Mapping[int, object]) -> Declaration:
+        """The same declaration with the arrays of some parameters (by id) replaced: loss,
+        terms and domain are shared, so a template compiled for this declaration serves the
+        new one too. Used for data dpcvx derives itself (the adversary's points of a saddle
+        problem, paper 002 Sec 5.2); the arrays must have this declaration's shapes."""
+        out = object.__new__(Declaration)
+        out.__dict__.update(self.__dict__)
+        data = dict(self.data)
+        for pid, value in updates.items():
+            if pid not in data:
+                raise DataError("Internal: `with_data` may replace bound parameters only.")
+            arr = np.array(value, dtype=float, copy=True, order="C")
+            if arr.shape != data[pid].shape or not np.all(np.isfinite(arr)):
+                raise DataError(
+                    f"Internal: replacement data of shape {arr.shape} (finite: "
+                    f"{bool(np.all(np.isfinite(arr)))}) for an array of shape "
+                    f"{data[pid].shape}.")
+            arr.setflags(write=False)
+            data[pid] = arr
+        out.data = MappingProxyType(data)
+        out._derived_values = None
+        out.derived_values()
+        return out
+
     def loss_values(self, w: np.ndarray) -> np.ndarray:
         """``loss(w; z_i)`` for every example, evaluated from the user's own expression."""
         leaves = dict(self.data)

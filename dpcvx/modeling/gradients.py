@@ -28,14 +28,16 @@ def is_smooth(decl: Declaration) -> bool:
 
 def per_example_gradients(decl: Declaration, w: np.ndarray) -> np.ndarray:
     """``(n, d)``: a (sub)gradient of ``f(., z_i)`` at ``w`` for every example (entries may
-    overflow to inf or NaN for extreme data; callers sanitize them row by row)."""
+    overflow to inf or NaN for extreme data; callers sanitize them row by row). ``w`` of
+    shape ``(n, d)`` gives each example its own point ``w[i]``."""
     with np.errstate(over="ignore", invalid="ignore"):
         return _gradients(decl, w)
 
 
 def _gradients(decl: Declaration, w: np.ndarray) -> np.ndarray:
     n, d = decl.n, decl.d
-    w = np.asarray(w, float).reshape(d)
+    w = np.asarray(w, float)
+    w = w.reshape(n, d) if w.ndim == 2 else w.reshape(d)
     leaves = decl.derived_values()
     grad = np.zeros((n, d))
     for term in decl.terms:
@@ -50,7 +52,8 @@ def _gradients(decl: Declaration, w: np.ndarray) -> np.ndarray:
             continue
         flat = [(np.asarray(o, float).reshape(n, -1), np.asarray(j, float).reshape(n, -1, d))
                 for o, j in jets]
-        values = [o + j @ w for o, j in flat]
+        values = [o + (np.einsum("nkd,nd->nk", j, w) if w.ndim == 2 else j @ w)
+                  for o, j in flat]
         kind = term.kind
         if kind == "affine":
             grad += wgt * flat[0][1].sum(axis=1)
@@ -105,8 +108,10 @@ def _generic(decl: Declaration, term, w: np.ndarray) -> np.ndarray:
     with VALUE_LOCK:
         saved = [p.value for p in params] + [decl.variable.value]
         try:
-            decl.variable.value = w
+            decl.variable.value = w if w.ndim == 1 else w[0]
             for i in range(n):
+                if w.ndim == 2:
+                    decl.variable.value = w[i]
                 for p in params:
                     p.value = leaves[p.id][i]
                 grad = term.expr.grad.get(decl.variable) if term.expr.grad else None
