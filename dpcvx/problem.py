@@ -34,10 +34,37 @@ from dpcvx.modeling.localized import EXACT_PROJECTION, LocalizedDomain
 from dpcvx.results import PrivateResult
 from dpcvx.rng import make_rng
 
-__all__ = ["LipschitzExtension", "Problem", "ReleaseContext", "release"]
+__all__ = ["DeclaredSource", "LipschitzExtension", "Problem", "ReleaseContext", "release"]
 
 
-class Problem:
+class DeclaredSource:
+    """The public shape of a declared problem (``n``, ``d``, the domain of ``w``), read from
+    its validated declaration ``_decl``: what :func:`release` needs from a data source."""
+
+    _decl: Any
+
+    @property
+    def n(self) -> int:
+        """Number of examples."""
+        return self._decl.n
+
+    @property
+    def d(self) -> int:
+        """Dimension of the variable."""
+        return self._decl.d
+
+    @property
+    def domain(self):
+        """The analysed domain (bounding ball, diameter, projection)."""
+        return self._decl.domain
+
+    @property
+    def diameter(self) -> float:
+        """A bound ``D`` on the domain's diameter."""
+        return self._decl.domain.diameter
+
+
+class Problem(DeclaredSource):
     """A per-example convex ERM problem over a compact public domain.
 
     Parameters
@@ -71,27 +98,6 @@ class Problem:
         self._decl = Declaration(loss, variable, data, domain)
         self._templates: dict[float | None, object] = {}
         self._domain_block = None
-
-    # ------------------------------------------------------------------ properties
-    @property
-    def n(self) -> int:
-        """Number of examples."""
-        return self._decl.n
-
-    @property
-    def d(self) -> int:
-        """Dimension of the variable."""
-        return self._decl.d
-
-    @property
-    def domain(self):
-        """The analysed domain (bounding ball, diameter, projection)."""
-        return self._decl.domain
-
-    @property
-    def diameter(self) -> float:
-        """A bound ``D`` on the domain's diameter."""
-        return self._decl.domain.diameter
 
     @property
     def declaration(self) -> Declaration:

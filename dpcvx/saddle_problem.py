@@ -23,13 +23,13 @@ from dpcvx.certification.saddle import MAX_ROUNDS, InnerBounds, SaddleSolver, in
 from dpcvx.compilation.solvers import _check_solver
 from dpcvx.errors import InvalidParameterError
 from dpcvx.modeling.saddle import SaddleDeclaration
-from dpcvx.problem import project_point, release, resolve_center
+from dpcvx.problem import DeclaredSource, project_point, release, resolve_center
 from dpcvx.results import PrivateResult
 
 __all__ = ["SaddleProblem"]
 
 
-class SaddleProblem:
+class SaddleProblem(DeclaredSource):
     """Per-example convex-concave ERM: adversarial training against a general adversary.
 
     Minimizes ``G(w) = (1/n) sum_i max_{v in S} f(w, v; z_i)`` over the public domain ``W``
@@ -87,26 +87,6 @@ class SaddleProblem:
                                        perturbation_set)
         self.max_rounds = max_rounds
         self._solvers: dict[str | None, SaddleSolver] = {}
-
-    @property
-    def n(self) -> int:
-        """Number of examples."""
-        return self._decl.n
-
-    @property
-    def d(self) -> int:
-        """Dimension of ``w``."""
-        return self._decl.d
-
-    @property
-    def domain(self):
-        """The analysed domain of ``w``."""
-        return self._decl.domain
-
-    @property
-    def diameter(self) -> float:
-        """A bound on the diameter of ``W``."""
-        return self._decl.domain.diameter
 
     @property
     def declaration(self) -> SaddleDeclaration:
