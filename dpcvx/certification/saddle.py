@@ -142,8 +142,9 @@ def _polish(decl, Y: np.ndarray, steps: int = POLISH_STEPS) -> np.ndarray:
             ok_g = np.all(np.isfinite(g), axis=1)
             if not np.any(ok_g):
                 break
-            trial = dom.make_feasible_rows(
-                np.stack([dom.project(row) for row in Y - step[:, None] * np.nan_to_num(g)]))
+            # make_feasible_rows is the exact projection for these sets (vectorized for balls
+            # and boxes), shrunk into S when float64 rounding leaves a point outside
+            trial = dom.make_feasible_rows(Y - step[:, None] * np.nan_to_num(g))
             h_trial = _own_values(decl, trial)
             better = ok_g & np.isfinite(h_trial) & (h_trial < h)
             Y = np.where(better[:, None], trial, Y)
