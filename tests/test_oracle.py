@@ -247,7 +247,7 @@ def test_bad_inputs_raise_typed_errors():
         OracleProblem(absolute_value, lambda W, d: np.zeros(len(W)), data, w, box)
     with pytest.raises(ModelingError, match="exact Euclidean projection"):
         OracleProblem(absolute_value, absolute_subgradient, data, w,
-                      dpcvx.domains.ellipsoid(w, [[2.0]]))
+                      [cp.exp(w) <= 2.0, w >= -1.0])  # a general set: no exact projection
     with pytest.raises(ModelingError, match="compact"):
         OracleProblem(absolute_value, absolute_subgradient, data, w, [])
     with pytest.raises(InvalidParameterError, match="max_iter"):
@@ -297,7 +297,7 @@ def test_structured_solve_rejects_bad_input():
     w = cp.Variable(1)
     x = cp.Parameter(1)
     poly = dpcvx.Problem(cp.abs(x @ w), w, {x: X1[:, None]},
-                         dpcvx.domains.ellipsoid(w, [[2.0]]))
+                         [cp.exp(w) <= 2.0, w >= -1.0])  # general: no exact projection
     with pytest.raises(ModelingError, match="exact Euclidean projection"):
         structured_solve(poly.lipschitz_extension(1.0), 0.5, None, 0.3)
 

@@ -92,7 +92,7 @@ def extension_bounds(decl: Declaration, prog: StampedProgram, x: np.ndarray, z: 
         g = _SOC_SIGN * n_total * np.nan_to_num(z[prog.soc_rows][:, 1:])
     norms = np.linalg.norm(g, axis=1, keepdims=True)
     g = g * np.minimum(1.0, C / np.maximum(norms * (1 + 8 * _EPS), 1e-300))
-    phi = beta - dom.support(g - s)
+    phi = beta - dom.support(g - s, hints=Y_hat)
     lower = g @ w + phi
     mag = 1.0 + np.abs(f_vals) + C * dist + np.abs(beta) + scale + np.abs(g) @ np.abs(w)
     return upper + ROUNDING * mag, lower - ROUNDING * mag, g, Y_hat, mag, phi

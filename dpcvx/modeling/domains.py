@@ -19,19 +19,18 @@ Equality constraints are met up to floating-point rounding (relative 1e-12).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import cvxpy as cp
 import numpy as np
-from cvxpy.atoms.norm1 import norm1
-from cvxpy.atoms.norm_inf import norm_inf
-from cvxpy.atoms.pnorm import Pnorm
 from cvxpy.constraints.nonpos import Inequality
 from cvxpy.constraints.zero import Equality
-from scipy.optimize import nnls
 
 from dpcvx.errors import ModelingError
 from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet
+from dpcvx.modeling._expressions import substitute as _substitute
+from dpcvx.modeling._sets import Pieces, parse_constraint, variable_rows
 
 __all__ = [
     "Domain",
@@ -123,16 +122,20 @@ def _affine_rows(expr: cp.Expression, variable: cp.Variable) -> _Affine:
     return _Affine(np.column_stack(cols), b)
 
 
-def _is_identity_shift(M: np.ndarray) -> int:
-    """+1 if M == I, -1 if M == -I, 0 otherwise."""
-    if M.shape[0] != M.shape[1]:
-        return 0
-    eye = np.eye(M.shape[0])
-    if np.array_equal(M, eye):
-        return 1
-    if np.array_equal(M, -eye):
-        return -1
-    return 0
+def _flat_rows(expr: cp.Expression, variable: cp.Variable) -> tuple[np.ndarray, np.ndarray]:
+    """``(M, c)`` with ``expr = M w + c`` (flattened in C order)."""
+    rows = _affine_rows(expr, variable)
+    return rows.M, rows.b
+
+
+def _scaled_identity(M: np.ndarray) -> float:
+    """``a`` when ``M == a * I`` with ``a != 0``, else 0."""
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        return 0.0
+    a = float(M[0, 0])
+    if a == 0.0 or not np.array_equal(M, a * np.eye(M.shape[0])):
+        return 0.0
+    return a
 
 
 class Domain:
@@ -161,7 +164,9 @@ class Domain:
                 "The `variable` must be a one-dimensional cvxpy.Variable (shape (d,)). "
                 f"Got {variable!r} of shape {getattr(variable, 'shape', None)}."
             )
-        if constraints is None or len(constraints) == 0:
+        has_bounds = bool(variable_rows(variable)[2]) if isinstance(variable, cp.Variable) \
+            else False
+        if (constraints is None or len(constraints) == 0) and not has_bounds:
             raise ModelingError(
                 "The `domain` must be a non-empty list of constraints describing a compact set "
                 "(every guarantee needs its diameter). Got no constraints. Add e.g. "
@@ -169,7 +174,7 @@ class Domain:
             )
         self.variable = variable
         self.d = variable.size
-        user = list(constraints)
+        user = list(constraints or [])
         for c in user:
             if not isinstance(c, cp.Constraint):
                 raise ModelingError(
@@ -189,12 +194,11 @@ class Domain:
             if not c.is_dcp():
                 raise ModelingError(f"The domain constraint `{c}` is not DCP.")
         self.user_constraints = tuple(user)
-        self._ineq: list[cp.Expression] = []
+        pieces = Pieces.empty(self.d)
+        A_var, b_var, var_cons = variable_rows(variable)
+        pieces.add_rows(A_var, b_var)
+        self._ineq: list[cp.Expression] = [c.args[0] - c.args[1] for c in var_cons]
         self._eq: list[_Affine] = []
-        self._poly: list[_Affine] = []
-        balls: list[tuple[np.ndarray, float]] = []
-        lo = np.full(self.d, -np.inf)
-        hi = np.full(self.d, np.inf)
         for c in user:
             if isinstance(c, Equality):
                 expr = c.args[0] - c.args[1]
@@ -203,56 +207,59 @@ class Domain:
                         f"The domain's equality constraint `{c}` must be affine in the variable "
                         "(a nonlinear equality does not describe a convex set)."
                     )
-                self._eq.append(_affine_rows(expr, variable))
+                rows = _affine_rows(expr, variable)
+                self._eq.append(rows)
+                pieces.add_eq(rows.M, -rows.b)
                 continue
             if not isinstance(c, Inequality):
                 raise ModelingError(
                     f"Domain constraint `{c}` ({type(c).__name__}) is not supported; use "
                     "inequalities `<=`/`>=` of convex/concave expressions and affine equalities."
                 )
-            lhs, rhs = c.args
-            expr = lhs - rhs
-            self._ineq.append(expr)
-            if expr.is_affine():
-                rows = _affine_rows(expr, variable)
-                self._poly.append(rows)
-                for M_row, b_row in zip(rows.M, rows.b):
-                    nz = np.flatnonzero(M_row)
-                    if len(nz) == 1:
-                        j = nz[0]
-                        bound = -b_row / M_row[j]
-                        if M_row[j] > 0:
-                            hi[j] = min(hi[j], bound)
-                        else:
-                            lo[j] = max(lo[j], bound)
-                continue
-            if not rhs.variables() and rhs.is_constant():
-                r = float(np.asarray(rhs.value))
-                if isinstance(lhs, Pnorm) or isinstance(lhs, (norm1, norm_inf)):
-                    p = {norm1: 1, norm_inf: np.inf}.get(type(lhs), getattr(lhs, "p", None))
-                    try:
-                        rows = _affine_rows(lhs.args[0], variable)
-                    except Unsupported:
-                        continue
-                    sign = _is_identity_shift(rows.M)
-                    if sign and lhs.axis is None:
-                        center = -rows.b * sign
-                        if p == 2 or p == 1:
-                            balls.append((center, r))
-                        elif p == np.inf:
-                            lo = np.maximum(lo, center - r)
-                            hi = np.maximum(np.minimum(hi, center + r), lo)
-        self._lo, self._hi = lo, hi
-        only_balls = len(balls) == 1 and not self._poly and not self._eq and len(user) == 1
-        ball_is_l2 = only_balls and isinstance(user[0].args[0], Pnorm) and user[0].args[0].p == 2
-        ball_is_l1 = only_balls and isinstance(user[0].args[0], norm1)
+            self._ineq.append(c.args[0] - c.args[1])
+            parse_constraint(c, variable, pieces, lambda e: _flat_rows(e, variable))
+        # evaluations set ``.value`` on a stand-in without attributes (a ``nonneg`` variable
+        # refuses negative values, and checks must evaluate points outside the set too)
+        attrs = [k for k, v in variable.attributes.items() if v not in (None, False)]
+        self._plain = cp.Variable(self.d) if attrs else variable
+        if self._plain is not variable:
+            self._ineq = [_substitute(e, variable, self._plain) for e in self._ineq]
+            for k, piece in enumerate(pieces.generic):
+                pieces.generic[k] = type(piece)(_substitute(piece.expr, variable, self._plain))
+        self._pieces = pieces
+        self._poly: list[_Affine] = [_Affine(pieces.A, -pieces.b)] if pieces.A.shape[0] else []
+        lo = np.full(self.d, -np.inf)
+        hi = np.full(self.d, np.inf)
+        for M_row, b_row in zip(pieces.A, pieces.b):
+            nz = np.flatnonzero(M_row)
+            if len(nz) == 1:
+                j = nz[0]
+                bound = b_row / M_row[j]
+                if M_row[j] > 0:
+                    hi[j] = min(hi[j], bound)
+                else:
+                    lo[j] = max(lo[j], bound)
+        balls: list[tuple[np.ndarray, float]] = []
+        l1_balls: list[tuple[np.ndarray, float]] = []
+        for piece in pieces.norms:
+            scale = _scaled_identity(piece.M)
+            if scale:
+                center = -piece.m / scale
+                (balls if piece.p == 2 else l1_balls).append((center, piece.r / abs(scale)))
+        for pend in pieces.pending:
+            scale = _scaled_identity(pend.F @ pend.M)
+            if scale and pend.slack == 0.0:
+                balls.append((-(pend.F @ pend.c) / scale, np.sqrt(pend.lim) / abs(scale)))
+        only_one = (len(pieces.norms) + len(pieces.pending) == 1 and not pieces.A.shape[0]
+                    and not self._eq and not pieces.generic)
+        ball_is_l2 = only_one and len(balls) == 1
+        ball_is_l1 = only_one and len(l1_balls) == 1
         simplex_total = self._simplex_total()
-        box_only = bool(np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))) and all(
-            c.args[0].is_affine() and c.args[1].is_affine() for c in user
-        ) and not self._eq and all(
-            np.count_nonzero(row) == 1 for rows in self._poly for row in rows.M
-        )
-        self.constraints: tuple[cp.Constraint, ...] = self.user_constraints
+        box_only = (bool(np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)))
+                    and pieces.polyhedral and not pieces.pending and not self._eq
+                    and all(np.count_nonzero(row) == 1 for row in pieces.A))
+        self.constraints: tuple[cp.Constraint, ...] = self.user_constraints + tuple(var_cons)
+        self._lo, self._hi = lo, hi
         if ball_is_l2:
             self.kind = "l2_ball"
             self.center, self.radius = balls[0]
@@ -263,7 +270,7 @@ class Domain:
             self.diameter = 2 * self.radius
         elif ball_is_l1:
             self.kind = "l1_ball"
-            self.center, self.radius = balls[0]
+            self.center, self.radius = l1_balls[0]
             if self.radius <= 0:
                 raise ModelingError(
                     f"The l1-ball domain has radius {self.radius}; it must be positive."
@@ -289,6 +296,8 @@ class Domain:
             self._init_general(balls, lo, hi)
         self.radius = float(self.radius) * (1 + 4 * _EPS)
         self.diameter = float(self.diameter) * (1 + 4 * _EPS)
+        pieces.finish(np.asarray(self.center, float), self.radius)
+        self._hint_problems: dict[str, tuple] = {}
         self._init_interior()
 
     # ------------------------------------------------------------------ analysis
@@ -353,11 +362,12 @@ class Domain:
                     else:
                         new_lo[j] = val - pad
             added = [w >= new_lo, w <= new_hi]
-            self.constraints = self.user_constraints + tuple(added)
+            self.constraints = self.constraints + tuple(added)
             for c in added:
                 rows = _affine_rows(c.args[0] - c.args[1], w)
                 self._poly.append(rows)
-                self._ineq.append(c.args[0] - c.args[1])
+                self._pieces.add_rows(rows.M, -rows.b)
+                self._ineq.append(_substitute(c.args[0] - c.args[1], w, self._plain))
             self._lo, self._hi = new_lo, new_hi
             self.center = (new_lo + new_hi) / 2
             self.radius = float(np.linalg.norm((new_hi - new_lo) / 2))
@@ -365,7 +375,7 @@ class Domain:
 
     def _init_interior(self) -> None:
         """Find a point of W with the largest common slack on the inequality constraints."""
-        w = self.variable
+        w = self._plain
         if self.kind == "l2_ball":
             self.interior, self.slack = self.center.copy(), None
             return
@@ -374,7 +384,8 @@ class Domain:
             return
         s = cp.Variable()
         cons = [expr + s * (1 + self._scale(expr)) <= 0 for expr in self._ineq]
-        cons += [c for c in self.constraints if isinstance(c, Equality)]
+        cons += [_substitute(c, self.variable, w) for c in self.constraints
+                 if isinstance(c, Equality)]
         prob = self._solve(cp.Maximize(s), cons + [s <= 1])
         if w.value is None or s.value is None:
             raise ModelingError("Could not find a point inside the domain; is it empty?")
@@ -398,7 +409,7 @@ class Domain:
 
     def _violations(self, point: np.ndarray) -> np.ndarray:
         """Values of every inequality ``g_j(point) <= 0`` plus a rounding margin (>0 = fail)."""
-        w = self.variable
+        w = self._plain
         VALUE_LOCK.acquire()  # checks set ``variable.value``: one at a time
         old = w.value
         w.value = point
@@ -509,27 +520,90 @@ class Domain:
                 return self._checked(self.interior.copy())
             t = 2 * t
 
-    def support(self, V: np.ndarray) -> np.ndarray:
-        """Upper bounds on the support function ``max_{y in W} <v, y>`` for each row ``v`` of
-        ``V`` (exact for the catalogue domains; the bounding box or ball otherwise), with a
-        rounding allowance added."""
-        V = np.atleast_2d(np.asarray(V, float))
-        if self.kind == "l2_ball":
-            val = V @ self.center + self.radius * np.linalg.norm(V, axis=1)
-            mag = np.abs(V) @ np.abs(self.center) + self.radius * np.linalg.norm(V, axis=1)
-        elif self.kind == "l1_ball":
-            val = V @ self.center + self.radius * np.max(np.abs(V), axis=1)
-            mag = np.abs(V) @ np.abs(self.center) + self.radius * np.max(np.abs(V), axis=1)
-        elif self.kind == "simplex":
-            val = self.total * np.max(V, axis=1)
-            mag = np.abs(val)
-        elif np.all(np.isfinite(self._lo)) and np.all(np.isfinite(self._hi)):
+    def _bounding_support(self, V: np.ndarray) -> np.ndarray:
+        """Exact support function of the bounding set (box when finite, else ball)."""
+        if np.all(np.isfinite(self._lo)) and np.all(np.isfinite(self._hi)):
             val = np.sum(np.maximum(V * self._lo, V * self._hi), axis=1)
             mag = np.sum(np.maximum(np.abs(V * self._lo), np.abs(V * self._hi)), axis=1)
         else:
             val = V @ self.center + self.radius * np.linalg.norm(V, axis=1)
             mag = np.abs(V) @ np.abs(self.center) + self.radius * np.linalg.norm(V, axis=1)
         return val + 64 * _EPS * (mag + 1.0) * self.d
+
+    def support(self, V: np.ndarray, hints: np.ndarray | None = None) -> np.ndarray:
+        """Upper bounds on the support function ``max_{y in W} <v, y>`` for each row ``v`` of
+        ``V``, with a rounding allowance added.
+
+        Closed forms for the catalogue kinds. For any other domain, weak duality over its
+        pieces (:mod:`dpcvx.modeling._sets`) with multipliers from the KKT conditions at
+        ``hints[i]`` (a near-maximizer, e.g. the solver's point), or at a point dpcvx solves
+        for when no hint is given; never worse than the bounding set's support function."""
+        V = np.atleast_2d(np.asarray(V, float))
+        if self.kind == "l2_ball":
+            val = V @ self.center + self.radius * np.linalg.norm(V, axis=1)
+            mag = np.abs(V) @ np.abs(self.center) + self.radius * np.linalg.norm(V, axis=1)
+            return val + 64 * _EPS * (mag + 1.0) * self.d
+        if self.kind == "l1_ball":
+            val = V @ self.center + self.radius * np.max(np.abs(V), axis=1)
+            mag = np.abs(V) @ np.abs(self.center) + self.radius * np.max(np.abs(V), axis=1)
+            return val + 64 * _EPS * (mag + 1.0) * self.d
+        if self.kind == "simplex":
+            val = self.total * np.max(V, axis=1)
+            return val + 64 * _EPS * (np.abs(val) + 1.0) * self.d
+        outer = self._bounding_support(V)
+        if self.kind == "box":
+            return outer
+        if hints is None:
+            hints = np.stack([self._hint_support(v) for v in V])
+        hints = np.asarray(hints, float).reshape(V.shape)
+        out = outer.copy()
+        for i, (v, y) in enumerate(zip(V, hints)):
+            if not np.any(v) or not np.all(np.isfinite(y)):
+                continue
+            total, covered, mag = self._pieces.split(v, y, self._plain, VALUE_LOCK)
+            rest = (v - covered)[None, :]
+            bound = total + float(self._bounding_support(rest)[0])
+            bound += 64 * _EPS * (mag + abs(total) + 1.0) * self.d
+            if np.isfinite(bound):
+                out[i] = min(out[i], bound)
+        return out
+
+    def _hint_problem(self, kind: str):
+        """A cached parametric CVXPY problem over the domain (public; no data)."""
+        if kind not in self._hint_problems:
+            v = cp.Variable(self.d)
+            cons = [_substitute(c, self.variable, v) for c in self.constraints]
+            q = cp.Parameter(self.d)
+            if kind == "support":
+                prob = cp.Problem(cp.Maximize(q @ v), cons)
+                self._hint_problems[kind] = (prob, v, q, None)
+            else:
+                half = cp.Parameter(nonneg=True)
+                prob = cp.Problem(cp.Minimize(q @ v + half * cp.sum_squares(v)), cons)
+                self._hint_problems[kind] = (prob, v, q, half)
+        return self._hint_problems[kind]
+
+    def _solve_hint(self, kind: str, q: np.ndarray, half: float = 0.0) -> np.ndarray:
+        prob, v, qp, hp = self._hint_problem(kind)
+        with VALUE_LOCK:
+            qp.value = np.asarray(q, float)
+            if hp is not None:
+                hp.value = float(half)
+            try:
+                with warnings.catch_warnings():  # an inaccurate hint only loosens a bound
+                    warnings.simplefilter("ignore")
+                    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12,
+                               tol_feas=1e-12, max_iter=300)
+            except (cp.SolverError, ValueError, ArithmeticError):
+                return self.interior.copy()
+            val = v.value
+        if val is None or not np.all(np.isfinite(val)):
+            return self.interior.copy()
+        return np.asarray(val, float)
+
+    def _hint_support(self, v: np.ndarray) -> np.ndarray:
+        """A near-maximizer of ``<v, w>`` over the domain (public computation)."""
+        return self._solve_hint("support", v)
 
     def make_feasible_rows(self, P: np.ndarray) -> np.ndarray:
         """:meth:`make_feasible` for every row of ``P`` (vectorized for l2 balls and boxes)."""
@@ -567,61 +641,23 @@ class Domain:
             return _min_simplex(s, lam, np.asarray(w0, float), self.total)
         if self.kind == "l1_ball":
             return _min_l1(s, lam, np.asarray(w0, float), self.center, self.radius)
-        shift = np.zeros(self.d)
-        const = 0.0
-        if hint is not None:
-            cols, offs = self._linearized(hint)
-            if cols:
-                grad = s + lam * (hint - w0)
-                G = np.column_stack(cols)
-                mu, _ = nnls(G, -grad)
-                shift = G @ mu
-                const = float(np.dot(mu, offs))
-        base = (_min_box(s + shift, lam, w0, self._lo, self._hi)
-                if np.all(np.isfinite(self._lo)) and np.all(np.isfinite(self._hi))
-                else _min_ball(s + shift, lam, w0, self.center, self.radius))
-        return base + const - 16 * _EPS * (abs(base) + abs(const))
+        w0 = np.asarray(w0, float)
+        old = self._outer_min(s, lam, w0)
+        if hint is None or not np.all(np.isfinite(hint)):
+            hint = self._solve_hint("quad", s - lam * w0, lam / 2)
+        hint = np.asarray(hint, float).reshape(self.d)
+        # KKT at the hint: -(s + lam (hint - w0)) lies in the normal cone of W there
+        normal = -(s + lam * (hint - w0))
+        total, covered, mag = self._pieces.split(normal, hint, self._plain, VALUE_LOCK)
+        inner = self._outer_min(s + covered, lam, w0)
+        bound = inner - total - 16 * _EPS * (abs(inner) + mag + abs(total) + 1.0) * self.d
+        return max(old, bound) if np.isfinite(bound) else old
 
-    def _linearized(self, v: np.ndarray) -> tuple[list[np.ndarray], list[float]]:
-        """Columns a and offsets o with ``g(w) >= <a, w> + o`` (so ``<a, w> + o <= 0`` on W)
-        for each inequality row; equality rows enter with both signs."""
-        w = self.variable
-        cols: list[np.ndarray] = []
-        offs: list[float] = []
-        for rows in self._poly:
-            for M_row, b_row in zip(rows.M, rows.b):
-                val = float(M_row @ v + b_row)
-                if val < -1e-7 * (1 + np.abs(M_row) @ np.abs(v) + abs(b_row)):
-                    continue  # inactive: its multiplier would only loosen the bound
-                cols.append(M_row.copy())
-                offs.append(float(b_row))
-        for rows in self._eq:
-            for M_row, b_row in zip(rows.M, rows.b):
-                cols += [M_row.copy(), -M_row]
-                offs += [float(b_row), -float(b_row)]
-        VALUE_LOCK.acquire()  # checks set ``variable.value``: one at a time
-        old = w.value
-        w.value = v
-        try:
-            for expr in self._ineq:
-                if expr.is_affine() or expr.size != 1:
-                    continue
-                try:
-                    g = expr.grad.get(w) if expr.grad else None
-                except (NotImplementedError, ValueError, TypeError):
-                    g = None  # no gradient rule in CVXPY: skip this cut (still a valid bound)
-                val = expr.value
-                if g is None or val is None:
-                    continue
-                if float(val) < -1e-7 * (1 + self._scale(expr)):
-                    continue
-                a = np.asarray(g.toarray() if hasattr(g, "toarray") else g, float).reshape(-1)
-                cols.append(a)
-                offs.append(float(val) - float(a @ v))
-        finally:
-            w.value = old
-            VALUE_LOCK.release()
-        return cols, offs
+    def _outer_min(self, s: np.ndarray, lam: float, w0: np.ndarray) -> float:
+        """``min <s, w> + (lam/2)||w - w0||^2`` over the bounding set (box or ball)."""
+        if np.all(np.isfinite(self._lo)) and np.all(np.isfinite(self._hi)):
+            return _min_box(s, lam, w0, self._lo, self._hi)
+        return _min_ball(s, lam, w0, self.center, self.radius)
 
 
 def _min_ball(s, lam, w0, center, radius) -> float:

@@ -172,13 +172,15 @@ class LocalizedDomain:
                 )
             t = 2 * t
 
-    def support(self, V) -> np.ndarray:
-        """Upper bounds on ``max_{w in W0} <v, w>`` per row ``v`` of ``V``."""
+    def support(self, V, hints=None) -> np.ndarray:
+        """Upper bounds on ``max_{w in W0} <v, w>`` per row ``v`` of ``V`` (``hints``:
+        near-maximizers over W, passed to the base domain)."""
         V = np.atleast_2d(np.asarray(V, float))
         nrm = np.linalg.norm(V, axis=1)
         ball = V @ self.ball_center + self.ball_radius * nrm
         mag = np.abs(V) @ np.abs(self.ball_center) + self.ball_radius * nrm
-        return np.minimum(self.base.support(V), ball + 64 * _EPS * (mag + 1.0) * self.d)
+        ball = ball + 64 * _EPS * (mag + 1.0) * self.d
+        return np.minimum(self.base.support(V, hints=hints), ball)
 
     def min_linear_quadratic(self, s, lam: float, w0, hint=None) -> float:
         """A valid lower bound on ``min_{w in W0} <s, w> + (lam/2)||w - w0||^2`` (the
