@@ -5,7 +5,13 @@ For an atom ``psi`` and any ``theta`` in the domain of its conjugate ``psi*``, F
 solver's dual, which may be slightly outside the domain) into the domain, and :func:`conjugate`
 evaluates ``psi*`` there. Any clipped ``theta`` gives a valid bound; good duals make it tight.
 
-Elementwise atoms act on arrays of shape ``(n, ...)``; vector atoms on ``(n, k)``.
+Elementwise atoms act on arrays of shape ``(n, ...)``; vector atoms on ``(n, k)``. The
+nondecreasing atoms of :data:`dpcvx.modeling._structure.MONOTONE` are functions of one real:
+``pos_power`` is ``psi(v) = max(v, 0)**p`` (``p > 1``), with
+``psi*(t) = (p - 1) (t / p)**(p / (p - 1))`` on ``t >= 0``; ``pos_huber`` is
+``psi(v) = huber(max(v, 0), M)``, with ``psi*(t) = t**2 / 4`` on ``0 <= t <= 2M``. Both
+conjugates are nondecreasing on their domain, so evaluating them at an upper bound of ``t``
+rounds the bound to the safe side.
 """
 
 from __future__ import annotations
@@ -39,8 +45,10 @@ def clip(kind: str, theta: np.ndarray, param: float | None = None) -> np.ndarray
         return np.clip(theta, -2 * param, 2 * param)
     if kind == "logistic":
         return np.clip(theta, 0.0, 1.0)
-    if kind == "exp":
+    if kind in ("exp", "pos_power"):
         return np.maximum(theta, 0.0)
+    if kind == "pos_huber":
+        return np.clip(theta, 0.0, 2 * param)
     if kind == "sum_squares":
         return theta
     if kind == "norm2":
@@ -60,11 +68,23 @@ def conjugate(kind: str, theta: np.ndarray, param: float | None = None) -> np.nd
     """``psi*(theta)`` (per row for vector atoms, elementwise otherwise), rounded upward."""
     eps = np.finfo(float).eps
     if kind in ("abs", "norm2", "norm1", "norminf", "max"):
-        return np.zeros(theta.shape[0]) if kind in ("norm2", "norm1", "norminf", "max") \
+        return (
+            np.zeros(theta.shape[0])
+            if kind in ("norm2", "norm1", "norminf", "max")
             else np.zeros_like(theta)
-    if kind in ("square", "huber"):
-        val = theta ** 2 / 4
+        )
+    if kind in ("square", "huber", "pos_huber"):
+        val = theta**2 / 4
         return val * (1 + 4 * eps)
+    if kind == "pos_power":
+        p = float(param)
+        q = p / (p - 1.0)
+        base = np.maximum(theta, 0.0) / p
+        with np.errstate(divide="ignore", over="ignore"):
+            val = (p - 1.0) * base**q
+            # relative error of the float power (its argument and exponent are rounded too)
+            rel = 16 * eps * (4.0 + q * (2.0 + np.abs(np.log(np.where(base > 0, base, 1.0)))))
+        return val * (1 + rel) + np.where(base > 0, np.finfo(float).tiny, 0.0)
     if kind == "logistic":
         val = xlogy(theta, theta) + xlogy(1 - theta, 1 - theta)
         return val + 8 * eps
@@ -72,7 +92,7 @@ def conjugate(kind: str, theta: np.ndarray, param: float | None = None) -> np.nd
         val = xlogy(theta, theta) - theta
         return val + 8 * eps * (1 + np.abs(val))
     if kind == "sum_squares":
-        return param * np.sum(theta ** 2, axis=1) / 4 * (1 + 8 * eps * theta.shape[1])
+        return param * np.sum(theta**2, axis=1) / 4 * (1 + 8 * eps * theta.shape[1])
     if kind == "log_sum_exp":
         val = np.sum(xlogy(theta, theta), axis=1)
         return val + 8 * eps * theta.shape[1]

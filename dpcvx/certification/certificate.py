@@ -7,10 +7,13 @@ For ``F(w) = (1/n) sum_i f_i(w) + (lam/2) ||w - w0||^2`` over the domain ``W``:
 - **lower**: every ``f_i`` gets a global affine minorant ``f_i(y) >= <s_i, y> + beta_i``, built
   from valid-by-construction objects only: for an atom with a known conjugate, Fenchel-Young with
   the solver's split dual *clipped into the conjugate's domain*; for a max of affine pieces, any
-  convex combination of the pieces (weights from the duals, projected onto the simplex); for an
-  affine term, the term itself; for any other convex term, a tangent cut with a true subgradient
-  at the candidate. Then ``OPT >= mean(beta) + min_{w in W} <mean(s), w> + (lam/2)||w - w0||^2``,
-  the last term exact for catalogue domains (a lower bound otherwise), minus a rounding margin.
+  convex combination of the pieces (weights from the duals, projected onto the simplex); for a
+  nondecreasing ``psi`` of a max of affine pieces (``max(v, 0)**p``, one-sided Huber), any
+  nonnegative weights ``lam_j`` on the pieces with ``psi*`` at their sum; for an affine term, the
+  term itself; for any other convex term, a tangent cut with a true subgradient at the candidate
+  (computed for all examples at once by a forward chain rule). Then
+  ``OPT >= mean(beta) + min_{w in W} <mean(s), w> + (lam/2)||w - w0||^2``, the last term exact
+  for catalogue domains (a lower bound otherwise), minus a rounding margin.
 
 Nothing here reads the solver's status or objective. By ``lam``-strong convexity,
 ``||w - w*|| <= sqrt(2 gap / lam)`` for the certified point ``w``.
@@ -28,8 +31,8 @@ import numpy as np
 from dpcvx.certification._conjugates import clip, conjugate, simplex_defect
 from dpcvx.compilation.stamp import StampedProgram
 from dpcvx.errors import CertificationError
-from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet
-from dpcvx.modeling._structure import ELEMENTWISE, Term
+from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet, subgradient_jet
+from dpcvx.modeling._structure import ELEMENTWISE, MONOTONE, Term
 from dpcvx.modeling.declaration import Declaration
 
 __all__ = ["CertifiedSolution", "ReleaseCertificate", "certify"]
@@ -81,8 +84,10 @@ class CertifiedSolution:
 
     def __str__(self) -> str:
         target = "" if self.accuracy is None else f" (target {self.accuracy:.3g})"
-        return (f"certified: objective in [{self.lower:.10g}, {self.upper:.10g}], "
-                f"gap {self.gap:.3g}{target}, ||w - w*|| <= {self.distance_bound:.3g}")
+        return (
+            f"certified: objective in [{self.lower:.10g}, {self.upper:.10g}], "
+            f"gap {self.gap:.3g}{target}, ||w - w*|| <= {self.distance_bound:.3g}"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,9 +109,11 @@ class ReleaseCertificate:
     domain: str
 
     def __str__(self) -> str:
-        return (f"certified by dpcvx: F(w_hat) - F* <= {self.accuracy:.3g} with w_hat in the "
-                f"{self.domain} domain, so ||w_hat - w*|| <= {self.distance_bound:.3g} "
-                f"(lam = {self.regularization:g}, mu = {self.strong_convexity:g})")
+        return (
+            f"certified by dpcvx: F(w_hat) - F* <= {self.accuracy:.3g} with w_hat in the "
+            f"{self.domain} domain, so ||w_hat - w*|| <= {self.distance_bound:.3g} "
+            f"(lam = {self.regularization:g}, mu = {self.strong_convexity:g})"
+        )
 
 
 def _flat_dual(z: np.ndarray, rows: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -133,15 +140,18 @@ def _apply(jac: np.ndarray, pts: np.ndarray) -> np.ndarray:
     return np.einsum("n...d,nd->n...", jac, pts)
 
 
-def _range_bound(off: np.ndarray, jac: np.ndarray, center: np.ndarray, radius: float
-                 ) -> np.ndarray:
+def _range_bound(off: np.ndarray, jac: np.ndarray, center: np.ndarray, radius: float) -> np.ndarray:
     """``max_{y in B(center, radius)} |off + jac y|`` elementwise, shape of ``off``."""
     return np.abs(off + jac @ center) + np.linalg.norm(jac, axis=-1) * radius
 
 
-def _minorants(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | None,
-               w_hat: np.ndarray, n_total: int | None = None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+def _minorants(
+    decl: Declaration,
+    prog: StampedProgram | None,
+    z: np.ndarray | None,
+    w_hat: np.ndarray,
+    n_total: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """Slopes ``s`` (n, d), intercepts ``beta`` (n,) and a per-example scale (for margins).
     ``n_total``: the number of examples the program's objective averages over (default n)."""
     n, d = decl.n, decl.d
@@ -187,6 +197,8 @@ def _minorants(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | N
                 duals.append(_DUAL_SIGN * n_total * _flat_dual(z, r, off.shape[1:]) / wgt)
         if term.kind == "pieces":
             gs, gb = _pieces(term, jets, duals, w_hat, center, radius)
+        elif term.kind in MONOTONE:
+            gs, gb = _monotone(term, jets, duals, w_hat, center, radius)
         elif term.kind in ELEMENTWISE:
             (off, jac), theta = jets[0], duals[0]
             if theta is None:
@@ -198,8 +210,11 @@ def _minorants(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | N
             (off, jac), theta = jets[0], duals[0]
             off2 = off.reshape(n, -1)
             jac2 = jac.reshape(n, -1, d)
-            theta = clip(term.kind, np.zeros_like(off2) if theta is None
-                         else theta.reshape(n, -1), term.param)
+            theta = clip(
+                term.kind,
+                np.zeros_like(off2) if theta is None else theta.reshape(n, -1),
+                term.param,
+            )
             gs = np.einsum("nk,nkd->nd", theta, jac2)
             gb = np.einsum("nk,nk->n", theta, off2) - conjugate(term.kind, theta, term.param)
             if term.kind in ("max", "log_sum_exp"):
@@ -221,13 +236,20 @@ def _pieces(term: Term, jets, duals, w_hat, center, radius):
         # CVXPY broadcasting aligns trailing axes: insert axes after the batch axis
         return arr.reshape(arr.shape[:1] + (1,) * (nd - arg_nd) + arr.shape[1:])
 
-    offs = [np.broadcast_to(pad(off, len(a.shape), 0), shape)
-            for (off, _), a in zip(jets, term.args)]
-    jacs = [np.broadcast_to(pad(jac, len(a.shape), 1), shape + (d,))
-            for (_, jac), a in zip(jets, term.args)]
-    mu = np.stack([np.zeros(shape) if dl is None
-                   else np.broadcast_to(pad(dl, len(a.shape), 0), shape)
-                   for dl, a in zip(duals, term.args)], axis=-1)  # (n, ..., m)
+    offs = [
+        np.broadcast_to(pad(off, len(a.shape), 0), shape) for (off, _), a in zip(jets, term.args)
+    ]
+    jacs = [
+        np.broadcast_to(pad(jac, len(a.shape), 1), shape + (d,))
+        for (_, jac), a in zip(jets, term.args)
+    ]
+    mu = np.stack(
+        [
+            np.zeros(shape) if dl is None else np.broadcast_to(pad(dl, len(a.shape), 0), shape)
+            for dl, a in zip(duals, term.args)
+        ],
+        axis=-1,
+    )  # (n, ..., m)
     mu = np.clip(np.nan_to_num(mu), 0.0, 1.0)
     const = np.array([dl is None for dl in duals])
     if const.any():
@@ -239,17 +261,114 @@ def _pieces(term: Term, jets, duals, w_hat, center, radius):
     active = np.eye(len(jets))[np.argmax(vals, axis=-1)]
     mu = np.where(total > 0, mu / np.where(total > 0, total, 1.0), active)
     defect = np.abs(mu.sum(axis=-1) - 1.0) + 4 * len(jets) * _EPS
-    bound = np.max(np.stack([_range_bound(off, jac, center, radius)
-                             for off, jac in zip(offs, jacs)], axis=-1), axis=-1)
+    bound = np.max(
+        np.stack([_range_bound(off, jac, center, radius) for off, jac in zip(offs, jacs)], axis=-1),
+        axis=-1,
+    )
     slope = sum(mu[..., j, None] * jacs[j] for j in range(len(jets)))
     inter = sum(mu[..., j] * offs[j] for j in range(len(jets))) - defect * bound
     return (slope.reshape(n, -1, d).sum(axis=1), inter.reshape(n, -1).sum(axis=1))
 
 
-def _tangent_cut(decl: Declaration, term: Term, w_hat: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """``f(y) >= f(w) + <g, y - w>`` with a true subgradient ``g`` of the term at ``w``,
-    computed per example from CVXPY's own gradient rules (the slow, general path)."""
+def _broadcast_pieces(term: Term, jets, duals):
+    """Offsets ``(n, *shape)``, Jacobians ``(n, *shape, d)`` and duals (or None) of the pieces,
+    broadcast to the shape of the term's atom (CVXPY aligns trailing axes)."""
+    n = jets[0][0].shape[0]
+    d = jets[0][1].shape[-1]
+    shape = (n,) + term.atom.shape
+    nd = len(term.atom.shape)
+
+    def pad(arr: np.ndarray, arg_nd: int) -> np.ndarray:
+        return arr.reshape(arr.shape[:1] + (1,) * (nd - arg_nd) + arr.shape[1:])
+
+    offs = [np.broadcast_to(pad(off, len(a.shape)), shape) for (off, _), a in zip(jets, term.args)]
+    jacs = [
+        np.broadcast_to(pad(jac, len(a.shape)), shape + (d,))
+        for (_, jac), a in zip(jets, term.args)
+    ]
+    dls = [
+        None if dl is None else np.broadcast_to(pad(dl, len(a.shape)), shape)
+        for dl, a in zip(duals, term.args)
+    ]
+    return offs, jacs, dls
+
+
+def _monotone(term: Term, jets, duals, w_hat, center, radius):
+    """Minorant of ``psi(max_j E_j)`` (``psi`` nondecreasing, see :data:`MONOTONE`), per
+    element: for any ``lam_j >= 0`` with ``t = sum_j lam_j`` in ``dom psi*``,
+    ``psi(max_j E_j) >= t max_j E_j - psi*(t) >= sum_j lam_j E_j - psi*(t)``; ``psi*`` is
+    nondecreasing on its domain, so it is evaluated at an upper bound of the float sum."""
+    n = jets[0][0].shape[0]
+    d = w_hat.shape[-1]
+    offs, jacs, dls = _broadcast_pieces(term, jets, duals)
+    m = len(offs)
+    kind, param = term.kind, float(term.param)
+    vals = np.stack([off + _apply(jac, w_hat) for off, jac in zip(offs, jacs)])  # (m, n, ...)
+    g_hat = np.maximum(vals.max(axis=0), 0.0)
+    # the largest slope psi' can take on the bounding ball (larger multipliers never help)
+    reach = np.maximum(
+        np.max(
+            np.stack([_range_bound(off, jac, center, radius) for off, jac in zip(offs, jacs)]),
+            axis=0,
+        ),
+        0.0,
+    )
+    if kind == "pos_power":
+        with np.errstate(over="ignore"):
+            t_max = np.minimum(param * reach ** (param - 1.0), 1e150)
+        slope_hat = param * g_hat ** (param - 1.0)
+    else:  # pos_huber
+        t_max = np.minimum(2.0 * reach, 2.0 * param)
+        slope_hat = np.minimum(2.0 * g_hat, 2.0 * param)
+    if all(dl is None for dl in dls):
+        # no duals: the slope of psi at the candidate, on its active piece
+        lam = slope_hat[None] * np.eye(m)[np.argmax(vals, axis=0)].transpose(
+            (vals.ndim - 1,) + tuple(range(vals.ndim - 1))
+        )
+    else:
+        lam = np.stack(
+            [
+                np.zeros(vals.shape[1:])
+                if dl is None
+                else np.maximum(np.nan_to_num(dl, posinf=0.0, neginf=0.0), 0.0)
+                for dl in dls
+            ]
+        )
+    total = lam.sum(axis=0)
+    cap = t_max * (1 - 4 * m * _EPS)
+    lam = lam * np.where(total > cap, cap / np.where(total > 0, total, 1.0), 1.0)[None]
+    lam = np.maximum(lam, 0.0)
+    t_up = lam.sum(axis=0) * (1 + 2 * m * _EPS)
+    if kind == "pos_huber":
+        t_up = np.minimum(t_up, 2.0 * param)  # the sum is below 2M by the cap above
+    conj = conjugate(kind, clip(kind, t_up, param), param)
+    slope = sum(lam[j][..., None] * jacs[j] for j in range(m))
+    inter = sum(lam[j] * offs[j] for j in range(m)) - conj
+    return slope.reshape(n, -1, d).sum(axis=1), inter.reshape(n, -1).sum(axis=1)
+
+
+def _tangent_cut(decl: Declaration, term: Term, w_hat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``f(y) >= f(w) + <g, y - w>`` with a true subgradient ``g`` of the term at ``w``, for all
+    examples at once (:func:`subgradient_jet`); atoms without a rule there fall back to CVXPY's
+    own gradient rules, example by example (the slow path)."""
+    n, d = decl.n, decl.d
+    try:
+        val, jac = subgradient_jet(term.expr, decl.variable, decl.derived_values(), n, w_hat)
+    except Unsupported:
+        return _tangent_cut_loop(decl, term, w_hat)
+    val = np.asarray(val, float).reshape(n)
+    jac = np.asarray(jac, float).reshape(n, d)
+    if not (np.all(np.isfinite(val)) and np.all(np.isfinite(jac))):
+        return _tangent_cut_loop(decl, term, w_hat)
+    wgt = float(term.weight)
+    at = w_hat if w_hat.ndim == 2 else w_hat[None, :]
+    return wgt * jac, wgt * (val - np.sum(jac * at, axis=1))
+
+
+def _tangent_cut_loop(
+    decl: Declaration, term: Term, w_hat: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_tangent_cut` through CVXPY's ``grad``, one example at a time."""
     n, d = decl.n, decl.d
     leaves = decl.derived_values()
     w = decl.variable
@@ -278,8 +397,7 @@ def _tangent_cut(decl: Declaration, term: Term, w_hat: np.ndarray
                     "subgradient for it at the candidate point. Rewrite it with catalogue atoms "
                     "(see dpcvx.losses)."
                 )
-            g = np.asarray(grad.toarray() if hasattr(grad, "toarray") else grad,
-                           float).reshape(-1)
+            g = np.asarray(grad.toarray() if hasattr(grad, "toarray") else grad, float).reshape(-1)
             gs[i] = g
             gb[i] = float(val) - g @ (w_hat[i] if per_example else w_hat)
     finally:
@@ -318,8 +436,14 @@ def certify(
     s_bar = s.mean(axis=0)
     q_min = domain.min_linear_quadratic(s_bar, lam, w0, hint=w_hat)
     lower_raw = float(np.mean(beta)) + q_min
-    magnitude = 1.0 + float(np.mean(np.abs(vals))) + float(np.mean(scale)) + reg + abs(q_min) \
+    magnitude = (
+        1.0
+        + float(np.mean(np.abs(vals)))
+        + float(np.mean(scale))
+        + reg
+        + abs(q_min)
         + float(np.mean(np.abs(beta)))
+    )
     upper = f_hat + ROUNDING * magnitude
     lower = lower_raw - ROUNDING * magnitude
     gap = upper - lower
@@ -335,6 +459,13 @@ def certify(
     stats = dict(solver_stats or {})
     stats.update(certify_seconds=time.perf_counter() - start, term_kinds=counts)
     return CertifiedSolution(
-        w=w_hat, upper=upper, lower=lower, gap=gap, distance_bound=dist, regularization=lam,
-        center=w0.copy(), accuracy=accuracy, solver_stats=MappingProxyType(stats),
+        w=w_hat,
+        upper=upper,
+        lower=lower,
+        gap=gap,
+        distance_bound=dist,
+        regularization=lam,
+        center=w0.copy(),
+        accuracy=accuracy,
+        solver_stats=MappingProxyType(stats),
     )

@@ -5,7 +5,9 @@ term structure: each term is ``weight * psi(E(w; z_i))`` with ``E`` affine (Jaco
 so ``||g|| <= weight * (bound on ||J_i^T theta||)`` over the subgradients ``theta`` of ``psi``
 that can occur on W (``|theta| <= 1`` for abs, pos and logistic, ``<= 2M`` for Huber, a unit
 dual-norm ball for norms, the simplex for max and log-sum-exp, and the range of ``E`` over the
-domain's bounding ball for squares and exponentials). Generic terms get ``inf``.
+domain's bounding ball for squares and exponentials; for ``psi(max_j E_j)`` with ``psi``
+nondecreasing (``max(v, 0)**p``, one-sided Huber) the slope ``psi'`` at the largest value of
+``max_j E_j`` over the bounding ball times ``max_j ||J_j||``). Generic terms get ``inf``.
 
 dpcvx uses these bounds for speed only: an example with ``A(z_i) <= C`` has ``f_C = f`` on W,
 so the extension's joint program can keep the plain block for it (no copy ``y_i``). The
@@ -38,13 +40,28 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
         except Unsupported:
             return np.full(n, np.inf)
         wgt = abs(float(term.weight))
-        flat = [(np.asarray(off, float).reshape(n, -1), np.asarray(jac, float).reshape(n, -1, d))
-                for off, jac in jets]
+        flat = [
+            (np.asarray(off, float).reshape(n, -1), np.asarray(jac, float).reshape(n, -1, d))
+            for off, jac in jets
+        ]
         norms = [np.linalg.norm(jac, axis=2) for _, jac in flat]  # (n, k) row norms
         if term.kind == "affine":
             total += wgt * np.linalg.norm(flat[0][1].sum(axis=1), axis=1)
         elif term.kind == "pieces":
-            total += wgt * np.max(np.stack(norms), axis=0).sum(axis=1)
+            total += wgt * _broadcast_max(term, norms, n).sum(axis=1)
+        elif term.kind in ("pos_power", "pos_huber"):
+            reach = _broadcast_max(
+                term, [off + jac @ c + nrm * R for (off, jac), nrm in zip(flat, norms)], n
+            )
+            reach = np.maximum(reach, 0.0)
+            p = float(term.param)
+            with np.errstate(over="ignore"):
+                slope = (
+                    p * reach ** (p - 1.0)
+                    if term.kind == "pos_power"
+                    else np.minimum(2.0 * reach, 2.0 * p)
+                )
+            total += wgt * (slope * _broadcast_max(term, norms, n)).sum(axis=1)
         elif term.kind in ("abs", "logistic"):
             total += wgt * norms[0].sum(axis=1)
         elif term.kind == "huber":
@@ -52,8 +69,11 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
         elif term.kind in ("square", "exp"):
             off, jac = flat[0]
             reach = np.abs(off + jac @ c) + norms[0] * R  # max |E_k| over the bounding ball
-            slope = 2.0 * reach if term.kind == "square" else np.exp(
-                np.minimum(off + jac @ c + norms[0] * R, 700.0))
+            slope = (
+                2.0 * reach
+                if term.kind == "square"
+                else np.exp(np.minimum(off + jac @ c + norms[0] * R, 700.0))
+            )
             total += wgt * (slope * norms[0]).sum(axis=1)
         elif term.kind == "norm2":
             total += wgt * np.linalg.norm(norms[0], axis=1)  # Frobenius >= operator norm
@@ -69,3 +89,16 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
         else:  # a kind without a rule: no bound
             return np.full(n, np.inf)
     return total
+
+
+def _broadcast_max(term, arrays: list[np.ndarray], n: int) -> np.ndarray:
+    """Elementwise max over the pieces' per-element arrays (each ``(n, size_j)``, one per
+    argument), broadcast to the atom's shape as CVXPY broadcasts them; ``(n, size)``."""
+    shape = term.atom.shape if term.atom is not None else term.args[0].shape
+    nd = len(shape)
+    out = None
+    for arr, a in zip(arrays, term.args):
+        full = arr.reshape((n,) + (1,) * (nd - len(a.shape)) + a.shape)
+        full = np.broadcast_to(full, (n,) + shape).reshape(n, -1)
+        out = full if out is None else np.maximum(out, full)
+    return out

@@ -17,14 +17,22 @@ from dataclasses import dataclass
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
+from cvxpy.atoms.elementwise.power import Power, PowerApprox
+from cvxpy.atoms.pnorm import Pnorm, PnormApprox
 
 from dpcvx.errors import ModelingError
 from dpcvx.modeling._expressions import substitute
-from dpcvx.modeling._structure import Term
+from dpcvx.modeling._structure import MONOTONE, Term
 from dpcvx.modeling.declaration import Declaration
 
-__all__ = ["ConeLayout", "Template", "compile_template", "compile_domain", "localized_block",
-           "with_extension"]
+__all__ = [
+    "ConeLayout",
+    "Template",
+    "compile_template",
+    "compile_domain",
+    "localized_block",
+    "with_extension",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +93,7 @@ class Template:
             vals = np.asarray(values[pid], float).reshape((n,) + shape)
             # CVXPY flattens parameter values in Fortran order
             flat = vals.transpose((0,) + tuple(range(len(shape), 0, -1))).reshape(n, size)
-            out[:, 1 + offset: 1 + offset + size] = flat
+            out[:, 1 + offset : 1 + offset + size] = flat
         return out
 
 
@@ -98,25 +106,53 @@ def _rebuild(term: Term, splits: list[cp.Variable | None]) -> cp.Expression:
         return term.weight * term.expr
     if term.kind == "pieces":
         inner = cp.maximum(*args) if len(args) > 1 else args[0]
+    elif term.kind == "pos_power":
+        inner = cp.power(cp.maximum(*args, 0.0), float(term.param))
+    elif term.kind == "pos_huber":
+        inner = cp.huber(cp.maximum(*args, 0.0), float(term.param))
     else:
         node = term.atom
         inner = node.copy([args[0]] + list(node.args[1:]))
     return term.weight * (cp.sum(inner) if term.summed else inner)
 
 
+def _second_order(expr: cp.Expression) -> cp.Expression:
+    """``expr`` with every exact (power-cone) ``power``/``pnorm`` replaced by CVXPY's
+    rational second-order-cone form. The solver then solves a problem whose exponents may be
+    rounded to a nearby rational (CVXPY warns when they are); that only guides the solve: the
+    certificate evaluates the user's own expression, with the exact exponent."""
+    if not expr.args:
+        return expr
+    args = [_second_order(a) for a in expr.args]
+    if type(expr) is Power:
+        return PowerApprox(args[0], expr._p_orig, expr.max_denom)
+    if type(expr) is Pnorm:
+        p, axis, keepdims, max_denom = expr.get_data()
+        return PnormApprox(args[0], p, axis, keepdims, max_denom)
+    return expr.copy(args)
+
+
 def _probe(pp, param_layout, total: int):
     """Values of the parametric program at theta = 0 and each unit vector."""
+
     def at(vec: np.ndarray):
         values = {}
         for pid, offset, shape in param_layout:
             size = int(np.prod(shape)) if shape else 1
-            values[pid] = vec[offset: offset + size].reshape(shape, order="F") if shape \
+            values[pid] = (
+                vec[offset : offset + size].reshape(shape, order="F")
+                if shape
                 else np.asarray(vec[offset], float)
+            )
         c, c0, A, b = pp.apply_parameters(values, keep_zeros=True)
         # CVXPY's parametric program reads ``A u + b in K``; solvers take ``b - A u in K``
         A = -sp.csc_matrix(A)
-        return np.asarray(c, float).reshape(-1), float(np.asarray(c0).reshape(())), A, \
-            np.asarray(b, float).reshape(-1)
+        return (
+            np.asarray(c, float).reshape(-1),
+            float(np.asarray(c0).reshape(())),
+            A,
+            np.asarray(b, float).reshape(-1),
+        )
 
     base = at(np.zeros(total))
     c_rows = [base[0]]
@@ -129,8 +165,9 @@ def _probe(pp, param_layout, total: int):
         e[k] = 1.0
         c, c0, A, b = at(e)
         if not (np.array_equal(A.indices, pattern[0]) and np.array_equal(A.indptr, pattern[1])):
-            raise ModelingError("Internal: CVXPY's compiled sparsity changed with the data; "
-                                "cannot stamp this loss.")  # pragma: no cover
+            raise ModelingError(
+                "Internal: CVXPY's compiled sparsity changed with the data; cannot stamp this loss."
+            )  # pragma: no cover
         c_rows.append(c - base[0])
         c0_rows.append(c0 - base[1])
         A_rows.append(A.data - base[2].data)
@@ -144,10 +181,10 @@ def _probe(pp, param_layout, total: int):
     if not np.allclose(pred, A.data, rtol=1e-9, atol=1e-9) or not np.allclose(
         full @ np.vstack(b_rows), b, rtol=1e-9, atol=1e-9
     ):
-        raise ModelingError("Internal: the compiled block is not affine in the data (not DPP)."
-                            )  # pragma: no cover
-    return (np.vstack(c_rows), np.asarray(c0_rows), np.vstack(A_rows), np.vstack(b_rows),
-            base[2])
+        raise ModelingError(
+            "Internal: the compiled block is not affine in the data (not DPP)."
+        )  # pragma: no cover
+    return (np.vstack(c_rows), np.asarray(c0_rows), np.vstack(A_rows), np.vstack(b_rows), base[2])
 
 
 def _layout(dims) -> ConeLayout:
@@ -157,8 +194,9 @@ def _layout(dims) -> ConeLayout:
             "non-integer power or a matrix atom); dpcvx supports losses representable with "
             "linear, second-order and exponential cones."
         )
-    return ConeLayout(int(dims.zero), int(dims.nonneg), tuple(int(q) for q in dims.soc),
-                      int(dims.exp))
+    return ConeLayout(
+        int(dims.zero), int(dims.nonneg), tuple(int(q) for q in dims.soc), int(dims.exp)
+    )
 
 
 def compile_template(decl: Declaration, extension: float | None = None) -> Template:
@@ -168,7 +206,8 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
     the joint program of Lemma 2.7): ``min_{y in W, t} f(y; z) + C t`` with
     ``||w - y|| <= t``, so that ``f_C(w; z)`` is the block's optimal value.
     """
-    w = decl.variable
+    orig = decl.variable
+    w = _plain(orig)  # attribute bounds live in the domain's rows, not in every block
     objective = 0
     constraints: list[cp.Constraint] = []
     split_cons: list[list[cp.Constraint | None]] = []
@@ -179,16 +218,19 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
         t = cp.Variable()
         soc = cp.SOC(t, w - at)
         constraints.append(soc)
-        constraints += [substitute(c, w, at) for c in decl.domain.constraints]
+        constraints += [substitute(c, orig, at) for c in decl.domain.constraints]
         objective = extension * t
     for term in decl.terms:
+        if w is not orig:
+            term = _term_at(term, orig, w)
         if extension is not None:
             term = _term_at(term, w, at)
         splits: list[cp.Variable | None] = []
         cons: list[cp.Constraint | None] = []
         structured = term.kind not in ("affine", "generic")
         for arg in term.args:
-            if structured and arg.variables():
+            # a monotone term's multiplier is the sum over all its pieces, constants included
+            if structured and (arg.variables() or term.kind in MONOTONE):
                 v = cp.Variable(arg.shape)
                 con = v == arg
                 constraints.append(con)
@@ -199,7 +241,7 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
                 cons.append(None)
         split_cons.append(cons)
         objective = objective + _rebuild(term, splits)
-    prob = cp.Problem(cp.Minimize(objective), constraints)
+    prob = cp.Problem(cp.Minimize(_second_order(objective)), constraints)
     if not prob.is_dcp(dpp=True):
         raise ModelingError(f"Internal: the split template is not DPP: {objective}")
     data, _, _ = prob.get_problem_data(cp.CLARABEL, solver_opts={"use_quad_obj": False})
@@ -219,7 +261,7 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
     n_cols = A0.shape[1]
     w_cols = np.full(n_cols, -1, dtype=np.int64)
     start = pp.var_id_to_col[w.id]
-    w_cols[start: start + w.size] = np.arange(w.size)
+    w_cols[start : start + w.size] = np.arange(w.size)
     A_coo = A0.tocoo()
     # rows of each split constraint: CVXPY keeps the formatted constraints in row order
     offsets: dict[int, int] = {}
@@ -248,12 +290,21 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
         if not np.isclose(c_map[0, t_col], extension) or np.any(c_map[1:, t_col]):
             raise ModelingError("Internal: unexpected objective on the extension's t.")
     return Template(
-        extension=None if extension is None else float(extension), y_cols=y_cols,
-        soc_rows=soc_rows, t_col=None if extension is None else t_col,
-        cones=layout, n_cols=n_cols, w_cols=w_cols,
-        A_rows=A_coo.row.astype(np.int64), A_cols=A_coo.col.astype(np.int64),
-        A_map=A_map, b_map=b_map, c_map=c_map, c0_map=c0_map,
-        param_layout=param_layout, split_rows=tuple(split_rows),
+        extension=None if extension is None else float(extension),
+        y_cols=y_cols,
+        soc_rows=soc_rows,
+        t_col=None if extension is None else t_col,
+        cones=layout,
+        n_cols=n_cols,
+        w_cols=w_cols,
+        A_rows=A_coo.row.astype(np.int64),
+        A_cols=A_coo.col.astype(np.int64),
+        A_map=A_map,
+        b_map=b_map,
+        c_map=c_map,
+        c0_map=c0_map,
+        param_layout=param_layout,
+        split_rows=tuple(split_rows),
     )
 
 
@@ -274,9 +325,20 @@ def _term_at(term: Term, old: cp.Variable, new: cp.Variable) -> Term:
     """The same term evaluated at ``new`` instead of the problem's variable."""
     from dataclasses import replace
 
-    return replace(term, args=tuple(substitute(a, old, new) for a in term.args),
-                   expr=substitute(term.expr, old, new),
-                   atom=None if term.atom is None else substitute(term.atom, old, new))
+    return replace(
+        term,
+        args=tuple(substitute(a, old, new) for a in term.args),
+        expr=substitute(term.expr, old, new),
+        atom=None if term.atom is None else substitute(term.atom, old, new),
+    )
+
+
+def _plain(variable: cp.Variable) -> cp.Variable:
+    """``variable`` itself, or a stand-in without attributes when it has some (``bounds``,
+    ``nonneg``, ...): CVXPY would otherwise replace it by a new variable when compiling, and
+    the domain already holds those bounds as explicit rows."""
+    attrs = {k: v for k, v in variable.attributes.items() if v not in (None, False)}
+    return cp.Variable(variable.shape) if attrs else variable
 
 
 def _formatted_id(pp, con: cp.Constraint) -> int:
@@ -300,17 +362,28 @@ class DomainBlock:
 def compile_domain(decl: Declaration) -> DomainBlock:
     """Compile the (public) domain constraints once (a localized ``W0`` adds one cone to this
     block: :func:`localized_block`)."""
-    w = decl.variable
-    prob = cp.Problem(cp.Minimize(0), list(decl.domain.constraints))
+    orig = decl.variable
+    w = _plain(orig)
+    cons = (
+        [substitute(c, orig, w) for c in decl.domain.constraints]
+        if w is not orig
+        else list(decl.domain.constraints)
+    )
+    prob = cp.Problem(cp.Minimize(0), cons)
     data, _, _ = prob.get_problem_data(cp.CLARABEL, solver_opts={"use_quad_obj": False})
     pp = data[cp.settings.PARAM_PROB]
     A = sp.csc_matrix(data["A"])
     w_cols = np.full(A.shape[1], -1, dtype=np.int64)
     if w.id in pp.var_id_to_col:
         start = pp.var_id_to_col[w.id]
-        w_cols[start: start + w.size] = np.arange(w.size)
-    return DomainBlock(cones=_layout(data["dims"]), n_cols=A.shape[1], w_cols=w_cols, A=A,
-                       b=np.asarray(data["b"], float).reshape(-1))
+        w_cols[start : start + w.size] = np.arange(w.size)
+    return DomainBlock(
+        cones=_layout(data["dims"]),
+        n_cols=A.shape[1],
+        w_cols=w_cols,
+        A=A,
+        b=np.asarray(data["b"], float).reshape(-1),
+    )
 
 
 def localized_block(block: DomainBlock, center: np.ndarray, radius: float) -> DomainBlock:
@@ -328,7 +401,11 @@ def localized_block(block: DomainBlock, center: np.ndarray, radius: float) -> Do
     c = np.asarray(center, float).reshape(d)
     new_b = np.concatenate([block.b[:split], [float(radius)], -c, block.b[split:]])
     return DomainBlock(
-        cones=ConeLayout(zero=cones.zero, nonneg=cones.nonneg,
-                         soc=tuple(cones.soc) + (d + 1,), exp=cones.exp),
-        n_cols=block.n_cols, w_cols=block.w_cols, A=new_A, b=new_b,
+        cones=ConeLayout(
+            zero=cones.zero, nonneg=cones.nonneg, soc=tuple(cones.soc) + (d + 1,), exp=cones.exp
+        ),
+        n_cols=block.n_cols,
+        w_cols=block.w_cols,
+        A=new_A,
+        b=new_b,
     )

@@ -12,6 +12,9 @@ check CVXPY's compiled program against the user's expression rather than against
   atom's own ``numeric`` for anything else.
 - :func:`affine_jet` returns, for an expression affine in the variable, its per-example offset
   ``b_i`` and Jacobian ``M_i`` such that ``expr(w; z_i) = M_i w + b_i``.
+- :func:`subgradient_jet` returns, for any DCP expression, its per-example value and a
+  (sub/super)gradient at given points, by the chain rule with vectorized rules per atom (a
+  per-example fallback through the atom's own ``_grad`` for atoms without a rule).
 """
 
 from __future__ import annotations
@@ -31,9 +34,17 @@ from cvxpy.atoms.affine.reshape import reshape as cp_reshape
 from cvxpy.atoms.affine.sum import Sum
 from cvxpy.atoms.affine.unary_operators import NegExpression
 from cvxpy.atoms.affine.vstack import Vstack
+from cvxpy.atoms.elementwise.abs import abs as cp_abs
 from cvxpy.atoms.elementwise.elementwise import Elementwise
+from cvxpy.atoms.elementwise.exp import exp as cp_exp
+from cvxpy.atoms.elementwise.huber import huber as cp_huber
+from cvxpy.atoms.elementwise.logistic import logistic as cp_logistic
+from cvxpy.atoms.elementwise.maximum import maximum as cp_maximum
+from cvxpy.atoms.elementwise.minimum import minimum as cp_minimum
+from cvxpy.atoms.elementwise.power import Power
 from cvxpy.atoms.log_sum_exp import log_sum_exp
 from cvxpy.atoms.max import max as cp_max
+from cvxpy.atoms.min import min as cp_min
 from cvxpy.atoms.norm1 import norm1
 from cvxpy.atoms.norm_inf import norm_inf
 from cvxpy.atoms.pnorm import Pnorm
@@ -41,13 +52,21 @@ from cvxpy.atoms.quad_over_lin import quad_over_lin
 from cvxpy.expressions.constants.constant import Constant
 from cvxpy.expressions.constants.parameter import Parameter
 from cvxpy.expressions.variable import Variable
-from scipy.special import logsumexp
+from scipy.special import expit, logsumexp, softmax
 
 #: held while dpcvx sets ``.value`` on CVXPY leaves to evaluate an expression (CVXPY keeps
 #: values on the shared objects), so that blocks certified on threads never interfere
 VALUE_LOCK = threading.RLock()
 
-__all__ = ["DerivedParameter", "affine_jet", "evaluate", "lift", "substitute", "Unsupported"]
+__all__ = [
+    "DerivedParameter",
+    "affine_jet",
+    "evaluate",
+    "lift",
+    "subgradient_jet",
+    "substitute",
+    "Unsupported",
+]
 
 
 class Unsupported(Exception):
@@ -194,8 +213,13 @@ def _key(key) -> tuple:
     stop -1 in CVXPY, which numpy would read as 'the last element')."""
     out = []
     for k in key:
-        if isinstance(k, slice) and k.step is not None and k.step < 0 and k.stop is not None \
-                and k.stop < 0:
+        if (
+            isinstance(k, slice)
+            and k.step is not None
+            and k.step < 0
+            and k.stop is not None
+            and k.stop < 0
+        ):
             k = slice(k.start, None, k.step)
         out.append(k)
     return tuple(out)
@@ -214,7 +238,7 @@ def _concat(expr: cp.Expression, arrays: list[np.ndarray], trailing: int) -> np.
     out = []
     for arg, a in zip(expr.args, arrays):
         a = np.broadcast_to(a, (nb,) + a.shape[1:])
-        tail = a.shape[a.ndim - trailing:] if trailing else ()
+        tail = a.shape[a.ndim - trailing :] if trailing else ()
         shape = arg.shape
         if isinstance(expr, Hstack):
             shape = shape if len(shape) >= 1 else (1,)
@@ -226,15 +250,17 @@ def _concat(expr: cp.Expression, arrays: list[np.ndarray], trailing: int) -> np.
     else:
         axis = 1
     res = np.concatenate(out, axis=axis)
-    return res.reshape((nb,) + expr.shape + res.shape[res.ndim - trailing:] if trailing
-                       else (nb,) + expr.shape)
+    return res.reshape(
+        (nb,) + expr.shape + res.shape[res.ndim - trailing :] if trailing else (nb,) + expr.shape
+    )
 
 
-def _reshape(a: np.ndarray, old: tuple[int, ...], new: tuple[int, ...], order: str,
-             trailing: int) -> np.ndarray:
+def _reshape(
+    a: np.ndarray, old: tuple[int, ...], new: tuple[int, ...], order: str, trailing: int
+) -> np.ndarray:
     """Per-example reshape of ``a`` (``(nb, *old, *tail)``) in CVXPY's ``order``."""
     nb = a.shape[0]
-    tail = a.shape[a.ndim - trailing:] if trailing else ()
+    tail = a.shape[a.ndim - trailing :] if trailing else ()
     m = nb * int(np.prod(tail, dtype=int))
     r = np.moveaxis(a, tuple(range(1 + len(old), a.ndim)), tuple(range(1, 1 + trailing)))
     r = r.reshape((m,) + old)
@@ -260,9 +286,7 @@ def _matmul(a: np.ndarray, b: np.ndarray, a_ndim: int, b_ndim: int) -> np.ndarra
     return np.einsum(spec, a, b)
 
 
-def evaluate(
-    expr: cp.Expression, leaves: Mapping[int, np.ndarray], n: int
-) -> np.ndarray:
+def evaluate(expr: cp.Expression, leaves: Mapping[int, np.ndarray], n: int) -> np.ndarray:
     """Evaluate ``expr`` for ``n`` examples at once.
 
     Parameters
@@ -284,8 +308,9 @@ def _eval(expr: cp.Expression, leaves: Mapping[int, np.ndarray], n: int) -> np.n
     key = getattr(expr, "id", None)
     if key is not None and key in leaves:
         return np.asarray(leaves[key], dtype=float)
-    if isinstance(expr, Constant) or (not expr.args and not expr.variables()
-                                      and not expr.parameters()):
+    if isinstance(expr, Constant) or (
+        not expr.args and not expr.variables() and not expr.parameters()
+    ):
         return np.asarray(expr.value, dtype=float).reshape((1,) + expr.shape)
     if isinstance(expr, (Variable, Parameter)):
         raise KeyError(f"no value given for {expr}")
@@ -349,7 +374,7 @@ def _vectorized(expr: cp.Expression, vals: list[np.ndarray], nd: int) -> np.ndar
             if p >= 1.0:
                 return np.sum(np.abs(flat) ** p, axis=1) ** (1.0 / p)
         if isinstance(expr, quad_over_lin):
-            return np.sum(flat ** 2, axis=1) / vals[1].reshape(-1)
+            return np.sum(flat**2, axis=1) / vals[1].reshape(-1)
         if isinstance(expr, cp_max):
             return flat.max(axis=1)
         if isinstance(expr, log_sum_exp):
@@ -416,15 +441,26 @@ def _materialize(jac: np.ndarray | str | None, shape: tuple[int, ...], d: int) -
     return jac
 
 
-def _jet(expr: cp.Expression, variable: Variable, leaves: Mapping[int, np.ndarray], n: int) -> Jet:
+def _jet(
+    expr: cp.Expression,
+    variable: Variable,
+    leaves: Mapping[int, np.ndarray],
+    n: int,
+    at: np.ndarray | None = None,
+) -> Jet:
+    """The jet of ``expr``: with ``at`` None, offset and Jacobian of an affine expression; with
+    ``at`` (the variable's value, ``(1, d)`` or ``(n, d)``), value and (sub)gradient there."""
     if not expr.variables():
         return Jet(_eval(expr, leaves, n), None)
     if getattr(expr, "id", None) == variable.id:
         if len(variable.shape) != 1:
             raise Unsupported("the variable must be a vector")
-        return Jet(np.zeros((1, variable.size)), "identity")
+        return Jet(np.zeros((1, variable.size)) if at is None else at, "identity")
     if not expr.is_affine():
-        raise Unsupported("not affine")
+        if at is None:
+            raise Unsupported("not affine")
+        if not isinstance(expr, _LINEAR):
+            return _nonlinear_jet(expr, variable, leaves, n, at)
     d = variable.size
     nd = len(expr.shape)
     args = expr.args
@@ -432,37 +468,39 @@ def _jet(expr: cp.Expression, variable: Variable, leaves: Mapping[int, np.ndarra
         offset = 0.0
         jac = None
         for a in args:
-            j = _jet(a, variable, leaves, n)
+            j = _jet(a, variable, leaves, n, at)
             offset = offset + _pad(j.offset, len(a.shape), nd)
             if j.jac is not None:
                 jm = _pad(_materialize(j.jac, a.shape, d), len(a.shape) + 1, nd + 1)
                 jac = jm if jac is None else jac + jm
         return Jet(np.asarray(offset), jac)
     if isinstance(expr, NegExpression):
-        j = _jet(args[0], variable, leaves, n)
+        j = _jet(args[0], variable, leaves, n, at)
         return Jet(-j.offset, -_materialize(j.jac, args[0].shape, d))
     if isinstance(expr, (multiply, DivExpression)) or (
         isinstance(expr, MulExpression) and (args[0].shape == () or args[1].shape == ())
     ):
         a, b = args
+        if a.variables() and b.variables():
+            raise Unsupported("a product of two expressions in the variable")
         if isinstance(expr, DivExpression):
             if b.variables():
                 raise Unsupported("division by a variable")
-            j = _jet(a, variable, leaves, n)
+            j = _jet(a, variable, leaves, n, at)
             den = _pad(_eval(b, leaves, n), len(b.shape), nd)
             jac = _pad(_materialize(j.jac, a.shape, d), len(a.shape) + 1, nd + 1)
             return Jet(_pad(j.offset, len(a.shape), nd) / den, jac / den[..., None])
         if a.variables():
             a, b = b, a
         fac = _pad(_eval(a, leaves, n), len(a.shape), nd)
-        j = _jet(b, variable, leaves, n)
+        j = _jet(b, variable, leaves, n, at)
         jac = _pad(_materialize(j.jac, b.shape, d), len(b.shape) + 1, nd + 1)
         return Jet(fac * _pad(j.offset, len(b.shape), nd), fac[..., None] * jac)
     if isinstance(expr, MulExpression):
         a, b = args
         if not a.variables():
             mat = _eval(a, leaves, n)
-            j = _jet(b, variable, leaves, n)
+            j = _jet(b, variable, leaves, n, at)
             offset = _matmul(mat, j.offset, len(a.shape), len(b.shape))
             if isinstance(j.jac, str):
                 if len(a.shape) == 1:
@@ -478,21 +516,22 @@ def _jet(expr: cp.Expression, variable: Variable, leaves: Mapping[int, np.ndarra
             raise Unsupported("matmul shape")
         if not b.variables() and len(a.shape) == 1 and len(b.shape) == 1:
             vec = _eval(b, leaves, n)
-            j = _jet(a, variable, leaves, n)
+            j = _jet(a, variable, leaves, n, at)
             offset = np.einsum("...k,...k->...", j.offset, vec)
             if isinstance(j.jac, str):
                 return Jet(offset, vec)
             return Jet(offset, np.einsum("...kd,...k->...d", _materialize(j.jac, a.shape, d), vec))
         raise Unsupported("matmul with the variable on this side")
     if isinstance(expr, index):
-        j = _jet(args[0], variable, leaves, n)
+        j = _jet(args[0], variable, leaves, n, at)
         key = (slice(None),) + _key(expr.key)
         off = np.asarray(j.offset)[key]
         jac = _materialize(j.jac, args[0].shape, d)[key]
-        return Jet(off.reshape(off.shape[:1] + expr.shape),
-                   jac.reshape(jac.shape[:1] + expr.shape + (d,)))
+        return Jet(
+            off.reshape(off.shape[:1] + expr.shape), jac.reshape(jac.shape[:1] + expr.shape + (d,))
+        )
     if isinstance(expr, Sum):
-        j = _jet(args[0], variable, leaves, n)
+        j = _jet(args[0], variable, leaves, n, at)
         jm = _materialize(j.jac, args[0].shape, d)
         if expr.axis is None:
             axes = tuple(range(1, j.offset.ndim))
@@ -500,24 +539,247 @@ def _jet(expr: cp.Expression, variable: Variable, leaves: Mapping[int, np.ndarra
             jac = jm.sum(axis=tuple(range(1, jm.ndim - 1)))
             jac = jac.reshape(jm.shape[:1] + expr.shape + (d,))
             return Jet(off, jac)
-        raise Unsupported("sum along an axis")
+        if isinstance(expr.axis, int) and at is not None:  # subgradient jets only
+            ax = expr.axis + 1
+            off = np.asarray(j.offset).sum(axis=ax, keepdims=expr.keepdims)
+            jac = jm.sum(axis=ax, keepdims=expr.keepdims)
+            return Jet(off, jac)
+        raise Unsupported("sum along several axes")
     if isinstance(expr, Promote):
-        j = _jet(args[0], variable, leaves, n)
+        j = _jet(args[0], variable, leaves, n, at)
         jm = _materialize(j.jac, args[0].shape, d)
-        off = np.broadcast_to(j.offset.reshape(j.offset.shape[:1] + (1,) * nd),
-                              j.offset.shape[:1] + expr.shape)
-        jac = np.broadcast_to(jm.reshape(jm.shape[:1] + (1,) * nd + (d,)),
-                              jm.shape[:1] + expr.shape + (d,))
+        off = np.broadcast_to(
+            j.offset.reshape(j.offset.shape[:1] + (1,) * nd), j.offset.shape[:1] + expr.shape
+        )
+        jac = np.broadcast_to(
+            jm.reshape(jm.shape[:1] + (1,) * nd + (d,)), jm.shape[:1] + expr.shape + (d,)
+        )
         return Jet(off, jac)
     if isinstance(expr, cp_reshape):
-        j = _jet(args[0], variable, leaves, n)
+        j = _jet(args[0], variable, leaves, n, at)
         off = _reshape(np.asarray(j.offset), args[0].shape, expr.shape, expr.order, 0)
-        jac = _reshape(_materialize(j.jac, args[0].shape, d), args[0].shape, expr.shape,
-                       expr.order, 1)
+        jac = _reshape(
+            _materialize(j.jac, args[0].shape, d), args[0].shape, expr.shape, expr.order, 1
+        )
         return Jet(off, jac)
     if isinstance(expr, (Hstack, Vstack)):
-        jets = [_jet(a, variable, leaves, n) for a in args]
+        jets = [_jet(a, variable, leaves, n, at) for a in args]
         off = _concat(expr, [j.offset for j in jets], 0)
         jac = _concat(expr, [_materialize(j.jac, a.shape, d) for j, a in zip(jets, args)], 1)
         return Jet(off, jac)
     raise Unsupported(f"affine atom {type(expr).__name__}")
+
+
+# ----------------------------------------------------------------------------- subgradient jets
+
+#: atoms that act linearly on their arguments (the jet rules above apply to any argument)
+_LINEAR = (
+    AddExpression,
+    NegExpression,
+    multiply,
+    DivExpression,
+    MulExpression,
+    index,
+    Sum,
+    Promote,
+    cp_reshape,
+    Hstack,
+    Vstack,
+)
+
+
+def subgradient_jet(
+    expr: cp.Expression,
+    variable: Variable,
+    leaves: Mapping[int, np.ndarray],
+    n: int,
+    at: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-example value and (sub/super)gradient of a DCP expression at given points.
+
+    The chain rule runs forward through the tree, batched over examples: linear atoms map the
+    Jacobian as they map values; each nonlinear atom multiplies its arguments' Jacobians by a
+    (sub/super)gradient of the atom at the arguments' values (a subgradient of a convex atom, a
+    supergradient of a concave one, chosen at kinks by a fixed rule: ``sign(0) = 0``, the first
+    maximizing argument, zero slope where ``max(x, 0)**p`` is flat). For a DCP expression this
+    gives a true subgradient of a convex expression (the DCP composition rules make every
+    factor of the chain rule carry the right sign). Atoms without a vectorized rule fall back to
+    their own ``_grad``, example by example.
+
+    Parameters
+    ----------
+    expr : cvxpy.Expression
+    variable : cvxpy.Variable
+        The vector variable, shape ``(d,)``.
+    leaves : mapping from a leaf's id to its batched value (see :func:`evaluate`).
+    n : int
+    at : ndarray of shape ``(d,)`` or ``(n, d)``
+        The point (one for all examples, or one per example).
+
+    Returns
+    -------
+    value : ndarray of shape ``(n, *expr.shape)``
+    jac : ndarray of shape ``(n, *expr.shape, d)``
+
+    Raises
+    ------
+    Unsupported
+        When an atom has neither a vectorized rule nor a gradient from CVXPY at the point.
+    """
+    d = variable.size
+    pts = np.asarray(at, float)
+    pts = pts.reshape(1, d) if pts.ndim == 1 else pts.reshape(-1, d)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        jet = _jet(expr, variable, leaves, n, pts)
+    value = np.broadcast_to(jet.offset, (n,) + expr.shape)
+    jac = np.broadcast_to(_materialize(jet.jac, expr.shape, d), (n,) + expr.shape + (d,))
+    return value, jac
+
+
+def _onehot(stack: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """``(m, ...)`` weights with a 1 at index ``pick`` along the first axis."""
+    return (
+        np.arange(stack.shape[0]).reshape((-1,) + (1,) * (stack.ndim - 1)) == pick[None]
+    ).astype(float)
+
+
+def _elementwise_slopes(expr: cp.Expression, vals: list[np.ndarray]) -> list[np.ndarray] | None:
+    """Partial (sub/super)derivatives of an elementwise atom w.r.t. each argument, or None."""
+    x = vals[0]
+    if isinstance(expr, cp_abs):
+        return [np.sign(x)]
+    if isinstance(expr, (cp_maximum, cp_minimum)):
+        stack = np.stack(vals)
+        pick = (
+            np.argmax(stack, axis=0) if isinstance(expr, cp_maximum) else np.argmin(stack, axis=0)
+        )
+        return list(_onehot(stack, pick))
+    if isinstance(expr, Power):
+        p = float(expr.p.value)
+        if p == 0.0:
+            return [np.zeros_like(x)]
+        if p == 1.0:
+            return [np.ones_like(x)]
+        if p > 1.0 and p.is_integer() and int(p) % 2 == 0:  # x**p = |x|**p
+            return [p * np.sign(x) * np.abs(x) ** (p - 1.0)]
+        if p > 1.0:  # domain x >= 0; flat (slope 0) at 0
+            return [p * np.maximum(x, 0.0) ** (p - 1.0)]
+        return [p * x ** (p - 1.0)]
+    if isinstance(expr, cp_exp):
+        return [np.exp(x)]
+    if isinstance(expr, cp_logistic):
+        return [expit(x)]
+    if isinstance(expr, cp_huber):
+        M = float(np.asarray(expr.M.value).reshape(()))
+        return [np.clip(2.0 * x, -2.0 * M, 2.0 * M)]
+    return None
+
+
+def _vector_slope(expr: cp.Expression, flat: np.ndarray) -> np.ndarray | None:
+    """A (sub/super)gradient ``(nb, k)`` of a vector atom (axis None) at the rows of ``flat``."""
+    if isinstance(expr, norm1):
+        return np.sign(flat)
+    if isinstance(expr, norm_inf):
+        mag = np.abs(flat)
+        return _onehot(mag.T, np.argmax(mag, axis=1)).T * np.sign(flat)
+    if isinstance(expr, Pnorm):
+        p = float(expr.p)
+        nrm = np.sum(np.abs(flat) ** p, axis=1, keepdims=True) ** (1.0 / p)
+        if p < 1.0:
+            return None
+        g = np.sign(flat) * (np.abs(flat) / np.where(nrm > 0, nrm, 1.0)) ** (p - 1.0)
+        return np.where(nrm > 0, g, 0.0)
+    if isinstance(expr, cp_max):
+        return _onehot(flat.T, np.argmax(flat, axis=1)).T
+    if isinstance(expr, cp_min):
+        return _onehot(flat.T, np.argmin(flat, axis=1)).T
+    if isinstance(expr, log_sum_exp):
+        return softmax(flat, axis=1)
+    return None
+
+
+def _nonlinear_jet(
+    expr: cp.Expression,
+    variable: Variable,
+    leaves: Mapping[int, np.ndarray],
+    n: int,
+    at: np.ndarray,
+) -> Jet:
+    d = variable.size
+    args = expr.args
+    nd = len(expr.shape)
+    jets = [_jet(a, variable, leaves, n, at) for a in args]
+    vals = [np.asarray(j.offset, float) for j in jets]
+    jacs = [None if j.jac is None else _materialize(j.jac, a.shape, d) for j, a in zip(jets, args)]
+    if isinstance(expr, Elementwise):
+        shaped = [_pad(v, len(a.shape), nd) for a, v in zip(args, vals)]
+        b = np.broadcast_shapes(*(v.shape for v in shaped))
+        full = [np.broadcast_to(v, b) for v in shaped]
+        slopes = _elementwise_slopes(expr, full)
+        if slopes is not None:
+            value = np.asarray(expr.numeric(full), dtype=float)
+            if value.shape != b:
+                raise Unsupported("elementwise numeric changed the shape")
+            jac = np.zeros(b + (d,))
+            for a, jm, g in zip(args, jacs, slopes):
+                if jm is not None:
+                    jac = jac + g[..., None] * _pad(jm, len(a.shape) + 1, nd + 1)
+            return Jet(value, jac)
+    elif getattr(expr, "axis", 0) is None and (
+        isinstance(expr, (norm1, norm_inf, Pnorm, cp_max, cp_min, log_sum_exp))
+        or (isinstance(expr, quad_over_lin) and jacs[1] is None)
+    ):
+        nb = max(vals[0].shape[0], jacs[0].shape[0])
+        flat = np.broadcast_to(vals[0], (nb,) + args[0].shape).reshape(nb, -1)
+        jm = np.broadcast_to(jacs[0], (nb,) + args[0].shape + (d,)).reshape(nb, -1, d)
+        if isinstance(expr, quad_over_lin):
+            den = vals[1].reshape(-1)
+            value = np.sum(flat**2, axis=1) / den
+            g = 2.0 * flat / den[:, None]
+        else:
+            g = _vector_slope(expr, flat)
+            value = None if g is None else _vectorized(expr, [flat], 0)
+        if g is not None:
+            return Jet(
+                value.reshape((nb,) + expr.shape),
+                np.einsum("nk,nkd->nd", g, jm).reshape((nb,) + expr.shape + (d,)),
+            )
+    return _grad_per_example(expr, vals, jacs, n, d)
+
+
+def _fortran_rows(arr: np.ndarray, ndim: int) -> np.ndarray:
+    """Flatten the first ``ndim`` axes of ``arr`` in Fortran order (CVXPY's vectorization)."""
+    lead = arr.shape[:ndim]
+    perm = tuple(range(ndim - 1, -1, -1)) + tuple(range(ndim, arr.ndim))
+    return arr.transpose(perm).reshape((int(np.prod(lead, dtype=int)),) + arr.shape[ndim:])
+
+
+def _grad_per_example(
+    expr: cp.Expression, vals: list[np.ndarray], jacs: list, n: int, d: int
+) -> Jet:
+    """Fallback: the atom's own value and gradient rules, one example at a time."""
+    args = expr.args
+    full = [np.broadcast_to(v, (n,) + a.shape) for v, a in zip(vals, args)]
+    value = np.empty((n,) + expr.shape)
+    jac = np.zeros((n, expr.size, d))
+    for i in range(n):
+        row = [v[i] for v in full]
+        value[i] = np.asarray(expr.numeric(row), dtype=float).reshape(expr.shape)
+        try:
+            grads = expr._grad(row)
+        except (NotImplementedError, ValueError, TypeError) as exc:
+            raise Unsupported(f"no gradient rule for {type(expr).__name__}") from exc
+        for a, jm, g in zip(args, jacs, grads):
+            if jm is None:
+                continue
+            if g is None:
+                raise Unsupported(f"CVXPY gives no gradient of {type(expr).__name__} here")
+            G = g.toarray() if hasattr(g, "toarray") else np.asarray(g, float)
+            G = np.asarray(G, float).reshape(a.size, expr.size)
+            Ji = _fortran_rows(np.broadcast_to(jm, (n,) + a.shape + (d,))[i], len(a.shape))
+            jac[i] += G.T @ Ji.reshape(a.size, d)
+    # back from Fortran-flat to the atom's shape
+    shape = expr.shape
+    out = jac.reshape((n,) + shape[::-1] + (d,))
+    out = out.transpose((0,) + tuple(range(len(shape), 0, -1)) + (len(shape) + 1,))
+    return Jet(value, out)

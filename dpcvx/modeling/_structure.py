@@ -2,12 +2,18 @@
 
 A loss is read as ``sum_t weight_t * psi_t(E_t(w; z))`` plus an affine part, where each ``E_t``
 is affine in ``w`` and ``psi_t`` is an atom with a known convex conjugate (see
-:mod:`dpcvx.certification._conjugates`). Anything else becomes a ``generic`` term, certified with
-tangent cuts (valid for every convex term, tight where it is differentiable).
+:mod:`dpcvx.certification._conjugates`). Compositions that are a maximum of affine pieces
+(``pos``, ``maximum``, ``abs`` of affine expressions, nested, shifted by constants and scaled by
+nonnegative constants, e.g. ``pos(abs(r) - eps)``) become ``pieces`` terms; a nondecreasing
+``psi`` of such a nonnegative maximum (``power(g, p)`` with ``p > 1``, ``square(pos(r))``,
+``abs(r)**p``, ``huber(pos(r))``) becomes a ``pos_power`` or ``pos_huber`` term on the pieces.
+Anything else becomes a ``generic`` term, certified with tangent cuts (valid for every convex
+term, tight where it is differentiable).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import cvxpy as cp
@@ -30,12 +36,17 @@ from cvxpy.atoms.norm_inf import norm_inf
 from cvxpy.atoms.pnorm import Pnorm
 from cvxpy.atoms.quad_over_lin import quad_over_lin
 
-__all__ = ["Term", "decompose"]
+__all__ = ["Term", "decompose", "pl_pieces"]
 
 #: atoms applied elementwise to one affine argument (then summed when wrapped in ``cp.sum``)
 ELEMENTWISE = ("abs", "square", "huber", "logistic", "exp")
 #: atoms of one affine vector argument with a scalar value
 VECTOR = ("norm2", "norm1", "norminf", "sum_squares", "max", "log_sum_exp")
+#: ``psi(max_j E_j)`` for a nondecreasing ``psi`` on ``[0, inf)`` (``max(v, 0)**p``, the Huber
+#: function of ``max(v, 0)``), elementwise over the broadcast pieces ``E_j``
+MONOTONE = ("pos_power", "pos_huber")
+#: the most affine pieces one composition may expand to (sums multiply the counts)
+MAX_PIECES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +57,10 @@ class Term:
     (``psi = elementwise max over the args``), one of :data:`ELEMENTWISE` or :data:`VECTOR`, or
     ``"generic"`` (``expr`` is certified by tangent cuts). ``expr`` is the whole term without
     its weight (including an enclosing ``cp.sum``); ``atom`` is the atom node itself. ``param``
-    holds an atom's constant (the Huber threshold, the quad_over_lin denominator).
+    holds an atom's constant (the Huber threshold, the quad_over_lin denominator, the exponent
+    ``p`` of ``pos_power``). For the kinds in :data:`MONOTONE`, ``args`` are the affine pieces
+    ``E_j`` (some may be constant) and the term is ``psi(max_j E_j)``; ``smooth`` records that
+    it is differentiable with a Lipschitz gradient (``|E|**p`` or ``max(E, 0)**p``, ``p >= 2``).
     """
 
     kind: str
@@ -56,6 +70,7 @@ class Term:
     param: float | None = None
     summed: bool = False
     atom: cp.Expression | None = None
+    smooth: bool = False
 
 
 def _const(expr: cp.Expression) -> float | None:
@@ -68,15 +83,131 @@ def _affine_in(expr: cp.Expression) -> bool:
     return expr.is_affine()
 
 
-def _atom_term(expr: cp.Expression, weight: float, summed: bool,
-               whole: cp.Expression | None = None) -> Term | None:
+def _scalar_const(expr: cp.Expression) -> float | None:
+    """The value of a variable-free, parameter-free expression of size one, else None."""
+    if expr.variables() or expr.parameters() or expr.size != 1:
+        return None
+    return float(np.asarray(expr.value).reshape(()))
+
+
+def pl_pieces(expr: cp.Expression) -> list[cp.Expression] | None:
+    """Affine expressions ``E_j`` with ``expr == max_j E_j`` elementwise (broadcast), or None.
+
+    Recognized: affine expressions; ``maximum`` (hence ``pos``) of such compositions; ``abs``
+    of an affine or a nonnegative composition; ``-minimum(E_1, ...)`` of affine ``E_j`` (hence
+    ``neg``); sums of compositions (every sum of one piece from each); nonnegative constant
+    multiples and positive constant divisors. At most :data:`MAX_PIECES` pieces.
+    """
+    if expr.is_affine():
+        return [expr]
+    args = expr.args
+    out: list[cp.Expression] | None = None
+    if isinstance(expr, cp_maximum):
+        parts = [pl_pieces(a) for a in args]
+        if all(p is not None for p in parts):
+            out = [q for p in parts for q in p]
+    elif isinstance(expr, cp_abs):
+        if args[0].is_affine():
+            out = [args[0], -args[0]]
+        elif args[0].is_nonneg():
+            out = pl_pieces(args[0])
+    elif isinstance(expr, NegExpression) and isinstance(args[0], cp_minimum):
+        if all(a.is_affine() for a in args[0].args):
+            out = [-a for a in args[0].args]
+    elif isinstance(expr, AddExpression):
+        parts = [pl_pieces(a) for a in args]
+        if (
+            all(p is not None for p in parts)
+            and int(np.prod([len(p) for p in parts])) <= MAX_PIECES
+        ):
+            out = []
+            for combo in itertools.product(*parts):
+                total = combo[0]
+                for q in combo[1:]:
+                    total = total + q
+                out.append(total)
+    elif isinstance(expr, (multiply, MulExpression)) and len(args) == 2:
+        for c, e in ((args[0], args[1]), (args[1], args[0])):
+            val = _scalar_const(c)
+            if val is not None and val >= 0:
+                inner = pl_pieces(e)
+                if inner is not None:
+                    out = [val * q for q in inner]
+                break
+    elif isinstance(expr, DivExpression):
+        val = _scalar_const(args[1])
+        if val is not None and val > 0:
+            inner = pl_pieces(args[0])
+            out = None if inner is None else [q / val for q in inner]
+    if out is None or len(out) > MAX_PIECES:
+        return None
+    return out
+
+
+def _is_even_integer(p: float) -> bool:
+    return p.is_integer() and int(p) % 2 == 0
+
+
+def _monotone_term(
+    expr: cp.Expression, weight: float, summed: bool, whole: cp.Expression
+) -> Term | None:
+    """``power(g, p)`` (``p > 1``) or ``huber(g)`` of a piecewise-linear ``g`` (see
+    :func:`pl_pieces`) as a ``pos_power``/``pos_huber`` term on ``g``'s pieces."""
+    arg = expr.args[0]
+    if isinstance(expr, cp_power):
+        p = float(expr.p.value)
+        if p <= 1.0:
+            return None
+        if arg.is_affine():
+            if not _is_even_integer(p):
+                return None  # the domain arg >= 0 is not known; the generic path applies
+            pieces, smooth = [arg, -arg], p >= 2.0  # x**p = |x|**p for even p
+        else:
+            pieces = pl_pieces(arg)
+            if pieces is None or not arg.is_nonneg():
+                return None
+            constants_nonpos = all(q.is_nonpos() for q in pieces if not q.variables())
+            smooth = p >= 2.0 and (
+                (isinstance(arg, cp_abs) and arg.args[0].is_affine())
+                or (sum(1 for q in pieces if q.variables()) == 1 and constants_nonpos)
+            )
+        return Term(
+            "pos_power",
+            weight,
+            tuple(pieces),
+            whole,
+            atom=expr,
+            param=p,
+            summed=summed,
+            smooth=smooth,
+        )
+    if isinstance(expr, cp_huber) and not arg.is_affine() and arg.is_nonneg():
+        m = _const(expr.M) if isinstance(expr.M, cp.Expression) else float(expr.M)
+        pieces = pl_pieces(arg)
+        if m is not None and m > 0 and pieces is not None:
+            return Term(
+                "pos_huber", weight, tuple(pieces), whole, atom=expr, param=m, summed=summed
+            )
+    return None
+
+
+def _atom_term(
+    expr: cp.Expression, weight: float, summed: bool, whole: cp.Expression | None = None
+) -> Term | None:
     """The term for atom ``expr`` (``whole`` is ``cp.sum(expr)`` when ``summed``)."""
     whole = expr if whole is None else whole
     args = expr.args
+    if isinstance(expr, (cp_power, cp_huber)) and len(args) == 1 and args[0].variables():
+        if not (args[0].is_affine() and (isinstance(expr, cp_huber) or float(expr.p.value) == 2.0)):
+            term = _monotone_term(expr, weight, summed, whole)
+            if term is not None:
+                return term
     if isinstance(expr, cp_maximum) and all(_affine_in(a) for a in args):
         return Term("pieces", weight, tuple(args), whole, atom=expr, summed=summed)
-    if isinstance(expr, NegExpression) and isinstance(args[0], cp_minimum) and all(
-        _affine_in(a) for a in args[0].args
+    if (
+        isinstance(expr, NegExpression)
+        and isinstance(args[0], cp_minimum)
+        and all(_affine_in(a) for a in args[0].args)
     ):
         pieces = tuple(-a for a in args[0].args)
         return Term("pieces", weight, pieces, whole, atom=expr, summed=summed)
@@ -111,6 +242,10 @@ def _atom_term(expr: cp.Expression, weight: float, summed: bool,
             return Term("max", weight, (a,), whole, atom=expr)
         if isinstance(expr, cp_lse) and axis_none:
             return Term("log_sum_exp", weight, (a,), whole, atom=expr)
+    if isinstance(expr, (cp_maximum, cp_abs, NegExpression)):
+        pieces = pl_pieces(expr)
+        if pieces is not None and len(pieces) > 1:
+            return Term("pieces", weight, tuple(pieces), whole, atom=expr, summed=summed)
     return None
 
 

@@ -2,9 +2,10 @@
 
 :class:`Declaration` checks everything the user wrote before any solve: the loss is a scalar,
 DCP in the variable and DPP in the data (after dpcvx's lifting of data-only subtrees), uses only
-that variable and only parameters that have data; every data array is finite, has the same number
-of examples and the parameter's shape; the domain is compact (see
-:class:`dpcvx.modeling.domains.Domain`). Each failure raises a typed error naming the parameter.
+that variable and only parameters that have data (or a value and no data: a public constant);
+every data array is finite, has the same number of examples and the parameter's shape; the domain
+is compact (see :class:`dpcvx.modeling.domains.Domain`). Each failure raises a typed error naming
+the parameter.
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ def _offending_term(expr: cp.Expression) -> cp.Expression:
     return expr
 
 
+def _freeze(expr: cp.Expression, constants: dict[int, cp.Parameter]) -> cp.Expression:
+    """``expr`` with each parameter of ``constants`` replaced by a constant holding a copy of
+    its current value (later changes to the parameter cannot reach the declared problem)."""
+    if isinstance(expr, cp.Parameter) and expr.id in constants:
+        return cp.Constant(np.array(expr.value, dtype=float, copy=True))
+    if not expr.args:
+        return expr
+    return expr.copy([_freeze(a, constants) for a in expr.args])
+
+
 class Declaration:
     """The validated problem ``min_{w in W} (1/n) sum_i loss(w; z_i) [+ regularization]``.
 
@@ -46,7 +57,9 @@ class Declaration:
     variable : cvxpy.Variable
         The parameter vector, shape ``(d,)``.
     data : mapping from cvxpy.Parameter to array-like
-        Each per-example parameter's values; the first axis indexes examples.
+        Each per-example parameter's values; the first axis indexes examples. A parameter of
+        the loss that has a value (``cp.Parameter(value=0.3)``) and no entry here is a public
+        constant: its value is copied at declaration (it must not depend on the data).
     domain : list of cvxpy.Constraint
         A compact, data-independent set of constraints on ``variable``.
     """
@@ -121,11 +134,15 @@ class Declaration:
                     f"example {bad}). Remove or impute those examples before binding the data."
                 )
             if key.is_nonneg() and np.any(arr < 0):
-                raise DataError(f"Parameter `{_name(key)}` is declared nonneg but its data has "
-                                "negative entries.")
+                raise DataError(
+                    f"Parameter `{_name(key)}` is declared nonneg but its data has "
+                    "negative entries."
+                )
             if key.is_nonpos() and np.any(arr > 0):
-                raise DataError(f"Parameter `{_name(key)}` is declared nonpos but its data has "
-                                "positive entries.")
+                raise DataError(
+                    f"Parameter `{_name(key)}` is declared nonpos but its data has "
+                    "positive entries."
+                )
             if n is None:
                 n = arr.shape[0]
             elif arr.shape[0] != n:
@@ -137,11 +154,24 @@ class Declaration:
             frozen.setflags(write=False)  # later changes to the caller's array cannot leak in
             arrays[key.id] = frozen
         missing = [p for pid, p in used.items() if pid not in arrays]
-        if missing:
+        unset = [p for p in missing if p.value is None]
+        if unset:
             raise DataError(
-                f"The loss uses the parameter `{_name(missing[0])}` but `data` has no array for "
-                "it. Add it to `data` (one value per example)."
+                f"The loss uses the parameter `{_name(unset[0])}` but `data` has no array for "
+                "it and it has no value. Add it to `data` (one value per example), or give it a "
+                "value (`param.value = ...`) to use it as a public constant."
             )
+        if missing:
+            # a parameter with a value and no data is a public constant, frozen now
+            loss = _freeze(loss, {p.id: p for p in missing})
+            for p in missing:
+                if not np.all(np.isfinite(np.asarray(p.value, dtype=float))):
+                    raise DataError(
+                        f"The parameter `{_name(p)}` (a public constant: it has a value and no "
+                        "data) must have a finite value. Got "
+                        f"{np.asarray(p.value).tolist()!r}."
+                    )
+            used = {pid: p for pid, p in used.items() if pid in arrays}
         if n is None or n < 1:
             raise DataError("The data must contain at least one example.")
         if loss.is_dcp() and not loss.is_convex():
@@ -168,7 +198,7 @@ class Declaration:
                 "(e.g. `cp.pos(1 - (y * x) @ w)`)."
             )
         for con in lifted.domain:
-            if not _trivially_true(con):
+            if not _trivially_true(con) and not _variable_attribute(con, variable):
                 raise ModelingError(
                     f"The `loss` has an implicit domain (`{con}` must hold, as for inv_pos, "
                     "log, kl_div or non-integer powers). dpcvx needs a loss that is finite on "
@@ -193,8 +223,9 @@ class Declaration:
         if self._derived_values is None:
             self._derived_values = {
                 dp.parameter.id: np.ascontiguousarray(
-                    np.broadcast_to(evaluate(dp.expression, self.data, self.n),
-                                    (self.n,) + dp.parameter.shape)
+                    np.broadcast_to(
+                        evaluate(dp.expression, self.data, self.n), (self.n,) + dp.parameter.shape
+                    )
                 )
                 for dp in self.derived
             }
@@ -251,7 +282,8 @@ class Declaration:
                 raise DataError(
                     f"Internal: replacement data of shape {arr.shape} (finite: "
                     f"{bool(np.all(np.isfinite(arr)))}) for an array of shape "
-                    f"{data[pid].shape}.")
+                    f"{data[pid].shape}."
+                )
             arr.setflags(write=False)
             data[pid] = arr
         out.data = MappingProxyType(data)
@@ -264,6 +296,14 @@ class Declaration:
         leaves = dict(self.data)
         leaves[self.variable.id] = np.asarray(w, float).reshape(1, self.d)
         return np.asarray(evaluate(self.loss, leaves, self.n), float).reshape(self.n)
+
+
+def _variable_attribute(con: cp.Constraint, variable: cp.Variable) -> bool:
+    """Whether ``con`` is a bound of the variable's own attributes (``bounds``, ``nonneg``):
+    part of the domain (:class:`~dpcvx.modeling.domains.Domain` reads it), not of the loss."""
+    return any(isinstance(a, cp.Variable) and a.id == variable.id for a in con.args) and all(
+        isinstance(a, cp.Variable) or not (a.variables() or a.parameters()) for a in con.args
+    )
 
 
 def _trivially_true(con: cp.Constraint) -> bool:

@@ -4,7 +4,8 @@ Each term of the decomposed loss is ``weight * psi(E_i(w))`` with ``E_i`` affine
 (per-example Jacobian ``J_i`` from :func:`affine_jet`), so its gradient is
 ``weight * J_i^T psi'(E_i(w))`` with ``psi'`` a (sub)gradient of the catalogue atom: exact for
 smooth atoms, a valid subgradient (sign, argmax piece, ...) for the non-smooth ones. Generic
-terms fall back to CVXPY's gradient rules, example by example (slow).
+terms use :func:`dpcvx.modeling._expressions.subgradient_jet` (vectorized over examples), and
+only atoms without a rule there fall back to CVXPY's gradient rules, example by example (slow).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit, softmax
 
-from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet
+from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet, subgradient_jet
 from dpcvx.modeling.declaration import Declaration
 
 __all__ = ["is_smooth", "per_example_gradients"]
@@ -23,7 +24,7 @@ _SMOOTH = ("affine", "square", "huber", "logistic", "exp", "sum_squares", "log_s
 def is_smooth(decl: Declaration) -> bool:
     """Whether every term of the loss is differentiable (the utility theorems of the clipped
     gradient methods need smoothness; privacy does not)."""
-    return all(term.kind in _SMOOTH for term in decl.terms)
+    return all(term.kind in _SMOOTH or term.smooth for term in decl.terms)
 
 
 def per_example_gradients(decl: Declaration, w: np.ndarray) -> np.ndarray:
@@ -50,19 +51,30 @@ def _gradients(decl: Declaration, w: np.ndarray) -> np.ndarray:
         except Unsupported:
             grad += wgt * _generic(decl, term, w)
             continue
-        flat = [(np.asarray(o, float).reshape(n, -1), np.asarray(j, float).reshape(n, -1, d))
-                for o, j in jets]
-        values = [o + (np.einsum("nkd,nd->nk", j, w) if w.ndim == 2 else j @ w)
-                  for o, j in flat]
+        flat = [
+            (np.asarray(o, float).reshape(n, -1), np.asarray(j, float).reshape(n, -1, d))
+            for o, j in jets
+        ]
+        values = [o + (np.einsum("nkd,nd->nk", j, w) if w.ndim == 2 else j @ w) for o, j in flat]
         kind = term.kind
         if kind == "affine":
             grad += wgt * flat[0][1].sum(axis=1)
             continue
-        if kind == "pieces":
-            stacked = np.stack(values)  # (pieces, n, k)
+        if kind in ("pieces", "pos_power", "pos_huber"):
+            shape = term.atom.shape
+            stacked = np.stack(
+                [_to_shape(v, a.shape, shape, n) for v, a in zip(values, term.args)]
+            )  # (m, n, k)
             best = np.argmax(stacked, axis=0)  # (n, k)
-            jac = np.stack([j for _, j in flat])  # (pieces, n, k, d)
-            chosen = np.take_along_axis(jac, best[None, :, :, None], axis=0)[0]
+            jac = np.stack(
+                [_to_shape(j, a.shape, shape, n, (d,)) for (_, j), a in zip(flat, term.args)]
+            )
+            chosen = np.take_along_axis(jac, best[None, :, :, None], axis=0)[0]  # (n, k, d)
+            top = np.maximum(np.max(stacked, axis=0), 0.0)
+            if kind == "pos_power":
+                chosen = chosen * (float(term.param) * top ** (float(term.param) - 1.0))[..., None]
+            elif kind == "pos_huber":
+                chosen = chosen * np.minimum(2.0 * top, 2.0 * float(term.param))[..., None]
             grad += wgt * chosen.sum(axis=1)
             continue
         v, jac = values[0], flat[0][1]
@@ -99,9 +111,29 @@ def _gradients(decl: Declaration, w: np.ndarray) -> np.ndarray:
     return grad
 
 
+def _to_shape(
+    arr: np.ndarray,
+    arg_shape: tuple[int, ...],
+    shape: tuple[int, ...],
+    n: int,
+    tail: tuple[int, ...] = (),
+) -> np.ndarray:
+    """Per-example values of an argument (``(n, size, *tail)``) broadcast to the atom's
+    ``shape`` as CVXPY broadcasts (trailing axes aligned), flattened to ``(n, k, *tail)``."""
+    nd = len(shape)
+    arr = arr.reshape((n,) + (1,) * (nd - len(arg_shape)) + arg_shape + tail)
+    return np.broadcast_to(arr, (n,) + shape + tail).reshape((n, -1) + tail)
+
+
 def _generic(decl: Declaration, term, w: np.ndarray) -> np.ndarray:
-    """CVXPY's gradient of one term, example by example (a subgradient where defined)."""
+    """A subgradient of one term for every example: vectorized where every atom has a rule,
+    else CVXPY's gradient, example by example (zero where CVXPY gives none)."""
     n, d = decl.n, decl.d
+    try:
+        _, jac = subgradient_jet(term.expr, decl.variable, decl.derived_values(), n, w)
+        return np.asarray(jac, float).reshape(n, d)
+    except Unsupported:
+        pass
     leaves = decl.derived_values()
     params = [dp.parameter for dp in decl.derived]
     out = np.zeros((n, d))
@@ -116,8 +148,9 @@ def _generic(decl: Declaration, term, w: np.ndarray) -> np.ndarray:
                     p.value = leaves[p.id][i]
                 grad = term.expr.grad.get(decl.variable) if term.expr.grad else None
                 if grad is not None:
-                    out[i] = np.asarray(grad.toarray() if hasattr(grad, "toarray") else grad,
-                                        float).reshape(-1)
+                    out[i] = np.asarray(
+                        grad.toarray() if hasattr(grad, "toarray") else grad, float
+                    ).reshape(-1)
         finally:
             for p, v in zip(params + [decl.variable], saved):
                 p.value = v

@@ -38,7 +38,6 @@ from dpcvx.compilation.template import compile_domain, compile_template
 SOLVERS = ("CLARABEL", "ECOS", "SCS")
 
 
-
 def _check(ref, sol, *, value_tol: float, point_slack: float) -> None:
     """Every property of a certified solution that can be checked against the reference."""
     F_star = ref.value
@@ -82,8 +81,7 @@ def _point_slack(ref) -> float:
 def test_catalogue_exact_references_agree_with_clarabel(ref):
     """The oracle itself: closed forms and 1-d brute force match a whole-dataset Clarabel solve
     (so the catalogue's derivations are not the thing under test)."""
-    value, point = reference_solve(ref.loss, ref.data, ref.domain, ref.regularization,
-                                   ref.center)
+    value, point = reference_solve(ref.loss, ref.data, ref.domain, ref.regularization, ref.center)
     assert ref.value == pytest.approx(value, abs=1e-9 * (1 + abs(value)))
     assert ref.domain.contains(ref.point, 1e-12)
     if ref.regularization > 0:
@@ -156,8 +154,9 @@ def _random_problem(draw, loss_name: str, domain_kind: str):
 
 @pytest.mark.parametrize("domain_kind", ["ball", "box"])
 @pytest.mark.parametrize("loss_name", _RANDOM_LOSSES)
-@settings(max_examples=10, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(case=st.data())
 def test_certificate_sound_on_random_problems(loss_name, domain_kind, case):
     _check_random(loss_name, domain_kind, case)
@@ -165,8 +164,9 @@ def test_certificate_sound_on_random_problems(loss_name, domain_kind, case):
 
 @pytest.mark.parametrize("domain_kind", ["l1_ball", "simplex", "ellipsoid"])
 @pytest.mark.parametrize("loss_name", ["hinge", "logistic", "squared"])
-@settings(max_examples=4, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(case=st.data())
 def test_certificate_sound_on_random_problems_other_domains(loss_name, domain_kind, case):
     _check_random(loss_name, domain_kind, case)
@@ -175,8 +175,9 @@ def test_certificate_sound_on_random_problems_other_domains(loss_name, domain_ki
 @pytest.mark.slow
 @pytest.mark.parametrize("domain_kind", ["ball", "box", "ellipsoid"])
 @pytest.mark.parametrize("loss_name", _RANDOM_LOSSES)
-@settings(max_examples=40, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(case=st.data())
 def test_certificate_sound_on_random_problems_extended(loss_name, domain_kind, case):
     _check_random(loss_name, domain_kind, case)
@@ -191,9 +192,12 @@ def _check_random(loss_name, domain_kind, case):
     for solver in SOLVERS:
         w = cp.Variable(d)
         params = {k: cp.Parameter(v.shape[1:], name=k) for k, v in data.items()}
-        problem = dpcvx.Problem(loss.build(w, params), w,
-                                data={params[k]: v for k, v in data.items()},
-                                domain=domain.build(w))
+        problem = dpcvx.Problem(
+            loss.build(w, params),
+            w,
+            data={params[k]: v for k, v in data.items()},
+            domain=domain.build(w),
+        )
         sol = problem.solve(regularization=lam, center=center, solver=solver)
         assert sol.lower <= F_star + tol, (solver, sol.lower, F_star)
         assert sol.upper >= F_star - tol, (solver, sol.upper, F_star)
@@ -238,8 +242,7 @@ def test_moved_point_is_never_certified_beyond_its_true_suboptimality(ref):
         if not ref.domain.contains(moved, 0.0):
             moved = (1 - t) * ref.point + t * interior
         for prog_, z in ((None, None), (prog, raw.z)):
-            cert = certificate.certify(problem.declaration, moved, lam=lam, w0=w0, prog=prog_,
-                                       z=z)
+            cert = certificate.certify(problem.declaration, moved, lam=lam, w0=w0, prog=prog_, z=z)
             true_sub = ref.objective(cert.w) - ref.value
             assert true_sub > 0 or ref.regularization == 0
             assert cert.upper - ref.value >= true_sub - ref.value_tol
@@ -250,9 +253,16 @@ def test_moved_point_is_never_certified_beyond_its_true_suboptimality(ref):
                 assert cert.gap > 1e-6
 
 
-@pytest.mark.parametrize("name", ["logistic/l2_ball(d=3,r=1)", "huber/box(d=3)",
-                                  "hinge/brute-ball-lam0.3", "pinball/ellipsoid(d=3)",
-                                  "matrix_norm2/l1_ball(d=3,r=1.3)"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "logistic/l2_ball(d=3,r=1)",
+        "huber/box(d=3)",
+        "hinge/brute-ball-lam0.3",
+        "pinball/ellipsoid(d=3)",
+        "matrix_norm2/l1_ball(d=3,r=1.3)",
+    ],
+)
 def test_flipped_dual_sign_stays_valid_but_is_not_certified(name, monkeypatch):
     """With the wrong dual sign the bound is still valid (validity is by construction: every
     multiplier is clipped into the conjugate's domain) but loose, so a target is not met."""
@@ -281,15 +291,25 @@ def test_unreachable_accuracy_raises_certification_error():
 def test_certify_accepts_garbage_duals_and_stays_valid():
     """Any duals, even random ones, give a valid (if loose) lower bound."""
     rng = np.random.default_rng(3)
-    for name in ("logistic/box(d=3)", "l1_distance/simplex(d=3,t=1)",
-                 "log_cosh/polytope(d=3,m=8)", "epsilon_insensitive/l2_ball(d=3,r=1)"):
+    for name in (
+        "logistic/box(d=3)",
+        "l1_distance/simplex(d=3,t=1)",
+        "log_cosh/polytope(d=3,m=8)",
+        "epsilon_insensitive/l2_ball(d=3,r=1)",
+    ):
         ref = next(r for r in CATALOGUE if r.name == name)
         problem, _, _ = ref.problem()
         prog, raw = _solved_program(problem, ref.regularization, ref.center)
         for scale in (1.0, 1e3):
             z = scale * rng.normal(size=raw.z.shape)
-            cert = certificate.certify(problem.declaration, ref.point,
-                                       lam=ref.regularization, w0=ref.center, prog=prog, z=z)
+            cert = certificate.certify(
+                problem.declaration,
+                ref.point,
+                lam=ref.regularization,
+                w0=ref.center,
+                prog=prog,
+                z=z,
+            )
             assert cert.lower <= ref.value + ref.value_tol, (name, scale)
             assert np.isfinite(cert.lower)
 
@@ -326,12 +346,12 @@ def _exact_linear_quadratic_min(s, lam, kind):
     return sum(a * b for a, b in zip(S, p, strict=True)) + L / 2 * sum(v * v for v in p)
 
 
-
-
 @pytest.mark.parametrize(
     "kind, row",
-    [("simplex", [-97.4404637615422, -97.44046341212889, -9.912076640725456]),
-     ("l1", [-95.33116552697332, -95.33116496097388, -1.5246497537752655])],
+    [
+        ("simplex", [-97.4404637615422, -97.44046341212889, -9.912076640725456]),
+        ("l1", [-95.33116552697332, -95.33116496097388, -1.5246497537752655]),
+    ],
 )
 def test_small_regularization_on_simplex_and_l1_ball_stays_sound(kind, row):
     """Affine loss <x, w> with one example: F* is the exact linear-quadratic minimum."""
@@ -352,8 +372,9 @@ def test_small_regularization_certificate_never_claims_a_false_accuracy():
     row = np.array([97.4404637615422, 97.44046341212889, 9.912076640725456])
     w = cp.Variable(3)
     x, y = cp.Parameter(3), cp.Parameter()
-    problem = dpcvx.Problem(cp.abs(x @ w - y), w, data={x: row[None, :], y: [1000.0]},
-                            domain=[w >= 0, cp.sum(w) == 1])
+    problem = dpcvx.Problem(
+        cp.abs(x @ w - y), w, data={x: row[None, :], y: [1000.0]}, domain=[w >= 0, cp.sum(w) == 1]
+    )
     sol = problem.solve(regularization=1e-6, center=np.zeros(3), solver="ECOS")
     assert sol.lower <= sol.upper
     # the certified point must be within distance_bound of the true minimizer
@@ -382,8 +403,9 @@ def test_summed_elementwise_losses_are_certified_accurately():
     rng = np.random.default_rng(0)
     w = cp.Variable(3)
     x = cp.Parameter(3)
-    problem = dpcvx.Problem(cp.sum(cp.abs(w - x)), w, data={x: rng.normal(size=(10, 3))},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        cp.sum(cp.abs(w - x)), w, data={x: rng.normal(size=(10, 3))}, domain=[cp.norm(w, 2) <= 1]
+    )
     sol = problem.solve(regularization=0.5)
     assert sol.gap < 1e-6
 
@@ -395,8 +417,7 @@ def test_summed_elementwise_losses_stay_sound_even_when_miscompiled():
     X = rng.normal(size=(10, 3))
     w = cp.Variable(3)
     x = cp.Parameter(3)
-    problem = dpcvx.Problem(cp.sum(cp.abs(w - x)), w, data={x: X},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(cp.sum(cp.abs(w - x)), w, data={x: X}, domain=[cp.norm(w, 2) <= 1])
     domain = l2_ball_case(3, 1.0, 0.0)
     F_star, _ = reference_solve(LOSSES["l1_distance"], {"x": X}, domain, 0.5, np.zeros(3))
     for solver in SOLVERS:
@@ -408,23 +429,28 @@ def test_summed_pieces_with_a_scalar_constant_are_certified():
     rng = np.random.default_rng(0)
     w = cp.Variable(3)
     A, b = cp.Parameter((2, 3)), cp.Parameter(2)
-    problem = dpcvx.Problem(cp.sum(cp.pos(A @ w - b)), w,
-                            data={A: rng.normal(size=(8, 2, 3)), b: rng.normal(size=(8, 2))},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        cp.sum(cp.pos(A @ w - b)),
+        w,
+        data={A: rng.normal(size=(8, 2, 3)), b: rng.normal(size=(8, 2))},
+        domain=[cp.norm(w, 2) <= 1],
+    )
     sol = problem.solve(regularization=0.5)
     assert sol.gap < 1e-6
 
 
-@pytest.mark.xfail(strict=True, reason="BUG/limitation: a DCP loss accepted at declaration, "
-                   "cp.power(cp.pos(u), 1.5), can never be certified: the generic tangent-cut "
-                   "path raises CertificationError wherever CVXPY's grad is None (pos(u) = 0 "
-                   "for some example, where the true gradient is 0)")
 def test_generic_loss_with_a_flat_region_is_certified():
+    """cp.power(cp.pos(u), 1.5) (flat where pos(u) = 0, where CVXPY's grad is None) is
+    certified: it is a pos_power term now, and its generic form has a vectorized subgradient."""
     rng = np.random.default_rng(0)
     w = cp.Variable(2)
     x = cp.Parameter(2)
-    problem = dpcvx.Problem(cp.power(cp.pos(x @ w - 1), 1.5), w,
-                            data={x: rng.normal(size=(10, 2))}, domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        cp.power(cp.pos(x @ w - 1), 1.5),
+        w,
+        data={x: rng.normal(size=(10, 2))},
+        domain=[cp.norm(w, 2) <= 1],
+    )
     sol = problem.solve(regularization=0.1)
     assert sol.gap < 1e-6
 
@@ -444,9 +470,12 @@ def test_small_regularization_random_problems_on_simplex_and_l1_ball():
                 F_star, _, tol = reference_solve(loss, data, domain, 1e-6, w0, return_tol=True)
                 w = cp.Variable(3)
                 params = {k: cp.Parameter(v.shape[1:], name=k) for k, v in data.items()}
-                problem = dpcvx.Problem(loss.build(w, params), w,
-                                        data={params[k]: v for k, v in data.items()},
-                                        domain=domain.build(w))
+                problem = dpcvx.Problem(
+                    loss.build(w, params),
+                    w,
+                    data={params[k]: v for k, v in data.items()},
+                    domain=domain.build(w),
+                )
                 for solver in SOLVERS:
                     sol = problem.solve(regularization=1e-6, center=w0, solver=solver)
                     if sol.gap < 0 or sol.lower > F_star + 10 * tol * (1 + abs(F_star)):

@@ -87,8 +87,9 @@ def test_issue_example_is_accepted_although_cvxpy_says_it_is_not_dpp(setup):
 
 def test_data_may_be_lists_and_ints(setup):
     w, x, y, X, Y = setup
-    problem = dpcvx.Problem(cp.abs(x @ w - y), w, {x: X.tolist(), y: [1, 0, 2, 1, 0, 1, 1, 3]},
-                            _ball(w))
+    problem = dpcvx.Problem(
+        cp.abs(x @ w - y), w, {x: X.tolist(), y: [1, 0, 2, 1, 0, 1, 1, 3]}, _ball(w)
+    )
     assert problem.n == N
 
 
@@ -148,6 +149,52 @@ def test_missing_parameter(setup):
     assert "no array" in str(info.value)
 
 
+def test_parameter_with_a_value_and_no_data_is_a_public_constant(setup):
+    """cp.Parameter(value=0.3) without a data array is read as the constant 0.3, frozen at
+    declaration: the loss values equal numpy's, and a later change of the value does not
+    reach the declared problem."""
+    w, x, y, X, Y = setup
+    eps = cp.Parameter(name="margin", value=0.3)
+    scale = cp.Parameter(D, name="scale", value=np.array([1.0, 2.0, 0.5]))
+    decl = Declaration(
+        cp.pos(cp.abs(x @ cp.multiply(scale, w) - y) - eps), w, {x: X, y: Y}, _ball(w)
+    )
+    assert {p.name() for p in decl.parameters} == {"features", "label"}
+    wv = np.array([0.3, -0.2, 0.1])
+    expected = np.maximum(np.abs(X @ (np.array([1.0, 2.0, 0.5]) * wv) - Y) - 0.3, 0.0)
+    np.testing.assert_allclose(decl.loss_values(wv), expected, rtol=1e-14, atol=1e-15)
+    eps.value = 5.0
+    np.testing.assert_allclose(decl.loss_values(wv), expected, rtol=1e-14, atol=1e-15)
+    assert decl.terms[0].kind == "pieces"
+
+
+def test_unsigned_constant_parameter_may_scale_a_convex_term(setup):
+    """A public constant needs no sign attribute: its value's sign decides convexity."""
+    w, x, y, X, Y = setup
+    c = cp.Parameter(name="c", value=2.0)
+    decl = Declaration(c * cp.square(x @ w - y), w, {x: X, y: Y}, _ball(w))
+    np.testing.assert_allclose(decl.loss_values(np.zeros(D)), 2.0 * Y**2, rtol=1e-14)
+    neg = cp.Parameter(name="c_neg", value=-1.0)
+    with pytest.raises(ModelingError, match="convex"):
+        Declaration(neg * cp.square(x @ w - y), w, {x: X, y: Y}, _ball(w))
+
+
+def test_parameter_without_a_value_or_data_is_refused(setup):
+    w, x, y, X, Y = setup
+    c = cp.Parameter(name="threshold")
+    with pytest.raises(DataError, match="threshold") as info:
+        Declaration(cp.pos(x @ w - c), w, {x: X}, _ball(w))
+    assert "no value" in str(info.value)
+
+
+def test_constant_parameter_must_be_finite(setup):
+    w, x, y, X, Y = setup
+    c = cp.Parameter(name="threshold", value=1.0)
+    c._value = np.array(np.nan)  # CVXPY refuses NaN through the setter; force it
+    with pytest.raises(DataError, match="threshold.*finite"):
+        Declaration(cp.pos(x @ w - c), w, {x: X}, _ball(w))
+
+
 def test_unused_data_key(setup):
     w, x, y, X, Y = setup
     with pytest.raises(DataError, match="label") as info:
@@ -201,8 +248,11 @@ def test_non_dcp_loss(setup, make):
 
 @pytest.mark.parametrize(
     "make",
-    [lambda w, x: -cp.square(x @ w), lambda w, x: cp.sqrt(x @ w),
-     lambda w, x: cp.minimum(x @ w, 1)],
+    [
+        lambda w, x: -cp.square(x @ w),
+        lambda w, x: cp.sqrt(x @ w),
+        lambda w, x: cp.minimum(x @ w, 1),
+    ],
     ids=["neg-square", "sqrt", "minimum"],
 )
 def test_concave_loss_is_rejected_when_declared(setup, make):
@@ -224,7 +274,8 @@ def test_concave_loss_never_solves(setup, make):
 
 
 @pytest.mark.parametrize(
-    "make", [lambda w, x, y: cp.square(x @ w) * y, lambda w, x, y: cp.norm(w - x) * y],
+    "make",
+    [lambda w, x, y: cp.square(x @ w) * y, lambda w, x, y: cp.norm(w - x) * y],
     ids=["square-times-y", "norm-times-y"],
 )
 def test_sign_indefinite_parameter_times_convex_is_not_dcp(setup, make):
@@ -236,8 +287,11 @@ def test_sign_indefinite_parameter_times_convex_is_not_dcp(setup, make):
 
 @pytest.mark.parametrize(
     "make",
-    [lambda w, x, s: cp.square(x @ w) * s, lambda w, x, s: cp.norm(w - x) * s,
-     lambda w, x, s: s * cp.abs(x @ w - 1)],
+    [
+        lambda w, x, s: cp.square(x @ w) * s,
+        lambda w, x, s: cp.norm(w - x) * s,
+        lambda w, x, s: s * cp.abs(x @ w - 1),
+    ],
     ids=["square-times-s", "norm-times-s", "s-times-abs"],
 )
 def test_not_dpp_even_after_lifting(setup, make):
@@ -317,8 +371,11 @@ def test_partially_bounded_domain(setup):
 
 @pytest.mark.parametrize(
     "make",
-    [lambda w: [w >= 1, w <= 0], lambda w: [cp.norm(w) <= 1, cp.sum(w) >= 5],
-     lambda w: [cp.norm(w, "inf") <= -1]],
+    [
+        lambda w: [w >= 1, w <= 0],
+        lambda w: [cp.norm(w) <= 1, cp.sum(w) >= 5],
+        lambda w: [cp.norm(w, "inf") <= -1],
+    ],
     ids=["box", "ball-halfspace", "negative-linf"],
 )
 def test_empty_domain(setup, make):
@@ -397,16 +454,20 @@ def _domain(case):
     return Domain(w, case.build(w))
 
 
-ALL_DOMAINS = domain_cases(2) + domain_cases(3) + [
-    l2_ball_case(1, 0.7, 0.2),
-    l2_ball_case(5, 3.0, np.arange(5.0)),
-    box_case([-1.0], [2.0]),
-    box_case(np.zeros(4), np.array([1.0, 2.0, 0.5, 3.0])),
-    l1_ball_case(4, 0.5, np.ones(4)),
-    simplex_case(5, 2.5),
-    ellipsoid_case(np.array([[3.0, 1.0], [0.0, 0.5]]), [1.0, -1.0]),
-    polytope_case(np.array([[-1.0, 0.0], [0.0, -1.0], [1.0, 1.0]]), np.array([0.0, 0.0, 1.0])),
-]
+ALL_DOMAINS = (
+    domain_cases(2)
+    + domain_cases(3)
+    + [
+        l2_ball_case(1, 0.7, 0.2),
+        l2_ball_case(5, 3.0, np.arange(5.0)),
+        box_case([-1.0], [2.0]),
+        box_case(np.zeros(4), np.array([1.0, 2.0, 0.5, 3.0])),
+        l1_ball_case(4, 0.5, np.ones(4)),
+        simplex_case(5, 2.5),
+        ellipsoid_case(np.array([[3.0, 1.0], [0.0, 0.5]]), [1.0, -1.0]),
+        polytope_case(np.array([[-1.0, 0.0], [0.0, -1.0], [1.0, 1.0]]), np.array([0.0, 0.0, 1.0])),
+    ]
+)
 
 
 @pytest.mark.parametrize("case", ALL_DOMAINS, ids=lambda c: c.name)
@@ -434,7 +495,8 @@ def test_closed_form_diameter_and_center(case):
 
 
 @pytest.mark.parametrize(
-    "case", [c for c in ALL_DOMAINS if c.name.split("(")[0] in ("ellipsoid", "polytope")],
+    "case",
+    [c for c in ALL_DOMAINS if c.name.split("(")[0] in ("ellipsoid", "polytope")],
     ids=lambda c: c.name,
 )
 def test_general_domain_bounds_are_not_absurd(case):
@@ -461,8 +523,9 @@ def test_make_feasible_gives_points_of_the_domain(case):
     dom = _domain(case)
     rng = np.random.default_rng(11)
     scale = case.max_distance(np.zeros(case.d))
-    for p in itertools.chain(rng.normal(size=(10, case.d)) * 5 * scale, case.points[:20],
-                             [np.full(case.d, np.nan)]):
+    for p in itertools.chain(
+        rng.normal(size=(10, case.d)) * 5 * scale, case.points[:20], [np.full(case.d, np.nan)]
+    ):
         q = dom.make_feasible(p)
         assert case.contains(q, 0.0), (p, q)
         assert dom.contains(q)
@@ -507,14 +570,14 @@ def test_min_linear_quadratic_is_a_lower_bound(case):
 
 def test_linf_norm_domain_solves(setup):
     w, x, y, X, Y = setup
-    problem = dpcvx.Problem(cp.abs(x @ w - y), w, {x: X, y: Y},
-                            [cp.norm(w - 0.1, "inf") <= 0.5])
+    problem = dpcvx.Problem(cp.abs(x @ w - y), w, {x: X, y: Y}, [cp.norm(w - 0.1, "inf") <= 0.5])
     sol = problem.solve(regularization=0.1)
     assert np.max(np.abs(sol.w - 0.1)) <= 0.5
 
 
-@pytest.mark.parametrize("case", [simplex_case(2, 1.0), l1_ball_case(2, 1e-3, 0.0)],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "case", [simplex_case(2, 1.0), l1_ball_case(2, 1e-3, 0.0)], ids=lambda c: c.name
+)
 def test_make_feasible_of_a_huge_point(case):
     dom = _domain(case)
     q = dom.make_feasible(np.array([1e17, 1e17]))
@@ -528,8 +591,9 @@ def test_power_close_to_two_is_not_certified_as_a_square():
     w = cp.Variable(2)
     x = cp.Parameter(2)
     X = np.array([[1.0, 0.5], [-0.3, 2.0], [0.7, -1.2]])
-    problem = dpcvx.Problem(cp.power(cp.abs(x @ w - 1.0), 2.00002), w, data={x: X},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        cp.power(cp.abs(x @ w - 1.0), 2.00002), w, data={x: X}, domain=[cp.norm(w, 2) <= 1]
+    )
     assert all(t.kind != "square" for t in problem.declaration.terms)
 
 
@@ -539,22 +603,25 @@ def test_certified_point_is_in_a_tiny_domain_with_an_equality():
     R, d = 1e-7, 3
     w = cp.Variable(d)
     x = cp.Parameter(d)
-    problem = dpcvx.Problem(cp.abs(x @ w), w, data={x: np.eye(d)},
-                            domain=[cp.norm(w, 2) <= R, cp.sum(w) == 0.1 * R])
+    problem = dpcvx.Problem(
+        cp.abs(x @ w), w, data={x: np.eye(d)}, domain=[cp.norm(w, 2) <= R, cp.sum(w) == 0.1 * R]
+    )
     assert problem.domain.contains(problem.domain.interior)
     try:
-        cert = certify(problem.declaration, np.array([1e-6, -1e-6, 0.0]), lam=1.0,
-                       w0=np.zeros(d))
+        cert = certify(problem.declaration, np.array([1e-6, -1e-6, 0.0]), lam=1.0, w0=np.zeros(d))
     except dpcvx.CertificationError:
         return  # refusing is fine; certifying a point outside the domain is not
     assert problem.domain.contains(cert.w)
 
 
-@pytest.mark.parametrize("make", [
-    lambda w, x: cp.inv_pos(x @ w),
-    lambda w, x: cp.kl_div(x @ w, 1.0),
-    lambda w, x: -cp.log(x @ w),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda w, x: cp.inv_pos(x @ w),
+        lambda w, x: cp.kl_div(x @ w, 1.0),
+        lambda w, x: -cp.log(x @ w),
+    ],
+)
 def test_losses_with_an_implicit_domain_are_rejected(make):
     w = cp.Variable(2)
     x = cp.Parameter(2)
@@ -566,5 +633,9 @@ def test_data_expression_outside_its_domain_is_rejected_at_declaration():
     w = cp.Variable(1)
     y = cp.Parameter()
     with pytest.raises(dpcvx.DataError, match="outside its"):
-        dpcvx.Problem(cp.multiply(cp.inv_pos(y), cp.abs(w[0] - 0.3)), w,
-                      data={y: np.array([1.0, 1.0, -0.25])}, domain=[cp.norm(w, 2) <= 1])
+        dpcvx.Problem(
+            cp.multiply(cp.inv_pos(y), cp.abs(w[0] - 0.3)),
+            w,
+            data={y: np.array([1.0, 1.0, -0.25])},
+            domain=[cp.norm(w, 2) <= 1],
+        )
