@@ -55,7 +55,7 @@ from scipy.stats import beta
 
 from dpcvx._progress import progress_bar
 from dpcvx._validation import check_delta, check_positive
-from dpcvx.errors import InvalidParameterError
+from dpcvx.errors import CertificationError, InvalidParameterError
 from dpcvx.mechanisms.em_pgm import ExponentialMechanismPlan
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate
 
@@ -677,12 +677,25 @@ def _check_pair(datasets: object, owner: str) -> tuple[Any, Any]:
     return datasets[0], datasets[1]
 
 
+#: the threshold of the event {the release aborted} (aborts are recorded as +inf)
+ABORT_THRESHOLD = float(np.finfo(float).max)
+
+
 def _sample(release_fns, generators, runs, statistic, bar) -> list[np.ndarray]:
     outs = []
     for release_fn, rng in zip(release_fns, generators):
         out = np.empty(runs)
         for i in range(runs):
-            value = statistic(release_fn(rng))
+            try:
+                point = release_fn(rng)
+            except CertificationError:
+                # an abort is an output of the mechanism: it is recorded as +inf, so it falls
+                # in every event {T >= t} and only there (a threshold at +inf, which the pilot
+                # quantiles produce whenever aborts are common, isolates it)
+                out[i] = math.inf
+                bar.update(1)
+                continue
+            value = statistic(point)
             try:
                 value = float(value)
             except (TypeError, ValueError):
@@ -800,8 +813,12 @@ def audit(mechanism, datasets, *, epsilon: float, delta: float = 0.0, runs: int 
             pilot = _sample(fns, [np.random.default_rng(s) for s in streams[2:]], pilot_runs,
                             statistic, bar)
             pooled = np.concatenate(pilot)
+            pooled = pooled[np.isfinite(pooled)] if np.any(np.isfinite(pooled)) \
+                else np.zeros(1)
             thresholds = tuple(float(v) for v in np.unique(np.quantile(pooled,
                                                                        PILOT_QUANTILES)))
+        # the event {abort} (recorded as +inf) is always one of the tests
+        thresholds = tuple(thresholds) + (ABORT_THRESHOLD,)
         out0, out1 = _sample(fns, tested, runs, statistic, bar)
     tests = threshold_tests(out0, out1, thresholds, alpha, delta)
     best = max(tests, key=lambda t: t.bound)
@@ -810,7 +827,11 @@ def audit(mechanism, datasets, *, epsilon: float, delta: float = 0.0, runs: int 
         lower_bound=max(0.0, best.bound), alpha=alpha, runs=runs, pilot_runs=pilot_runs,
         seed=seed, thresholds=tuple(thresholds), tests=tests, best=best,
         seconds=time.perf_counter() - start,
-        detail=MappingProxyType({"mean": (float(np.mean(out0)), float(np.mean(out1)))}),
+        detail=MappingProxyType({
+            "mean": tuple(float(np.mean(o[np.isfinite(o)])) if np.any(np.isfinite(o))
+                          else math.nan for o in (out0, out1)),
+            "aborts": (int(np.sum(np.isinf(out0))), int(np.sum(np.isinf(out1)))),
+        }),
     )
 
 

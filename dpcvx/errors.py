@@ -15,6 +15,7 @@ __all__ = [
     "InvalidParameterError",
     "ModelingError",
     "PrivacyBudgetError",
+    "LipschitzClaimWarning",
     "PrivacyLeakWarning",
     "SolverError",
 ]
@@ -50,6 +51,13 @@ class SolverError(DpcvxError, RuntimeError):
 
 class PrivacyBudgetError(DpcvxError, ValueError):
     """An accountant's remaining budget is too small for the requested release."""
+
+
+class LipschitzClaimWarning(UserWarning):
+    """Some examples' losses could not be shown to be ``L``-Lipschitz on the domain for the
+    claimed ``L``. The release stays private (dpcvx enforced the claim by running those
+    examples on the ``L``-Lipschitz extension), but the claim was wrong or loose for this data.
+    The warning goes to the curator; it is not part of the release."""
 
 
 class PrivacyLeakWarning(UserWarning):

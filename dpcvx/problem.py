@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -14,6 +15,7 @@ from dpcvx._validation import check_delta, check_nonnegative, check_positive
 from dpcvx.accounting.ledger import Accountant, PrivacyEvent
 from dpcvx.certification.certificate import CertifiedSolution
 from dpcvx.certification.extension import ExtensionValues, extension_bounds
+from dpcvx.certification.lipschitz import lipschitz_bounds
 from dpcvx.certification.solve import certified_solve
 from dpcvx.certification.tilted import certified_tilted_solve
 from dpcvx.compilation.solvers import _check_solver, solve_program
@@ -26,7 +28,7 @@ from dpcvx.compilation.template import (
     localized_block,
     with_extension,
 )
-from dpcvx.errors import InvalidParameterError
+from dpcvx.errors import InvalidParameterError, LipschitzClaimWarning
 from dpcvx.modeling._expressions import evaluate, substitute
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
@@ -260,6 +262,7 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
             f"OutputPerturbation(lipschitz={extension:g}, ...)."
         )
     composite = bool(getattr(mechanism, "composite", False))
+    enforced = _enforces_claim(source, mechanism, extension, composite)
     if composite and extension is not None and not getattr(mechanism, "extension_C", None):
         raise InvalidParameterError(
             f"`{type(mechanism).__name__}` works on the problem's own loss (it builds any "
@@ -284,12 +287,17 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
             f"planned its noise for C = {planned_C:g}. Give the mechanism C={extension:g}, or "
             "call `problem.solve_private(...)` and let it build its own extension."
         )
+    if enforced:
+        # the claim is enforced, not trusted: examples not certified L-Lipschitz on W run on
+        # the L-Lipschitz extension (the others keep their plain block, so a true claim costs
+        # nothing); the release is private whatever the data
+        extension = float(lipschitz)
     if composite:
         name = type(mechanism).__name__
         event_detail = dict(plan.ledger_detail)
     else:
         name = type(mechanism).__name__ + (
-            "" if extension is None else f"[f_C, C={extension:g}]")
+            "" if extension is None or enforced else f"[f_C, C={extension:g}]")
         event_detail = {"sensitivity": plan.sensitivity.value, "noise": plan.noise.kind,
                         "scale": plan.noise.scale}
     steps = tuple(getattr(plan, "events", ()) or ())
@@ -341,9 +349,41 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
                       regularization=plan.regularization)
     if extension is not None:
         detail.update(extension_C=extension)
+    if enforced:
+        detail.update(lipschitz_claim="enforced by the L-Lipschitz extension")
+        _warn_if_claim_unverified(source, float(lipschitz))
     return PrivateResult(w=w, epsilon=epsilon, delta=delta, certificates=certificates,
                          ledger=budget.ledger, seeded=seeded, mechanism=name,
                          detail=MappingProxyType(detail))
+
+
+def _enforces_claim(source, mechanism, extension, composite: bool) -> bool:
+    """Whether this release enforces the mechanism's Lipschitz claim with the extension: an
+    output-perturbation release (one certified solve, a ``lipschitz`` claim, no per-example
+    strong convexity, which the extension would not keep) on a declared :class:`Problem`
+    whose terms dpcvx bounds structurally. Losses with generic terms (certified by tangent
+    cuts only) keep the plain program and the claim is trusted, as ``strong_convexity``
+    claims are: the extension's certificate for them is too loose to release."""
+    return (isinstance(source, Problem) and extension is None and not composite
+            and getattr(mechanism, "lipschitz", None) is not None
+            and float(getattr(mechanism, "strong_convexity", 0.0) or 0.0) == 0.0
+            and getattr(mechanism, "uses_extension", True)
+            and not any(t.kind == "generic" for t in source.declaration.terms))
+
+
+def _warn_if_claim_unverified(problem: Problem, lipschitz: float) -> None:
+    """Tell the curator (a warning, not part of the release) when some examples could not be
+    shown to be ``lipschitz``-Lipschitz on the domain by dpcvx's structural bounds."""
+    bounds = lipschitz_bounds(problem.declaration)
+    count = int(np.sum(~(bounds <= lipschitz * (1 + 1e-12))))
+    if count:
+        warnings.warn(
+            f"{count} of {problem.n} examples could not be shown to have a loss that is "
+            f"{lipschitz:g}-Lipschitz on the domain (the claimed `lipschitz`). The release is "
+            "private anyway: dpcvx ran those examples on the L-Lipschitz extension of their "
+            "loss. Check the claim (clip or normalize features with public bounds) if this is "
+            "unexpected; this warning is for the curator and is not part of the release.",
+            LipschitzClaimWarning, stacklevel=4)
 
 
 def _still_certified(candidate, w_domain, lam, w0, alpha) -> bool:

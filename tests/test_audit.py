@@ -21,6 +21,7 @@ import pytest
 import dpcvx
 from dpcvx import _progress
 from dpcvx.audit import (
+    ABORT_THRESHOLD,
     MechanismAudit,
     NegativeControl,
     _releaser,
@@ -135,9 +136,36 @@ def test_audit_is_reproducible_from_its_seed():
 
 def test_default_thresholds_come_from_separate_pilot_releases():
     r = audit(_laplace(1.0), (0.0, 1.0), epsilon=1.0, runs=500, seed=2, progress=False)
-    assert r.pilot_runs == 100 and 1 <= len(r.thresholds) <= 5
+    # up to five pilot quantiles, plus the event {the release aborted}, always tested
+    assert r.pilot_runs == 100 and 2 <= len(r.thresholds) <= 6
+    assert r.thresholds[-1] == ABORT_THRESHOLD
     assert r.passed and len(r.tests) == 4 * len(r.thresholds)
     assert "pilot" in str(r)
+
+
+def _aborting(probabilities):
+    """Laplace(1) releases that raise CertificationError with a per-dataset probability."""
+    def release(dataset, rng):
+        if rng.uniform() < probabilities[int(dataset)]:
+            raise dpcvx.CertificationError("fixed text")
+        return dataset + rng.laplace(0.0, 1.0)
+    return release
+
+
+@pytest.mark.statistical
+def test_an_abort_is_counted_as_an_output():
+    """A release that aborts on one dataset of a pair and not on the other is not private
+    whatever its noise: the audit records aborts as an event of their own and catches it
+    (negative control). Aborting equally often on both sides is as private as the noise
+    (fails with probability <= 1e-3)."""
+    bad = audit(_aborting((0.0, 0.5)), (0.0, 1.0), epsilon=1.0, runs=1000, seed=4,
+                progress=False)
+    assert not bad.passed and bad.lower_bound > 3.0
+    assert bad.detail["aborts"][0] == 0 and bad.detail["aborts"][1] > 400
+    assert bad.best.threshold == ABORT_THRESHOLD
+    same = audit(_aborting((0.3, 0.3)), (0.0, 1.0), epsilon=1.0, runs=1000, seed=4,
+                 progress=False)
+    assert same.passed
 
 
 def test_statistic_reduces_a_vector_release():

@@ -78,15 +78,83 @@ def certified_solve(
     """
     if private:
         try:
-            return _certified_solve(decl, template, domain_block, lam=lam, w0=w0,
-                                    accuracy=accuracy, solver=solver, private=True,
-                                    extension=extension, w_domain=w_domain,
-                                    plain_template=plain_template)
+            kept = None if extension is None else universe_indices(decl, extension)
+            if kept is None:
+                return _certified_solve(decl, template, domain_block, lam=lam, w0=w0,
+                                        accuracy=accuracy, solver=solver, private=True,
+                                        extension=extension, w_domain=w_domain,
+                                        plain_template=plain_template)
+            if kept.size == 0:
+                return _regularizer_only(decl, lam=lam, w0=w0, accuracy=accuracy,
+                                         w_domain=w_domain)
+            # (1/n) sum_{kept} f_i + (lam/2)||w - w0||^2 = (k/n) [(1/k) sum_{kept} f_i +
+            # (lam n / k)/2 ||w - w0||^2]: the same minimizer, gaps scaled by k/n
+            scale = decl.n / kept.size
+            cert = _certified_solve(decl.subset(kept), template, domain_block,
+                                    lam=lam * scale, w0=w0, accuracy=accuracy * scale,
+                                    solver=solver, private=True, extension=extension,
+                                    w_domain=w_domain, plain_template=plain_template)
+            return _rescaled(cert, kept.size / decl.n, lam, accuracy)
         except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private solve
             raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
     return _certified_solve(decl, template, domain_block, lam=lam, w0=w0, accuracy=accuracy,
                             solver=solver, private=False, extension=extension,
                             w_domain=w_domain, plain_template=plain_template)
+
+
+#: the public numeric universe of private Lipschitz-extension solves (DESIGN section 5, "no
+#: data-dependent abort"): an example whose loss dpcvx cannot show to be
+#: ``UNIVERSE_SLOPE * C``-Lipschitz on the domain is given the zero loss. This map reads one
+#: example at a time (neighbours stay neighbours) and the zero loss is C-Lipschitz, so every
+#: guarantee of the extension's mechanisms holds unchanged; it keeps the stamped program's
+#: coefficients within a public range of C, where float64 and the interior-point solvers
+#: certify the targets (an example 1e8 times steeper than C made every rung fail before). Such
+#: an example moves ``f_C``'s average by at most ``C D / n``; losses with terms dpcvx cannot
+#: bound (generic terms) keep every example.
+UNIVERSE_SLOPE = 1e4
+
+
+def universe_indices(decl: Declaration, C: float) -> np.ndarray | None:
+    """Indices of the examples inside the universe of a private extension solve with this
+    ``C`` (None when all are)."""
+    bounds = lipschitz_bounds(decl)
+    keep = ~(np.isfinite(bounds) & (bounds > UNIVERSE_SLOPE * C))
+    return None if bool(np.all(keep)) else np.flatnonzero(keep)
+
+
+def _rescaled(cert: CertifiedSolution, factor: float, lam: float, accuracy
+              ) -> CertifiedSolution:
+    """A certificate of ``factor * F_k`` from one of ``F_k`` (see :func:`certified_solve`)."""
+    from dataclasses import replace
+
+    gap = float(np.nextafter(cert.gap * factor, np.inf))
+    dist = float(np.nextafter(np.sqrt(2 * gap / lam), np.inf)) if lam > 0 else float("inf")
+    stats = dict(cert.solver_stats)
+    stats.update(universe="examples outside the public slope universe have the zero loss")
+    return replace(cert, upper=cert.upper * factor, lower=cert.lower * factor, gap=gap,
+                   distance_bound=dist, regularization=lam, accuracy=accuracy,
+                   solver_stats=MappingProxyType(stats))
+
+
+def _regularizer_only(decl: Declaration, *, lam: float, w0: np.ndarray, accuracy,
+                      w_domain) -> CertifiedSolution:
+    """The certificate of ``(lam/2)||w - w0||^2`` over the (localized) domain: the objective
+    when no example lies inside the universe."""
+    dom = decl.domain if w_domain is None else w_domain
+    w0 = np.asarray(w0, float)
+    guess = dom.project(w0) if w_domain is None else w0
+    w_hat = dom.make_feasible(guess)
+    upper = lam / 2 * float(np.sum((w_hat - w0) ** 2))
+    lower = dom.min_linear_quadratic(np.zeros(decl.d), lam, w0, hint=w_hat)
+    upper *= 1 + 1e-12
+    gap = upper - lower
+    if not (np.isfinite(gap) and gap >= 0 and (accuracy is None or gap <= accuracy)):
+        raise CertificationError("The regularizer-only solve did not certify.")
+    return CertifiedSolution(
+        w=w_hat, upper=upper, lower=lower, gap=gap,
+        distance_bound=float(np.sqrt(2 * gap / lam)) if lam > 0 else float("inf"),
+        regularization=lam, center=w0.copy(), accuracy=accuracy,
+        solver_stats=MappingProxyType({"universe": "no example inside the universe"}))
 
 
 def _program(decl, template, domain_block, lam, w0, extension, plain_template):
@@ -95,7 +163,8 @@ def _program(decl, template, domain_block, lam, w0, extension, plain_template):
     if extension is None or plain_template is None:
         theta = template.theta(values, decl.n)
         return stamp(template, domain_block, theta, d=decl.d, lam=lam, w0=w0), None
-    light = lipschitz_bounds(decl) <= extension * (1 - 1e-9)
+    # classification only decides speed: the certificate is valid for every example either way
+    light = lipschitz_bounds(decl) <= extension * (1 + 1e-12)
     groups = [(np.flatnonzero(light), plain_template), (np.flatnonzero(~light), template)]
     groups = [(idx, tmpl) for idx, tmpl in groups if idx.size]
     parts = [(tmpl, tmpl.theta(values, decl.n)[idx]) for idx, tmpl in groups]
@@ -111,10 +180,12 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
     best: CertifiedSolution | None = None
     attempts: list[dict] = []
     for step, (name, tight) in enumerate(steps):
+        # every rung is guarded: whatever goes wrong inside one (a solver crash, inf duals
+        # reaching a numerical routine) moves on to the next rung, never ends the ladder
         try:
             raw = solve_program(prog, name, tight=tight)
-        except SolverError as exc:
-            attempts.append({"solver": name, "tight": tight, "error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - recorded, then the next rung
+            attempts.append({"solver": name, "tight": tight, "error": _describe(exc)})
             continue
         stats = dict(raw.stats)
         try:
@@ -125,8 +196,8 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
                 cert = certify_extension(decl, prog, raw.x, raw.z, C=extension, lam=lam,
                                          w0=w0, accuracy=accuracy, solver_stats=stats,
                                          w_domain=w_domain, parts=parts)
-        except CertificationError as exc:
-            attempts.append({"solver": name, "tight": tight, "error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - recorded, then the next rung
+            attempts.append({"solver": name, "tight": tight, "error": _describe(exc)})
             continue
         attempts.append({"solver": name, "tight": tight, "gap": cert.gap,
                          "status": stats.get("status"), "seconds": stats.get("seconds")})
@@ -151,6 +222,11 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
         "sensitivity by 2*sqrt(2*accuracy/regularization)), raise `regularization`, or rescale "
         "the data so that losses are of order one."
     )
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, (SolverError, CertificationError)) \
+        else f"{type(exc).__name__}: {exc}"
 
 
 def _with_stats(cert: CertifiedSolution, stats: dict) -> CertifiedSolution:
