@@ -15,8 +15,8 @@ from dpcvx._validation import check_delta, check_nonnegative, check_positive
 from dpcvx.accounting.ledger import Accountant, PrivacyEvent
 from dpcvx.certification.certificate import CertifiedSolution
 from dpcvx.certification.extension import ExtensionValues, extension_bounds
-from dpcvx.certification.lipschitz import lipschitz_bounds
-from dpcvx.certification.solve import certified_solve
+from dpcvx.certification.lipschitz import lipschitz_bounds, strong_convexity_bound
+from dpcvx.certification.solve import UNIVERSE_SLOPE, certified_solve
 from dpcvx.certification.tilted import certified_tilted_solve
 from dpcvx.compilation.solvers import _check_solver, solve_program
 from dpcvx.compilation.stamp import stamp
@@ -263,6 +263,7 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
         )
     composite = bool(getattr(mechanism, "composite", False))
     enforced = _enforces_claim(source, mechanism, extension, composite)
+    _check_strong_convexity(source, mechanism)
     if composite and extension is not None and not getattr(mechanism, "extension_C", None):
         raise InvalidParameterError(
             f"`{type(mechanism).__name__}` works on the problem's own loss (it builds any "
@@ -349,12 +350,38 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
                       regularization=plan.regularization)
     if extension is not None:
         detail.update(extension_C=extension)
+    if extension is not None or (composite and getattr(mechanism, "uses_extension", True)):
+        detail.update(universe=UNIVERSE_TEXT.format(slope=UNIVERSE_SLOPE))
     if enforced:
         detail.update(lipschitz_claim="enforced by the L-Lipschitz extension")
         _warn_if_claim_unverified(source, float(lipschitz))
     return PrivateResult(w=w, epsilon=epsilon, delta=delta, certificates=certificates,
                          ledger=budget.ledger, seeded=seeded, mechanism=name,
                          detail=MappingProxyType(detail))
+
+
+#: the data universe of every release that solves on a Lipschitz extension (public text)
+UNIVERSE_TEXT = ("every example; one whose loss dpcvx cannot show to be {slope:g} C-Lipschitz "
+                 "on the domain enters with the zero loss (a per-example map: neighbours stay "
+                 "neighbours)")
+
+
+def _check_strong_convexity(source, mechanism) -> None:
+    """A ``strong_convexity`` claim is accepted on a :class:`Problem` only up to what dpcvx
+    verifies from the loss's public structure (checked before anything is spent)."""
+    mu = float(getattr(mechanism, "strong_convexity", 0.0) or 0.0)
+    if mu <= 0.0 or not isinstance(source, Problem):
+        return
+    verified = strong_convexity_bound(source.declaration)
+    if mu > verified * (1 + 1e-12):  # covers the eigenvalue's rounding
+        raise InvalidParameterError(
+            f"`{type(mechanism).__name__}` claims `strong_convexity={mu:g}` for every "
+            f"example, but dpcvx can verify only {verified:g} from the loss's public "
+            "structure (squared terms whose coefficient of the variable reads no data, e.g. "
+            "`0.5 * cp.sum_squares(w - x)`). A claim dpcvx cannot check would rest the "
+            "guarantee on trust: use `regularization` (added by dpcvx, always exact) instead, "
+            "or lower `strong_convexity`."
+        )
 
 
 def _enforces_claim(source, mechanism, extension, composite: bool) -> bool:

@@ -59,7 +59,7 @@ class PrivateResult:
         ]
         for key in ("sensitivity", "base_sensitivity", "accuracy", "noise", "noise_scale",
                     "phases", "blocks", "block_sizes", "regularizations", "extension_C",
-                    "noise_scales", "implied_confidence"):
+                    "noise_scales", "implied_confidence", "lipschitz_claim", "universe"):
             if key in self.detail:
                 val = self.detail[key]
                 if isinstance(val, float):

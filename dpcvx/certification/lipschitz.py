@@ -23,7 +23,7 @@ import numpy as np
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 
-__all__ = ["lipschitz_bounds"]
+__all__ = ["lipschitz_bounds", "strong_convexity_bound"]
 
 
 def lipschitz_bounds(decl: Declaration) -> np.ndarray:
@@ -102,3 +102,43 @@ def _broadcast_max(term, arrays: list[np.ndarray], n: int) -> np.ndarray:
         full = np.broadcast_to(full, (n,) + shape).reshape(n, -1)
         out = full if out is None else np.maximum(out, full)
     return out
+
+
+def _public_coefficient(expr, variable) -> bool:
+    """Whether the coefficient of ``variable`` in the affine ``expr`` reads no data: no
+    product or quotient has the variable on one side and a parameter on the other."""
+    from cvxpy.atoms.affine.binary_operators import DivExpression, MulExpression, multiply
+
+    if isinstance(expr, (MulExpression, multiply, DivExpression)):
+        a, b = expr.args[0], expr.args[1]
+        for u, v in ((a, b), (b, a)):
+            if any(x.id == variable.id for x in u.variables()) and v.parameters():
+                return False
+    return all(_public_coefficient(arg, variable) for arg in expr.args)
+
+
+def strong_convexity_bound(decl: Declaration) -> float:
+    """A strong-convexity modulus in ``w`` that holds for **every possible example**, read from
+    the loss's public structure: the sum over its squared terms ``weight * ||M w + b(z)||^2``
+    (``square`` summed, ``sum_squares``/``quad_over_lin`` with a constant denominator) whose
+    matrix ``M`` reads no data, of ``2 weight lambda_min(M^T M) / denominator``; every other
+    term is only convex. 0 when there is none."""
+    total = 0.0
+    leaves = decl.derived_values()
+    for term in decl.terms:
+        if term.kind not in ("square", "sum_squares"):
+            continue
+        if term.kind == "square" and not term.summed and term.args[0].size > 1:
+            continue
+        arg = term.args[0]
+        if not _public_coefficient(arg, decl.variable):
+            continue
+        try:
+            _, jac = affine_jet(arg, decl.variable, leaves, decl.n)
+        except Unsupported:
+            continue
+        M = np.asarray(jac, float).reshape(decl.n, -1, decl.d)[0]
+        smallest = float(np.linalg.eigvalsh(M.T @ M)[0]) if M.shape[0] >= decl.d else 0.0
+        den = float(term.param or 1.0) if term.kind == "sum_squares" else 1.0
+        total += 2.0 * float(term.weight) * max(smallest, 0.0) / den
+    return total

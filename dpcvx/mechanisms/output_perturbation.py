@@ -82,7 +82,13 @@ class OutputPerturbation:
         ``w`` in the domain and **every possible example** (the data universe, not just the data
         at hand), i.e. ``|f(u, z) - f(v, z)| <= L ||u - v||_2`` for all ``u, v in W`` and all
         ``z``. For ``hinge``/``logistic`` with ``||x|| <= B`` and ``|y| <= 1`` that is ``B``.
-        dpcvx cannot check it on unseen data: clip or normalize features with public bounds.
+        On a :class:`~dpcvx.Problem` the claim is **enforced**: examples dpcvx cannot certify
+        ``L``-Lipschitz on ``W`` are solved on the ``L``-Lipschitz extension of their loss
+        (paper 000, eq. (5)), the others keep their plain block, so the release is private
+        whatever the data and a true claim costs nothing; a
+        :class:`~dpcvx.LipschitzClaimWarning` tells the curator when the data contradict it.
+        The claim is trusted (not enforced) with ``strong_convexity > 0`` and for losses with
+        generic terms; clip or normalize features with public bounds there.
     regularization : float
         ``lam >= 0``, the strong-convexity modulus added as ``(lam/2) ||w - center||^2``
         (Algorithm 6). May be 0 when ``strong_convexity > 0``.

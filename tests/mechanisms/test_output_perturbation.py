@@ -287,3 +287,67 @@ def test_choose_regularization_follows_paper_002():
     assert choose_regularization(L, R, 10, 50, 0.1)[1] == L * R
     with pytest.raises(dpcvx.InvalidParameterError):
         choose_regularization(L, R, n, d, eps, task="population")
+
+
+def test_strong_convexity_is_accepted_only_where_dpcvx_verifies_it():
+    """``strong_convexity`` rests on every possible example: dpcvx accepts it up to what the
+    loss's public structure proves (0.5 ||w - x||^2 gives 1; a data-dependent coefficient such
+    as (x.w - y)^2 gives nothing) and refuses more with a typed error, spending nothing."""
+    from dpcvx.certification.lipschitz import strong_convexity_bound
+
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(20, 2))
+    Y = rng.normal(size=20)
+    w = cp.Variable(2)
+    x = cp.Parameter(2)
+    y = cp.Parameter()
+    dom = dpcvx.domains.l2_ball(w, 1.0)
+    mean = dpcvx.Problem(0.5 * cp.sum_squares(w - x), w, data={x: X}, domain=dom)
+    assert strong_convexity_bound(mean.declaration) == pytest.approx(1.0, rel=1e-12)
+    scaled = dpcvx.Problem(cp.sum_squares(2 * w - x) / 4 + cp.abs(x @ w), w, data={x: X},
+                           domain=dom)
+    assert strong_convexity_bound(scaled.declaration) == pytest.approx(2.0, rel=1e-12)
+    regression = dpcvx.Problem(cp.square(x @ w - y), w, data={x: X, y: Y}, domain=dom)
+    assert strong_convexity_bound(regression.declaration) == 0.0
+    acct = dpcvx.Accountant(1.0)
+    too_much = dpcvx.OutputPerturbation(lipschitz=5.0, regularization=0.0, strong_convexity=1.5)
+    with pytest.raises(dpcvx.InvalidParameterError, match="regularization"):
+        mean.solve_private(too_much, epsilon=1.0, rng=0, accountant=acct)
+    with pytest.raises(dpcvx.InvalidParameterError, match="verify only 0"):
+        regression.solve_private(dpcvx.OutputPerturbation(
+            lipschitz=5.0, regularization=0.1, strong_convexity=0.1), epsilon=1.0, rng=0,
+            accountant=acct)
+    assert acct.ledger.events == ()  # nothing spent
+    ok = dpcvx.OutputPerturbation(lipschitz=3.0, regularization=0.0, strong_convexity=1.0)
+    assert np.all(np.isfinite(mean.solve_private(ok, epsilon=1.0, rng=0).w))
+
+
+def test_a_false_lipschitz_claim_is_enforced_and_the_curator_warned():
+    """``lipschitz=1`` on features of norm up to 30: dpcvx cannot certify the claim, runs those
+    examples on the 1-Lipschitz extension (private whatever the data), and warns the curator;
+    a true claim keeps the plain program (no warning)."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(60, 3)) * 10
+    Y = np.sign(X @ np.ones(3))
+    w = cp.Variable(3)
+    x = cp.Parameter(3)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
+                            domain=[cp.norm(w, 2) <= 1])
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1)
+    with pytest.warns(dpcvx.LipschitzClaimWarning, match="could not be shown"):
+        res = problem.solve_private(mech, epsilon=1.0, rng=0)
+    assert res.detail["lipschitz_claim"].startswith("enforced")
+    assert "zero loss" in res.detail["universe"]
+    # the certified solve behind it is the extension's: same target, same C
+    ext = problem.lipschitz_extension(1.0).solve(regularization=0.1,
+                                                 accuracy=res.detail["accuracy"])
+    assert ext.gap <= res.detail["accuracy"]
+    Xn = X / np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    honest = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: Xn, y: Y},
+                           domain=[cp.norm(w, 2) <= 1])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpcvx.LipschitzClaimWarning)
+        honest.solve_private(mech, epsilon=1.0, rng=0)

@@ -1,0 +1,158 @@
+"""An adversarial search for aborts: a private release must happen on every dataset of the
+mechanism's data universe (DESIGN section 5), or the abort is an output outside the guarantee.
+
+Each case builds the kind of dataset that used to make a certificate fail: one example whose
+features are scaled by 10^k for k = 0..12 (the outlier a heavy-tailed mechanism exists for),
+several copies of such a row, minimizers at a kink, a vertex or on the boundary, and tiny and
+huge regularization. Every mechanism built on certified solves must release a finite point in
+the domain on all of them. The one abort that remains (a huge loss *value* with a moderate
+slope) is kept as a strict xfail, so that fixing it shows up.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import dpcvx
+
+N, D = 60, 3
+
+
+def _mechanisms():
+    return {
+        "output perturbation (claim enforced)": dpcvx.OutputPerturbation(
+            lipschitz=2.0, regularization=0.1),
+        "double output perturbation": dpcvx.DoubleOutputPerturbation(
+            k=4, moment=2.0, regularization=0.1),
+    }
+
+
+def _release(problem, mech, seed=0):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
+        res = problem.solve_private(mech, epsilon=1.0, rng=seed)
+    assert np.all(np.isfinite(res.w))
+    assert problem.domain.contains(res.w)
+    return res
+
+
+def _hinge(X, Y, domain=None):
+    w = cp.Variable(X.shape[1])
+    x = cp.Parameter(X.shape[1])
+    y = cp.Parameter()
+    dom = [cp.norm(w, 2) <= 1] if domain is None else domain(w)
+    return dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=dom)
+
+
+def _base(seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, D))
+    Y = np.sign(X @ np.array([1.0, -0.5, 0.2]) + 0.3 * rng.normal(size=N))
+    return X, Y
+
+
+@pytest.mark.parametrize("k", range(0, 13, 2))
+@pytest.mark.parametrize("name", list(_mechanisms()))
+def test_one_steep_outlier_over_twelve_orders_of_magnitude(name, k):
+    X, Y = _base()
+    X[0] *= 10.0 ** k
+    _release(_hinge(X, Y), _mechanisms()[name])
+
+
+@pytest.mark.parametrize("k", (4, 8, 12))
+def test_the_lipschitz_extension_releases_whatever_the_outlier(k):
+    X, Y = _base(1)
+    X[0] *= 10.0 ** k
+    problem = _hinge(X, Y)
+    mech = dpcvx.OutputPerturbation(lipschitz=2.0, regularization=0.1)
+    res = problem.lipschitz_extension(2.0).solve_private(mech, epsilon=1.0, rng=0)
+    assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
+
+
+@pytest.mark.parametrize("k", (6, 10))
+def test_duplicated_extreme_rows(k):
+    X, Y = _base(2)
+    X[:5] = X[0] * 10.0 ** k
+    Y[:5] = Y[0]
+    for mech in _mechanisms().values():
+        _release(_hinge(X, Y), mech)
+
+
+@pytest.mark.parametrize("k", (0, 6, 12))
+def test_every_example_extreme(k):
+    X, Y = _base(3)
+    X *= 10.0 ** k
+    for mech in _mechanisms().values():
+        _release(_hinge(X, Y), mech)
+
+
+@pytest.mark.parametrize("n", (5, 40))
+@pytest.mark.parametrize("domain", ["abs", "two-sided", "norm"])
+def test_minimizer_at_a_kink_on_the_boundary(n, domain):
+    """All examples at -1, one at +1: the minimizer of sum |w - x_i| sits at the kink -1, on
+    the boundary of [-1, 1]."""
+    X = np.full((n, 1), -1.0)
+    X[0] = 1.0
+    w = cp.Variable(1)
+    x = cp.Parameter(1)
+    dom = {"abs": [cp.abs(w) <= 1], "two-sided": [w >= -1, w <= 1],
+           "norm": [cp.norm(w) <= 1]}[domain]
+    problem = dpcvx.Problem(cp.abs(w - x), w, data={x: X}, domain=dom)
+    for mech in (dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1e-3),
+                 dpcvx.OutputPerturbation(lipschitz=1.0, regularization=10.0),
+                 dpcvx.DoubleOutputPerturbation(k=4, moment=1.0, regularization=0.01)):
+        _release(problem, mech)
+
+
+def test_minimizer_at_a_vertex_of_a_polytope():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(N, D)) + 3.0  # pulls every example toward the same corner
+    w = cp.Variable(D)
+    x = cp.Parameter(D)
+    A = np.vstack([np.eye(D), -np.eye(D), np.ones((1, D))])
+    b = np.r_[np.ones(D), np.ones(D), 1.5]
+    problem = dpcvx.Problem(cp.norm1(w - x), w, data={x: X}, domain=[A @ w <= b])
+    for mech in (dpcvx.OutputPerturbation(lipschitz=np.sqrt(D), regularization=0.05),
+                 dpcvx.DoubleOutputPerturbation(k=4, moment=2.0, regularization=0.05)):
+        _release(problem, mech)
+
+
+@pytest.mark.parametrize("lam", (1e-6, 1e-3, 10.0, 1e4))
+def test_tiny_and_huge_regularization(lam):
+    X, Y = _base(5)
+    problem = _hinge(X, Y)
+    for mech in (dpcvx.OutputPerturbation(lipschitz=3.0, regularization=lam),
+                 dpcvx.DoubleOutputPerturbation(k=4, moment=2.0, regularization=lam)):
+        _release(problem, mech)
+
+
+def test_localized_double_output_perturbation_with_a_steep_outlier():
+    rng = np.random.default_rng(6)
+    n = 400
+    X = rng.standard_t(3, size=(n, 2))
+    Y = np.sign(X[:, 0] + 0.2 * rng.normal(size=n))
+    X[0] *= 1e9
+    mech = dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=3.0, second_moment=2.0,
+                                                   blocks=1)
+    _release(_hinge(X, Y), mech)
+
+
+@pytest.mark.xfail(strict=True, reason="remaining abort frontier: a loss *value* of 1e10 on "
+                   "the whole domain (absolute loss, label 1e10) with a moderate slope makes "
+                   "the certificate's rounding margin, relative to loss values, exceed alpha; "
+                   "documented in docs/output_perturbation.md")
+def test_huge_loss_value_with_a_moderate_slope():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(N, D))
+    Y = X @ np.array([0.3, 0.3, 0.3]) + 0.1 * rng.normal(size=N)
+    Y[0] = 1e10
+    w = cp.Variable(D)
+    x = cp.Parameter(D)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.abs(x @ w - y), w, data={x: X, y: Y},
+                            domain=[cp.norm(w, 2) <= 1])
+    _release(problem, dpcvx.OutputPerturbation(lipschitz=4.0, regularization=0.1))
