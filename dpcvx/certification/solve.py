@@ -17,9 +17,10 @@ from dpcvx.certification.certificate import CertifiedSolution, certify
 from dpcvx.certification.extension import certify_extension
 from dpcvx.certification.lipschitz import lipschitz_bounds
 from dpcvx.compilation.solvers import SOLVERS, _check_solver, solve_program
-from dpcvx.compilation.stamp import stamp, stamp_parts
+from dpcvx.compilation.stamp import StampedProgram, stamp, stamp_parts
 from dpcvx.compilation.template import DomainBlock, Template
 from dpcvx.errors import CertificationError, SolverError
+from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 
 __all__ = ["certified_solve", "refinement_ladder"]
@@ -157,6 +158,82 @@ def _regularizer_only(decl: Declaration, *, lam: float, w0: np.ndarray, accuracy
         solver_stats=MappingProxyType({"universe": "no example inside the universe"}))
 
 
+#: an argument is recentered when its value at the domain's center exceeds this many times
+#: (its spread over the domain + 1)
+RECENTER_RATIO = 1e3
+
+
+def _recentered(prog: StampedProgram, parts) -> StampedProgram:
+    """The program the solver sees: ``prog`` with the offsets of piecewise-linear terms that
+    are affine on the whole domain moved next to it.
+
+    A term ``abs(E)`` whose argument keeps one sign on the domain's bounding ball, or
+    ``max_j E_j`` whose winning piece wins on all of it, equals one affine piece there. Moving
+    that piece's offset (and pushing the losing pieces just below it) changes the term by a
+    constant on the domain: the same minimizer and multipliers, but values of order the
+    spread instead of, say, a label of 1e10, which the interior-point solvers cannot resolve
+    to the accuracy targets. Only the solver's problem changes: the certificate evaluates the
+    user's own loss, so this can never make a certificate wrong."""
+    b = None
+    for part_decl, view in parts:
+        leaves = part_decl.derived_values()
+        dom = part_decl.domain
+        c, R = np.asarray(dom.center, float), float(dom.radius)
+        n = part_decl.n
+        for t, term in enumerate(part_decl.terms):
+            if term.kind not in ("abs", "pieces") or t >= len(view.split_rows):
+                continue
+            rows = view.split_rows[t]
+            if any(r is None for r in rows):
+                continue
+            try:
+                jets = [affine_jet(arg, part_decl.variable, leaves, n) for arg in term.args]
+            except Unsupported:
+                continue
+            flat = []
+            for (off, jac), r in zip(jets, rows):
+                off = np.asarray(off, float).reshape(n, -1, order="F")
+                jac = np.asarray(jac, float).reshape(n, off.shape[1], -1, order="F")
+                if off.shape[1] != r.shape[1]:
+                    break
+                flat.append((off + jac @ c, np.linalg.norm(jac, axis=-1) * R, r))
+            else:
+                shifts = _shifts(term.kind, flat)
+                if shifts is None:
+                    continue
+                if b is None:
+                    b = prog.b.copy()
+                for (_, _, r), kappa in zip(flat, shifts):
+                    b[r] += kappa
+    if b is None:
+        return prog
+    from dataclasses import replace
+
+    return replace(prog, b=b)
+
+
+def _shifts(kind: str, flat) -> list[np.ndarray] | None:
+    """Per argument, the offset shifts (zero where the term is left alone)."""
+    V = np.stack([v for v, _, _ in flat], axis=-1)  # (n, k, m) values at the center
+    P = np.stack([p for _, p, _ in flat], axis=-1)  # spreads over the ball
+    big = np.max(np.abs(V), axis=-1) > RECENTER_RATIO * (np.max(P, axis=-1) + 1.0)
+    if kind == "abs":
+        v, p = V[..., 0], P[..., 0]
+        ok = big & (np.abs(v) > 2.0 * p + 2.0)
+        if not np.any(ok):
+            return None
+        return [np.where(ok, np.sign(v) * (p + 1.0) - v, 0.0)]
+    top = np.argmax(V, axis=-1)
+    m = V.shape[-1]
+    lo_top = np.take_along_axis(V - P, top[..., None], axis=-1)[..., 0]
+    hi_rest = np.max(np.where(np.eye(m, dtype=bool)[top], -np.inf, V + P), axis=-1)
+    ok = big & (lo_top > hi_rest + 2.0)
+    if not np.any(ok):
+        return None
+    target = np.where(np.eye(m, dtype=bool)[top], P + 1.0, -(P + 1.0))
+    return [np.where(ok, target[..., j] - V[..., j], 0.0) for j in range(m)]
+
+
 def _program(decl, template, domain_block, lam, w0, extension, plain_template):
     """The stamped program, and the example groups of a mixed extension program."""
     values = decl.derived_values()
@@ -176,6 +253,7 @@ def _program(decl, template, domain_block, lam, w0, extension, plain_template):
 def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver, private,
                      extension, w_domain, plain_template=None):
     prog, parts = _program(decl, template, domain_block, lam, w0, extension, plain_template)
+    solved = _recentered(prog, parts or [(decl, prog)])
     steps = refinement_ladder(solver, accuracy)
     best: CertifiedSolution | None = None
     attempts: list[dict] = []
@@ -183,7 +261,7 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
         # every rung is guarded: whatever goes wrong inside one (a solver crash, inf duals
         # reaching a numerical routine) moves on to the next rung, never ends the ladder
         try:
-            raw = solve_program(prog, name, tight=tight)
+            raw = solve_program(solved, name, tight=tight)
         except Exception as exc:  # noqa: BLE001 - recorded, then the next rung
             attempts.append({"solver": name, "tight": tight, "error": _describe(exc)})
             continue

@@ -45,15 +45,17 @@ def _check(ref, sol, *, value_tol: float, point_slack: float) -> None:
     # soundness: lower <= F* <= upper (up to the reference's own error)
     assert sol.lower <= F_star + value_tol, (sol.lower, F_star)
     assert sol.upper >= F_star - value_tol, (sol.upper, F_star)
-    # gap bookkeeping
+    # gap bookkeeping: the gap is certified directly (a sum of duality gaps) and never
+    # exceeds upper - lower; it bounds F(w) - F* (checked below against the reference)
     assert sol.gap >= 0.0
-    assert sol.gap == pytest.approx(sol.upper - sol.lower, rel=1e-12, abs=1e-15)
+    assert sol.gap <= (sol.upper - sol.lower) * (1 + 1e-12) + 1e-15
     # the point is exactly feasible, checked here in numpy with no tolerance on inequalities
     w = np.asarray(sol.w, float)
     assert w.shape == (ref.d,)
     assert ref.domain.contains(w, 0.0), w
     # the upper bound is the objective at w (numpy, independent), plus a small rounding margin
     F_w = ref.objective(w)
+    assert F_w - F_star <= sol.gap + value_tol, (F_w - F_star, sol.gap)
     assert F_w <= sol.upper + 1e-14 * scale
     assert sol.upper - F_w <= 1e-9 * scale
     # distance bound: consistent with the gap, and ||w - w*|| <= bound (w* known to slack)
@@ -254,18 +256,21 @@ def test_moved_point_is_never_certified_beyond_its_true_suboptimality(ref):
 
 
 @pytest.mark.parametrize(
-    "name",
+    ("name", "needs_duals"),
     [
-        "logistic/l2_ball(d=3,r=1)",
-        "huber/box(d=3)",
-        "hinge/brute-ball-lam0.3",
-        "pinball/ellipsoid(d=3)",
-        "matrix_norm2/l1_ball(d=3,r=1.3)",
+        ("logistic/l2_ball(d=3,r=1)", False),
+        ("huber/box(d=3)", False),
+        ("hinge/brute-ball-lam0.3", True),
+        ("pinball/ellipsoid(d=3)", True),
+        ("matrix_norm2/l1_ball(d=3,r=1.3)", True),
     ],
 )
-def test_flipped_dual_sign_stays_valid_but_is_not_certified(name, monkeypatch):
+def test_flipped_dual_sign_stays_valid(name, needs_duals, monkeypatch):
     """With the wrong dual sign the bound is still valid (validity is by construction: every
-    multiplier is clipped into the conjugate's domain) but loose, so a target is not met."""
+    multiplier is clipped into the conjugate's domain). Where the multipliers come from the
+    solver (kinks of piecewise-linear terms, norms) it is loose, so a target is not met;
+    smooth terms are certified with multipliers from the loss's own derivatives at the point
+    (certification/stable.py), so the solver's sign does not matter there."""
     ref = next(r for r in CATALOGUE if r.name == name)
     problem, _, _ = ref.problem()
     lam, w0 = ref.regularization, ref.center
@@ -275,9 +280,13 @@ def test_flipped_dual_sign_stays_valid_but_is_not_certified(name, monkeypatch):
     bad = problem.solve(regularization=lam, center=w0)
     assert bad.lower <= ref.value + ref.value_tol
     assert bad.upper >= ref.value - ref.value_tol
-    assert bad.gap > 1e-3, bad.gap
-    with pytest.raises(dpcvx.CertificationError):
-        problem.solve(regularization=lam, center=w0, accuracy=1e-6)
+    assert ref.objective(bad.w) - ref.value <= bad.gap + ref.value_tol
+    if needs_duals:
+        assert bad.gap > 1e-3, bad.gap
+        with pytest.raises(dpcvx.CertificationError):
+            problem.solve(regularization=lam, center=w0, accuracy=1e-6)
+    else:
+        assert bad.gap < 1e-6
 
 
 def test_unreachable_accuracy_raises_certification_error():

@@ -1,0 +1,316 @@
+"""The certified gap as a sum of duality gaps, each computed in a numerically stable form.
+
+:func:`~dpcvx.certification.certificate.certify` bounds ``F(w_hat)`` from above and ``F*``
+from below and subtracts; both bounds carry a rounding margin relative to the *values* of the
+losses, so one example whose loss is 1e10 on the whole domain (an absolute loss with a label
+of 1e10) makes every gap at least ``1e-12 * 1e10 / n``, whatever the solver did. The same gap
+has another exact expression. With the minorants ``psi_t(e) >= theta e - psi_t*(theta)`` of
+every term and ``s_bar`` the mean of their slopes,
+
+    F(w) - [mean_i beta_i + min_W q] = mean_i sum_t weight_t FY_t(e_t(w))  +  q(w) - min_W q,
+
+where ``FY(e) = psi(e) - theta e + psi*(theta) >= 0`` is the Fenchel-Young gap of each term at
+its argument ``e = J w + b`` and ``q(w) = <s_bar, w> + (lam/2)||w - w0||^2``. Each ``FY`` has a
+closed form that is computed without cancellation (``|e| (1 - theta sgn e)`` for ``abs``,
+``(e - theta/2)^2`` for ``square``, a binary KL divergence for ``logistic``, ...), and the
+rounding of ``e`` itself enters only through ``|psi'(xi) - theta|`` over the interval where
+``e`` can lie, which is zero wherever the multiplier is the exact derivative of a piecewise
+linear ``psi`` away from its kinks. The huge value never meets a rounding margin.
+
+Multipliers are **polished** where that is certified to be right: when the range of ``e`` over
+the ball ``B(w_hat, r)`` that contains the minimizer (``r = sqrt(2 gap / lam)`` from a first
+certificate) avoids every kink of ``psi``, the multiplier of the exact minimizer is
+``psi'(e*)``, a constant for piecewise linear terms, so ``theta = psi'(e_hat)`` is used there.
+Any multiplier in the conjugate's domain gives a valid bound; polishing only makes it tight.
+
+Implemented for the terms of the common losses: affine, ``abs``, ``square``, ``huber``,
+``logistic`` and ``pieces`` (hinge, ReLU, pinball, epsilon-insensitive); a loss with any other
+term keeps the value-based certificate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit, xlogy
+
+from dpcvx.certification._conjugates import clip
+from dpcvx.modeling._expressions import Unsupported, affine_jet
+from dpcvx.modeling.declaration import Declaration
+
+__all__ = ["STABLE_KINDS", "stable_extension_gap", "stable_gap"]
+
+_EPS = np.finfo(float).eps
+#: the term kinds whose Fenchel-Young gap has a stable closed form here
+STABLE_KINDS = ("affine", "abs", "square", "huber", "logistic", "pieces")
+
+
+def _sp(x: np.ndarray) -> np.ndarray:
+    """softplus ``log(1 + exp(x))`` without overflow."""
+    return np.logaddexp(0.0, x)
+
+
+def _elementwise(kind: str, e: np.ndarray, err: np.ndarray, theta: np.ndarray, reach,
+                 param) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(theta, FY, bound on |FY(e_true) - FY(e_hat)| + rounding)`` for one elementwise
+    term, with ``theta`` polished where the kink status is certified."""
+    if kind == "abs":
+        safe = np.abs(e) > reach
+        theta = np.where(safe, np.sign(e), theta)
+        fy = np.abs(e) * (1.0 - theta * np.sign(e))
+        clear = np.abs(e) > err
+        slope = np.where(clear, np.abs(np.sign(e) - theta), 1.0 + np.abs(theta))
+        return theta, fy, slope * err + 4 * _EPS * fy
+    if kind == "square":
+        theta = 2.0 * e  # smooth: the tangent at w_hat (valid for any theta)
+        fy = (e - theta / 2.0) ** 2
+        slope = np.abs(2.0 * e - theta) + 2.0 * err
+        return theta, fy, slope * err + 4 * _EPS * fy
+    if kind == "huber":
+        M = float(param)
+        deriv = np.where(np.abs(e) <= M, 2.0 * e, 2.0 * M * np.sign(e))
+        theta = np.clip(deriv, -2.0 * M, 2.0 * M)
+        inner = np.abs(e) <= M
+        t = theta * np.sign(e)
+        fy = np.where(inner, (e - theta / 2.0) ** 2,
+                      (M - t / 2.0) * (2.0 * np.abs(e) - M - t / 2.0))
+        fy = np.maximum(fy, 0.0)
+        slope = np.abs(deriv - theta) + 2.0 * err
+        return theta, fy, slope * err + 8 * _EPS * (fy + M * M * (~inner))
+    if kind == "logistic":
+        theta = expit(e)
+        a = xlogy(theta, theta) + theta * _sp(-e)
+        b = xlogy(1.0 - theta, 1.0 - theta) + (1.0 - theta) * _sp(e)
+        fy = np.maximum(a + b, 0.0)
+        mag = theta * (np.abs(np.log(np.maximum(theta, 1e-300))) + _sp(-e)) + (1.0 - theta) * (
+            np.abs(np.log(np.maximum(1.0 - theta, 1e-300))) + _sp(e))
+        slope = np.abs(expit(e) - theta) + err / 4.0
+        return theta, fy, slope * err + 16 * _EPS * (mag + 1e-300)
+    raise KeyError(kind)
+
+
+def _pieces(vals: list[np.ndarray], errs: list[np.ndarray], mu: np.ndarray, reach: np.ndarray,
+            bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(mu, FY, error)`` for ``max_j E_j`` with weights ``mu`` (..., m) on the simplex,
+    polished to the clear winner where one is certified. Weights whose float sum is not
+    exactly one are charged ``|1 - sum mu| * bound``, ``bound >= max_j |E_j|`` over the
+    domain, which keeps ``sum_j mu_j E_j - defect * bound`` a minorant everywhere."""
+    V = np.stack(vals, axis=-1)
+    E = np.stack(errs, axis=-1)
+    m = V.shape[-1]
+    top = np.argmax(V, axis=-1)
+    best = np.take_along_axis(V, top[..., None], axis=-1)[..., 0]
+    others = np.where(np.eye(m, dtype=bool)[top], -np.inf, V)
+    second = np.max(others, axis=-1) if m > 1 else np.full(best.shape, -np.inf)
+    worst_err = np.max(E, axis=-1)
+    winner = best - second > 2.0 * reach + 2.0 * worst_err
+    onehot = np.eye(m)[top]
+    mu = np.where(winner[..., None], onehot, mu)
+    defect = np.abs(1.0 - np.sum(mu, axis=-1)) + 4 * m * _EPS * (~winner)
+    fy = np.sum(mu * (best[..., None] - V), axis=-1) + defect * bound
+    clear = best - second > 2.0 * worst_err
+    exact = winner & clear
+    err = np.where(exact, 0.0, 2.0 * worst_err) + 4 * m * _EPS * fy
+    return mu, fy, err
+
+
+def _simplex_weights(duals, shape: tuple[int, ...], m: int) -> np.ndarray:
+    """Weights on the pieces from the solver's duals (one array per piece, None for a
+    constant piece without a split row): clipped to [0, 1], a constant piece takes the rest,
+    normalized; uniform where the duals give no weight."""
+    if duals is None:
+        return np.full(shape + (m,), 1.0 / m)
+    cols = [np.zeros(shape) if x is None else np.broadcast_to(np.nan_to_num(x), shape)
+            for x in duals]
+    mu = np.clip(np.stack(cols, axis=-1), 0.0, 1.0)
+    missing = [j for j, x in enumerate(duals) if x is None]
+    if missing:
+        mu[..., missing[0]] = np.maximum(0.0, 1.0 - mu.sum(axis=-1))
+    total = mu.sum(axis=-1, keepdims=True)
+    return np.where(total > 0, mu / np.where(total > 0, total, 1.0), 1.0 / m)
+
+
+def _per_example(decl: Declaration, points: np.ndarray, thetas: list, radius: float, domain
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per example ``i``, at its point ``points[i]`` (or one point for all): the sum of the
+    weighted Fenchel-Young gaps of its terms, a bound on their error, the minorant's slope
+    ``s_i`` and the sum of absolute values behind it (for the slope's rounding). None when a
+    term is outside :data:`STABLE_KINDS`."""
+    if any(t.kind not in STABLE_KINDS for t in decl.terms):
+        return None
+    n, d = decl.n, decl.d
+    leaves = decl.derived_values()
+    pts = np.asarray(points, float)
+    center = np.asarray(domain.center, float)
+    dom_radius = float(domain.radius)
+    gamma = (d + 3) * _EPS * 1.01  # dot products of length d plus the offset
+    fy_sum = np.zeros(n)
+    err_sum = np.zeros(n)
+    slope = np.zeros((n, d))
+    slope_abs = np.zeros((n, d))
+
+    def apply(jac):  # jac (n, ..., d) at one point or one point per example
+        if pts.ndim == 1:
+            return jac @ pts
+        return np.einsum("n...d,nd->n...", jac, pts)
+
+    def apply_abs(jac_abs):
+        if pts.ndim == 1:
+            return jac_abs @ np.abs(pts)
+        return np.einsum("n...d,nd->n...", jac_abs, np.abs(pts))
+
+    for term, theta_t in zip(decl.terms, thetas):
+        wgt = float(term.weight)
+        try:
+            jets = [affine_jet(arg, decl.variable, leaves, n) for arg in term.args]
+        except Unsupported:
+            return None
+        vals, errs, reaches, jacs, offs = [], [], [], [], []
+        for off, jac in jets:
+            off = np.broadcast_to(np.asarray(off, float), (n,) + np.shape(off)[1:])
+            jac = np.broadcast_to(np.asarray(jac, float), off.shape + (d,))
+            u = apply(jac)
+            vals.append(off + u)
+            errs.append(gamma * (np.abs(off) + apply_abs(np.abs(jac))) + _EPS * np.abs(off + u))
+            reaches.append(np.linalg.norm(jac, axis=-1) * radius)
+            jacs.append(jac)
+            offs.append(off)
+        if term.kind == "affine":
+            slope += wgt * jacs[0].reshape(n, -1, d).sum(axis=1)
+            slope_abs += wgt * np.abs(jacs[0]).reshape(n, -1, d).sum(axis=1)
+            continue
+        if term.kind == "pieces":
+            # CVXPY broadcasting aligns trailing axes: insert axes after the batch axis
+            nd = max(v.ndim for v in vals)
+
+            def pad(a, extra=0, nd=nd):
+                k = a.ndim - extra
+                return a.reshape(a.shape[:1] + (1,) * (nd - k) + a.shape[1:])
+
+            vals = [pad(v) for v in vals]
+            errs = [pad(e) for e in errs]
+            reaches = [pad(r) for r in reaches]
+            offs = [pad(o) for o in offs]
+            jacs = [pad(j, 1) for j in jacs]
+            shape = np.broadcast_shapes(*[v.shape for v in vals])
+            vals = [np.broadcast_to(v, shape) for v in vals]
+            errs = [np.broadcast_to(e, shape) for e in errs]
+            reach = np.max(np.stack([np.broadcast_to(r, shape) for r in reaches]), axis=0)
+            m = len(vals)
+            mu0 = _simplex_weights(theta_t, shape, m)
+            bound = np.max(np.stack([np.broadcast_to(
+                np.abs(off + jac @ center) + np.linalg.norm(jac, axis=-1) * dom_radius, shape)
+                for off, jac in zip(offs, jacs)]), axis=0)
+            mu, fy, err = _pieces(vals, errs, mu0, reach + np.max(np.stack(errs), axis=0),
+                                  bound * (1 + 8 * (d + 2) * _EPS))
+            g = sum(mu[..., j, None] * np.broadcast_to(jacs[j], shape + (d,))
+                    for j in range(m))
+            gabs = sum(mu[..., j, None] * np.abs(np.broadcast_to(jacs[j], shape + (d,)))
+                       for j in range(m))
+        else:
+            e, err_e, reach = vals[0], errs[0], reaches[0] + errs[0]
+            raw = None if theta_t is None else theta_t[0]
+            theta0 = np.zeros_like(e) if raw is None else np.broadcast_to(raw, e.shape)
+            theta0 = clip(term.kind, theta0, term.param)
+            theta, fy, err = _elementwise(term.kind, e, err_e, theta0, reach, term.param)
+            g = theta[..., None] * jacs[0]
+            gabs = np.abs(theta)[..., None] * np.abs(jacs[0])
+        if not (np.all(np.isfinite(fy)) and np.all(np.isfinite(err))):
+            return None
+        fy_sum += wgt * fy.reshape(n, -1).sum(axis=1)
+        err_sum += wgt * err.reshape(n, -1).sum(axis=1)
+        slope += wgt * g.reshape(n, -1, d).sum(axis=1)
+        slope_abs += wgt * gabs.reshape(n, -1, d).sum(axis=1)
+    return fy_sum, err_sum, slope, slope_abs
+
+
+def _q_gap(slope_bar: np.ndarray, slope_err: np.ndarray, w_hat: np.ndarray, lam: float,
+           w0: np.ndarray, domain, w_domain) -> float:
+    """A bound on ``q(w_hat) - min_{W0} q`` for ``q(w) = <s, w> + (lam/2)||w - w0||^2``, where
+    the exact slope ``s`` is within ``slope_err`` (elementwise) of the float ``slope_bar``."""
+    d = w_hat.size
+    reach_w = np.abs(np.asarray(domain.center, float)) + float(domain.radius)
+    slope_term = 2.0 * float(slope_err @ reach_w)
+    reg = lam / 2.0 * float(np.sum((w_hat - w0) ** 2))
+    q_hat = float(slope_bar @ w_hat) + reg
+    q_min = w_domain.min_linear_quadratic(slope_bar, lam, w0, hint=w_hat)
+    q_err = 4 * (d + 4) * _EPS * (float(np.abs(slope_bar) @ np.abs(w_hat)) + reg)
+    return (q_hat - q_min) + q_err + slope_term
+
+
+def stable_gap(decl: Declaration, w_hat: np.ndarray, thetas: list, *, lam: float,
+               w0: np.ndarray, radius: float, domain) -> float | None:
+    """A certified bound on ``F(w_hat) - F*`` (see the module docstring), or None when the loss
+    has a term outside :data:`STABLE_KINDS`.
+
+    ``thetas[t]`` holds the solver's raw multipliers of term ``t`` (one array per argument,
+    None where there is none; they are clipped and normalized here, and only guide the
+    choice); ``radius`` bounds ``||w_hat - w*||`` (``inf`` when unknown: nothing is
+    polished then).
+    """
+    n, d = decl.n, decl.d
+    w_hat = np.asarray(w_hat, float)
+    out = _per_example(decl, w_hat, thetas, radius, domain)
+    if out is None:
+        return None
+    fy, err, slope, slope_abs = out
+    slope_err = (n + d + 64) * 4 * _EPS * slope_abs.mean(axis=0)
+    gap = float(np.mean(fy + err)) + _q_gap(slope.mean(axis=0), slope_err, w_hat, lam,
+                                            np.asarray(w0, float), domain, domain)
+    gap *= 1.0 + 8 * (n + d + 8) * _EPS
+    return float(gap) if np.isfinite(gap) else None
+
+
+def stable_extension_gap(parts, w_hat: np.ndarray, *, C: float, lam: float, w0: np.ndarray,
+                         radius: float, w_domain) -> float | None:
+    """A certified bound on ``F_C(w_hat) - F_C*`` for the Lipschitz extension's joint program
+    (paper 000, Lemma 2.7), computed as a sum of stable duality gaps, or None.
+
+    ``parts`` lists ``(declaration, Y, g, thetas)`` per group of examples: each example's
+    point ``y_i`` in W (``Y`` None for plain blocks, where ``y_i = w_hat``), its dual ``g_i``
+    of the cone ``||w - y_i|| <= t_i`` (None for plain blocks, where the minorant's slope
+    clipped to the C-ball is used) and the solver's multipliers of its terms. Per example,
+    ``f_C(w) - [<g_i, w> + phi_i]`` is at most the sum of the Fenchel-Young gaps of its terms
+    at ``y_i``, the support gap ``sigma_W(g_i - s_i) - <g_i - s_i, y_i>`` and the cone gap
+    ``C ||w - y_i|| - <g_i, w - y_i>``, all nonnegative and free of the losses' values."""
+    w_hat = np.asarray(w_hat, float)
+    d = w_hat.size
+    per_example, gs, gabs = [], [], []
+    n_total = 0
+    for decl, Y, g, thetas in parts:
+        n = decl.n
+        n_total += n
+        pts = w_hat if Y is None else np.asarray(Y, float)
+        rad = radius if Y is None else 1e-6 * (1.0 + float(np.max(np.abs(pts))))
+        out = _per_example(decl, pts, thetas, rad, decl.domain)
+        if out is None:
+            return None
+        fy, err, s, s_abs = out
+        if g is None:
+            nrm = np.linalg.norm(s, axis=1, keepdims=True)
+            g = s * np.minimum(1.0, C / np.maximum(nrm * (1 + 8 * _EPS), 1e-300))
+        g = np.asarray(g, float)
+        P = np.broadcast_to(pts, (n, d))
+        v = g - s
+        support = decl.domain.support(v, hints=P)
+        inner = np.einsum("nd,nd->n", v, P)
+        sup_gap = support - inner + 4 * (d + 2) * _EPS * np.einsum("nd,nd->n", np.abs(v),
+                                                                      np.abs(P))
+        u = w_hat[None, :] - P
+        dist = np.linalg.norm(u, axis=1)
+        cone = C * dist * (1 + 4 * _EPS) - np.einsum("nd,nd->n", g, u) + 4 * (d + 2) * _EPS * (
+            C * dist + np.einsum("nd,nd->n", np.abs(g), np.abs(u)))
+        # the slope s_i was summed in float: sigma and <., y> move by at most 2 |ds| max|y|
+        reach_y = np.abs(np.asarray(decl.domain.center, float)) + float(decl.domain.radius)
+        s_round = 2.0 * (d + 64) * 4 * _EPS * (s_abs @ reach_y)
+        total_i = fy + err + np.maximum(sup_gap, 0.0) + np.maximum(cone, 0.0) + s_round
+        if not np.all(np.isfinite(total_i)):
+            return None
+        per_example.append(total_i)
+        gs.append(g)
+        gabs.append(np.abs(g))
+    g_all = np.concatenate(gs)
+    slope_err = (n_total + 8) * 4 * _EPS * np.concatenate(gabs).mean(axis=0)
+    gap = float(np.mean(np.concatenate(per_example))) + _q_gap(
+        g_all.mean(axis=0), slope_err, w_hat, lam, np.asarray(w0, float), w_domain, w_domain)
+    gap *= 1.0 + 8 * (n_total + d + 8) * _EPS
+    return float(gap) if np.isfinite(gap) else None
