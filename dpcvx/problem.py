@@ -16,7 +16,7 @@ from dpcvx.accounting.ledger import Accountant, PrivacyEvent
 from dpcvx.certification.certificate import CertifiedSolution
 from dpcvx.certification.extension import ExtensionValues, extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds, strong_convexity_bound
-from dpcvx.certification.solve import UNIVERSE_SLOPE, certified_solve
+from dpcvx.certification.solve import certified_solve, universe_slope
 from dpcvx.certification.tilted import certified_tilted_solve
 from dpcvx.compilation.solvers import _check_solver, solve_program
 from dpcvx.compilation.stamp import stamp
@@ -351,7 +351,7 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
     if extension is not None:
         detail.update(extension_C=extension)
     if extension is not None or (composite and getattr(mechanism, "uses_extension", True)):
-        detail.update(universe=UNIVERSE_TEXT.format(slope=UNIVERSE_SLOPE))
+        detail.update(universe=UNIVERSE_TEXT.format(slope=universe_slope(source._decl)))
     if enforced:
         detail.update(lipschitz_claim="enforced by the L-Lipschitz extension")
         _warn_if_claim_unverified(source, float(lipschitz))

@@ -113,13 +113,23 @@ def certified_solve(
 #: an example moves ``f_C``'s average by at most ``C D / n``; losses with terms dpcvx cannot
 #: bound (generic terms) keep every example.
 UNIVERSE_SLOPE = 1e4
+#: the same for losses with curved terms (squares, exponentials, powers), whose values grow
+#: like the square of the slope: 1e2 keeps their values within 1e4 of the extension's scale
+UNIVERSE_SLOPE_CURVED = 1e2
+_CURVED = ("square", "sum_squares", "exp", "pos_power", "pos_huber")
+
+
+def universe_slope(decl: Declaration) -> float:
+    """The public factor of the universe for this loss (a function of its structure only)."""
+    curved = any(term.kind in _CURVED for term in decl.terms)
+    return UNIVERSE_SLOPE_CURVED if curved else UNIVERSE_SLOPE
 
 
 def universe_indices(decl: Declaration, C: float) -> np.ndarray | None:
     """Indices of the examples inside the universe of a private extension solve with this
     ``C`` (None when all are)."""
     bounds = lipschitz_bounds(decl)
-    keep = ~(np.isfinite(bounds) & (bounds > UNIVERSE_SLOPE * C))
+    keep = ~(np.isfinite(bounds) & (bounds > universe_slope(decl) * C))
     return None if bool(np.all(keep)) else np.flatnonzero(keep)
 
 
@@ -181,30 +191,34 @@ def _recentered(prog: StampedProgram, parts) -> StampedProgram:
         c, R = np.asarray(dom.center, float), float(dom.radius)
         n = part_decl.n
         for t, term in enumerate(part_decl.terms):
-            if term.kind not in ("abs", "pieces") or t >= len(view.split_rows):
+            if term.kind not in ("abs", "huber", "pieces") or t >= len(view.split_rows):
                 continue
             rows = view.split_rows[t]
-            if any(r is None for r in rows):
+            if term.kind != "pieces" and rows[0] is None:
                 continue
             try:
                 jets = [affine_jet(arg, part_decl.variable, leaves, n) for arg in term.args]
             except Unsupported:
                 continue
             flat = []
+            size = max((r.shape[1] for r in rows if r is not None), default=0)
             for (off, jac), r in zip(jets, rows):
                 off = np.asarray(off, float).reshape(n, -1, order="F")
                 jac = np.asarray(jac, float).reshape(n, off.shape[1], -1, order="F")
-                if off.shape[1] != r.shape[1]:
+                if off.shape[1] not in (1, size):
                     break
+                off = np.broadcast_to(off, (n, size))
+                jac = np.broadcast_to(jac, (n, size, jac.shape[-1]))
                 flat.append((off + jac @ c, np.linalg.norm(jac, axis=-1) * R, r))
             else:
-                shifts = _shifts(term.kind, flat)
+                shifts = _shifts(term.kind, flat, term.param)
                 if shifts is None:
                     continue
                 if b is None:
                     b = prog.b.copy()
                 for (_, _, r), kappa in zip(flat, shifts):
-                    b[r] += kappa
+                    if r is not None:
+                        b[r] += kappa
     if b is None:
         return prog
     from dataclasses import replace
@@ -212,26 +226,42 @@ def _recentered(prog: StampedProgram, parts) -> StampedProgram:
     return replace(prog, b=b)
 
 
-def _shifts(kind: str, flat) -> list[np.ndarray] | None:
-    """Per argument, the offset shifts (zero where the term is left alone)."""
+def _shifts(kind: str, flat, param=None) -> list[np.ndarray] | None:
+    """Per argument, the offset shifts (zero where the term is left alone; arguments without a
+    split row, the constant pieces, never move)."""
     V = np.stack([v for v, _, _ in flat], axis=-1)  # (n, k, m) values at the center
     P = np.stack([p for _, p, _ in flat], axis=-1)  # spreads over the ball
+    movable = np.array([r is not None for _, _, r in flat])
     big = np.max(np.abs(V), axis=-1) > RECENTER_RATIO * (np.max(P, axis=-1) + 1.0)
-    if kind == "abs":
+    if kind in ("abs", "huber"):
         v, p = V[..., 0], P[..., 0]
-        ok = big & (np.abs(v) > 2.0 * p + 2.0)
+        knee = 0.0 if kind == "abs" else float(param)
+        # linear on the whole ball when |E| stays beyond the kink (abs) or the knee (huber):
+        # moving E's offset then changes the term by a constant there
+        ok = big & (np.abs(v) > 2.0 * p + 2.0 + knee)
         if not np.any(ok):
             return None
-        return [np.where(ok, np.sign(v) * (p + 1.0) - v, 0.0)]
-    top = np.argmax(V, axis=-1)
+        return [np.where(ok, np.sign(v) * (p + 1.0 + knee) - v, 0.0)]
     m = V.shape[-1]
+    top = np.argmax(V, axis=-1)
+    is_top = np.eye(m, dtype=bool)[top]
     lo_top = np.take_along_axis(V - P, top[..., None], axis=-1)[..., 0]
-    hi_rest = np.max(np.where(np.eye(m, dtype=bool)[top], -np.inf, V + P), axis=-1)
+    hi_rest = np.max(np.where(is_top, -np.inf, V + P), axis=-1)
     ok = big & (lo_top > hi_rest + 2.0)
     if not np.any(ok):
         return None
-    target = np.where(np.eye(m, dtype=bool)[top], P + 1.0, -(P + 1.0))
-    return [np.where(ok, target[..., j] - V[..., j], 0.0) for j in range(m)]
+    # the constant pieces stay; the winner is placed just above all of them, the other
+    # movable pieces just below it: the maximum changes by a constant on the whole ball
+    fixed = np.where(movable, -np.inf, V)
+    base = np.maximum(np.max(fixed, axis=-1), 0.0)
+    top_movable = np.take_along_axis(np.broadcast_to(movable, V.shape), top[..., None],
+                                     axis=-1)[..., 0]
+    top_value = np.where(top_movable, base + np.take_along_axis(P, top[..., None],
+                                                                axis=-1)[..., 0] + 1.0,
+                         np.take_along_axis(V, top[..., None], axis=-1)[..., 0])
+    target = np.where(is_top, top_value[..., None], top_value[..., None]
+                      - np.take_along_axis(P, top[..., None], axis=-1) - P - 1.0)
+    return [np.where(ok & movable[j], target[..., j] - V[..., j], 0.0) for j in range(m)]
 
 
 def _program(decl, template, domain_block, lam, w0, extension, plain_template):

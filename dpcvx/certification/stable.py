@@ -74,7 +74,9 @@ def _elementwise(kind: str, e: np.ndarray, err: np.ndarray, theta: np.ndarray, r
         fy = np.where(inner, (e - theta / 2.0) ** 2,
                       (M - t / 2.0) * (2.0 * np.abs(e) - M - t / 2.0))
         fy = np.maximum(fy, 0.0)
-        slope = np.abs(deriv - theta) + 2.0 * err
+        # psi' is constant (2M sgn e) where |e| stays beyond the knee, 2-Lipschitz elsewhere
+        linear = np.abs(e) - M > err
+        slope = np.abs(deriv - theta) + np.where(linear, 0.0, 2.0 * err)
         return theta, fy, slope * err + 8 * _EPS * (fy + M * M * (~inner))
     if kind == "logistic":
         theta = expit(e)
