@@ -12,9 +12,19 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_bench_erm_smoke_runs_and_objectives_agree(tmp_path):
     out = tmp_path / "smoke.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_erm.py"), "--smoke", "--repeats", "1",
-         "--output", str(out)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_erm.py"),
+            "--smoke",
+            "--repeats",
+            "1",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert out.exists()
@@ -25,7 +35,10 @@ def test_bench_first_order_smoke_runs():
     """Algorithm 3, Theorem D.4 and the interior-point solve certify the same tiny cell."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_first_order.py"), "--smoke"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = proc.stdout.strip().splitlines()[-1]
@@ -37,9 +50,17 @@ def test_bench_heavy_tailed_smoke_runs(tmp_path):
     on a tiny grid (it must run and print its table)."""
     out = tmp_path / "heavy.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_heavy_tailed.py"), "--smoke",
-         "--output", str(out)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_heavy_tailed.py"),
+            "--smoke",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "clipgd_pure" in proc.stdout and out.exists()
@@ -49,7 +70,51 @@ def test_bench_saddle_smoke_runs():
     """The certified saddle solve's bracket contains CVXPY's closed-form optimum."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_saddle.py"), "--smoke"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "True" in proc.stdout.strip().splitlines()[-1]
+
+
+def test_bench_spellings_smoke_runs(tmp_path):
+    """Natural CVXPY spellings against independent Clarabel solves: it must run, print the
+    summary and write its JSON (failures to certify are measurements, not test failures)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_spellings.py"),
+            "--smoke",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "certified:" in proc.stdout and "of" in proc.stdout
+    assert (tmp_path / "bench_spellings_smoke.json").exists()
+
+
+def test_bench_aborts_smoke_runs(tmp_path):
+    """The abort search on a tiny grid: it must run, print the frontier and write its JSON."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_aborts.py"),
+            "--smoke",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "abort frontier" in proc.stdout
+    assert (tmp_path / "bench_aborts_smoke.json").exists()
