@@ -156,3 +156,37 @@ def test_huge_loss_value_with_a_moderate_slope(k):
                             domain=[cp.norm(w, 2) <= 1])
     for mech in _mechanisms().values():
         _release(problem, mech)
+
+
+def test_the_last_rung_is_paper_002_algorithm_2_where_affordable(monkeypatch):
+    """Every interior-point rung fails here (a solver crash, simulated): where the fixed
+    iteration count of paper 002's Algorithm 2 is affordable (small n d), the private
+    release still happens, on the subgradient method's point; where it is not, the release
+    aborts with the fixed text, as before."""
+    import dpcvx.certification.solve as solve_module
+    from dpcvx.errors import SolverError
+
+    def crash(*args, **kwargs):
+        raise SolverError("simulated crash")
+
+    monkeypatch.setattr(solve_module, "solve_program", crash)
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(12, 2))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    Y = np.sign(X[:, 0] + 0.1)
+    small = _hinge(X, Y)
+    # a public accuracy large enough for a short run: T = ceil(2 G^2 / (lam alpha / 2))
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1.0, accuracy=1e-2)
+    assert solve_module.analytic_rung_applies(
+        small.declaration, lam=1.0, w0=small.domain.center,
+        accuracy=mech.plan(n=12, d=2, center=small.domain.center,
+                           diameter=small.diameter, epsilon=1.0, delta=0.0).accuracy,
+        extension=1.0, w_domain=None)
+    res = _release(small, mech)
+    assert res.detail["lipschitz_claim"].startswith("enforced")
+    X2 = rng.normal(size=(2000, 3))
+    X2 /= np.maximum(1.0, np.linalg.norm(X2, axis=1, keepdims=True))
+    big = _hinge(X2, np.sign(X2[:, 0] + 0.1))
+    default = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1.0)  # alpha ~ 3e-10
+    with pytest.raises(dpcvx.CertificationError):
+        big.solve_private(default, epsilon=1.0, rng=0)

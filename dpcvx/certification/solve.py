@@ -16,6 +16,12 @@ import numpy as np
 from dpcvx.certification.certificate import CertifiedSolution, certify
 from dpcvx.certification.extension import certify_extension
 from dpcvx.certification.lipschitz import lipschitz_bounds
+from dpcvx.certification.subgradient import (
+    affordable,
+    regularized_subgradient_bound,
+    solve_declaration,
+    subgradient_iterations,
+)
 from dpcvx.compilation.solvers import SOLVERS, _check_solver, solve_program
 from dpcvx.compilation.stamp import StampedProgram, stamp, stamp_parts
 from dpcvx.compilation.template import DomainBlock, Template
@@ -316,6 +322,12 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
             out.update(refinement_step=step, attempts=tuple(attempts))
             return _with_stats(cert, out)
     if private:
+        fallback = _analytic_rung(decl, parts, lam=lam, w0=w0, accuracy=accuracy,
+                                  extension=extension, w_domain=w_domain)
+        if fallback is not None:
+            out = dict(fallback.solver_stats)
+            out.update(refinement_step=len(steps), attempts=tuple(attempts))
+            return _with_stats(fallback, out)
         raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
     if best is None:
         raise CertificationError(
@@ -330,6 +342,63 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
         "sensitivity by 2*sqrt(2*accuracy/regularization)), raise `regularization`, or rescale "
         "the data so that losses are of order one."
     )
+
+
+#: the analytic rung's public limits: at most this many steps (each one costs a Python-level
+#: iteration, about 0.3 ms) and this much arithmetic (steps * n * d)
+ANALYTIC_MAX_STEPS = 20_000
+ANALYTIC_BUDGET = 1e8
+
+
+def analytic_rung_applies(decl: Declaration, *, lam: float, w0, accuracy, extension,
+                          w_domain) -> bool:
+    """Whether paper 002's Algorithm 2 can be the ladder's last rung (public inputs only): a
+    private solve of a plain program (every example's loss certified ``extension``-Lipschitz
+    on W, the enforced claim's case) over a domain with an exact projection, with a fixed
+    iteration count within :data:`~dpcvx.certification.subgradient.DEFAULT_WORK_BUDGET`."""
+    if extension is None or w_domain is not None or accuracy is None or lam <= 0:
+        return False
+    if decl.domain.kind not in ("l2_ball", "box", "l1_ball", "simplex"):
+        return False
+    G = regularized_subgradient_bound(decl, float(extension), lam, w0)
+    T = subgradient_iterations(G, lam, accuracy / 2)
+    return T <= ANALYTIC_MAX_STEPS and affordable(T, decl.n, decl.d, ANALYTIC_BUDGET)
+
+
+def _analytic_rung(decl: Declaration, parts, *, lam, w0, accuracy, extension, w_domain
+                   ) -> CertifiedSolution | None:
+    """The last rung: paper 002's Algorithm 2 with ``T`` fixed in advance, whose accuracy
+    holds by analysis (Prop 3.2) when every loss is ``L``-Lipschitz on W. Its point is
+    certified by dpcvx as usual; where that certificate misses the target, the analytic
+    bound (``2 G^2 / (lam (T + 1))`` plus a public rounding allowance, at most ``alpha``)
+    stands instead. None when the rung does not apply (see :func:`analytic_rung_applies`)."""
+    try:
+        if parts is not None and len(parts) != 1:
+            return None  # some example needs the extension's copy: no exact subgradients
+        if not analytic_rung_applies(decl, lam=lam, w0=w0, accuracy=accuracy,
+                                     extension=extension, w_domain=w_domain):
+            return None
+        if not bool(np.all(lipschitz_bounds(decl) <= float(extension) * (1 + 1e-12))):
+            return None
+        G = regularized_subgradient_bound(decl, float(extension), lam, w0)
+        T = subgradient_iterations(G, lam, accuracy / 2)
+        result = solve_declaration(decl, regularization=lam, lipschitz=float(extension), T=T,
+                                   center=w0, average=True)
+        cert = certify(decl, result.point, lam=lam, w0=w0, accuracy=accuracy)
+        stats = dict(cert.solver_stats)
+        stats.update(solver="paper 002 Algorithm 2", iterations=T)
+        if cert.gap <= accuracy:
+            return _with_stats(cert, stats)
+        if not (result.bound_is_public and result.bound <= accuracy):
+            return None
+        from dataclasses import replace
+
+        stats.update(certified_by="analysis (paper 002, Prop 3.2)")
+        return replace(cert, gap=float(result.bound), lower=cert.upper - float(result.bound),
+                       distance_bound=float(np.sqrt(2 * result.bound / lam)),
+                       solver_stats=MappingProxyType(stats))
+    except Exception:  # noqa: BLE001 - the rung is guarded like every other
+        return None
 
 
 def _describe(exc: BaseException) -> str:

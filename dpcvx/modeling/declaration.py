@@ -301,8 +301,15 @@ class Declaration:
 def _variable_attribute(con: cp.Constraint, variable: cp.Variable) -> bool:
     """Whether ``con`` is a bound of the variable's own attributes (``bounds``, ``nonneg``):
     part of the domain (:class:`~dpcvx.modeling.domains.Domain` reads it), not of the loss."""
-    return any(isinstance(a, cp.Variable) and a.id == variable.id for a in con.args) and all(
-        isinstance(a, cp.Variable) or not (a.variables() or a.parameters()) for a in con.args
+    from cvxpy.atoms.affine.index import index, special_index
+
+    def own(a) -> bool:  # the variable itself, or an indexed part of it
+        if isinstance(a, cp.Variable):
+            return a.id == variable.id
+        return isinstance(a, (index, special_index)) and own(a.args[0])
+
+    return any(own(a) for a in con.args) and all(
+        own(a) or not (a.variables() or a.parameters()) for a in con.args
     )
 
 
