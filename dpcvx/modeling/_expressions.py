@@ -117,8 +117,14 @@ def _push(factor: cp.Expression, expr: cp.Expression) -> cp.Expression | None:
             return None
         inner = _push(factor, num)
         return None if inner is None else inner / den
+    if isinstance(expr, (multiply, MulExpression)) and not expr.is_affine():
+        return _push_weight(factor, expr) if factor.is_nonneg() else None
     if isinstance(expr, multiply):
         a, b = expr.args
+        for c, e in ((a, b), (b, a)):
+            if not c.variables() and e.parameters() and not c.parameters():
+                inner = _push(factor, e)  # a constant times data: push into the data side
+                return None if inner is None else cp.multiply(c, inner)
         if not a.variables():
             return cp.multiply(factor * a, b)
         if not b.variables():
@@ -126,6 +132,9 @@ def _push(factor: cp.Expression, expr: cp.Expression) -> cp.Expression | None:
         return None
     if isinstance(expr, MulExpression):
         a, b = expr.args
+        if not a.variables() and b.parameters() and not a.parameters():
+            inner = _push(factor, b)
+            return None if inner is None else a @ inner
         if not a.variables():
             return (factor * a) @ b
         if not b.variables():
@@ -134,6 +143,49 @@ def _push(factor: cp.Expression, expr: cp.Expression) -> cp.Expression | None:
     if isinstance(expr, (index, Sum, Promote)) and expr.is_affine():
         inner = _push(factor, expr.args[0])
         return None if inner is None else expr.copy([inner])
+    if factor.is_nonneg():
+        return _push_weight(factor, expr)
+    return None
+
+
+def _push_weight(factor: cp.Expression, expr: cp.Expression) -> cp.Expression | None:
+    """``factor * expr`` for a nonnegative data factor (a per-example weight) and a convex
+    ``expr``, rewritten through positive homogeneity so that the factor reaches affine
+    pieces only: ``s max_j E_j = max_j s E_j``, ``s |E| = |s E|``, ``s ||E|| = ||s E||``,
+    ``s E^2 = (sqrt(s) E)^2``; a sum or a nonnegative constant multiple passes it on.
+    None where no such rewriting exists (``logistic``, ``huber``, ``exp``)."""
+    if isinstance(expr, AddExpression):
+        parts = [_push(factor, arg) for arg in expr.args]
+        if any(p is None for p in parts):
+            return None
+        out = parts[0]
+        for p in parts[1:]:
+            out = out + p
+        return out
+    if isinstance(expr, Sum):
+        inner = _push(factor, expr.args[0])
+        return None if inner is None else expr.copy([inner])
+    if isinstance(expr, (multiply, MulExpression)) and len(expr.args) == 2:
+        a, b = expr.args
+        for c, e in ((a, b), (b, a)):
+            if not c.variables() and not c.parameters() and c.is_nonneg():
+                inner = _push(factor, e)
+                return None if inner is None else cp.multiply(c, inner)
+        return None
+    if isinstance(expr, cp_maximum):
+        parts = [_push(factor, a) for a in expr.args]
+        return None if any(p is None for p in parts) else cp.maximum(*parts)
+    if isinstance(expr, (cp_abs, cp_max, Pnorm, norm1, norm_inf)):
+        inner = _push(factor, expr.args[0])
+        return None if inner is None else expr.copy([inner] + list(expr.args[1:]))
+    root = cp.sqrt(factor)
+    if isinstance(expr, Power) and float(getattr(expr.p, "value", expr.p)) == 2.0:
+        inner = _push(root, expr.args[0])
+        return None if inner is None else expr.copy([inner])
+    if isinstance(expr, quad_over_lin) and not expr.args[1].variables() \
+            and not expr.args[1].parameters():
+        inner = _push(root, expr.args[0])
+        return None if inner is None else expr.copy([inner, expr.args[1]])
     return None
 
 
@@ -150,7 +202,7 @@ def _distribute(expr: cp.Expression, params: frozenset[int]) -> cp.Expression:
                 and not fac.variables()
                 and _has_params(fac, params)
                 and other.variables()
-                and _has_params(other, params)
+                and (_has_params(other, params) or not other.is_affine())
             ):
                 pushed = _push(cp.reshape(fac, (), order="F") if fac.shape else fac, other)
                 if pushed is not None:

@@ -194,8 +194,10 @@ class Declaration:
             raise ModelingError(
                 "The `loss` is not DPP in the data: the term "
                 f"`{bad}` multiplies data with an expression that also depends on data and the "
-                "variable in a way dpcvx cannot separate. Write data only in affine positions "
-                "(e.g. `cp.pos(1 - (y * x) @ w)`)."
+                "variable in a way dpcvx cannot separate. A nonnegative per-example weight "
+                "`s * loss` is accepted when the loss is built from maximum/abs/pos/norms and "
+                "squares of affine expressions (not logistic, huber or exp). Write data only in "
+                "affine positions (e.g. `cp.pos(1 - (y * x) @ w)`)."
             )
         for con in lifted.domain:
             if not _trivially_true(con) and not _variable_attribute(con, variable):

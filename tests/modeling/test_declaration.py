@@ -294,13 +294,30 @@ def test_sign_indefinite_parameter_times_convex_is_not_dcp(setup, make):
     ],
     ids=["square-times-s", "norm-times-s", "s-times-abs"],
 )
-def test_not_dpp_even_after_lifting(setup, make):
-    """A nonnegative data factor times a convex (non-affine) data-dependent term is DCP but not
-    DPP, and dpcvx's lifting only pushes scalar factors into affine expressions."""
+def test_a_nonnegative_weight_is_pushed_through_positive_homogeneity(setup, make):
+    """A nonnegative data factor times a convex data-dependent term is DCP but not DPP; dpcvx
+    rewrites it (``s |E| = |s E|``, ``s ||E|| = ||s E||``, ``s E^2 = (sqrt(s) E)^2``) into an
+    equal DPP loss, checked here by evaluating both on the data."""
     w, x, _, X, _ = setup
     s = cp.Parameter(nonneg=True, name="scale")
     loss = make(w, x, s)
     assert loss.is_dcp() and not loss.is_dcp(dpp=True)
+    S = np.abs(np.arange(N, dtype=float))
+    decl = Declaration(loss, w, {x: X, s: S}, _ball(w))
+    point = np.array([0.3, -0.2, 0.1])[: X.shape[1]]
+    got = decl.loss_values(point)
+    lifted = [
+        float(make(point, X[i], S[i]).value) for i in range(N)
+    ]
+    np.testing.assert_allclose(got, lifted, rtol=1e-12, atol=1e-12)
+    assert all(t.kind != "generic" for t in decl.terms)
+
+
+def test_a_weight_on_logistic_is_not_dpp(setup):
+    """``s * logistic(E)`` has no homogeneous form: refused, naming the data factor."""
+    w, x, _, X, _ = setup
+    s = cp.Parameter(nonneg=True, name="scale")
+    loss = s * cp.logistic(x @ w)
     with pytest.raises(ModelingError, match="DPP") as info:
         Declaration(loss, w, {x: X, s: np.abs(np.arange(N, dtype=float))}, _ball(w))
     assert "scale" in str(info.value)
@@ -310,7 +327,7 @@ def test_not_dpp_message_shows_the_users_term(setup):
     w, x, _, X, _ = setup
     s = cp.Parameter(nonneg=True, name="scale")
     with pytest.raises(ModelingError, match="features"):
-        Declaration(cp.norm(w - x) * s, w, {x: X, s: np.ones(N)}, _ball(w))
+        Declaration(cp.logistic(x @ w) * s, w, {x: X, s: np.ones(N)}, _ball(w))
 
 
 def test_two_variables(setup):
