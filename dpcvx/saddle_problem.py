@@ -61,7 +61,11 @@ class SaddleProblem(DeclaredSource):
     For a private release, ``lipschitz`` of :class:`~dpcvx.OutputPerturbation` must bound the
     Lipschitz constant in ``w`` over ``W`` of ``max_{v in S} f(w, v; z)`` for **every**
     possible example (paper 002, Lemma 5.4; digest P5: on ``X + S``), and
-    ``strong_convexity`` that of every ``f(., v; z)``. Both are the user's public claims.
+    ``strong_convexity`` that of every ``f(., v; z)``. Both are the user's public claims, and
+    dpcvx trusts them here (there is no Lipschitz extension of the saddle objective): an
+    example far outside the claim can make the certified solve slow or fail, and a failure
+    (one fixed :class:`~dpcvx.CertificationError` text, budget spent) is a data-dependent
+    event outside the guarantee.
 
     Examples
     --------

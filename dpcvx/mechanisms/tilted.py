@@ -73,6 +73,16 @@ class TiltedOutputPerturbation:
     center, accuracy
         As for :class:`~dpcvx.OutputPerturbation` (``accuracy`` defaults to a 5% inflation of
         the sensitivity, floored at ``1e-9 (1 + L D)``).
+
+    Notes
+    -----
+    Unlike :class:`~dpcvx.OutputPerturbation`, the ``lipschitz`` claim is **trusted**, not
+    enforced (there is no tilted Lipschitz extension yet), and the tilted certificate is the
+    value-based one: an example whose slope is far above the claim (1e9 times, measured by
+    ``benchmarks/bench_aborts.py``) can make the certified solve fail. Such a failure raises
+    one fixed :class:`~dpcvx.CertificationError` text with the budget spent; whether it
+    happens depends on the data, so it is an event outside the guarantee. Clip or normalize
+    features with public bounds so that the claim holds for every possible example.
     """
 
     lipschitz: float
