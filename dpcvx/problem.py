@@ -485,12 +485,23 @@ class ReleaseContext:
             plain = self.problem._compiled(None)[0] if self._key is not None else None
             self._compiled = self.problem._compiled(self._key) + (plain,)
 
-    def tilted_solver(self, tilt: float, solver: str | None = None):
-        """``solve(lam, w0, alpha)``: the certified tilted-ERM solve (always private)."""
+    def tilted_solver(self, tilt: float, solver: str | None = None,
+                      lipschitz: float | None = None):
+        """``solve(lam, w0, alpha)``: the certified tilted-ERM solve (always private). With
+        ``lipschitz=L`` the claim is enforced as for output perturbation: examples dpcvx cannot
+        certify L-Lipschitz on W are solved on the L-Lipschitz extension of their loss (losses
+        with generic terms keep the plain program and the claim is trusted)."""
         template, block = self.problem._compiled(None)
         decl = self.problem.declaration
+        enforce = lipschitz is not None and not any(t.kind == "generic" for t in decl.terms)
+        ext_template = self.problem._compiled(float(lipschitz))[0] if enforce else None
 
         def solve(lam: float, w0: np.ndarray, alpha: float) -> CertifiedSolution:
+            if enforce:
+                return certified_tilted_solve(decl, ext_template, block, tilt=tilt, lam=lam,
+                                              w0=w0, accuracy=alpha, solver=solver,
+                                              private=True, extension=float(lipschitz),
+                                              plain_template=template)
             return certified_tilted_solve(decl, template, block, tilt=tilt, lam=lam, w0=w0,
                                           accuracy=alpha, solver=solver, private=True)
 

@@ -18,6 +18,7 @@ itself:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from types import MappingProxyType
 
 import numpy as np
@@ -25,8 +26,10 @@ import scipy.sparse as sp
 from scipy.special import logsumexp, softmax
 
 from dpcvx.certification.certificate import ROUNDING, CertifiedSolution, _minorants
+from dpcvx.certification.extension import extension_bounds
+from dpcvx.certification.lipschitz import lipschitz_bounds
 from dpcvx.compilation.solvers import solve_program
-from dpcvx.compilation.stamp import StampedProgram, _segments, stamp
+from dpcvx.compilation.stamp import StampedProgram, _segments, stamp, stamp_parts
 from dpcvx.compilation.template import ConeLayout, DomainBlock, Template
 from dpcvx.errors import CertificationError, SolverError
 from dpcvx.modeling.declaration import Declaration
@@ -100,13 +103,23 @@ def _tilted_program(prog: StampedProgram, tilt: float, lam: float, w0: np.ndarra
 
 def certified_tilted_solve(decl: Declaration, template: Template, domain_block: DomainBlock,
                            *, tilt: float, lam: float, w0: np.ndarray, accuracy: float | None,
-                           solver: str | None = None, private: bool = False
-                           ) -> CertifiedSolution:
+                           solver: str | None = None, private: bool = False,
+                           extension: float | None = None,
+                           plain_template: Template | None = None) -> CertifiedSolution:
     """Solve and certify tilted ERM (module docstring). ``accuracy=None`` returns the first
     certificate; otherwise the fixed ladder (tight Clarabel, then ECOS, then SCS, all at their
     tightest) runs until the gap meets it, or :class:`CertificationError` is raised (one fixed
-    text when ``private``)."""
+    text when ``private``).
+
+    With ``extension=C`` (``template`` then the Lipschitz extension's, ``plain_template`` the
+    plain loss's) the losses are ``f_C`` (paper 000, eq. (5)): examples certified
+    C-Lipschitz on W keep their plain block (there ``f_C = f``), the others get the copy
+    ``y_i``, and the certificate is Gibbs' bound with the extension's per-example minorants
+    ``f_C(w') >= <g_i, w'> + phi_i`` (``||g_i|| <= C``) and upper bounds."""
     try:
+        if extension is not None:
+            return _solve_extension(decl, template, plain_template, domain_block, tilt, lam,
+                                    np.asarray(w0, float), accuracy, solver, float(extension))
         return _solve(decl, template, domain_block, tilt, lam, np.asarray(w0, float), accuracy,
                       solver)
     except Exception as exc:  # noqa: BLE001
@@ -140,6 +153,95 @@ def _solve(decl, template, domain_block, tilt, lam, w0, accuracy, solver):
     raise CertificationError(
         f"dpcvx could not certify the tilted-ERM solve to {accuracy:.3g}: best gap {best.gap:.3g}."
     )
+
+
+def _solve_extension(decl, template, plain_template, domain_block, tilt, lam, w0, accuracy,
+                     solver, C):
+    n, d = decl.n, decl.d
+    values = decl.derived_values()
+    light = lipschitz_bounds(decl) <= C * (1 + 1e-12)
+    groups = [(np.flatnonzero(light), plain_template), (np.flatnonzero(~light), template)]
+    groups = [(idx, tmpl) for idx, tmpl in groups if idx.size]
+    parts = [(tmpl, tmpl.theta(values, n)[idx]) for idx, tmpl in groups]
+    base, views = stamp_parts(parts, domain_block, d=d, lam=lam, w0=w0,
+                              per_example_objective=True)
+    part_decls = [decl if idx.size == n else decl.subset(idx) for idx, _ in groups]
+    prog, n_var = _tilted_program(base, tilt, lam, w0)
+    # the tilted program inserts n + 1 nonnegative rows after the base's nonnegative rows
+    cut = base.cones.zero + base.cones.nonneg
+
+    def moved(rows):
+        return None if rows is None else np.where(rows >= cut, rows + n + 1, rows)
+
+    views = [replace(v, split_rows=tuple(tuple(moved(r) for r in rt) for rt in v.split_rows),
+                     soc_rows=moved(v.soc_rows)) for v in views]
+    best, errors = None, []
+    ladder = [(solver or "CLARABEL", True)] + [(s_, True) for s_ in ("ECOS", "SCS")
+                                               if s_ != (solver or "CLARABEL")]
+    for name, tight in ladder:
+        try:
+            raw = solve_program(prog, name, tight=tight)
+            cert = _certify_extension(decl, part_decls, views, raw.x, raw.z, n_var, tilt, lam,
+                                      w0, accuracy, dict(raw.stats), C)
+        except Exception as exc:  # noqa: BLE001 - every rung is guarded
+            errors.append(f"{type(exc).__name__}: {exc}")
+            continue
+        if best is None or cert.gap < best.gap:
+            best = cert
+        if accuracy is None or cert.gap <= accuracy:
+            return cert
+    if best is None:
+        raise CertificationError("Every solver failed on the tilted program: " + "; ".join(errors))
+    raise CertificationError(
+        f"dpcvx could not certify the tilted-ERM solve to {accuracy:.3g}: best gap {best.gap:.3g}."
+    )
+
+
+def _certify_extension(decl, part_decls, views, x, z_full, n_var, tilt, lam, w0, accuracy,
+                       stats, C) -> CertifiedSolution:
+    """Gibbs' bound for tilted ERM on ``f_C``: for ANY ``p`` in the simplex,
+    ``F_tau(w) >= sum_i p_i f_C(w, z_i) - KL(p || uniform) / tau``, and each
+    ``f_C(w, z_i) >= <g_i, w> + phi_i`` on W; the upper bound is ``F_tau`` of the
+    per-example upper bounds (``F_tau`` is increasing in every loss)."""
+    n = decl.n
+    dom = decl.domain
+    w_hat = dom.make_feasible(np.asarray(x[: decl.d], float))
+    # the solver's epigraph values s_i estimate f_C(w_hat, z_i): tilted weights for the duals
+    s_hat = np.nan_to_num(np.asarray(x[n_var: n_var + n], float))
+    p_hat = softmax(tilt * s_hat)
+    z = np.array(np.nan_to_num(z_full), float)
+    offset = 0
+    for view in views:
+        k = view.n
+        scale = np.maximum(n * p_hat[offset: offset + k], 1e-300)[:, None]
+        for rows_t in view.split_rows:
+            for rows in rows_t:
+                if rows is not None:
+                    z[rows] = z[rows] / scale
+        if view.soc_rows is not None:
+            z[view.soc_rows] = z[view.soc_rows] / scale
+        offset += k
+    pieces = [extension_bounds(pd, view, x, z, w_hat, C, n)
+              for pd, view in zip(part_decls, views)]
+    f_up, g, mag_i, phi = (np.concatenate([pc[k] for pc in pieces]) for k in (0, 2, 4, 5))
+    reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
+    upper_raw = float(logsumexp(tilt * f_up) - math.log(n)) / tilt + reg
+    p = softmax(tilt * f_up)
+    kl = float(np.sum(np.where(p > 0, p * np.log(np.maximum(n * p, 1e-300)), 0.0)))
+    q_min = dom.min_linear_quadratic(p @ g, lam, w0, hint=w_hat)
+    lower_raw = float(p @ phi) + q_min - kl / tilt
+    mag = 1.0 + float(p @ mag_i) + reg + abs(q_min) + kl / tilt
+    upper = upper_raw + ROUNDING * mag * (1 + n * 1e-4)
+    lower = lower_raw - ROUNDING * mag * (1 + n * 1e-4)
+    gap = upper - lower
+    if not np.isfinite(gap) or gap < 0:
+        raise CertificationError("Internal: inconsistent tilted-ERM certificate.")
+    stats.update(tilt=tilt, kl=kl, extension_C=C)
+    return CertifiedSolution(w=w_hat, upper=upper, lower=lower, gap=gap,
+                             distance_bound=float(np.sqrt(2 * gap / lam)) if lam > 0
+                             else float("inf"),
+                             regularization=lam, center=w0.copy(), accuracy=accuracy,
+                             solver_stats=MappingProxyType(stats))
 
 
 def _certify(decl, base, x, z_full, prog, tilt, lam, w0, accuracy, stats) -> CertifiedSolution:

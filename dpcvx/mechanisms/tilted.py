@@ -76,13 +76,16 @@ class TiltedOutputPerturbation:
 
     Notes
     -----
-    Unlike :class:`~dpcvx.OutputPerturbation`, the ``lipschitz`` claim is **trusted**, not
-    enforced (there is no tilted Lipschitz extension yet), and the tilted certificate is the
-    value-based one: an example whose slope is far above the claim (1e9 times, measured by
-    ``benchmarks/bench_aborts.py``) can make the certified solve fail. Such a failure raises
-    one fixed :class:`~dpcvx.CertificationError` text with the budget spent; whether it
-    happens depends on the data, so it is an event outside the guarantee. Clip or normalize
-    features with public bounds so that the claim holds for every possible example.
+    On a :class:`~dpcvx.Problem` the ``lipschitz`` claim is **enforced** as for
+    :class:`~dpcvx.OutputPerturbation`: examples dpcvx cannot certify ``L``-Lipschitz on ``W``
+    are solved on the ``L``-Lipschitz extension of their loss (Gibbs' bound with the
+    extension's per-example minorants certifies the tilted objective of the ``f_L``), so the
+    ``2L/lam`` part of the sensitivity holds whatever the data. ``loss_bounds`` (the
+    ``C_tau/n`` improvement) stay a trusted claim, and losses with generic terms keep the
+    plain program with a trusted claim. The tilted certificate is value-based: an example
+    whose slope is far above the claim (about 1e9 times) can still make the solve fail. Such
+    a failure raises one fixed :class:`~dpcvx.CertificationError` text with the budget spent;
+    whether it happens depends on the data, so it is an event outside the guarantee.
     """
 
     lipschitz: float
@@ -143,7 +146,8 @@ class TiltedOutputPerturbation:
                                                           "scale": noise.scale}))
 
     def release(self, plan: TiltedPlan, context, rng):
-        solve = context.tilted_solver(plan.tilt, self.solver)
+        # the data source enforces the Lipschitz claim (a declared problem: the L-extension)
+        solve = context.tilted_solver(plan.tilt, self.solver, lipschitz=self.lipschitz)
         cert = solve(plan.regularization, plan.center, plan.accuracy)
         out = context.project(cert.w + sample(plan.noise, cert.w.size, rng))
         public = ReleaseCertificate(
