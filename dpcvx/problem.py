@@ -351,10 +351,13 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
     if extension is not None:
         detail.update(extension_C=extension)
     if extension is not None or (composite and getattr(mechanism, "uses_extension", True)):
-        detail.update(universe=UNIVERSE_TEXT.format(slope=universe_slope(source._decl)))
+        problem = _problem_of(source)
+        if problem is not None:
+            detail.update(universe=UNIVERSE_TEXT.format(
+                slope=universe_slope(problem.declaration)))
     if enforced:
         detail.update(lipschitz_claim="enforced by the L-Lipschitz extension")
-        _warn_if_claim_unverified(source, float(lipschitz))
+        _warn_if_claim_unverified(_problem_of(source), float(lipschitz))
     return PrivateResult(w=w, epsilon=epsilon, delta=delta, certificates=certificates,
                          ledger=budget.ledger, seeded=seeded, mechanism=name,
                          detail=MappingProxyType(detail))
@@ -370,9 +373,10 @@ def _check_strong_convexity(source, mechanism) -> None:
     """A ``strong_convexity`` claim is accepted on a :class:`Problem` only up to what dpcvx
     verifies from the loss's public structure (checked before anything is spent)."""
     mu = float(getattr(mechanism, "strong_convexity", 0.0) or 0.0)
-    if mu <= 0.0 or not isinstance(source, Problem):
+    problem = _problem_of(source)
+    if mu <= 0.0 or problem is None:
         return
-    verified = strong_convexity_bound(source.declaration)
+    verified = strong_convexity_bound(problem.declaration)
     if mu > verified * (1 + 1e-12):  # covers the eigenvalue's rounding
         raise InvalidParameterError(
             f"`{type(mechanism).__name__}` claims `strong_convexity={mu:g}` for every "
@@ -384,6 +388,15 @@ def _check_strong_convexity(source, mechanism) -> None:
         )
 
 
+def _problem_of(source) -> Problem | None:
+    """The declared :class:`Problem` behind a data source (itself, or the problem a wrapper
+    such as the audit's memoizing source releases from), or None."""
+    if isinstance(source, Problem):
+        return source
+    inner = getattr(source, "_problem", None)
+    return inner if isinstance(inner, Problem) else None
+
+
 def _enforces_claim(source, mechanism, extension, composite: bool) -> bool:
     """Whether this release enforces the mechanism's Lipschitz claim with the extension: an
     output-perturbation release (one certified solve, a ``lipschitz`` claim, no per-example
@@ -391,11 +404,12 @@ def _enforces_claim(source, mechanism, extension, composite: bool) -> bool:
     whose terms dpcvx bounds structurally. Losses with generic terms (certified by tangent
     cuts only) keep the plain program and the claim is trusted, as ``strong_convexity``
     claims are: the extension's certificate for them is too loose to release."""
-    return (isinstance(source, Problem) and extension is None and not composite
+    problem = _problem_of(source)
+    return (problem is not None and extension is None and not composite
             and getattr(mechanism, "lipschitz", None) is not None
             and float(getattr(mechanism, "strong_convexity", 0.0) or 0.0) == 0.0
             and getattr(mechanism, "uses_extension", True)
-            and not any(t.kind == "generic" for t in source.declaration.terms))
+            and not any(t.kind == "generic" for t in problem.declaration.terms))
 
 
 def _warn_if_claim_unverified(problem: Problem, lipschitz: float) -> None:
