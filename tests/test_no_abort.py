@@ -172,7 +172,7 @@ def test_the_last_rung_is_paper_002_algorithm_2_where_affordable(monkeypatch):
     monkeypatch.setattr(solve_module, "solve_program", crash)
     rng = np.random.default_rng(8)
     X = rng.normal(size=(12, 2))
-    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True)) * 1.001  # norms < 1
     Y = np.sign(X[:, 0] + 0.1)
     small = _hinge(X, Y)
     # a public accuracy large enough for a short run: T = ceil(2 G^2 / (lam alpha / 2))
@@ -190,3 +190,21 @@ def test_the_last_rung_is_paper_002_algorithm_2_where_affordable(monkeypatch):
     default = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1.0)  # alpha ~ 3e-10
     with pytest.raises(dpcvx.CertificationError):
         big.solve_private(default, epsilon=1.0, rng=0)
+
+
+@pytest.mark.parametrize("scale", (1e100, 1e160))
+def test_an_overflowing_lipschitz_bound_leaves_the_universe(scale):
+    """A squared loss with features of 1e160: its structural Lipschitz bound overflows. That
+    example must leave the universe like any steep one (it was kept, and the release aborted
+    on one side of a neighbouring pair: 1e100 released, 1e160 aborted)."""
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(20, 2))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    Y = X @ np.array([0.3, -0.2])
+    X[0] *= scale
+    w = cp.Variable(2)
+    x = cp.Parameter(2)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.square(x @ w - y), w, data={x: X, y: Y},
+                            domain=[cp.norm(w, 2) <= 1])
+    _release(problem, dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1))

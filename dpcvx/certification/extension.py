@@ -137,7 +137,9 @@ def certify_extension(
     upper = float(np.mean(upper_i)) + reg + margin
     lower = float(np.mean(phi)) + q_min - margin
     gap = upper - lower
-    if not np.isfinite(gap) or gap < 0:
+    if not np.isfinite(gap):  # garbage duals overflowing a bound: the stable path may still
+        gap = np.inf  # certify the point (it recomputes its multipliers)
+    if gap < 0:
         raise CertificationError(
             "Internal: the Lipschitz-extension certificate is inconsistent (lower bound above "
             "the upper bound); nothing is certified."
@@ -157,7 +159,12 @@ def certify_extension(
         direct = None
     if direct is not None and 0.0 <= direct < gap:
         gap = direct
-        lower = max(lower, upper - 2 * margin - direct)
+        fallback = upper - 2 * margin - direct
+        lower = fallback if not np.isfinite(lower) else max(lower, fallback)
+    if not (np.isfinite(gap) and np.isfinite(upper)):
+        raise CertificationError(
+            "The Lipschitz-extension certificate is not finite (overflow in the bounds); "
+            "nothing is certified.")
     stats = dict(solver_stats or {})
     stats.update(certify_seconds=time.perf_counter() - start, extension_C=C)
     return CertifiedSolution(

@@ -95,7 +95,9 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
             total += wgt * 2.0 * frob * reach / float(term.param or 1.0)
         else:  # a kind without a rule: no bound
             return np.full(n, np.inf)
-    return total
+    # a structure dpcvx bounds never reports "no bound": an overflow is the largest float
+    big = np.finfo(float).max
+    return np.nan_to_num(total, nan=big, posinf=big)
 
 
 def _broadcast_max(term, arrays: list[np.ndarray], n: int) -> np.ndarray:

@@ -134,8 +134,10 @@ def universe_slope(decl: Declaration) -> float:
 def universe_indices(decl: Declaration, C: float) -> np.ndarray | None:
     """Indices of the examples inside the universe of a private extension solve with this
     ``C`` (None when all are)."""
+    if any(term.kind == "generic" for term in decl.terms):
+        return None  # no structural bound: every example stays (documented)
     bounds = lipschitz_bounds(decl)
-    keep = ~(np.isfinite(bounds) & (bounds > universe_slope(decl) * C))
+    keep = np.isfinite(bounds) & (bounds <= universe_slope(decl) * C)
     return None if bool(np.all(keep)) else np.flatnonzero(keep)
 
 
@@ -378,7 +380,8 @@ def _analytic_rung(decl: Declaration, parts, *, lam, w0, accuracy, extension, w_
         if not analytic_rung_applies(decl, lam=lam, w0=w0, accuracy=accuracy,
                                      extension=extension, w_domain=w_domain):
             return None
-        if not bool(np.all(lipschitz_bounds(decl) <= float(extension) * (1 + 1e-12))):
+        # the analysis needs every loss C-Lipschitz: bounds rounded up, compared with C itself
+        if not bool(np.all(lipschitz_bounds(decl) * (1 + 1e-12) <= float(extension))):
             return None
         G = regularized_subgradient_bound(decl, float(extension), lam, w0)
         T = subgradient_iterations(G, lam, accuracy / 2)

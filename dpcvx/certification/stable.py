@@ -108,7 +108,9 @@ def _pieces(vals: list[np.ndarray], errs: list[np.ndarray], mu: np.ndarray, reac
     onehot = np.eye(m)[top]
     mu = np.where(winner[..., None], onehot, mu)
     defect = np.abs(1.0 - np.sum(mu, axis=-1)) + 4 * m * _EPS * (~winner)
-    fy = np.sum(mu * (best[..., None] - V), axis=-1) + defect * bound
+    # true FY of sum_j mu_j E_j - defect * bound: sum_j mu_j (best - E_j) + (1 - sum mu) best
+    # + defect * bound <= sum_j mu_j (best - E_j) + defect (bound + |best|)
+    fy = np.sum(mu * (best[..., None] - V), axis=-1) + defect * (bound + np.abs(best))
     clear = best - second > 2.0 * worst_err
     exact = winner & clear
     err = np.where(exact, 0.0, 2.0 * worst_err) + 4 * m * _EPS * fy
@@ -147,6 +149,7 @@ def _per_example(decl: Declaration, points: np.ndarray, thetas: list, radius: fl
     gamma = (d + 3) * _EPS * 1.01  # dot products of length d plus the offset
     fy_sum = np.zeros(n)
     err_sum = np.zeros(n)
+    summands = 0  # terms x elements x pieces summed into each example's slope
     slope = np.zeros((n, d))
     slope_abs = np.zeros((n, d))
 
@@ -176,6 +179,7 @@ def _per_example(decl: Declaration, points: np.ndarray, thetas: list, radius: fl
             reaches.append(np.linalg.norm(jac, axis=-1) * radius)
             jacs.append(jac)
             offs.append(off)
+        summands += sum(int(np.prod(v.shape[1:])) for v in vals)
         if term.kind == "affine":
             slope += wgt * jacs[0].reshape(n, -1, d).sum(axis=1)
             slope_abs += wgt * np.abs(jacs[0]).reshape(n, -1, d).sum(axis=1)
@@ -198,7 +202,9 @@ def _per_example(decl: Declaration, points: np.ndarray, thetas: list, radius: fl
             errs = [np.broadcast_to(e, shape) for e in errs]
             reach = np.max(np.stack([np.broadcast_to(r, shape) for r in reaches]), axis=0)
             m = len(vals)
-            mu0 = _simplex_weights(theta_t, shape, m)
+            duals = None if theta_t is None else [
+                None if x is None else pad(np.asarray(x, float)) for x in theta_t]
+            mu0 = _simplex_weights(duals, shape, m)
             bound = np.max(np.stack([np.broadcast_to(
                 np.abs(off + jac @ center) + np.linalg.norm(jac, axis=-1) * dom_radius, shape)
                 for off, jac in zip(offs, jacs)]), axis=0)
@@ -222,7 +228,7 @@ def _per_example(decl: Declaration, points: np.ndarray, thetas: list, radius: fl
         err_sum += wgt * err.reshape(n, -1).sum(axis=1)
         slope += wgt * g.reshape(n, -1, d).sum(axis=1)
         slope_abs += wgt * gabs.reshape(n, -1, d).sum(axis=1)
-    return fy_sum, err_sum, slope, slope_abs
+    return fy_sum, err_sum, slope, slope_abs * (1.0 + summands / 64.0)
 
 
 def _q_gap(slope_bar: np.ndarray, slope_err: np.ndarray, w_hat: np.ndarray, lam: float,
@@ -295,14 +301,16 @@ def stable_extension_gap(parts, w_hat: np.ndarray, *, C: float, lam: float, w0: 
         v = g - s
         support = decl.domain.support(v, hints=P)
         inner = np.einsum("nd,nd->n", v, P)
-        sup_gap = support - inner + 4 * (d + 2) * _EPS * np.einsum("nd,nd->n", np.abs(v),
-                                                                      np.abs(P))
+        reach_y = np.abs(np.asarray(decl.domain.center, float)) + float(decl.domain.radius)
+        # <v, y> in float, and v = g - s rounded: sigma moves by at most |dv| max_W |y|
+        sup_gap = support - inner + 4 * (d + 2) * _EPS * (
+            np.einsum("nd,nd->n", np.abs(v), np.abs(P))
+            + (np.abs(g) + np.abs(s)) @ reach_y)
         u = w_hat[None, :] - P
         dist = np.linalg.norm(u, axis=1)
         cone = C * dist * (1 + 4 * _EPS) - np.einsum("nd,nd->n", g, u) + 4 * (d + 2) * _EPS * (
             C * dist + np.einsum("nd,nd->n", np.abs(g), np.abs(u)))
         # the slope s_i was summed in float: sigma and <., y> move by at most 2 |ds| max|y|
-        reach_y = np.abs(np.asarray(decl.domain.center, float)) + float(decl.domain.radius)
         s_round = 2.0 * (d + 64) * 4 * _EPS * (s_abs @ reach_y)
         total_i = fy + err + np.maximum(sup_gap, 0.0) + np.maximum(cone, 0.0) + s_round
         if not np.all(np.isfinite(total_i)):

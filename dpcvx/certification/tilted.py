@@ -31,7 +31,7 @@ from dpcvx.certification.lipschitz import lipschitz_bounds
 from dpcvx.compilation.solvers import solve_program
 from dpcvx.compilation.stamp import StampedProgram, _segments, stamp, stamp_parts
 from dpcvx.compilation.template import ConeLayout, DomainBlock, Template
-from dpcvx.errors import CertificationError, SolverError
+from dpcvx.errors import CertificationError
 from dpcvx.modeling.declaration import Declaration
 
 __all__ = ["certified_tilted_solve"]
@@ -133,17 +133,22 @@ def _solve(decl, template, domain_block, tilt, lam, w0, accuracy, solver):
     base = stamp(template, domain_block, template.theta(decl.derived_values(), n), d=d,
                  lam=lam, w0=w0, per_example_objective=True)
     prog, n_var = _tilted_program(base, tilt, lam, w0)
+    return _ladder(prog, solver, accuracy, lambda raw: _certify(
+        decl, base, raw.x[:n_var], raw.z, prog, tilt, lam, w0, accuracy, dict(raw.stats)))
+
+
+def _ladder(prog, solver, accuracy, certify_raw) -> CertifiedSolution:
+    """Tight Clarabel, then ECOS, then SCS (all at their tightest); every rung guarded, the
+    first certificate meeting ``accuracy`` returned."""
     best, errors = None, []
-    ladder = [(solver or "CLARABEL", True)] + [(s, True) for s in ("ECOS", "SCS")
-                                               if s != (solver or "CLARABEL")]
+    first = solver or "CLARABEL"
+    ladder = [(first, True)] + [(s_, True) for s_ in ("ECOS", "SCS") if s_ != first]
     for name, tight in ladder:
         try:
-            raw = solve_program(prog, name, tight=tight)
-        except SolverError as exc:
-            errors.append(str(exc))
+            cert = certify_raw(solve_program(prog, name, tight=tight))
+        except Exception as exc:  # noqa: BLE001 - every rung is guarded
+            errors.append(f"{name}: {type(exc).__name__}: {exc}")
             continue
-        cert = _certify(decl, base, raw.x[:n_var], raw.z, prog, tilt, lam, w0, accuracy,
-                        dict(raw.stats))
         if best is None or cert.gap < best.gap:
             best = cert
         if accuracy is None or cert.gap <= accuracy:
@@ -175,26 +180,9 @@ def _solve_extension(decl, template, plain_template, domain_block, tilt, lam, w0
 
     views = [replace(v, split_rows=tuple(tuple(moved(r) for r in rt) for rt in v.split_rows),
                      soc_rows=moved(v.soc_rows)) for v in views]
-    best, errors = None, []
-    ladder = [(solver or "CLARABEL", True)] + [(s_, True) for s_ in ("ECOS", "SCS")
-                                               if s_ != (solver or "CLARABEL")]
-    for name, tight in ladder:
-        try:
-            raw = solve_program(prog, name, tight=tight)
-            cert = _certify_extension(decl, part_decls, views, raw.x, raw.z, n_var, tilt, lam,
-                                      w0, accuracy, dict(raw.stats), C)
-        except Exception as exc:  # noqa: BLE001 - every rung is guarded
-            errors.append(f"{type(exc).__name__}: {exc}")
-            continue
-        if best is None or cert.gap < best.gap:
-            best = cert
-        if accuracy is None or cert.gap <= accuracy:
-            return cert
-    if best is None:
-        raise CertificationError("Every solver failed on the tilted program: " + "; ".join(errors))
-    raise CertificationError(
-        f"dpcvx could not certify the tilted-ERM solve to {accuracy:.3g}: best gap {best.gap:.3g}."
-    )
+    return _ladder(prog, solver, accuracy, lambda raw: _certify_extension(
+        decl, part_decls, views, raw.x, raw.z, n_var, tilt, lam, w0, accuracy, dict(raw.stats),
+        C))
 
 
 def _certify_extension(decl, part_decls, views, x, z_full, n_var, tilt, lam, w0, accuracy,

@@ -153,15 +153,8 @@ def _push_weight(factor: cp.Expression, expr: cp.Expression) -> cp.Expression | 
     ``expr``, rewritten through positive homogeneity so that the factor reaches affine
     pieces only: ``s max_j E_j = max_j s E_j``, ``s |E| = |s E|``, ``s ||E|| = ||s E||``,
     ``s E^2 = (sqrt(s) E)^2``; a sum or a nonnegative constant multiple passes it on.
-    None where no such rewriting exists (``logistic``, ``huber``, ``exp``)."""
-    if isinstance(expr, AddExpression):
-        parts = [_push(factor, arg) for arg in expr.args]
-        if any(p is None for p in parts):
-            return None
-        out = parts[0]
-        for p in parts[1:]:
-            out = out + p
-        return out
+    None where no such rewriting exists (``logistic``, ``huber``, ``exp``). Sums are split by
+    :func:`_push` before this is reached."""
     if isinstance(expr, Sum):
         inner = _push(factor, expr.args[0])
         return None if inner is None else expr.copy([inner])
