@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from dpcvx.certification._conjugates import clip, conjugate, simplex_defect
-from dpcvx.certification.stable import stable_gap
+from dpcvx.certification.stable import max_terms_weights, part_values, stable_gap
 from dpcvx.compilation.stamp import StampedProgram
 from dpcvx.errors import CertificationError
 from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet, subgradient_jet
@@ -199,7 +199,9 @@ def _minorants(
                 duals.append(None)
             else:
                 duals.append(_DUAL_SIGN * n_total * _flat_dual(z, r, off.shape[1:]) / wgt)
-        if term.kind == "pieces":
+        if term.kind == "max_terms":
+            gs, gb = _max_terms_minorant(term, jets, duals, w_hat, center, radius)
+        elif term.kind == "pieces":
             gs, gb = _pieces(term, jets, duals, w_hat, center, radius)
         elif term.kind in MONOTONE:
             gs, gb = _monotone(term, jets, duals, w_hat, center, radius)
@@ -227,6 +229,59 @@ def _minorants(
         s += wgt * gs
         beta += wgt * gb
     return s, beta, scale, counts
+
+
+def _max_terms_minorant(term: Term, jets, duals, w_hat, center, radius):
+    """Minorant of ``max_j g_j(E_j)``: ``sum_j mu_j (theta_j E_j - g_j*(theta_j))`` with
+    ``mu`` in the simplex (:func:`~dpcvx.certification.stable.max_terms_weights`), ``theta_j``
+    the derivative of ``g_j`` at the point clipped into the conjugate's domain, and the
+    defect ``|1 - sum mu|`` charged with a bound of ``max_j |g_j|`` over the bounding ball."""
+    n = jets[0][0].shape[0]
+    d = w_hat.shape[-1]
+    offs, jacs, E = [], [], []
+    for off, jac in jets:
+        off = np.broadcast_to(np.asarray(off, float).reshape(n, -1), (n, 1)).reshape(n)
+        jac = np.broadcast_to(np.asarray(jac, float).reshape(n, -1, d), (n, 1, d)).reshape(n, d)
+        offs.append(off)
+        jacs.append(jac)
+        E.append(off + _apply(jac[:, None, :], w_hat)[:, 0] if w_hat.ndim == 2
+                 else off + jac @ w_hat)
+    GD = [part_values(p, b, e) for p, b, e in zip(term.parts, term.offsets, E)]
+    G = np.stack([g for g, _ in GD], axis=1)
+    D = np.stack([g_ for _, g_ in GD], axis=1)
+    margin = 1e-7 * (1.0 + np.max(np.abs(G), axis=1))
+    mu = max_terms_weights(G, D, [None if x is None else x for x in duals], margin)
+    gs = np.zeros((n, d))
+    gb = np.zeros(n)
+    bound = np.zeros(n)
+    for j, part in enumerate(term.parts):
+        reach = np.abs(offs[j] + jacs[j] @ center) + np.linalg.norm(jacs[j], axis=1) * radius
+        b = term.offsets[j]
+        if part.kind == "affine":
+            theta, conj, wj = np.ones(n), np.zeros(n), 1.0
+            bound = np.maximum(bound, reach)
+        else:  # g_j = w psi(E) + b >= w (theta E - psi*(theta)) + b
+            wj = float(part.weight)
+            theta = D[:, j] / wj
+            if part.kind == "abs" and duals[j] is not None:
+                # at abs's own kink the multiplier is the solver's: split dual = mu w theta
+                near = np.abs(E[j]) <= 1e-9 * (1.0 + np.abs(offs[j]) + np.abs(jacs[j]) @ (
+                    np.abs(w_hat) if w_hat.ndim == 1 else np.zeros(d)))
+                if w_hat.ndim == 2:
+                    near = np.abs(E[j]) <= 1e-9 * (1.0 + np.abs(offs[j]) + np.einsum(
+                        "nd,nd->n", np.abs(jacs[j]), np.abs(w_hat)))
+                rawj = np.nan_to_num(np.asarray(duals[j], float).reshape(n))
+                ok = near & (mu[:, j] > 1e-12)
+                theta = np.where(ok, rawj / np.where(ok, mu[:, j] * wj, 1.0), theta)
+            theta = clip(part.kind, theta, part.param)
+            conj = conjugate(part.kind, theta, part.param)
+            bound = np.maximum(bound, np.abs(part_values(part, b, reach)[0]) + abs(b))
+        gs += (mu[:, j] * wj * theta)[:, None] * jacs[j]
+        gb += mu[:, j] * (wj * (theta * offs[j] - conj) + (0.0 if part.kind == "affine"
+                                                           else b))
+    defect = np.abs(1.0 - mu.sum(axis=1)) + 4 * len(term.parts) * _EPS
+    gb -= defect * np.nan_to_num(bound, posinf=1e300)
+    return gs, gb
 
 
 def _term_duals(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | None,

@@ -81,6 +81,20 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
                 else np.exp(np.minimum(off + jac @ c + norms[0] * R, 700.0))
             )
             total += wgt * (slope * norms[0]).sum(axis=1)
+        elif term.kind == "max_terms":  # the largest of the pieces' bounds
+            best = np.zeros(n)
+            for part, (off, jac), nrm in zip(term.parts, flat, norms):
+                reach = np.abs(off + jac @ c)[:, 0] + nrm[:, 0] * R  # max |E| over the ball
+                if part.kind in ("affine", "abs", "logistic"):
+                    slope = np.ones(n)
+                elif part.kind == "huber":
+                    slope = np.full(n, 2.0 * float(part.param))
+                elif part.kind == "square":
+                    slope = 2.0 * reach
+                else:  # exp
+                    slope = np.exp(np.minimum(reach, 700.0))
+                best = np.maximum(best, abs(float(part.weight)) * slope * nrm[:, 0])
+            total += wgt * best
         elif term.kind == "norm2":
             total += wgt * _spectral(flat[0][1])  # the operator norm of each Jacobian
         elif term.kind == "norm1":  # max ||J^T theta|| over the cube <= sqrt(k) ||J||_2

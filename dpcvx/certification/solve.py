@@ -122,7 +122,7 @@ UNIVERSE_SLOPE = 1e4
 #: the same for losses with curved terms (squares, exponentials, powers), whose values grow
 #: like the square of the slope: 1e2 keeps their values within 1e4 of the extension's scale
 UNIVERSE_SLOPE_CURVED = 1e2
-_CURVED = ("square", "sum_squares", "exp", "pos_power", "pos_huber")
+_CURVED = ("square", "sum_squares", "exp", "pos_power", "pos_huber", "max_terms")
 
 
 def universe_slope(decl: Declaration) -> float:

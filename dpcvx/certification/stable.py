@@ -41,7 +41,7 @@ __all__ = ["STABLE_KINDS", "stable_extension_gap", "stable_gap"]
 
 _EPS = np.finfo(float).eps
 #: the term kinds whose Fenchel-Young gap has a stable closed form here
-STABLE_KINDS = ("affine", "abs", "square", "huber", "logistic", "pieces")
+STABLE_KINDS = ("affine", "abs", "square", "huber", "logistic", "pieces", "max_terms")
 
 
 def _sp(x: np.ndarray) -> np.ndarray:
@@ -117,6 +117,64 @@ def _pieces(vals: list[np.ndarray], errs: list[np.ndarray], mu: np.ndarray, reac
     return mu, fy, err
 
 
+def part_values(part, offset: float, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(g(e), g'(e))`` of a ``max_terms`` sub-term ``g = weight psi(e) + offset``."""
+    if part.kind == "affine":
+        return e, np.ones_like(e)
+    g, dg = sub_values(part.kind, e, part.param)
+    return part.weight * g + offset, part.weight * dg
+
+
+def sub_values(kind: str, e: np.ndarray, param) -> tuple[np.ndarray, np.ndarray]:
+    """``(psi(e), psi'(e))`` of an elementwise atom (or the identity for ``affine``)."""
+    if kind == "affine":
+        return e, np.ones_like(e)
+    if kind == "abs":
+        return np.abs(e), np.sign(e)
+    if kind == "square":
+        return e * e, 2.0 * e
+    if kind == "huber":
+        M = float(param)
+        inner = np.abs(e) <= M
+        return (np.where(inner, e * e, 2.0 * M * np.abs(e) - M * M),
+                np.where(inner, 2.0 * e, 2.0 * M * np.sign(e)))
+    if kind == "logistic":
+        return _sp(e), expit(e)
+    if kind == "exp":
+        v = np.exp(np.minimum(e, 700.0))
+        return v, v
+    raise KeyError(kind)
+
+
+def max_terms_weights(G: np.ndarray, D: np.ndarray, raw: list, margin: np.ndarray
+                      ) -> np.ndarray:
+    """Weights ``mu`` (n, m) in the simplex for ``max_j g_j``: one-hot on a winner that beats
+    every other piece by more than ``margin``; elsewhere the solver's split duals (``mu_j
+    theta_j``) divided by the derivatives, restricted to the pieces near the top, clipped and
+    normalized (one-hot on the top when they give no weight). Any simplex point is valid."""
+    n, m = G.shape
+    top = np.argmax(G, axis=1)
+    onehot = np.eye(m)[top]
+    best = G[np.arange(n), top]
+    second = np.max(np.where(onehot > 0, -np.inf, G), axis=1) if m > 1 else np.full(n, -np.inf)
+    clear = best - second > margin
+    near = G >= (best - margin)[:, None]
+    cols = []
+    for j in range(m):
+        r = raw[j]
+        if r is None:
+            cols.append(np.zeros(n))
+            continue
+        d = D[:, j]
+        ok = np.abs(d) > 1e-12
+        cols.append(np.where(ok, np.nan_to_num(np.asarray(r, float).reshape(n)) / np.where(
+            ok, d, 1.0), 0.0))
+    mu = np.clip(np.stack(cols, axis=1), 0.0, None) * near
+    total = mu.sum(axis=1, keepdims=True)
+    mu = np.where(total > 0, mu / np.where(total > 0, total, 1.0), onehot)
+    return np.where(clear[:, None], onehot, mu)
+
+
 def _simplex_weights(duals, shape: tuple[int, ...], m: int) -> np.ndarray:
     """Weights on the pieces from the solver's duals (one array per piece, None for a
     constant piece without a split row): clipped to [0, 1], a constant piece takes the rest,
@@ -184,6 +242,17 @@ def _per_example(decl: Declaration, points: np.ndarray, thetas: list, radius: fl
             slope += wgt * jacs[0].reshape(n, -1, d).sum(axis=1)
             slope_abs += wgt * np.abs(jacs[0]).reshape(n, -1, d).sum(axis=1)
             continue
+        if term.kind == "max_terms":
+            out = _max_terms(term, vals, errs, reaches, offs, jacs, theta_t, center,
+                             dom_radius, n, d)
+            if out is None:
+                return None
+            fy, err, g, gabs = out
+            fy_sum += wgt * fy
+            err_sum += wgt * err
+            slope += wgt * g
+            slope_abs += wgt * gabs
+            continue
         if term.kind == "pieces":
             # CVXPY broadcasting aligns trailing axes: insert axes after the batch axis
             nd = max(v.ndim for v in vals)
@@ -229,6 +298,75 @@ def _per_example(decl: Declaration, points: np.ndarray, thetas: list, radius: fl
         slope += wgt * g.reshape(n, -1, d).sum(axis=1)
         slope_abs += wgt * gabs.reshape(n, -1, d).sum(axis=1)
     return fy_sum, err_sum, slope, slope_abs * (1.0 + summands / 64.0)
+
+
+def _curvature(kind: str, e: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """A bound on ``|g(e + t) - g(e) - g'(e) t|`` for ``|t| <= rho``."""
+    if kind in ("affine", "abs"):
+        return np.zeros_like(e)
+    if kind in ("square", "huber"):
+        return rho * rho
+    if kind == "logistic":
+        return rho * rho / 8.0
+    return np.exp(np.minimum(e + rho, 700.0)) * rho * rho  # exp
+
+
+def _max_terms(term, vals, errs, reaches, offs, jacs, raw, center, dom_radius, n, d):
+    """Per example: the Fenchel-Young gap of ``max_j g_j(E_j)`` against
+    ``sum_j mu_j (theta_j E_j - g_j*(theta_j))``, its error, the slope and its absolute sum."""
+    parts = term.parts
+    m = len(parts)
+    E = np.stack([np.asarray(v, float).reshape(n) for v in vals], axis=1)
+    Err = np.stack([np.asarray(e_, float).reshape(n) for e_ in errs], axis=1)
+    Rho = np.stack([np.asarray(r, float).reshape(n) for r in reaches], axis=1)
+    J = np.stack([np.broadcast_to(j, (n, 1, d)).reshape(n, d) for j in jacs], axis=1)
+    GD = [part_values(part, b, E[:, j]) for j, (part, b) in enumerate(zip(parts,
+                                                                        term.offsets))]
+    G = np.stack([g for g, _ in GD], axis=1)
+    D = np.stack([g_ for _, g_ in GD], axis=1)
+    # each g_j moves by at most |g'| rho + curvature over the ball, and by its own error
+    move = np.stack([np.abs(D[:, j]) * (Rho[:, j] + Err[:, j]) + abs(p.weight)
+                     * _curvature(p.kind, E[:, j], Rho[:, j] + Err[:, j])
+                     for j, p in enumerate(parts)], axis=1)
+    gerr = np.stack([np.abs(D[:, j]) * Err[:, j] + abs(p.weight) * _curvature(
+        p.kind, E[:, j], Err[:, j]) + 4 * _EPS * (np.abs(G[:, j]) + abs(b))
+        for j, (p, b) in enumerate(zip(parts, term.offsets))], axis=1)
+    mu = max_terms_weights(G, D, list(raw) if raw is not None else [None] * m,
+                           2.0 * np.max(move, axis=1) + 1e-300)
+    fy = np.zeros(n)
+    err = np.zeros(n)
+    slope = np.zeros((n, d))
+    slope_abs = np.zeros((n, d))
+    best = np.max(G, axis=1)
+    onehot = np.max(mu, axis=1) == 1.0
+    for j, part in enumerate(parts):
+        if part.kind == "affine":
+            theta = np.ones(n)
+            fy_j = np.zeros(n)
+            err_j = np.zeros(n)
+        else:  # g_j = w psi(E) + b: its minorant w (theta E - psi*(theta)) + b
+            theta0 = D[:, j] / part.weight
+            r = None if raw is None else raw[j]
+            if part.kind == "abs" and r is not None:
+                # abs at its own kink (over the ball): the solver's multiplier mu w theta
+                rj = np.nan_to_num(np.asarray(r, float).reshape(n))
+                ok = mu[:, j] > 1e-12
+                theta0 = np.where(ok, rj / np.where(ok, mu[:, j] * part.weight, 1.0), theta0)
+            theta0 = clip(part.kind, theta0, part.param)
+            reach_j = Rho[:, j] + Err[:, j]  # abs is polished to sign(E) away from its kink
+            theta, fy_j, err_j = _elementwise(part.kind, E[:, j], Err[:, j], theta0,
+                                              reach_j, part.param)
+            theta, fy_j, err_j = part.weight * theta, part.weight * fy_j, part.weight * err_j
+        fy += mu[:, j] * ((best - G[:, j]) + fy_j)
+        err += mu[:, j] * (err_j + np.where(onehot, 0.0, gerr[:, j] + np.max(gerr, axis=1)))
+        slope += (mu[:, j] * theta)[:, None] * J[:, j]
+        slope_abs += (mu[:, j] * np.abs(theta))[:, None] * np.abs(J[:, j])
+    bound = np.max(np.abs(G) + move, axis=1)
+    defect = np.abs(1.0 - mu.sum(axis=1)) + 4 * m * _EPS * (~onehot)
+    fy += defect * (np.nan_to_num(bound, posinf=1e300) + np.abs(best))
+    if not (np.all(np.isfinite(fy)) and np.all(np.isfinite(err))):
+        return None
+    return fy, err, slope, slope_abs
 
 
 def _q_gap(slope_bar: np.ndarray, slope_err: np.ndarray, w_hat: np.ndarray, lam: float,

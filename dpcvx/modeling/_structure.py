@@ -71,6 +71,11 @@ class Term:
     summed: bool = False
     atom: cp.Expression | None = None
     smooth: bool = False
+    #: ``max_terms`` only: the sub-terms ``g_j`` of ``max_j g_j(E_j)`` (kinds ``affine`` or
+    #: :data:`ELEMENTWISE`, one scalar argument each, in the order of ``args``)
+    parts: tuple = ()
+    #: ``max_terms`` only: the constant added to each sub-term (``g_j = w_j psi_j(E_j) + b_j``)
+    offsets: tuple = ()
 
 
 def _const(expr: cp.Expression) -> float | None:
@@ -246,7 +251,47 @@ def _atom_term(
         pieces = pl_pieces(expr)
         if pieces is not None and len(pieces) > 1:
             return Term("pieces", weight, tuple(pieces), whole, atom=expr, summed=summed)
+    if isinstance(expr, cp_maximum) and not summed and expr.size == 1:
+        return _max_terms(expr, weight, whole)
     return None
+
+
+def _flat_maximum(expr: cp.Expression) -> list[cp.Expression]:
+    if isinstance(expr, cp_maximum):
+        return [b for a in expr.args for b in _flat_maximum(a)]
+    return [expr]
+
+
+def _max_terms(expr: cp.Expression, weight: float, whole: cp.Expression) -> Term | None:
+    """``maximum(g_1, ..., g_m)`` of scalar pieces, each affine or one elementwise atom of an
+    affine argument (``maximum(square(r), x @ w)``): certified by ``sum_j mu_j (theta_j E_j -
+    g_j*(theta_j))`` for weights ``mu`` in the simplex, exact at the optimum."""
+    parts: list[Term] = []
+    offsets: list[float] = []
+    for a in _flat_maximum(expr):
+        if a.size != 1:
+            return None
+        if a.is_affine():
+            parts.append(Term("affine", 1.0, (a,), a))
+            offsets.append(0.0)
+            continue
+        # a positive multiple of one elementwise atom plus constants: c psi(E) + b
+        subs = decompose(a, None)
+        structured = [t for t in subs if t.kind != "affine"]
+        consts = [t for t in subs if t.kind == "affine"]
+        if len(structured) != 1 or structured[0].kind not in ELEMENTWISE or any(
+                t.args[0].variables() for t in consts):
+            return None
+        if structured[0].summed:
+            return None
+        parts.append(structured[0])
+        offsets.append(float(sum(t.weight * float(np.asarray(t.args[0].value).sum())
+                                 for t in consts)))
+    if all(p.kind == "affine" for p in parts):
+        return None
+    args = tuple(p.args[0] for p in parts)
+    return Term("max_terms", weight, args, whole, atom=expr, parts=tuple(parts),
+                offsets=tuple(offsets))
 
 
 def decompose(loss: cp.Expression, variable: cp.Variable) -> tuple[Term, ...]:

@@ -208,14 +208,25 @@ BY_NAME = {s.name: s for s in SPELLINGS}
 #: convex compositions without an exact route: certified by vectorized tangent cuts
 GENERIC = [
     Spelling(
-        "maximum(square(r), x.w)",
-        lambda w, p: cp.maximum(cp.square(p["x"] @ w - p["y"]), p["x"] @ w),
-        lambda w, z: cp.sum(cp.maximum(cp.square(z["x"] @ w - z["y"]), z["x"] @ w)),
+        "maximum(square(r), norm(w))",
+        lambda w, p: cp.maximum(cp.square(p["x"] @ w - p["y"]), cp.norm(w, 2)),
+        lambda w, z: cp.sum(cp.maximum(cp.square(z["x"] @ w - z["y"]), cp.norm(w, 2))),
         _regression,
         "generic",
         _REG,
     ),
 ]
+#: maximum of elementwise convex pieces: its own exact route (see test_max_terms.py)
+SPELLINGS.append(
+    Spelling(
+        "maximum(square(r), x.w)",
+        lambda w, p: cp.maximum(cp.square(p["x"] @ w - p["y"]), p["x"] @ w),
+        lambda w, z: cp.sum(cp.maximum(cp.square(z["x"] @ w - z["y"]), z["x"] @ w)),
+        _regression,
+        "max_terms",
+        _REG,
+    )
+)
 
 
 def _shapes(spec: dict, d: int) -> dict:
