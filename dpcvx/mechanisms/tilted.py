@@ -82,10 +82,13 @@ class TiltedOutputPerturbation:
     extension's per-example minorants certifies the tilted objective of the ``f_L``), so the
     ``2L/lam`` part of the sensitivity holds whatever the data. ``loss_bounds`` (the
     ``C_tau/n`` improvement) stay a trusted claim, and losses with generic terms keep the
-    plain program with a trusted claim. The tilted certificate is value-based: an example
-    whose slope is far above the claim (about 1e9 times) can still make the solve fail. Such
-    a failure raises one fixed :class:`~dpcvx.CertificationError` text with the budget spent;
-    whether it happens depends on the data, so it is an event outside the guarantee.
+    plain program with a trusted claim. An example outside the extension's public universe
+    (not ``K L``-Lipschitz by dpcvx's structural bound) enters with the zero loss, an
+    ``exp(0)`` term of the tilted sum, so steep outliers release at any scale. The tilted
+    certificate is value-based: a huge loss *value* (a label of 1e10; 1e2 for a squared loss)
+    can still make the solve fail. Such a failure raises one fixed
+    :class:`~dpcvx.CertificationError` text with the budget spent; whether it happens depends
+    on the data, so it is an event outside the guarantee.
     """
 
     lipschitz: float

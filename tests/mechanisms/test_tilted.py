@@ -139,3 +139,39 @@ def test_the_lipschitz_claim_is_enforced_with_the_extension():
     mech = dpcvx.TiltedOutputPerturbation(lipschitz=L, regularization=lam, tilt=tau)
     res = problem.solve_private(mech, epsilon=1.0, rng=0)
     assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
+
+
+def test_an_example_outside_the_universe_enters_with_the_zero_loss():
+    """One example 1e9 times steeper than the claim: it leaves the public universe of the
+    extension solve and enters the tilted sum as exp(0). The certified bracket contains an
+    independent solve of exactly that objective, and the release happens."""
+    from dpcvx.certification.tilted import certified_tilted_solve
+
+    rng = np.random.default_rng(11)
+    n, d, tau, lam, L = 16, 2, 1.0, 0.5, 1.0
+    X = rng.normal(size=(n, d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    Y = np.sign(X[:, 0] + 0.2)
+    X[0] *= 1e9
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
+                            domain=[cp.norm(w, 2) <= 1])
+    plain, block = problem._compiled(None)
+    ext, _ = problem._compiled(L)
+    cert = certified_tilted_solve(problem.declaration, ext, block, tilt=tau, lam=lam,
+                                  w0=np.zeros(d), accuracy=1e-7, extension=L,
+                                  plain_template=plain)
+    assert cert.solver_stats["null_examples"] == 1
+    v = cp.Variable(d)
+    # the other examples are 1-Lipschitz on the ball (||x|| <= 1): f_L = f for them
+    losses = cp.hstack([cp.pos(1 - Y[i] * (X[i] @ v)) for i in range(1, n)] + [0.0])
+    obj = (cp.log_sum_exp(tau * losses) - np.log(n)) / tau + lam / 2 * cp.sum_squares(v)
+    ref = cp.Problem(cp.Minimize(obj), [cp.norm(v, 2) <= 1])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    tol = 1e-8 * (1 + abs(ref.value))
+    assert cert.lower <= ref.value + tol and ref.value <= cert.upper + tol
+    mech = dpcvx.TiltedOutputPerturbation(lipschitz=L, regularization=lam, tilt=tau)
+    res = problem.solve_private(mech, epsilon=1.0, rng=0)
+    assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
