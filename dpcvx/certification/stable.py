@@ -169,10 +169,21 @@ def max_terms_weights(G: np.ndarray, D: np.ndarray, raw: list, margin: np.ndarra
         ok = np.abs(d) > 1e-12
         cols.append(np.where(ok, np.nan_to_num(np.asarray(r, float).reshape(n)) / np.where(
             ok, d, 1.0), 0.0))
-    mu = np.clip(np.stack(cols, axis=1), 0.0, None) * near
+    mu = np.nan_to_num(np.stack(cols, axis=1), nan=0.0, posinf=0.0, neginf=0.0)
+    mu = np.clip(mu, 0.0, 1e300) * near
     total = mu.sum(axis=1, keepdims=True)
-    mu = np.where(total > 0, mu / np.where(total > 0, total, 1.0), onehot)
+    ok = (total > 0) & np.isfinite(total)
+    mu = np.where(ok, mu / np.where(ok, total, 1.0), onehot)
     return np.where(clear[:, None], onehot, mu)
+
+
+def max_terms_clear(G: np.ndarray, margin: np.ndarray) -> np.ndarray:
+    """Where the top piece beats every other by more than ``margin``."""
+    n, m = G.shape
+    if m == 1:
+        return np.ones(n, dtype=bool)
+    part = np.sort(G, axis=1)
+    return part[:, -1] - part[:, -2] > margin
 
 
 def _simplex_weights(duals, shape: tuple[int, ...], m: int) -> np.ndarray:
@@ -315,11 +326,14 @@ def _max_terms(term, vals, errs, reaches, offs, jacs, raw, center, dom_radius, n
     """Per example: the Fenchel-Young gap of ``max_j g_j(E_j)`` against
     ``sum_j mu_j (theta_j E_j - g_j*(theta_j))``, its error, the slope and its absolute sum."""
     parts = term.parts
+    if any(p.kind == "exp" for p in parts):
+        return None  # no stable closed form for exp here: the value-based bound stands
     m = len(parts)
     E = np.stack([np.asarray(v, float).reshape(n) for v in vals], axis=1)
     Err = np.stack([np.asarray(e_, float).reshape(n) for e_ in errs], axis=1)
     Rho = np.stack([np.asarray(r, float).reshape(n) for r in reaches], axis=1)
-    J = np.stack([np.broadcast_to(j, (n, 1, d)).reshape(n, d) for j in jacs], axis=1)
+    J = np.stack([np.asarray(j, float).reshape(n, d) for j in jacs], axis=1)
+    Off = np.stack([np.asarray(o, float).reshape(n) for o in offs], axis=1)
     GD = [part_values(part, b, E[:, j]) for j, (part, b) in enumerate(zip(parts,
                                                                         term.offsets))]
     G = np.stack([g for g, _ in GD], axis=1)
@@ -331,14 +345,15 @@ def _max_terms(term, vals, errs, reaches, offs, jacs, raw, center, dom_radius, n
     gerr = np.stack([np.abs(D[:, j]) * Err[:, j] + abs(p.weight) * _curvature(
         p.kind, E[:, j], Err[:, j]) + 4 * _EPS * (np.abs(G[:, j]) + abs(b))
         for j, (p, b) in enumerate(zip(parts, term.offsets))], axis=1)
-    mu = max_terms_weights(G, D, list(raw) if raw is not None else [None] * m,
-                           2.0 * np.max(move, axis=1) + 1e-300)
+    margin = 2.0 * np.max(move, axis=1) + 1e-300
+    mu = max_terms_weights(G, D, list(raw) if raw is not None else [None] * m, margin)
+    clear = max_terms_clear(G, margin)
     fy = np.zeros(n)
     err = np.zeros(n)
     slope = np.zeros((n, d))
     slope_abs = np.zeros((n, d))
     best = np.max(G, axis=1)
-    onehot = np.max(mu, axis=1) == 1.0
+    onehot = clear  # a certified winner: no other piece can matter
     for j, part in enumerate(parts):
         if part.kind == "affine":
             theta = np.ones(n)
@@ -361,7 +376,11 @@ def _max_terms(term, vals, errs, reaches, offs, jacs, raw, center, dom_radius, n
         err += mu[:, j] * (err_j + np.where(onehot, 0.0, gerr[:, j] + np.max(gerr, axis=1)))
         slope += (mu[:, j] * theta)[:, None] * J[:, j]
         slope_abs += (mu[:, j] * np.abs(theta))[:, None] * np.abs(J[:, j])
-    bound = np.max(np.abs(G) + move, axis=1)
+    # the defect's charge needs max_j |g_j| over the whole domain (the minorant is global)
+    span = np.abs(Off + J @ center) + np.linalg.norm(J, axis=2) * dom_radius
+    bound = np.max(np.stack([np.abs(part_values(p, b, span[:, j])[0]) + abs(b)
+                             for j, (p, b) in enumerate(zip(parts, term.offsets))], axis=1),
+                   axis=1)
     defect = np.abs(1.0 - mu.sum(axis=1)) + 4 * m * _EPS * (~onehot)
     fy += defect * (np.nan_to_num(bound, posinf=1e300) + np.abs(best))
     if not (np.all(np.isfinite(fy)) and np.all(np.isfinite(err))):

@@ -280,8 +280,8 @@ def _max_terms(expr: cp.Expression, weight: float, whole: cp.Expression) -> Term
         structured = [t for t in subs if t.kind != "affine"]
         consts = [t for t in subs if t.kind == "affine"]
         if len(structured) != 1 or structured[0].kind not in ELEMENTWISE or any(
-                t.args[0].variables() for t in consts):
-            return None
+                t.args[0].variables() or t.args[0].parameters() for t in consts):
+            return None  # a data-dependent constant is not one public offset
         if structured[0].summed:
             return None
         parts.append(structured[0])

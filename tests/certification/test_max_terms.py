@@ -91,3 +91,70 @@ def test_maximum_lipschitz_bound_dominates_the_gradients(name):
         v /= max(1.0, float(np.linalg.norm(v)))
         g = per_example_gradients(problem.declaration, v)
         assert np.all(np.linalg.norm(g, axis=1) <= bounds * (1 + 1e-12))
+
+
+def test_the_stable_gap_runs_for_maximum_terms_and_ignores_huge_labels():
+    """The stable gap of maximum(square(x.w - y), x.w), called directly (a silent fallback
+    to the value-based bound cannot hide), is tight at the solver's point; with a label of
+    100 the reported gap is the stable one, below upper - lower."""
+    from dpcvx.certification.certificate import _term_duals
+    from dpcvx.certification.stable import stable_gap
+
+    from dpcvx.compilation.solvers import solve_program
+
+    rng, problem, _, _ = _case("max(square, affine)", seed=3)
+    decl = problem.declaration
+    template, block = problem._compiled(None)
+    prog = stamp(template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM,
+                 w0=np.zeros(D))
+    raw = solve_program(prog, "CLARABEL", tight=True)
+    point = problem.domain.make_feasible(raw.x[:D])
+    direct = stable_gap(decl, point, _term_duals(decl, prog, raw.z), lam=LAM, w0=np.zeros(D),
+                        radius=1e-4, domain=problem.domain)
+    assert direct is not None and direct <= 1e-8
+    w = cp.Variable(D)
+    xp = cp.Parameter(D)
+    yp = cp.Parameter()
+    Xa = rng.normal(size=(N, D))
+    R = Xa @ np.full(D, 0.3)
+    R[0] = 1e2  # (a square of 1e3 and more is beyond what the solver resolves; private
+    # releases take such an example out of the universe)
+    big = dpcvx.Problem(cp.maximum(cp.square(xp @ w - yp), xp @ w), w, data={xp: Xa, yp: R},
+                        domain=[cp.norm(w, 2) <= 1])
+    sol = big.solve(regularization=LAM, accuracy=1e-8)
+    assert sol.gap <= 1e-8 and sol.gap < sol.upper - sol.lower
+
+
+def test_a_data_dependent_constant_inside_a_piece_is_not_one_public_offset():
+    """maximum(square(x.w - y) + c, x.w) with c bound per example: the offset is data, so the
+    term is not a max_terms term (it was baked in as one number); it is certified validly."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(30, D))
+    R = X @ np.full(D, 0.3)
+    Cs = rng.uniform(-1.0, 1.0, size=30)
+    w = cp.Variable(D)
+    x = cp.Parameter(D)
+    y = cp.Parameter()
+    c = cp.Parameter()
+    c.value = 3.0  # a stale value must not matter
+    problem = dpcvx.Problem(cp.maximum(cp.square(x @ w - y) + c, x @ w), w,
+                            data={x: X, y: R, c: Cs}, domain=[cp.norm(w, 2) <= 1])
+    assert all(t.kind != "max_terms" for t in problem.declaration.terms)
+    v = cp.Variable(D)
+    ref = cp.Problem(cp.Minimize(cp.sum(cp.maximum(cp.square(X @ v - R) + Cs, X @ v)) / 30
+                                 + LAM / 2 * cp.sum_squares(v)), [cp.norm(v, 2) <= 1])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
+    sol = problem.solve(regularization=LAM, center=np.zeros(D))
+    assert sol.lower <= ref.value + 1e-9 <= sol.upper + 2e-9
+
+
+def test_infinite_duals_give_a_valid_bound_not_an_error():
+    rng, problem, f_star, w_star = _case("max(square, affine)", seed=5)
+    decl = problem.declaration
+    template, block = problem._compiled(None)
+    prog = stamp(template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM,
+                 w0=np.zeros(D))
+    for bad in (np.inf, np.nan, 1e300):
+        cert = certify(decl, w_star, lam=LAM, w0=np.zeros(D), prog=prog,
+                       z=np.full(prog.A.shape[0], bad))
+        assert np.isfinite(cert.gap) and cert.lower <= f_star + 1e-9
