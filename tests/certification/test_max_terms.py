@@ -99,7 +99,6 @@ def test_the_stable_gap_runs_for_maximum_terms_and_ignores_huge_labels():
     100 the reported gap is the stable one, below upper - lower."""
     from dpcvx.certification.certificate import _term_duals
     from dpcvx.certification.stable import stable_gap
-
     from dpcvx.compilation.solvers import solve_program
 
     rng, problem, _, _ = _case("max(square, affine)", seed=3)
