@@ -24,9 +24,11 @@ N, D = 60, 3
 def _mechanisms():
     return {
         "output perturbation (claim enforced)": dpcvx.OutputPerturbation(
-            lipschitz=2.0, regularization=0.1),
+            lipschitz=2.0, regularization=0.1
+        ),
         "double output perturbation": dpcvx.DoubleOutputPerturbation(
-            k=4, moment=2.0, regularization=0.1),
+            k=4, moment=2.0, regularization=0.1
+        ),
     }
 
 
@@ -58,14 +60,14 @@ def _base(seed=0):
 @pytest.mark.parametrize("name", list(_mechanisms()))
 def test_one_steep_outlier_over_twelve_orders_of_magnitude(name, k):
     X, Y = _base()
-    X[0] *= 10.0 ** k
+    X[0] *= 10.0**k
     _release(_hinge(X, Y), _mechanisms()[name])
 
 
 @pytest.mark.parametrize("k", (4, 8, 12))
 def test_the_lipschitz_extension_releases_whatever_the_outlier(k):
     X, Y = _base(1)
-    X[0] *= 10.0 ** k
+    X[0] *= 10.0**k
     problem = _hinge(X, Y)
     mech = dpcvx.OutputPerturbation(lipschitz=2.0, regularization=0.1)
     res = problem.lipschitz_extension(2.0).solve_private(mech, epsilon=1.0, rng=0)
@@ -75,7 +77,7 @@ def test_the_lipschitz_extension_releases_whatever_the_outlier(k):
 @pytest.mark.parametrize("k", (6, 10))
 def test_duplicated_extreme_rows(k):
     X, Y = _base(2)
-    X[:5] = X[0] * 10.0 ** k
+    X[:5] = X[0] * 10.0**k
     Y[:5] = Y[0]
     for mech in _mechanisms().values():
         _release(_hinge(X, Y), mech)
@@ -84,7 +86,7 @@ def test_duplicated_extreme_rows(k):
 @pytest.mark.parametrize("k", (0, 6, 12))
 def test_every_example_extreme(k):
     X, Y = _base(3)
-    X *= 10.0 ** k
+    X *= 10.0**k
     for mech in _mechanisms().values():
         _release(_hinge(X, Y), mech)
 
@@ -98,12 +100,15 @@ def test_minimizer_at_a_kink_on_the_boundary(n, domain):
     X[0] = 1.0
     w = cp.Variable(1)
     x = cp.Parameter(1)
-    dom = {"abs": [cp.abs(w) <= 1], "two-sided": [w >= -1, w <= 1],
-           "norm": [cp.norm(w) <= 1]}[domain]
+    dom = {"abs": [cp.abs(w) <= 1], "two-sided": [w >= -1, w <= 1], "norm": [cp.norm(w) <= 1]}[
+        domain
+    ]
     problem = dpcvx.Problem(cp.abs(w - x), w, data={x: X}, domain=dom)
-    for mech in (dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1e-3),
-                 dpcvx.OutputPerturbation(lipschitz=1.0, regularization=10.0),
-                 dpcvx.DoubleOutputPerturbation(k=4, moment=1.0, regularization=0.01)):
+    for mech in (
+        dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1e-3),
+        dpcvx.OutputPerturbation(lipschitz=1.0, regularization=10.0),
+        dpcvx.DoubleOutputPerturbation(k=4, moment=1.0, regularization=0.01),
+    ):
         _release(problem, mech)
 
 
@@ -115,8 +120,10 @@ def test_minimizer_at_a_vertex_of_a_polytope():
     A = np.vstack([np.eye(D), -np.eye(D), np.ones((1, D))])
     b = np.r_[np.ones(D), np.ones(D), 1.5]
     problem = dpcvx.Problem(cp.norm1(w - x), w, data={x: X}, domain=[A @ w <= b])
-    for mech in (dpcvx.OutputPerturbation(lipschitz=np.sqrt(D), regularization=0.05),
-                 dpcvx.DoubleOutputPerturbation(k=4, moment=2.0, regularization=0.05)):
+    for mech in (
+        dpcvx.OutputPerturbation(lipschitz=np.sqrt(D), regularization=0.05),
+        dpcvx.DoubleOutputPerturbation(k=4, moment=2.0, regularization=0.05),
+    ):
         _release(problem, mech)
 
 
@@ -124,8 +131,10 @@ def test_minimizer_at_a_vertex_of_a_polytope():
 def test_tiny_and_huge_regularization(lam):
     X, Y = _base(5)
     problem = _hinge(X, Y)
-    for mech in (dpcvx.OutputPerturbation(lipschitz=3.0, regularization=lam),
-                 dpcvx.DoubleOutputPerturbation(k=4, moment=2.0, regularization=lam)):
+    for mech in (
+        dpcvx.OutputPerturbation(lipschitz=3.0, regularization=lam),
+        dpcvx.DoubleOutputPerturbation(k=4, moment=2.0, regularization=lam),
+    ):
         _release(problem, mech)
 
 
@@ -135,8 +144,7 @@ def test_localized_double_output_perturbation_with_a_steep_outlier():
     X = rng.standard_t(3, size=(n, 2))
     Y = np.sign(X[:, 0] + 0.2 * rng.normal(size=n))
     X[0] *= 1e9
-    mech = dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=3.0, second_moment=2.0,
-                                                   blocks=1)
+    mech = dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=3.0, second_moment=2.0, blocks=1)
     _release(_hinge(X, Y), mech)
 
 
@@ -148,12 +156,11 @@ def test_huge_loss_value_with_a_moderate_slope(k):
     rng = np.random.default_rng(7)
     X = rng.normal(size=(N, D))
     Y = X @ np.array([0.3, 0.3, 0.3]) + 0.1 * rng.normal(size=N)
-    Y[0] = 10.0 ** k
+    Y[0] = 10.0**k
     w = cp.Variable(D)
     x = cp.Parameter(D)
     y = cp.Parameter()
-    problem = dpcvx.Problem(cp.abs(x @ w - y), w, data={x: X, y: Y},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(cp.abs(x @ w - y), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1])
     for mech in _mechanisms().values():
         _release(problem, mech)
 
@@ -178,10 +185,15 @@ def test_the_last_rung_is_paper_002_algorithm_2_where_affordable(monkeypatch):
     # a public accuracy large enough for a short run: T = ceil(2 G^2 / (lam alpha / 2))
     mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1.0, accuracy=1e-2)
     assert solve_module.analytic_rung_applies(
-        small.declaration, lam=1.0, w0=small.domain.center,
-        accuracy=mech.plan(n=12, d=2, center=small.domain.center,
-                           diameter=small.diameter, epsilon=1.0, delta=0.0).accuracy,
-        extension=1.0, w_domain=None)
+        small.declaration,
+        lam=1.0,
+        w0=small.domain.center,
+        accuracy=mech.plan(
+            n=12, d=2, center=small.domain.center, diameter=small.diameter, epsilon=1.0, delta=0.0
+        ).accuracy,
+        extension=1.0,
+        w_domain=None,
+    )
     res = _release(small, mech)
     assert res.detail["lipschitz_claim"].startswith("enforced")
     X2 = rng.normal(size=(2000, 3))
@@ -205,6 +217,5 @@ def test_an_overflowing_lipschitz_bound_leaves_the_universe(scale):
     w = cp.Variable(2)
     x = cp.Parameter(2)
     y = cp.Parameter()
-    problem = dpcvx.Problem(cp.square(x @ w - y), w, data={x: X, y: Y},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(cp.square(x @ w - y), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1])
     _release(problem, dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1))

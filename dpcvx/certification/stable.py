@@ -49,8 +49,9 @@ def _sp(x: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, x)
 
 
-def _elementwise(kind: str, e: np.ndarray, err: np.ndarray, theta: np.ndarray, reach,
-                 param) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _elementwise(
+    kind: str, e: np.ndarray, err: np.ndarray, theta: np.ndarray, reach, param
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(theta, FY, bound on |FY(e_true) - FY(e_hat)| + rounding)`` for one elementwise
     term, with ``theta`` polished where the kink status is certified."""
     if kind == "abs":
@@ -71,8 +72,9 @@ def _elementwise(kind: str, e: np.ndarray, err: np.ndarray, theta: np.ndarray, r
         theta = np.clip(deriv, -2.0 * M, 2.0 * M)
         inner = np.abs(e) <= M
         t = theta * np.sign(e)
-        fy = np.where(inner, (e - theta / 2.0) ** 2,
-                      (M - t / 2.0) * (2.0 * np.abs(e) - M - t / 2.0))
+        fy = np.where(
+            inner, (e - theta / 2.0) ** 2, (M - t / 2.0) * (2.0 * np.abs(e) - M - t / 2.0)
+        )
         fy = np.maximum(fy, 0.0)
         # psi' is constant (2M sgn e) where |e| stays beyond the knee, 2-Lipschitz elsewhere
         linear = np.abs(e) - M > err
@@ -84,14 +86,20 @@ def _elementwise(kind: str, e: np.ndarray, err: np.ndarray, theta: np.ndarray, r
         b = xlogy(1.0 - theta, 1.0 - theta) + (1.0 - theta) * _sp(e)
         fy = np.maximum(a + b, 0.0)
         mag = theta * (np.abs(np.log(np.maximum(theta, 1e-300))) + _sp(-e)) + (1.0 - theta) * (
-            np.abs(np.log(np.maximum(1.0 - theta, 1e-300))) + _sp(e))
+            np.abs(np.log(np.maximum(1.0 - theta, 1e-300))) + _sp(e)
+        )
         slope = np.abs(expit(e) - theta) + err / 4.0
         return theta, fy, slope * err + 16 * _EPS * (mag + 1e-300)
     raise KeyError(kind)
 
 
-def _pieces(vals: list[np.ndarray], errs: list[np.ndarray], mu: np.ndarray, reach: np.ndarray,
-            bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _pieces(
+    vals: list[np.ndarray],
+    errs: list[np.ndarray],
+    mu: np.ndarray,
+    reach: np.ndarray,
+    bound: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(mu, FY, error)`` for ``max_j E_j`` with weights ``mu`` (..., m) on the simplex,
     polished to the clear winner where one is certified. Weights whose float sum is not
     exactly one are charged ``|1 - sum mu| * bound``, ``bound >= max_j |E_j|`` over the
@@ -136,8 +144,10 @@ def sub_values(kind: str, e: np.ndarray, param) -> tuple[np.ndarray, np.ndarray]
     if kind == "huber":
         M = float(param)
         inner = np.abs(e) <= M
-        return (np.where(inner, e * e, 2.0 * M * np.abs(e) - M * M),
-                np.where(inner, 2.0 * e, 2.0 * M * np.sign(e)))
+        return (
+            np.where(inner, e * e, 2.0 * M * np.abs(e) - M * M),
+            np.where(inner, 2.0 * e, 2.0 * M * np.sign(e)),
+        )
     if kind == "logistic":
         return _sp(e), expit(e)
     if kind == "exp":
@@ -146,8 +156,7 @@ def sub_values(kind: str, e: np.ndarray, param) -> tuple[np.ndarray, np.ndarray]
     raise KeyError(kind)
 
 
-def max_terms_weights(G: np.ndarray, D: np.ndarray, raw: list, margin: np.ndarray
-                      ) -> np.ndarray:
+def max_terms_weights(G: np.ndarray, D: np.ndarray, raw: list, margin: np.ndarray) -> np.ndarray:
     """Weights ``mu`` (n, m) in the simplex for ``max_j g_j``: one-hot on a winner that beats
     every other piece by more than ``margin``; elsewhere the solver's split duals (``mu_j
     theta_j``) divided by the derivatives, restricted to the pieces near the top, clipped and
@@ -167,8 +176,9 @@ def max_terms_weights(G: np.ndarray, D: np.ndarray, raw: list, margin: np.ndarra
             continue
         d = D[:, j]
         ok = np.abs(d) > 1e-12
-        cols.append(np.where(ok, np.nan_to_num(np.asarray(r, float).reshape(n)) / np.where(
-            ok, d, 1.0), 0.0))
+        cols.append(
+            np.where(ok, np.nan_to_num(np.asarray(r, float).reshape(n)) / np.where(ok, d, 1.0), 0.0)
+        )
     mu = np.nan_to_num(np.stack(cols, axis=1), nan=0.0, posinf=0.0, neginf=0.0)
     mu = np.clip(mu, 0.0, 1e300) * near
     total = mu.sum(axis=1, keepdims=True)
@@ -192,8 +202,9 @@ def _simplex_weights(duals, shape: tuple[int, ...], m: int) -> np.ndarray:
     normalized; uniform where the duals give no weight."""
     if duals is None:
         return np.full(shape + (m,), 1.0 / m)
-    cols = [np.zeros(shape) if x is None else np.broadcast_to(np.nan_to_num(x), shape)
-            for x in duals]
+    cols = [
+        np.zeros(shape) if x is None else np.broadcast_to(np.nan_to_num(x), shape) for x in duals
+    ]
     mu = np.clip(np.stack(cols, axis=-1), 0.0, 1.0)
     missing = [j for j, x in enumerate(duals) if x is None]
     if missing:
@@ -202,8 +213,9 @@ def _simplex_weights(duals, shape: tuple[int, ...], m: int) -> np.ndarray:
     return np.where(total > 0, mu / np.where(total > 0, total, 1.0), 1.0 / m)
 
 
-def _per_example(decl: Declaration, points: np.ndarray, thetas: list, radius: float, domain
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+def _per_example(
+    decl: Declaration, points: np.ndarray, thetas: list, radius: float, domain
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Per example ``i``, at its point ``points[i]`` (or one point for all): the sum of the
     weighted Fenchel-Young gaps of its terms, a bound on their error, the minorant's slope
     ``s_i`` and the sum of absolute values behind it (for the slope's rounding). None when a
@@ -254,8 +266,9 @@ def _per_example(decl: Declaration, points: np.ndarray, thetas: list, radius: fl
             slope_abs += wgt * np.abs(jacs[0]).reshape(n, -1, d).sum(axis=1)
             continue
         if term.kind == "max_terms":
-            out = _max_terms(term, vals, errs, reaches, offs, jacs, theta_t, center,
-                             dom_radius, n, d)
+            out = _max_terms(
+                term, vals, errs, reaches, offs, jacs, theta_t, center, dom_radius, n, d
+            )
             if out is None:
                 return None
             fy, err, g, gabs = out
@@ -282,18 +295,35 @@ def _per_example(decl: Declaration, points: np.ndarray, thetas: list, radius: fl
             errs = [np.broadcast_to(e, shape) for e in errs]
             reach = np.max(np.stack([np.broadcast_to(r, shape) for r in reaches]), axis=0)
             m = len(vals)
-            duals = None if theta_t is None else [
-                None if x is None else pad(np.asarray(x, float)) for x in theta_t]
+            duals = (
+                None
+                if theta_t is None
+                else [None if x is None else pad(np.asarray(x, float)) for x in theta_t]
+            )
             mu0 = _simplex_weights(duals, shape, m)
-            bound = np.max(np.stack([np.broadcast_to(
-                np.abs(off + jac @ center) + np.linalg.norm(jac, axis=-1) * dom_radius, shape)
-                for off, jac in zip(offs, jacs)]), axis=0)
-            mu, fy, err = _pieces(vals, errs, mu0, reach + np.max(np.stack(errs), axis=0),
-                                  bound * (1 + 8 * (d + 2) * _EPS))
-            g = sum(mu[..., j, None] * np.broadcast_to(jacs[j], shape + (d,))
-                    for j in range(m))
-            gabs = sum(mu[..., j, None] * np.abs(np.broadcast_to(jacs[j], shape + (d,)))
-                       for j in range(m))
+            bound = np.max(
+                np.stack(
+                    [
+                        np.broadcast_to(
+                            np.abs(off + jac @ center) + np.linalg.norm(jac, axis=-1) * dom_radius,
+                            shape,
+                        )
+                        for off, jac in zip(offs, jacs)
+                    ]
+                ),
+                axis=0,
+            )
+            mu, fy, err = _pieces(
+                vals,
+                errs,
+                mu0,
+                reach + np.max(np.stack(errs), axis=0),
+                bound * (1 + 8 * (d + 2) * _EPS),
+            )
+            g = sum(mu[..., j, None] * np.broadcast_to(jacs[j], shape + (d,)) for j in range(m))
+            gabs = sum(
+                mu[..., j, None] * np.abs(np.broadcast_to(jacs[j], shape + (d,))) for j in range(m)
+            )
         else:
             e, err_e, reach = vals[0], errs[0], reaches[0] + errs[0]
             raw = None if theta_t is None else theta_t[0]
@@ -334,17 +364,27 @@ def _max_terms(term, vals, errs, reaches, offs, jacs, raw, center, dom_radius, n
     Rho = np.stack([np.asarray(r, float).reshape(n) for r in reaches], axis=1)
     J = np.stack([np.asarray(j, float).reshape(n, d) for j in jacs], axis=1)
     Off = np.stack([np.asarray(o, float).reshape(n) for o in offs], axis=1)
-    GD = [part_values(part, b, E[:, j]) for j, (part, b) in enumerate(zip(parts,
-                                                                        term.offsets))]
+    GD = [part_values(part, b, E[:, j]) for j, (part, b) in enumerate(zip(parts, term.offsets))]
     G = np.stack([g for g, _ in GD], axis=1)
     D = np.stack([g_ for _, g_ in GD], axis=1)
     # each g_j moves by at most |g'| rho + curvature over the ball, and by its own error
-    move = np.stack([np.abs(D[:, j]) * (Rho[:, j] + Err[:, j]) + abs(p.weight)
-                     * _curvature(p.kind, E[:, j], Rho[:, j] + Err[:, j])
-                     for j, p in enumerate(parts)], axis=1)
-    gerr = np.stack([np.abs(D[:, j]) * Err[:, j] + abs(p.weight) * _curvature(
-        p.kind, E[:, j], Err[:, j]) + 4 * _EPS * (np.abs(G[:, j]) + abs(b))
-        for j, (p, b) in enumerate(zip(parts, term.offsets))], axis=1)
+    move = np.stack(
+        [
+            np.abs(D[:, j]) * (Rho[:, j] + Err[:, j])
+            + abs(p.weight) * _curvature(p.kind, E[:, j], Rho[:, j] + Err[:, j])
+            for j, p in enumerate(parts)
+        ],
+        axis=1,
+    )
+    gerr = np.stack(
+        [
+            np.abs(D[:, j]) * Err[:, j]
+            + abs(p.weight) * _curvature(p.kind, E[:, j], Err[:, j])
+            + 4 * _EPS * (np.abs(G[:, j]) + abs(b))
+            for j, (p, b) in enumerate(zip(parts, term.offsets))
+        ],
+        axis=1,
+    )
     margin = 2.0 * np.max(move, axis=1) + 1e-300
     mu = max_terms_weights(G, D, list(raw) if raw is not None else [None] * m, margin)
     clear = max_terms_clear(G, margin)
@@ -369,8 +409,9 @@ def _max_terms(term, vals, errs, reaches, offs, jacs, raw, center, dom_radius, n
                 theta0 = np.where(ok, rj / np.where(ok, mu[:, j] * part.weight, 1.0), theta0)
             theta0 = clip(part.kind, theta0, part.param)
             reach_j = Rho[:, j] + Err[:, j]  # abs is polished to sign(E) away from its kink
-            theta, fy_j, err_j = _elementwise(part.kind, E[:, j], Err[:, j], theta0,
-                                              reach_j, part.param)
+            theta, fy_j, err_j = _elementwise(
+                part.kind, E[:, j], Err[:, j], theta0, reach_j, part.param
+            )
             theta, fy_j, err_j = part.weight * theta, part.weight * fy_j, part.weight * err_j
         fy += mu[:, j] * ((best - G[:, j]) + fy_j)
         err += mu[:, j] * (err_j + np.where(onehot, 0.0, gerr[:, j] + np.max(gerr, axis=1)))
@@ -378,9 +419,16 @@ def _max_terms(term, vals, errs, reaches, offs, jacs, raw, center, dom_radius, n
         slope_abs += (mu[:, j] * np.abs(theta))[:, None] * np.abs(J[:, j])
     # the defect's charge needs max_j |g_j| over the whole domain (the minorant is global)
     span = np.abs(Off + J @ center) + np.linalg.norm(J, axis=2) * dom_radius
-    bound = np.max(np.stack([np.abs(part_values(p, b, span[:, j])[0]) + abs(b)
-                             for j, (p, b) in enumerate(zip(parts, term.offsets))], axis=1),
-                   axis=1)
+    bound = np.max(
+        np.stack(
+            [
+                np.abs(part_values(p, b, span[:, j])[0]) + abs(b)
+                for j, (p, b) in enumerate(zip(parts, term.offsets))
+            ],
+            axis=1,
+        ),
+        axis=1,
+    )
     defect = np.abs(1.0 - mu.sum(axis=1)) + 4 * m * _EPS * (~onehot)
     fy += defect * (np.nan_to_num(bound, posinf=1e300) + np.abs(best))
     if not (np.all(np.isfinite(fy)) and np.all(np.isfinite(err))):
@@ -388,8 +436,15 @@ def _max_terms(term, vals, errs, reaches, offs, jacs, raw, center, dom_radius, n
     return fy, err, slope, slope_abs
 
 
-def _q_gap(slope_bar: np.ndarray, slope_err: np.ndarray, w_hat: np.ndarray, lam: float,
-           w0: np.ndarray, domain, w_domain) -> float:
+def _q_gap(
+    slope_bar: np.ndarray,
+    slope_err: np.ndarray,
+    w_hat: np.ndarray,
+    lam: float,
+    w0: np.ndarray,
+    domain,
+    w_domain,
+) -> float:
     """A bound on ``q(w_hat) - min_{W0} q`` for ``q(w) = <s, w> + (lam/2)||w - w0||^2``, where
     the exact slope ``s`` is within ``slope_err`` (elementwise) of the float ``slope_bar``."""
     d = w_hat.size
@@ -402,8 +457,16 @@ def _q_gap(slope_bar: np.ndarray, slope_err: np.ndarray, w_hat: np.ndarray, lam:
     return (q_hat - q_min) + q_err + slope_term
 
 
-def stable_gap(decl: Declaration, w_hat: np.ndarray, thetas: list, *, lam: float,
-               w0: np.ndarray, radius: float, domain) -> float | None:
+def stable_gap(
+    decl: Declaration,
+    w_hat: np.ndarray,
+    thetas: list,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    radius: float,
+    domain,
+) -> float | None:
     """A certified bound on ``F(w_hat) - F*`` (see the module docstring), or None when the loss
     has a term outside :data:`STABLE_KINDS`.
 
@@ -419,14 +482,16 @@ def stable_gap(decl: Declaration, w_hat: np.ndarray, thetas: list, *, lam: float
         return None
     fy, err, slope, slope_abs = out
     slope_err = (n + d + 64) * 4 * _EPS * slope_abs.mean(axis=0)
-    gap = float(np.mean(fy + err)) + _q_gap(slope.mean(axis=0), slope_err, w_hat, lam,
-                                            np.asarray(w0, float), domain, domain)
+    gap = float(np.mean(fy + err)) + _q_gap(
+        slope.mean(axis=0), slope_err, w_hat, lam, np.asarray(w0, float), domain, domain
+    )
     gap *= 1.0 + 8 * (n + d + 8) * _EPS
     return float(gap) if np.isfinite(gap) else None
 
 
-def stable_extension_gap(parts, w_hat: np.ndarray, *, C: float, lam: float, w0: np.ndarray,
-                         radius: float, w_domain) -> float | None:
+def stable_extension_gap(
+    parts, w_hat: np.ndarray, *, C: float, lam: float, w0: np.ndarray, radius: float, w_domain
+) -> float | None:
     """A certified bound on ``F_C(w_hat) - F_C*`` for the Lipschitz extension's joint program
     (paper 000, Lemma 2.7), computed as a sum of stable duality gaps, or None.
 
@@ -460,13 +525,21 @@ def stable_extension_gap(parts, w_hat: np.ndarray, *, C: float, lam: float, w0: 
         inner = np.einsum("nd,nd->n", v, P)
         reach_y = np.abs(np.asarray(decl.domain.center, float)) + float(decl.domain.radius)
         # <v, y> in float, and v = g - s rounded: sigma moves by at most |dv| max_W |y|
-        sup_gap = support - inner + 4 * (d + 2) * _EPS * (
-            np.einsum("nd,nd->n", np.abs(v), np.abs(P))
-            + (np.abs(g) + np.abs(s)) @ reach_y)
+        sup_gap = (
+            support
+            - inner
+            + 4
+            * (d + 2)
+            * _EPS
+            * (np.einsum("nd,nd->n", np.abs(v), np.abs(P)) + (np.abs(g) + np.abs(s)) @ reach_y)
+        )
         u = w_hat[None, :] - P
         dist = np.linalg.norm(u, axis=1)
-        cone = C * dist * (1 + 4 * _EPS) - np.einsum("nd,nd->n", g, u) + 4 * (d + 2) * _EPS * (
-            C * dist + np.einsum("nd,nd->n", np.abs(g), np.abs(u)))
+        cone = (
+            C * dist * (1 + 4 * _EPS)
+            - np.einsum("nd,nd->n", g, u)
+            + 4 * (d + 2) * _EPS * (C * dist + np.einsum("nd,nd->n", np.abs(g), np.abs(u)))
+        )
         # the slope s_i was summed in float: sigma and <., y> move by at most 2 |ds| max|y|
         s_round = 2.0 * (d + 64) * 4 * _EPS * (s_abs @ reach_y)
         total_i = fy + err + np.maximum(sup_gap, 0.0) + np.maximum(cone, 0.0) + s_round
@@ -478,6 +551,7 @@ def stable_extension_gap(parts, w_hat: np.ndarray, *, C: float, lam: float, w0: 
     g_all = np.concatenate(gs)
     slope_err = (n_total + 8) * 4 * _EPS * np.concatenate(gabs).mean(axis=0)
     gap = float(np.mean(np.concatenate(per_example))) + _q_gap(
-        g_all.mean(axis=0), slope_err, w_hat, lam, np.asarray(w0, float), w_domain, w_domain)
+        g_all.mean(axis=0), slope_err, w_hat, lam, np.asarray(w0, float), w_domain, w_domain
+    )
     gap *= 1.0 + 8 * (n_total + d + 8) * _EPS
     return float(gap) if np.isfinite(gap) else None

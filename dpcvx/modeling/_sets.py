@@ -182,8 +182,9 @@ class Pieces:
         G = np.column_stack(cols) if cols else np.zeros((d, 0))
         return G, np.asarray(rhs, float), np.asarray(owner, int), units
 
-    def split(self, v: np.ndarray, y: np.ndarray, variable: cp.Variable, lock
-              ) -> tuple[float, np.ndarray, float]:
+    def split(
+        self, v: np.ndarray, y: np.ndarray, variable: cp.Variable, lock
+    ) -> tuple[float, np.ndarray, float]:
         """Split ``v`` over the pieces using the KKT fit at ``y``.
 
         Returns ``(sigma_sum, covered, magnitude)``: ``sigma_sum`` bounds from above the sum of
@@ -230,8 +231,9 @@ class Pieces:
         return total, covered, mag
 
 
-def tangent_rows(generic: list[GenericPiece], variable: cp.Variable, y: np.ndarray, lock
-                 ) -> tuple[list[np.ndarray], list[float]]:
+def tangent_rows(
+    generic: list[GenericPiece], variable: cp.Variable, y: np.ndarray, lock
+) -> tuple[list[np.ndarray], list[float]]:
     """Halfspaces ``<a, w> <= b`` containing ``{g <= 0}``, from true subgradients at ``y``
     (``g(w) >= g(y) + <a, w - y>``), for the elements of each generic piece that are nearly
     active at ``y``. Elements without a subgradient rule are skipped (still valid)."""
@@ -311,13 +313,19 @@ def _scaled(expr: cp.Expression) -> tuple[cp.Expression, float]:
 def _norm_of(expr: cp.Expression) -> tuple[float, cp.Expression, int, np.ndarray | None] | None:
     """``(p, E, power, P)`` when ``expr`` is ``||E||_p`` (power 1) or ``||E||_2^2`` /
     ``E^T P E`` (power 2), with ``E`` affine."""
-    if isinstance(expr, Pnorm) and getattr(expr, "axis", None) is None and float(expr.p) in (
-            1.0, 2.0):
+    if (
+        isinstance(expr, Pnorm)
+        and getattr(expr, "axis", None) is None
+        and float(expr.p) in (1.0, 2.0)
+    ):
         return (float(expr.p), expr.args[0], 1, None)
     if isinstance(expr, norm1) and getattr(expr, "axis", None) is None:
         return (1.0, expr.args[0], 1, None)
-    if isinstance(expr, Sum) and getattr(expr, "axis", None) is None and isinstance(
-            expr.args[0], cp_abs):
+    if (
+        isinstance(expr, Sum)
+        and getattr(expr, "axis", None) is None
+        and isinstance(expr.args[0], cp_abs)
+    ):
         return (1.0, expr.args[0].args[0], 1, None)
     if isinstance(expr, quad_over_lin):
         den = _const_value(expr.args[1])
@@ -351,8 +359,11 @@ def _piecewise_rows(expr: cp.Expression) -> list[cp.Expression] | None:
         return [expr]
     if isinstance(expr, cp_abs) and expr.args[0].is_affine():
         return [expr.args[0], -expr.args[0]]
-    if isinstance(expr, norm_inf) and getattr(expr, "axis", None) is None \
-            and expr.args[0].is_affine():
+    if (
+        isinstance(expr, norm_inf)
+        and getattr(expr, "axis", None) is None
+        and expr.args[0].is_affine()
+    ):
         return [expr.args[0], -expr.args[0]]
     if isinstance(expr, cp_max) and getattr(expr, "axis", None) is None:
         inner = _piecewise_rows(expr.args[0])
@@ -407,8 +418,9 @@ def parse_constraint(constraint, variable: cp.Variable, pieces: Pieces, affine_r
                         return _generic(expr, pieces)
                     # ||F x||^2 <= x^T P x + slack ||x||^2: the radius is finished once the
                     # bounding set is known (Domain), so the piece contains the user's set
-                    pieces.pending.append(PendingEllipsoid(F=factor_m, M=M, c=c, lim=lim,
-                                                           slack=slack))
+                    pieces.pending.append(
+                        PendingEllipsoid(F=factor_m, M=M, c=c, lim=lim, slack=slack)
+                    )
                     return "norm"
                 # a negative bound describes an empty set: kept, so the Domain reports it
                 r = float(np.sqrt(lim)) * (1 + 4 * _EPS) if lim >= 0 else lim
@@ -459,11 +471,17 @@ class PendingEllipsoid:
     def finish(self, center: np.ndarray, radius: float) -> NormPiece:
         """The norm piece ``||F (M w + c)|| <= r`` containing the set on ``B(center, radius)``:
         ``r^2 = lim + slack * max ||M w + c||^2`` over the ball."""
-        reach = float(np.linalg.norm(self.M @ center + self.c)) + float(
-            np.linalg.norm(self.M, 2)) * radius
+        reach = (
+            float(np.linalg.norm(self.M @ center + self.c))
+            + float(np.linalg.norm(self.M, 2)) * radius
+        )
         r2 = self.lim + self.slack * reach * reach
-        return NormPiece(M=self.F @ self.M, m=self.F @ self.c,
-                         r=float(np.sqrt(max(r2, 0.0))) * (1 + 8 * _EPS), p=2.0)
+        return NormPiece(
+            M=self.F @ self.M,
+            m=self.F @ self.c,
+            r=float(np.sqrt(max(r2, 0.0))) * (1 + 8 * _EPS),
+            p=2.0,
+        )
 
 
 def variable_rows(variable: cp.Variable) -> tuple[np.ndarray, np.ndarray, list[cp.Constraint]]:

@@ -19,15 +19,22 @@ from dpcvx.modeling.gradients import per_example_gradients
 N, D, LAM = 50, 3, 0.1
 
 CASES = {
-    "max(square, affine)": (lambda e, u: cp.maximum(cp.square(e), u),
-                            lambda E, U: cp.maximum(cp.square(E), U)),
-    "max(abs, half square - 1)": (lambda e, u: cp.maximum(cp.abs(e), 0.5 * cp.square(u) - 1),
-                                  lambda E, U: cp.maximum(cp.abs(E), 0.5 * cp.square(U) - 1)),
-    "max(logistic, huber)": (lambda e, u: cp.maximum(cp.logistic(u), cp.huber(e, 1.0)),
-                             lambda E, U: cp.maximum(cp.logistic(U), cp.huber(E, 1.0))),
+    "max(square, affine)": (
+        lambda e, u: cp.maximum(cp.square(e), u),
+        lambda E, U: cp.maximum(cp.square(E), U),
+    ),
+    "max(abs, half square - 1)": (
+        lambda e, u: cp.maximum(cp.abs(e), 0.5 * cp.square(u) - 1),
+        lambda E, U: cp.maximum(cp.abs(E), 0.5 * cp.square(U) - 1),
+    ),
+    "max(logistic, huber)": (
+        lambda e, u: cp.maximum(cp.logistic(u), cp.huber(e, 1.0)),
+        lambda E, U: cp.maximum(cp.logistic(U), cp.huber(E, 1.0)),
+    ),
     "max(2 square + 0.3, abs - 0.2, 0)": (
         lambda e, u: cp.maximum(2 * cp.square(e) + 0.3, cp.abs(u) - 0.2, 0),
-        lambda E, U: cp.maximum(2 * cp.square(E) + 0.3, cp.abs(U) - 0.2, 0)),
+        lambda E, U: cp.maximum(2 * cp.square(E) + 0.3, cp.abs(U) - 0.2, 0),
+    ),
 }
 
 
@@ -39,11 +46,14 @@ def _case(name, seed=0):
     w = cp.Variable(D)
     x = cp.Parameter(D)
     y = cp.Parameter()
-    problem = dpcvx.Problem(term(x @ w - y, x @ w), w, data={x: X, y: R},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        term(x @ w - y, x @ w), w, data={x: X, y: R}, domain=[cp.norm(w, 2) <= 1]
+    )
     v = cp.Variable(D)
-    ref = cp.Problem(cp.Minimize(cp.sum(whole(X @ v - R, X @ v)) / N
-                                 + LAM / 2 * cp.sum_squares(v)), [cp.norm(v, 2) <= 1])
+    ref = cp.Problem(
+        cp.Minimize(cp.sum(whole(X @ v - R, X @ v)) / N + LAM / 2 * cp.sum_squares(v)),
+        [cp.norm(v, 2) <= 1],
+    )
     ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
     return rng, problem, float(ref.value), np.asarray(v.value, float)
 
@@ -58,8 +68,10 @@ def test_maximum_of_convex_pieces_is_certified_exactly(name):
     assert sol.gap <= 1e-9  # the tangent-cut path stopped near 6e-3 here
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
-        for mech in (dpcvx.OutputPerturbation(lipschitz=10.0, regularization=LAM),
-                     dpcvx.DoubleOutputPerturbation(k=4, moment=5.0, regularization=LAM)):
+        for mech in (
+            dpcvx.OutputPerturbation(lipschitz=10.0, regularization=LAM),
+            dpcvx.DoubleOutputPerturbation(k=4, moment=5.0, regularization=LAM),
+        ):
             assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
 
 
@@ -68,17 +80,23 @@ def test_maximum_certificate_is_valid_under_fault_injection(name):
     rng, problem, f_star, w_star = _case(name, seed=1)
     decl = problem.declaration
     template, block = problem._compiled(None)
-    prog = stamp(template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM,
-                 w0=np.zeros(D))
+    prog = stamp(
+        template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM, w0=np.zeros(D)
+    )
     for trial in range(20):
-        cand = w_star + rng.normal(size=D) * 10.0 ** -rng.integers(1, 9) if trial < 10 \
+        cand = (
+            w_star + rng.normal(size=D) * 10.0 ** -rng.integers(1, 9)
+            if trial < 10
             else rng.normal(size=D)
-        z = None if trial % 4 == 0 else rng.normal(size=prog.A.shape[0]) * rng.choice(
-            [1e-3, 1.0, 1e3])
-        cert = certify(decl, cand, lam=LAM, w0=np.zeros(D), prog=None if z is None else prog,
-                       z=z)
+        )
+        z = (
+            None
+            if trial % 4 == 0
+            else rng.normal(size=prog.A.shape[0]) * rng.choice([1e-3, 1.0, 1e3])
+        )
+        cert = certify(decl, cand, lam=LAM, w0=np.zeros(D), prog=None if z is None else prog, z=z)
         vals = decl.loss_values(cert.w)
-        excess = float(np.mean(vals)) + LAM / 2 * float(np.sum(cert.w ** 2)) - f_star
+        excess = float(np.mean(vals)) + LAM / 2 * float(np.sum(cert.w**2)) - f_star
         assert excess <= cert.gap + 1e-9 * (1 + abs(f_star)), (trial, excess, cert.gap)
 
 
@@ -104,12 +122,20 @@ def test_the_stable_gap_runs_for_maximum_terms_and_ignores_huge_labels():
     rng, problem, _, _ = _case("max(square, affine)", seed=3)
     decl = problem.declaration
     template, block = problem._compiled(None)
-    prog = stamp(template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM,
-                 w0=np.zeros(D))
+    prog = stamp(
+        template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM, w0=np.zeros(D)
+    )
     raw = solve_program(prog, "CLARABEL", tight=True)
     point = problem.domain.make_feasible(raw.x[:D])
-    direct = stable_gap(decl, point, _term_duals(decl, prog, raw.z), lam=LAM, w0=np.zeros(D),
-                        radius=1e-4, domain=problem.domain)
+    direct = stable_gap(
+        decl,
+        point,
+        _term_duals(decl, prog, raw.z),
+        lam=LAM,
+        w0=np.zeros(D),
+        radius=1e-4,
+        domain=problem.domain,
+    )
     assert direct is not None and direct <= 1e-8
     w = cp.Variable(D)
     xp = cp.Parameter(D)
@@ -118,8 +144,12 @@ def test_the_stable_gap_runs_for_maximum_terms_and_ignores_huge_labels():
     R = Xa @ np.full(D, 0.3)
     R[0] = 1e2  # (a square of 1e3 and more is beyond what the solver resolves; private
     # releases take such an example out of the universe)
-    big = dpcvx.Problem(cp.maximum(cp.square(xp @ w - yp), xp @ w), w, data={xp: Xa, yp: R},
-                        domain=[cp.norm(w, 2) <= 1])
+    big = dpcvx.Problem(
+        cp.maximum(cp.square(xp @ w - yp), xp @ w),
+        w,
+        data={xp: Xa, yp: R},
+        domain=[cp.norm(w, 2) <= 1],
+    )
     sol = big.solve(regularization=LAM, accuracy=1e-8)
     assert sol.gap <= 1e-8 and sol.gap < sol.upper - sol.lower
 
@@ -136,12 +166,20 @@ def test_a_data_dependent_constant_inside_a_piece_is_not_one_public_offset():
     y = cp.Parameter()
     c = cp.Parameter()
     c.value = 3.0  # a stale value must not matter
-    problem = dpcvx.Problem(cp.maximum(cp.square(x @ w - y) + c, x @ w), w,
-                            data={x: X, y: R, c: Cs}, domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        cp.maximum(cp.square(x @ w - y) + c, x @ w),
+        w,
+        data={x: X, y: R, c: Cs},
+        domain=[cp.norm(w, 2) <= 1],
+    )
     assert all(t.kind != "max_terms" for t in problem.declaration.terms)
     v = cp.Variable(D)
-    ref = cp.Problem(cp.Minimize(cp.sum(cp.maximum(cp.square(X @ v - R) + Cs, X @ v)) / 30
-                                 + LAM / 2 * cp.sum_squares(v)), [cp.norm(v, 2) <= 1])
+    ref = cp.Problem(
+        cp.Minimize(
+            cp.sum(cp.maximum(cp.square(X @ v - R) + Cs, X @ v)) / 30 + LAM / 2 * cp.sum_squares(v)
+        ),
+        [cp.norm(v, 2) <= 1],
+    )
     ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
     sol = problem.solve(regularization=LAM, center=np.zeros(D))
     assert sol.lower <= ref.value + 1e-9 <= sol.upper + 2e-9
@@ -151,9 +189,11 @@ def test_infinite_duals_give_a_valid_bound_not_an_error():
     rng, problem, f_star, w_star = _case("max(square, affine)", seed=5)
     decl = problem.declaration
     template, block = problem._compiled(None)
-    prog = stamp(template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM,
-                 w0=np.zeros(D))
+    prog = stamp(
+        template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM, w0=np.zeros(D)
+    )
     for bad in (np.inf, np.nan, 1e300):
-        cert = certify(decl, w_star, lam=LAM, w0=np.zeros(D), prog=prog,
-                       z=np.full(prog.A.shape[0], bad))
+        cert = certify(
+            decl, w_star, lam=LAM, w0=np.zeros(D), prog=prog, z=np.full(prog.A.shape[0], bad)
+        )
         assert np.isfinite(cert.gap) and cert.lower <= f_star + 1e-9

@@ -29,26 +29,37 @@ def _data(seed=1):
 
 
 LOSSES = {
-    "absolute": (lambda x, w, y: cp.abs(x @ w - y),
-                 lambda X, v, Y: cp.abs(X @ v - Y), True),
-    "pinball": (lambda x, w, y: cp.maximum(0.3 * (x @ w - y), -0.7 * (x @ w - y)),
-                lambda X, v, Y: cp.maximum(0.3 * (X @ v - Y), -0.7 * (X @ v - Y)), True),
-    "hinge": (lambda x, w, y: cp.pos(1 - y * (x @ w)),
-              lambda X, v, Y: cp.pos(1 - cp.multiply(Y, X @ v)), False),
-    "logistic": (lambda x, w, y: cp.logistic(-y * (x @ w)),
-                 lambda X, v, Y: cp.logistic(-cp.multiply(Y, X @ v)), False),
-    "squared": (lambda x, w, y: cp.square(x @ w - y),
-                lambda X, v, Y: cp.square(X @ v - Y), False),
-    "huber": (lambda x, w, y: cp.huber(x @ w - y, 0.5),
-              lambda X, v, Y: cp.huber(X @ v - Y, 0.5), False),
+    "absolute": (lambda x, w, y: cp.abs(x @ w - y), lambda X, v, Y: cp.abs(X @ v - Y), True),
+    "pinball": (
+        lambda x, w, y: cp.maximum(0.3 * (x @ w - y), -0.7 * (x @ w - y)),
+        lambda X, v, Y: cp.maximum(0.3 * (X @ v - Y), -0.7 * (X @ v - Y)),
+        True,
+    ),
+    "hinge": (
+        lambda x, w, y: cp.pos(1 - y * (x @ w)),
+        lambda X, v, Y: cp.pos(1 - cp.multiply(Y, X @ v)),
+        False,
+    ),
+    "logistic": (
+        lambda x, w, y: cp.logistic(-y * (x @ w)),
+        lambda X, v, Y: cp.logistic(-cp.multiply(Y, X @ v)),
+        False,
+    ),
+    "squared": (lambda x, w, y: cp.square(x @ w - y), lambda X, v, Y: cp.square(X @ v - Y), False),
+    "huber": (
+        lambda x, w, y: cp.huber(x @ w - y, 0.5),
+        lambda X, v, Y: cp.huber(X @ v - Y, 0.5),
+        False,
+    ),
 }
 
 
 def _reference(whole, X, Y):
     """F* of the whole-dataset problem (Clarabel at 1e-12, relaxed where it stalls)."""
     v = cp.Variable(D)
-    prob = cp.Problem(cp.Minimize(cp.sum(whole(X, v, Y)) / N + LAM / 2 * cp.sum_squares(v)),
-                      [cp.norm(v, 2) <= 1])
+    prob = cp.Problem(
+        cp.Minimize(cp.sum(whole(X, v, Y)) / N + LAM / 2 * cp.sum_squares(v)), [cp.norm(v, 2) <= 1]
+    )
     for tol in (1e-12, 1e-10):
         try:
             with warnings.catch_warnings():
@@ -92,7 +103,7 @@ def _case(name, big):
 def _objective(problem, point):
     decl = problem.declaration
     vals = decl.loss_values(point)
-    return float(np.mean(vals)) + LAM / 2 * float(np.sum(point ** 2))
+    return float(np.mean(vals)) + LAM / 2 * float(np.sum(point**2))
 
 
 @pytest.mark.parametrize("big", [0.0, 1e6, 1e10])
@@ -105,17 +116,20 @@ def test_certified_gap_is_never_below_the_true_suboptimality(name, big):
     rng, problem, f_star, w_star = _case(name, big)
     decl = problem.declaration
     template, block = problem._compiled(None)
-    prog = stamp(template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM,
-                 w0=np.zeros(D))
+    prog = stamp(
+        template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM, w0=np.zeros(D)
+    )
     for trial in range(24):
         if trial < 8:
             cand = w_star + rng.normal(size=D) * 10.0 ** -rng.integers(2, 10)
         else:
             cand = rng.normal(size=D) * rng.choice([0.05, 0.5, 2.0])
-        z = None if trial % 3 == 0 else rng.normal(size=prog.A.shape[0]) * rng.choice(
-            [1e-3, 1.0, 1e3])
-        cert = certify(decl, cand, lam=LAM, w0=np.zeros(D), prog=None if z is None else prog,
-                       z=z)
+        z = (
+            None
+            if trial % 3 == 0
+            else rng.normal(size=prog.A.shape[0]) * rng.choice([1e-3, 1.0, 1e3])
+        )
+        cert = certify(decl, cand, lam=LAM, w0=np.zeros(D), prog=None if z is None else prog, z=z)
         excess = _objective(problem, cert.w) - f_star
         # F(w) is evaluated in float64 here too: allow its rounding (relative to big)
         tol = 1e-9 * (1 + abs(f_star)) + 1e-15 * big
@@ -131,8 +145,9 @@ def test_a_huge_label_no_longer_blocks_the_certificate(name, big):
     _, problem, f_star, _ = _case(name, big)
     sol = problem.solve(regularization=LAM, accuracy=1e-9)
     assert sol.gap <= 1e-9
-    res = problem.solve_private(dpcvx.OutputPerturbation(lipschitz=5.0, regularization=LAM),
-                                epsilon=1.0, rng=0)
+    res = problem.solve_private(
+        dpcvx.OutputPerturbation(lipschitz=5.0, regularization=LAM), epsilon=1.0, rng=0
+    )
     assert np.all(np.isfinite(res.w))
     mech = dpcvx.DoubleOutputPerturbation(k=4, moment=5.0, regularization=LAM)
     assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
@@ -151,8 +166,9 @@ def test_extension_certificate_is_valid_under_fault_injection(name, big):
     ext = problem.lipschitz_extension(C)
     best = ext.solve(regularization=LAM, accuracy=1e-9)
     template, block = problem._compiled(C)
-    prog = stamp(template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM,
-                 w0=np.zeros(D))
+    prog = stamp(
+        template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM, w0=np.zeros(D)
+    )
     for trial in range(12):
         x = rng.normal(size=prog.A.shape[1]) * rng.choice([0.01, 0.5, 3.0])
         x[:D] = best.w + rng.normal(size=D) * 10.0 ** -rng.integers(1, 8)
@@ -161,9 +177,13 @@ def test_extension_certificate_is_valid_under_fault_injection(name, big):
         # F_C(w) >= mean of independently certified per-example lower bounds of f_C(w), and
         # the certificate claims F_C* >= F_C(w) - gap, while F_C* <= best.upper
         values = ext.evaluate(cert.w)
-        f_low = float(np.mean(values.lower)) + LAM / 2 * float(np.sum(cert.w ** 2))
+        f_low = float(np.mean(values.lower)) + LAM / 2 * float(np.sum(cert.w**2))
         assert f_low - cert.gap <= best.upper + 1e-9 * (1 + abs(best.upper)), (
-            trial, f_low, cert.gap, best.upper)
+            trial,
+            f_low,
+            cert.gap,
+            best.upper,
+        )
 
 
 def test_negative_control_a_gap_that_ignores_the_duality_gaps_is_caught(monkeypatch):
@@ -183,8 +203,9 @@ def test_overflowing_duals_do_not_block_a_certificate_the_stable_path_can_give()
     _, problem, f_star, w_star = _case("squared", 0.0)
     decl = problem.declaration
     template, block = problem._compiled(None)
-    prog = stamp(template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM,
-                 w0=np.zeros(D))
+    prog = stamp(
+        template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM, w0=np.zeros(D)
+    )
     z = np.full(prog.A.shape[0], 1e300)
     cert = certify(decl, w_star, lam=LAM, w0=np.zeros(D), prog=prog, z=z)
     assert np.isfinite(cert.gap) and cert.gap < 1e-6

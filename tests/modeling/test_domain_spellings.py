@@ -35,12 +35,20 @@ SPELLINGS = [
     ("two-sided", cp.Variable, lambda w: [w >= -0.3, w <= np.array([0.5, 0.7, 0.9])], "box"),
     ("variable bounds", _bounded, lambda w: [], "box"),
     ("variable bounds and ball", _bounded, lambda w: [cp.norm(w) <= 0.9], "general"),
-    ("nonneg variable and sum", lambda d: cp.Variable(d, nonneg=True),
-     lambda w: [cp.sum(w) <= 1], "general"),
+    (
+        "nonneg variable and sum",
+        lambda d: cp.Variable(d, nonneg=True),
+        lambda w: [cp.sum(w) <= 1],
+        "general",
+    ),
     ("sum_squares ball", cp.Variable, lambda w: [cp.sum_squares(w) <= 0.25], "l2_ball"),
     ("sum_squares shifted", cp.Variable, lambda w: [cp.sum_squares(w - 0.1) <= 0.5], "l2_ball"),
-    ("quad_form scaled identity", cp.Variable,
-     lambda w: [cp.quad_form(w, 2 * np.eye(D)) <= 0.5], "l2_ball"),
+    (
+        "quad_form scaled identity",
+        cp.Variable,
+        lambda w: [cp.quad_form(w, 2 * np.eye(D)) <= 0.5],
+        "l2_ball",
+    ),
     ("norm2 shifted", cp.Variable, lambda w: [cp.norm2(w - 0.3) <= 0.8], "l2_ball"),
     ("squared norm", cp.Variable, lambda w: [cp.norm(w, 2) ** 2 <= 0.64], "l2_ball"),
     ("norm minus one", cp.Variable, lambda w: [cp.norm(w) - 1 <= 0], "l2_ball"),
@@ -54,10 +62,13 @@ SPELLINGS = [
     ("sum abs", cp.Variable, lambda w: [cp.sum(cp.abs(w)) <= 1.2], "l1_ball"),
     ("ball and box", cp.Variable, lambda w: [cp.norm(w) <= 1, w <= 0.5, w >= -0.7], "general"),
     ("ball and abs", cp.Variable, lambda w: [cp.norm(w, 2) <= 1, cp.abs(w) <= 0.6], "general"),
-    ("ball and equality", cp.Variable, lambda w: [cp.norm(w) <= 1, cp.sum(w) == 0.2],
-     "general"),
-    ("ellipsoid and halfspace", cp.Variable,
-     lambda w: [cp.quad_form(w, _P) <= 1, w[0] + w[1] <= 0.3], "general"),
+    ("ball and equality", cp.Variable, lambda w: [cp.norm(w) <= 1, cp.sum(w) == 0.2], "general"),
+    (
+        "ellipsoid and halfspace",
+        cp.Variable,
+        lambda w: [cp.quad_form(w, _P) <= 1, w[0] + w[1] <= 0.3],
+        "general",
+    ),
     ("pnorm 3 (generic)", cp.Variable, lambda w: [cp.pnorm(w, 3) <= 0.8], "general"),
     ("exp (generic) and box", cp.Variable, lambda w: [cp.exp(w) <= 2, w >= -1], "general"),
 ]
@@ -71,8 +82,9 @@ def _spelling(case, d=D):
 
 def _reference(w, constraints, objective_of):
     """Solve an independent CVXPY problem over the same set (fresh variable, tight)."""
-    v = cp.Variable(w.size, bounds=w.attributes.get("bounds"),
-                    nonneg=bool(w.attributes.get("nonneg")))
+    v = cp.Variable(
+        w.size, bounds=w.attributes.get("bounds"), nonneg=bool(w.attributes.get("nonneg"))
+    )
     cons = [substitute(c, w, v) for c in constraints]
     prob = cp.Problem(objective_of(v), cons)
     return _solve_tight(prob)
@@ -84,8 +96,9 @@ def _solve_tight(prob: cp.Problem) -> float:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                prob.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol,
-                           max_iter=400)
+                prob.solve(
+                    solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol, max_iter=400
+                )
             if prob.status == "optimal":
                 return float(prob.value)
         except cp.SolverError:
@@ -163,8 +176,9 @@ def test_abs_box_in_one_dimension():
     assert problem.domain.kind == "box"
     sol = problem.solve(regularization=0.1, accuracy=1e-10)
     assert sol.gap <= 1e-10
-    res = problem.solve_private(dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1),
-                                epsilon=1.0, rng=0)
+    res = problem.solve_private(
+        dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1), epsilon=1.0, rng=0
+    )
     assert np.all(np.isfinite(res.w)) and abs(res.w[0]) <= 1
 
 

@@ -27,19 +27,33 @@ def _data():
 
 
 CASES = {
-    "weighted hinge": (lambda x, y, s, w: s * cp.pos(1 - y * (x @ w)),
-                       lambda X, Y, R, S, v: cp.multiply(S, cp.pos(1 - cp.multiply(Y, X @ v))),
-                       "class"),
-    "weighted absolute": (lambda x, y, s, w: s * cp.abs(x @ w - y),
-                          lambda X, Y, R, S, v: cp.multiply(S, cp.abs(X @ v - R)), "reg"),
-    "weighted squared": (lambda x, y, s, w: s * cp.square(x @ w - y),
-                         lambda X, Y, R, S, v: cp.multiply(S, cp.square(X @ v - R)), "reg"),
-    "weighted pinball": (lambda x, y, s, w: s * cp.maximum(0.3 * (x @ w - y), -0.7 * (x @ w - y)),
-                         lambda X, Y, R, S, v: cp.multiply(
-                             S, cp.maximum(0.3 * (X @ v - R), -0.7 * (X @ v - R))), "reg"),
-    "weighted sum": (lambda x, y, s, w: s * (cp.pos(1 - y * (x @ w)) + 0.5 * cp.abs(x @ w)),
-                     lambda X, Y, R, S, v: cp.multiply(
-                         S, cp.pos(1 - cp.multiply(Y, X @ v)) + 0.5 * cp.abs(X @ v)), "class"),
+    "weighted hinge": (
+        lambda x, y, s, w: s * cp.pos(1 - y * (x @ w)),
+        lambda X, Y, R, S, v: cp.multiply(S, cp.pos(1 - cp.multiply(Y, X @ v))),
+        "class",
+    ),
+    "weighted absolute": (
+        lambda x, y, s, w: s * cp.abs(x @ w - y),
+        lambda X, Y, R, S, v: cp.multiply(S, cp.abs(X @ v - R)),
+        "reg",
+    ),
+    "weighted squared": (
+        lambda x, y, s, w: s * cp.square(x @ w - y),
+        lambda X, Y, R, S, v: cp.multiply(S, cp.square(X @ v - R)),
+        "reg",
+    ),
+    "weighted pinball": (
+        lambda x, y, s, w: s * cp.maximum(0.3 * (x @ w - y), -0.7 * (x @ w - y)),
+        lambda X, Y, R, S, v: cp.multiply(S, cp.maximum(0.3 * (X @ v - R), -0.7 * (X @ v - R))),
+        "reg",
+    ),
+    "weighted sum": (
+        lambda x, y, s, w: s * (cp.pos(1 - y * (x @ w)) + 0.5 * cp.abs(x @ w)),
+        lambda X, Y, R, S, v: cp.multiply(
+            S, cp.pos(1 - cp.multiply(Y, X @ v)) + 0.5 * cp.abs(X @ v)
+        ),
+        "class",
+    ),
 }
 
 
@@ -52,13 +66,16 @@ def test_weighted_losses_are_certified_against_a_reference(name):
     x = cp.Parameter(D)
     y = cp.Parameter()
     s = cp.Parameter(nonneg=True)
-    problem = dpcvx.Problem(term(x, y, s, w), w, data={x: X, y: labels, s: S},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        term(x, y, s, w), w, data={x: X, y: labels, s: S}, domain=[cp.norm(w, 2) <= 1]
+    )
     assert all(t.kind != "generic" for t in problem.declaration.terms)
     sol = problem.solve(regularization=LAM, center=np.zeros(D), accuracy=1e-9)
     v = cp.Variable(D)
-    ref = cp.Problem(cp.Minimize(cp.sum(whole(X, Y, labels, S, v)) / N
-                                 + LAM / 2 * cp.sum_squares(v)), [cp.norm(v, 2) <= 1])
+    ref = cp.Problem(
+        cp.Minimize(cp.sum(whole(X, Y, labels, S, v)) / N + LAM / 2 * cp.sum_squares(v)),
+        [cp.norm(v, 2) <= 1],
+    )
     ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
     tol = 1e-8 * (1 + abs(ref.value))
     assert sol.lower <= ref.value + tol <= sol.upper + 2 * tol
@@ -78,8 +95,9 @@ def test_a_weight_on_a_loss_without_a_homogeneous_form_is_refused_with_a_hint():
     y = cp.Parameter()
     s = cp.Parameter(nonneg=True)
     with pytest.raises(dpcvx.ModelingError, match="per-example weight"):
-        dpcvx.Problem(s * cp.logistic(-y * (x @ w)), w, data={x: X, y: Y, s: S},
-                      domain=[cp.norm(w, 2) <= 1])
+        dpcvx.Problem(
+            s * cp.logistic(-y * (x @ w)), w, data={x: X, y: Y, s: S}, domain=[cp.norm(w, 2) <= 1]
+        )
 
 
 def test_negative_weights_are_refused():
@@ -89,5 +107,6 @@ def test_negative_weights_are_refused():
     y = cp.Parameter()
     s = cp.Parameter(nonneg=True)
     with pytest.raises(dpcvx.DataError, match="nonneg"):
-        dpcvx.Problem(s * cp.abs(x @ w - y), w, data={x: X, y: R, s: S - 1.0},
-                      domain=[cp.norm(w, 2) <= 1])
+        dpcvx.Problem(
+            s * cp.abs(x @ w - y), w, data={x: X, y: R, s: S - 1.0}, domain=[cp.norm(w, 2) <= 1]
+        )
