@@ -436,6 +436,22 @@ def _max_terms(term, vals, errs, reaches, offs, jacs, raw, center, dom_radius, n
     return fy, err, slope, slope_abs
 
 
+def _mean_rows(rows: np.ndarray, rows_abs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of ``rows`` (n, d) over examples, accumulated in extended precision, and an
+    elementwise bound on its rounding error that holds whatever the summation order: ``n``
+    additions in a format with unit roundoff ``u`` err by at most ``n u`` times the sum of
+    absolute values (``u`` is numpy's long double epsilon: 1e-19 on x86, the float64 one
+    where long double is double), plus the final rounding to float64."""
+    n = rows.shape[0]
+    acc = np.zeros(rows.shape[1], dtype=np.longdouble)
+    for start in range(0, n, 4096):  # chunks keep the extended copy small
+        acc += rows[start : start + 4096].astype(np.longdouble).sum(axis=0)
+    mean = np.asarray(acc / n, dtype=float)
+    u = float(np.finfo(np.longdouble).eps)
+    err = (n + 2) * u * rows_abs.mean(axis=0) * 1.01 + 2 * _EPS * np.abs(mean)
+    return mean, err
+
+
 def _q_gap(
     slope_bar: np.ndarray,
     slope_err: np.ndarray,
@@ -481,9 +497,9 @@ def stable_gap(
     if out is None:
         return None
     fy, err, slope, slope_abs = out
-    slope_err = (n + d + 64) * 4 * _EPS * slope_abs.mean(axis=0)
+    slope_bar, slope_err = _mean_rows(slope, slope_abs)
     gap = float(np.mean(fy + err)) + _q_gap(
-        slope.mean(axis=0), slope_err, w_hat, lam, np.asarray(w0, float), domain, domain
+        slope_bar, slope_err, w_hat, lam, np.asarray(w0, float), domain, domain
     )
     gap *= 1.0 + 8 * (n + d + 8) * _EPS
     return float(gap) if np.isfinite(gap) else None
@@ -548,10 +564,9 @@ def stable_extension_gap(
         per_example.append(total_i)
         gs.append(g)
         gabs.append(np.abs(g))
-    g_all = np.concatenate(gs)
-    slope_err = (n_total + 8) * 4 * _EPS * np.concatenate(gabs).mean(axis=0)
+    g_bar, slope_err = _mean_rows(np.concatenate(gs), np.concatenate(gabs))
     gap = float(np.mean(np.concatenate(per_example))) + _q_gap(
-        g_all.mean(axis=0), slope_err, w_hat, lam, np.asarray(w0, float), w_domain, w_domain
+        g_bar, slope_err, w_hat, lam, np.asarray(w0, float), w_domain, w_domain
     )
     gap *= 1.0 + 8 * (n_total + d + 8) * _EPS
     return float(gap) if np.isfinite(gap) else None
