@@ -118,3 +118,17 @@ def test_bench_aborts_smoke_runs(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "abort frontier" in proc.stdout
     assert (tmp_path / "bench_aborts_smoke.json").exists()
+
+
+def test_bench_smooth_smoke_runs(tmp_path):
+    """dpcvx's smooth-loss path next to scikit-learn on a tiny cell: it prints ratios."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_smooth.py"), "--smoke", "--out",
+         str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "L-BFGS-B" in proc.stdout and (tmp_path / "bench_smooth.json").exists()
