@@ -28,9 +28,14 @@ def progress_enabled(enabled: bool = True) -> bool:
         return False
 
 
-def progress_bar(iterable: Iterable[T] | None = None, *, total: int | None = None,
-                 desc: str | None = None, unit: str = "it",
-                 enabled: bool = True) -> Iterator[T]:
+def progress_bar(
+    iterable: Iterable[T] | None = None,
+    *,
+    total: int | None = None,
+    desc: str | None = None,
+    unit: str = "it",
+    enabled: bool = True,
+) -> Iterator[T]:
     """A ``tqdm`` bar over ``iterable`` (or a manual bar with ``update``), silent unless
     ``enabled`` and standard error is a terminal.
 
@@ -55,5 +60,13 @@ def progress_bar(iterable: Iterable[T] | None = None, *, total: int | None = Non
     """
     from tqdm import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False, file=sys.stderr,
-                disable=not progress_enabled(enabled), dynamic_ncols=True)
+    return tqdm(
+        iterable,
+        total=total,
+        desc=desc,
+        unit=unit,
+        leave=False,
+        file=sys.stderr,
+        disable=not progress_enabled(enabled),
+        dynamic_ncols=True,
+    )

@@ -45,7 +45,8 @@ def zcdp_to_dp(rho: float, delta: float, method: str = "best") -> float:
     delta = _check_delta_open(delta, owner)
     if method not in ("bs16", "rdp", "best"):
         raise InvalidParameterError(
-            f"`method` of `{owner}` must be 'bs16', 'rdp' or 'best'. Got {method!r}.")
+            f"`method` of `{owner}` must be 'bs16', 'rdp' or 'best'. Got {method!r}."
+        )
     bs16 = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
     if method == "bs16":
         return bs16

@@ -144,10 +144,12 @@ class ThresholdTest:
         num, den = self.numerator, 1 - self.numerator
         lo, _ = self.interval_numerator
         _, hi = self.interval_denominator
-        return (f"P{num}(T {self.event} {self.threshold:.4g}) >= {lo:.4g} "
-                f"({self.counts[0]}/{self.runs[0]}) vs P{den}(T {self.event} "
-                f"{self.threshold:.4g}) <= {hi:.4g} ({self.counts[1]}/{self.runs[1]}): "
-                f"epsilon >= {self.bound:.4g}")
+        return (
+            f"P{num}(T {self.event} {self.threshold:.4g}) >= {lo:.4g} "
+            f"({self.counts[0]}/{self.runs[0]}) vs P{den}(T {self.event} "
+            f"{self.threshold:.4g}) <= {hi:.4g} ({self.counts[1]}/{self.runs[1]}): "
+            f"epsilon >= {self.bound:.4g}"
+        )
 
 
 def _check_level(alpha: object, owner: str) -> float:
@@ -176,8 +178,9 @@ def _check_thresholds(thresholds: object, owner: str) -> tuple[float, ...]:
     return values
 
 
-def threshold_tests(out0, out1, thresholds, alpha: float,
-                    delta: float = 0.0) -> tuple[ThresholdTest, ...]:
+def threshold_tests(
+    out0, out1, thresholds, alpha: float, delta: float = 0.0
+) -> tuple[ThresholdTest, ...]:
     """Every threshold test on two samples of the statistic, with simultaneous intervals.
 
     Parameters
@@ -205,23 +208,34 @@ def threshold_tests(out0, out1, thresholds, alpha: float,
     o1 = np.asarray(out1, float).reshape(-1)
     if o0.size == 0 or o1.size == 0:
         raise InvalidParameterError(
-            f"`{owner}` needs at least one release on each dataset. Got {o0.size} and "
-            f"{o1.size}."
+            f"`{owner}` needs at least one release on each dataset. Got {o0.size} and {o1.size}."
         )
     n0, n1 = o0.size, o1.size
     tests = []
     for t in thresholds:
-        for event, k0, k1 in ((">=", int((o0 >= t).sum()), int((o1 >= t).sum())),
-                              ("<", int((o0 < t).sum()), int((o1 < t).sum()))):
+        for event, k0, k1 in (
+            (">=", int((o0 >= t).sum()), int((o1 >= t).sum())),
+            ("<", int((o0 < t).sum()), int((o1 < t).sum())),
+        ):
             ci0, ci1 = clopper_pearson(k0, n0, a), clopper_pearson(k1, n1, a)
             for numerator, (kn, nn, cin), (kd, nd, cid) in (
-                    (0, (k0, n0, ci0), (k1, n1, ci1)), (1, (k1, n1, ci1), (k0, n0, ci0))):
+                (0, (k0, n0, ci0), (k1, n1, ci1)),
+                (1, (k1, n1, ci1), (k0, n0, ci0)),
+            ):
                 top, bottom = cin[0] - delta, cid[1]
                 bound = math.log(top / bottom) if top > 0 and bottom > 0 else -math.inf
-                tests.append(ThresholdTest(
-                    threshold=t, event=event, numerator=numerator, counts=(kn, kd),
-                    runs=(nn, nd), interval_numerator=cin, interval_denominator=cid,
-                    bound=bound))
+                tests.append(
+                    ThresholdTest(
+                        threshold=t,
+                        event=event,
+                        numerator=numerator,
+                        counts=(kn, kd),
+                        runs=(nn, nd),
+                        interval_numerator=cin,
+                        interval_denominator=cid,
+                        bound=bound,
+                    )
+                )
     return tuple(tests)
 
 
@@ -343,26 +357,33 @@ class AuditResult:
         return self.lower_bound <= self.epsilon
 
     def __str__(self) -> str:
-        claim = f"epsilon = {self.epsilon:g}" + (f", delta = {self.delta:g}" if self.delta
-                                                 else "")
+        claim = f"epsilon = {self.epsilon:g}" + (f", delta = {self.delta:g}" if self.delta else "")
         verdict = "consistent with" if self.passed else "VIOLATES"
         if self.method == "exact":
-            head = (f"{self.label}: exact epsilon of the pair {self.lower_bound:.4g} "
-                    f"({verdict} the claimed {claim})")
+            head = (
+                f"{self.label}: exact epsilon of the pair {self.lower_bound:.4g} "
+                f"({verdict} the claimed {claim})"
+            )
             net = self.detail.get("points")
             where = self.detail.get("argmax")
             extra = f"  max over the {net} net points of |log P0(w) - log P1(w)|"
             if where is not None:
                 extra += f", attained at w = {where}"
             return head + "\n" + extra + f"  ({self.seconds:.2f} s)"
-        head = (f"{self.label}: epsilon >= {self.lower_bound:.4g} with "
-                f"{100 * self.confidence:.4g}% confidence ({verdict} the claimed {claim})")
-        lines = [head, (
-            f"  {self.runs} seeded releases per dataset (seed {self.seed}"
-            + (f", thresholds from {self.pilot_runs} pilot releases" if self.pilot_runs else "")
-            + f"), {len(self.thresholds)} threshold{'' if len(self.thresholds) == 1 else 's'}, "
-            f"Clopper-Pearson with Bonferroni over "
-            f"{4 * len(self.thresholds)} intervals  ({self.seconds:.2f} s)")]
+        head = (
+            f"{self.label}: epsilon >= {self.lower_bound:.4g} with "
+            f"{100 * self.confidence:.4g}% confidence ({verdict} the claimed {claim})"
+        )
+        lines = [
+            head,
+            (
+                f"  {self.runs} seeded releases per dataset (seed {self.seed}"
+                + (f", thresholds from {self.pilot_runs} pilot releases" if self.pilot_runs else "")
+                + f"), {len(self.thresholds)} threshold{'' if len(self.thresholds) == 1 else 's'}, "
+                f"Clopper-Pearson with Bonferroni over "
+                f"{4 * len(self.thresholds)} intervals  ({self.seconds:.2f} s)"
+            ),
+        ]
         if self.best is not None and math.isfinite(self.best.bound):
             lines.append(f"  best test: {self.best}")
         else:
@@ -418,16 +439,22 @@ class MechanismAudit:
             "  " + str(c).replace("\n", "\n  "),
         ]
         if self.ok:
-            verdict = (f"OK: bound {m.lower_bound:.4g} <= epsilon = {m.epsilon:g} for the "
-                       f"mechanism; the control is caught ({c.lower_bound:.4g} > "
-                       f"{c.epsilon:g})")
+            verdict = (
+                f"OK: bound {m.lower_bound:.4g} <= epsilon = {m.epsilon:g} for the "
+                f"mechanism; the control is caught ({c.lower_bound:.4g} > "
+                f"{c.epsilon:g})"
+            )
         elif not self.passed:
-            verdict = (f"FAILED: the mechanism's empirical bound {m.lower_bound:.4g} exceeds "
-                       f"its epsilon = {m.epsilon:g}: a privacy bug, or a false alarm of "
-                       f"probability at most alpha = {m.alpha:g}")
+            verdict = (
+                f"FAILED: the mechanism's empirical bound {m.lower_bound:.4g} exceeds "
+                f"its epsilon = {m.epsilon:g}: a privacy bug, or a false alarm of "
+                f"probability at most alpha = {m.alpha:g}"
+            )
         else:
-            verdict = (f"FAILED: the audit missed the negative control ({c.lower_bound:.4g} "
-                       f"<= {c.epsilon:g}): too few runs for power; raise `runs`")
+            verdict = (
+                f"FAILED: the audit missed the negative control ({c.lower_bound:.4g} "
+                f"<= {c.epsilon:g}): too few runs for power; raise `runs`"
+            )
         lines.append(verdict)
         return "\n".join(lines)
 
@@ -438,12 +465,18 @@ def _scaled(value, factor: float):
     epsilon (recursing into plans, phases and blocks)."""
     if isinstance(value, NoiseSpec):
         gaussian = value.calibration if value.kind == "gaussian" else "analytic"
-        return calibrate(value.sensitivity, factor * value.epsilon, value.delta,
-                         norm=value.norm, gaussian=gaussian), True
+        return calibrate(
+            value.sensitivity,
+            factor * value.epsilon,
+            value.delta,
+            norm=value.norm,
+            gaussian=gaussian,
+        ), True
     if isinstance(value, ExponentialMechanismPlan):
         g = value.guarantee
         return dataclasses.replace(
-            value, guarantee=dataclasses.replace(g, epsilon=factor * g.epsilon)), True
+            value, guarantee=dataclasses.replace(g, epsilon=factor * g.epsilon)
+        ), True
     if isinstance(value, tuple):
         pairs = [_scaled(v, factor) for v in value]
         if any(changed for _, changed in pairs):
@@ -487,9 +520,19 @@ class NegativeControl:
         """The mechanism's plan with every noise recalibrated to ``factor`` times its
         epsilon (the last one is reused for identical public inputs: plans are immutable
         functions of them)."""
-        key = tuple(sorted((k, _key(v) if isinstance(v, np.ndarray) else
-                            v if isinstance(v, (int, float, str, type(None))) else id(v))
-                           for k, v in kwargs.items()))
+        key = tuple(
+            sorted(
+                (
+                    k,
+                    _key(v)
+                    if isinstance(v, np.ndarray)
+                    else v
+                    if isinstance(v, (int, float, str, type(None)))
+                    else id(v),
+                )
+                for k, v in kwargs.items()
+            )
+        )
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         plan = self.mechanism.plan(**kwargs)
@@ -605,7 +648,8 @@ class _MemoizedSource:
         key = (extension, solver, base)
         if key not in self._contexts:
             self._contexts[key] = _MemoizedContext(
-                self._problem.release_context(extension=extension, solver=solver, base=base))
+                self._problem.release_context(extension=extension, solver=solver, base=base)
+            )
         return self._contexts[key]
 
 
@@ -631,8 +675,15 @@ def _releaser(mechanism, dataset, epsilon: float, delta: float) -> Callable:
     source = _MemoizedSource(problem)
 
     def run(rng: np.random.Generator):
-        return release(source, mechanism, epsilon=epsilon, delta=delta, rng=rng,
-                       accountant=None, extension=extension).w
+        return release(
+            source,
+            mechanism,
+            epsilon=epsilon,
+            delta=delta,
+            rng=rng,
+            accountant=None,
+            extension=extension,
+        ).w
 
     return run
 
@@ -667,8 +718,11 @@ def _check_seed(seed: object, owner: str) -> int:
 
 
 def _check_pair(datasets: object, owner: str) -> tuple[Any, Any]:
-    if isinstance(datasets, (str, bytes)) or not isinstance(datasets, Sequence) \
-            or len(datasets) != 2:
+    if (
+        isinstance(datasets, (str, bytes))
+        or not isinstance(datasets, Sequence)
+        or len(datasets) != 2
+    ):
         raise InvalidParameterError(
             f"The `datasets` of `{owner}` must be a pair (Z, Z') of neighboring datasets, "
             f"e.g. two dpcvx.Problem objects that differ in one example. Got "
@@ -711,11 +765,20 @@ def _sample(release_fns, generators, runs, statistic, bar) -> list[np.ndarray]:
     return outs
 
 
-def audit(mechanism, datasets, *, epsilon: float, delta: float = 0.0, runs: int = 1000,
-          thresholds: Sequence[float] | None = None,
-          statistic: Callable[[np.ndarray], float] | None = None,
-          alpha: float = DEFAULT_ALPHA, seed: int = 0, progress: bool = True,
-          label: str | None = None) -> AuditResult:
+def audit(
+    mechanism,
+    datasets,
+    *,
+    epsilon: float,
+    delta: float = 0.0,
+    runs: int = 1000,
+    thresholds: Sequence[float] | None = None,
+    statistic: Callable[[np.ndarray], float] | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    seed: int = 0,
+    progress: bool = True,
+    label: str | None = None,
+) -> AuditResult:
     """Empirical epsilon lower bound of a mechanism on a neighboring pair, from seeded
     releases.
 
@@ -792,8 +855,11 @@ def audit(mechanism, datasets, *, epsilon: float, delta: float = 0.0, runs: int 
     z0, z1 = _check_pair(datasets, owner)
     if _is_mechanism(mechanism):
         fns = [_releaser(mechanism, z, epsilon, delta) for z in (z0, z1)]
-        name = (f"NegativeControl[{type(mechanism.mechanism).__name__} x {mechanism.factor:g}]"
-                if isinstance(mechanism, NegativeControl) else type(mechanism).__name__)
+        name = (
+            f"NegativeControl[{type(mechanism.mechanism).__name__} x {mechanism.factor:g}]"
+            if isinstance(mechanism, NegativeControl)
+            else type(mechanism).__name__
+        )
     elif callable(mechanism):
         fns = [lambda rng, z=z: mechanism(z, rng) for z in (z0, z1)]
         name = getattr(mechanism, "__name__", type(mechanism).__name__)
@@ -807,36 +873,48 @@ def audit(mechanism, datasets, *, epsilon: float, delta: float = 0.0, runs: int 
     tested = [np.random.default_rng(s) for s in streams[:2]]
     pilot_runs = 0 if thresholds is not None else max(50, runs // 5)
     start = time.perf_counter()
-    with progress_bar(total=2 * (runs + pilot_runs), desc=f"audit {label}", unit="release",
-                      enabled=progress) as bar:
+    with progress_bar(
+        total=2 * (runs + pilot_runs), desc=f"audit {label}", unit="release", enabled=progress
+    ) as bar:
         if thresholds is None:
-            pilot = _sample(fns, [np.random.default_rng(s) for s in streams[2:]], pilot_runs,
-                            statistic, bar)
+            pilot = _sample(
+                fns, [np.random.default_rng(s) for s in streams[2:]], pilot_runs, statistic, bar
+            )
             pooled = np.concatenate(pilot)
-            pooled = pooled[np.isfinite(pooled)] if np.any(np.isfinite(pooled)) \
-                else np.zeros(1)
-            thresholds = tuple(float(v) for v in np.unique(np.quantile(pooled,
-                                                                       PILOT_QUANTILES)))
+            pooled = pooled[np.isfinite(pooled)] if np.any(np.isfinite(pooled)) else np.zeros(1)
+            thresholds = tuple(float(v) for v in np.unique(np.quantile(pooled, PILOT_QUANTILES)))
         # the event {abort} (recorded as +inf) is always one of the tests
         thresholds = tuple(thresholds) + (ABORT_THRESHOLD,)
         out0, out1 = _sample(fns, tested, runs, statistic, bar)
     tests = threshold_tests(out0, out1, thresholds, alpha, delta)
     best = max(tests, key=lambda t: t.bound)
     return AuditResult(
-        label=label, method="sampled", epsilon=epsilon, delta=delta,
-        lower_bound=max(0.0, best.bound), alpha=alpha, runs=runs, pilot_runs=pilot_runs,
-        seed=seed, thresholds=tuple(thresholds), tests=tests, best=best,
+        label=label,
+        method="sampled",
+        epsilon=epsilon,
+        delta=delta,
+        lower_bound=max(0.0, best.bound),
+        alpha=alpha,
+        runs=runs,
+        pilot_runs=pilot_runs,
+        seed=seed,
+        thresholds=tuple(thresholds),
+        tests=tests,
+        best=best,
         seconds=time.perf_counter() - start,
-        detail=MappingProxyType({
-            "mean": tuple(float(np.mean(o[np.isfinite(o)])) if np.any(np.isfinite(o))
-                          else math.nan for o in (out0, out1)),
-            "aborts": (int(np.sum(np.isinf(out0))), int(np.sum(np.isinf(out1)))),
-        }),
+        detail=MappingProxyType(
+            {
+                "mean": tuple(
+                    float(np.mean(o[np.isfinite(o)])) if np.any(np.isfinite(o)) else math.nan
+                    for o in (out0, out1)
+                ),
+                "aborts": (int(np.sum(np.isinf(out0))), int(np.sum(np.isinf(out1)))),
+            }
+        ),
     )
 
 
-def audit_exact(mechanism, datasets, *, epsilon: float, label: str | None = None
-                ) -> AuditResult:
+def audit_exact(mechanism, datasets, *, epsilon: float, label: str | None = None) -> AuditResult:
     """The exact epsilon of a mechanism with a ``distribution`` helper on a neighboring pair.
 
     For :class:`~dpcvx.ProjectedGradientExponentialMechanism` (or its
@@ -869,8 +947,15 @@ def audit_exact(mechanism, datasets, *, epsilon: float, label: str | None = None
     start = time.perf_counter()
     dists = []
     for z in (z0, z1):
-        plan = mechanism.plan(n=z.n, d=z.d, center=z.domain.center, diameter=z.diameter,
-                              epsilon=epsilon, delta=0.0, domain=z.domain)
+        plan = mechanism.plan(
+            n=z.n,
+            d=z.d,
+            center=z.domain.center,
+            diameter=z.diameter,
+            epsilon=epsilon,
+            delta=0.0,
+            domain=z.domain,
+        )
         context = z.release_context(extension=None, solver=None)
         dists.append(mechanism.distribution(plan, context))
     p, q = dists
@@ -888,9 +973,19 @@ def audit_exact(mechanism, datasets, *, epsilon: float, label: str | None = None
     else:
         name = type(mechanism).__name__
     return AuditResult(
-        label=name if label is None else str(label), method="exact", epsilon=epsilon,
-        delta=0.0, lower_bound=value, alpha=0.0, runs=0, pilot_runs=0, seed=None,
-        thresholds=(), tests=(), best=None, seconds=time.perf_counter() - start,
+        label=name if label is None else str(label),
+        method="exact",
+        epsilon=epsilon,
+        delta=0.0,
+        lower_bound=value,
+        alpha=0.0,
+        runs=0,
+        pilot_runs=0,
+        seed=None,
+        thresholds=(),
+        tests=(),
+        best=None,
+        seconds=time.perf_counter() - start,
         detail=MappingProxyType({"points": int(p.points.shape[0]), "argmax": where}),
     )
 
@@ -908,11 +1003,15 @@ def _box_problem(loss_of, X0, X1, Y=None):
     x = cp.Parameter(1)
     dom = domains.box(w, -1.0, 1.0)
     if Y is None:
-        return (Problem(loss_of(w, x, None), w, data={x: X0}, domain=dom),
-                Problem(loss_of(w, x, None), w, data={x: X1}, domain=dom))
+        return (
+            Problem(loss_of(w, x, None), w, data={x: X0}, domain=dom),
+            Problem(loss_of(w, x, None), w, data={x: X1}, domain=dom),
+        )
     y = cp.Parameter()
-    return (Problem(loss_of(w, x, y), w, data={x: X0, y: Y}, domain=dom),
-            Problem(loss_of(w, x, y), w, data={x: X1, y: Y}, domain=dom))
+    return (
+        Problem(loss_of(w, x, y), w, data={x: X0, y: Y}, domain=dom),
+        Problem(loss_of(w, x, y), w, data={x: X1, y: Y}, domain=dom),
+    )
 
 
 def _linear_pair(n: int = 10, value: float = 1.0, others: float = 0.0):
@@ -993,33 +1092,51 @@ def _catalogue() -> tuple[AuditCase, ...]:
 
     return (
         AuditCase(
-            name="output-perturbation", aliases=("OutputPerturbation", "op"),
+            name="output-perturbation",
+            aliases=("OutputPerturbation", "op"),
             description=(
                 "linear loss x*w on W = [-1, 1], n = 10, |x| <= 1 (L = 1), lam = 1; the "
                 "neighbors differ in the last example (+1 vs -1), so the minimizers are "
-                "exactly 2L/(lam n) apart: the sensitivity bound is attained"),
+                "exactly 2L/(lam n) apart: the sensitivity bound is attained"
+            ),
             mechanism=OutputPerturbation(lipschitz=1.0, regularization=1.0),
             make_pair=lambda: _linear_pair(10, 1.0),
-            epsilon=1.0, control_factor=2.0, thresholds=(-0.1, 0.0, 0.1), runs=5000),
+            epsilon=1.0,
+            control_factor=2.0,
+            thresholds=(-0.1, 0.0, 0.1),
+            runs=5000,
+        ),
         AuditCase(
-            name="output-pert-localize", aliases=("OutputPertLocalize", "opl"),
+            name="output-pert-localize",
+            aliases=("OutputPertLocalize", "opl"),
             description=(
                 "linear loss x*w on [-1, 1], n = 10, a heavy-tailed outlier x = +1e4 vs -1e4 "
                 "(no Lipschitz bound) in the last example; on the extension f_C (C = 1, "
-                "lam = 1) the minimizers are exactly 2C/(lam n) apart"),
+                "lam = 1) the minimizers are exactly 2C/(lam n) apart"
+            ),
             mechanism=OutputPertLocalize(C=1.0, regularization=1.0),
             make_pair=lambda: _linear_pair(10, 1e4),
-            epsilon=1.0, control_factor=2.0, thresholds=(-0.1, 0.0, 0.1), runs=5000),
+            epsilon=1.0,
+            control_factor=2.0,
+            thresholds=(-0.1, 0.0, 0.1),
+            runs=5000,
+        ),
         AuditCase(
-            name="double-output-perturbation", aliases=("DoubleOutputPerturbation", "dop"),
+            name="double-output-perturbation",
+            aliases=("DoubleOutputPerturbation", "dop"),
             description=(
                 "linear loss x*w on [-1, 1], n = 10, a heavy-tailed outlier x = +1e4 vs -1e4 "
                 "in the last example; C = 1, lam = 1 (both stages' minimizers 2C/(lam n) "
                 "apart). The control's stage 1 only moves the localization ball, so its "
-                "factor is 4 (stage 2 alone then leaks about 1.9 epsilon)"),
+                "factor is 4 (stage 2 alone then leaks about 1.9 epsilon)"
+            ),
             mechanism=DoubleOutputPerturbation(C=1.0, regularization=1.0),
             make_pair=lambda: _linear_pair(10, 1e4),
-            epsilon=1.0, control_factor=4.0, thresholds=(-0.1, 0.0, 0.1), runs=2000),
+            epsilon=1.0,
+            control_factor=4.0,
+            thresholds=(-0.1, 0.0, 0.1),
+            runs=2000,
+        ),
         AuditCase(
             name="localized-double-output-perturbation",
             aliases=("LocalizedDoubleOutputPerturbation", "ldop"),
@@ -1027,25 +1144,35 @@ def _catalogue() -> tuple[AuditCase, ...]:
                 "absolute loss |x w - y| on [-1, 1], n = 40, 39 zero records and one "
                 "heavy-tailed outlier (gradient 1e4) pulling to -1 vs +1, first in the "
                 "unshuffled partition (phase 1's block: the worst case); k = 4, G_k = 1, "
-                "one block per phase"),
-            mechanism=LocalizedDoubleOutputPerturbation(k=4, moment=1.0, blocks=1,
-                                                        shuffle=False),
+                "one block per phase"
+            ),
+            mechanism=LocalizedDoubleOutputPerturbation(k=4, moment=1.0, blocks=1, shuffle=False),
             make_pair=lambda: _absolute_outlier_pair(40, 1e4),
-            epsilon=1.0, control_factor=10.0, thresholds=(-0.1, -0.05, 0.0, 0.05, 0.1),
-            runs=300),
+            epsilon=1.0,
+            control_factor=10.0,
+            thresholds=(-0.1, -0.05, 0.0, 0.05, 0.1),
+            runs=300,
+        ),
         AuditCase(
-            name="em-pgm", aliases=("ProjectedGradientExponentialMechanism", "em"),
+            name="em-pgm",
+            aliases=("ProjectedGradientExponentialMechanism", "em"),
             description=(
                 "linear loss x*w on [-1, 1], n = 10, every record a heavy-tailed x = 1e4 "
                 "(gradient clipped to C = 1) and the last flipped to -1e4; lam = 1, H = 0, "
                 "a 201-point net. The privacy loss sits at the boundary point w = -1 (exact: "
                 "0.82 epsilon); the control's factor 4 lets the sampled audit (--method "
-                "sampled, slow: the net is rebuilt every release) catch it too"),
+                "sampled, slow: the net is rebuilt every release) catch it too"
+            ),
             mechanism=ProjectedGradientExponentialMechanism(
-                C=1.0, regularization=1.0, center=[0.0], smoothness=0.0, spacing=0.01),
+                C=1.0, regularization=1.0, center=[0.0], smoothness=0.0, spacing=0.01
+            ),
             make_pair=lambda: _linear_pair(10, 1e4, others=1e4),
-            epsilon=1.0, control_factor=4.0, thresholds=(-0.95, -0.9), runs=1000,
-            exact=True),
+            epsilon=1.0,
+            control_factor=4.0,
+            thresholds=(-0.95, -0.9),
+            runs=1000,
+            exact=True,
+        ),
     )
 
 
@@ -1080,9 +1207,7 @@ def audit_case(name: str) -> AuditCase:
             if wanted in {_normalize(n) for n in (case.name, *case.aliases)}:
                 return case
     valid = ", ".join(f"{c.name} ({', '.join(c.aliases)})" for c in cases.values())
-    raise InvalidParameterError(
-        f"Unknown mechanism {name!r} for an audit. Valid names: {valid}."
-    )
+    raise InvalidParameterError(f"Unknown mechanism {name!r} for an audit. Valid names: {valid}.")
 
 
 def worst_case_pair(name: str) -> tuple[Any, Any]:
@@ -1092,9 +1217,15 @@ def worst_case_pair(name: str) -> tuple[Any, Any]:
     return audit_case(name).make_pair()
 
 
-def audit_mechanism(name: str | AuditCase, *, runs: int | None = None, seed: int = 0,
-                    alpha: float = DEFAULT_ALPHA, method: str = "auto",
-                    progress: bool = True) -> MechanismAudit:
+def audit_mechanism(
+    name: str | AuditCase,
+    *,
+    runs: int | None = None,
+    seed: int = 0,
+    alpha: float = DEFAULT_ALPHA,
+    method: str = "auto",
+    progress: bool = True,
+) -> MechanismAudit:
     """Audit a catalogue mechanism and its negative control on its worst-case pair.
 
     Parameters
@@ -1126,22 +1257,39 @@ def audit_mechanism(name: str | AuditCase, *, runs: int | None = None, seed: int
         )
     if method == "exact" and not case.exact:
         raise InvalidParameterError(
-            f"{case.name} has no exact output distribution; use method='sampled' (or "
-            "'auto')."
+            f"{case.name} has no exact output distribution; use method='sampled' (or 'auto')."
         )
     seed = _check_seed(seed, "audit_mechanism")
     runs = case.runs if runs is None else _check_runs(runs, "audit_mechanism")
     pair = case.make_pair()
     results = []
-    control_label = (f"negative control (noise for {case.control_factor:g} x epsilon, "
-                     "charged epsilon)")
-    for mech, offset, label in ((case.mechanism, 0, type(case.mechanism).__name__),
-                                (case.control, 1, control_label)):
+    control_label = (
+        f"negative control (noise for {case.control_factor:g} x epsilon, charged epsilon)"
+    )
+    for mech, offset, label in (
+        (case.mechanism, 0, type(case.mechanism).__name__),
+        (case.control, 1, control_label),
+    ):
         if case.exact and method in ("auto", "exact"):
             results.append(audit_exact(mech, pair, epsilon=case.epsilon, label=label))
         else:
-            results.append(audit(mech, pair, epsilon=case.epsilon, runs=runs,
-                                 thresholds=case.thresholds, alpha=alpha, seed=seed + offset,
-                                 progress=progress, label=label))
-    return MechanismAudit(name=case.name, description=case.description, mechanism=results[0],
-                          control=results[1], control_factor=case.control_factor)
+            results.append(
+                audit(
+                    mech,
+                    pair,
+                    epsilon=case.epsilon,
+                    runs=runs,
+                    thresholds=case.thresholds,
+                    alpha=alpha,
+                    seed=seed + offset,
+                    progress=progress,
+                    label=label,
+                )
+            )
+    return MechanismAudit(
+        name=case.name,
+        description=case.description,
+        mechanism=results[0],
+        control=results[1],
+        control_factor=case.control_factor,
+    )

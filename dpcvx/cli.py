@@ -53,8 +53,11 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if "%(default)" not in text and action.default not in (None, False, argparse.SUPPRESS) \
-                and action.option_strings:
+        if (
+            "%(default)" not in text
+            and action.default not in (None, False, argparse.SUPPRESS)
+            and action.option_strings
+        ):
             text += " (default: %(default)s)"
         return text
 
@@ -89,7 +92,8 @@ def _seed(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected a non-negative integer seed, got {text!r}") from None
+            f"expected a non-negative integer seed, got {text!r}"
+        ) from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}")
     return value
@@ -112,20 +116,27 @@ def build_parser() -> argparse.ArgumentParser:
     from dpcvx import __version__
 
     parser = argparse.ArgumentParser(
-        prog=PROG, formatter_class=_Formatter,
-        description=_wrap("dpcvx: differentially private convex optimization declared in "
-                          "CVXPY, with solves certified by dpcvx."),
-        epilog=("commands:\n"
-                "  dpcvx demo             a private classifier on breast_cancer, with a plot\n"
-                "  dpcvx bench [NAME]     run the benchmarks (or one) and print their tables\n"
-                "  dpcvx audit MECHANISM  empirical privacy audit with a negative control\n\n"
-                "Run `dpcvx COMMAND --help` for a command's options. Exit status: 0 success, "
-                "2 usage error, 1 failure."))
+        prog=PROG,
+        formatter_class=_Formatter,
+        description=_wrap(
+            "dpcvx: differentially private convex optimization declared in "
+            "CVXPY, with solves certified by dpcvx."
+        ),
+        epilog=(
+            "commands:\n"
+            "  dpcvx demo             a private classifier on breast_cancer, with a plot\n"
+            "  dpcvx bench [NAME]     run the benchmarks (or one) and print their tables\n"
+            "  dpcvx audit MECHANISM  empirical privacy audit with a negative control\n\n"
+            "Run `dpcvx COMMAND --help` for a command's options. Exit status: 0 success, "
+            "2 usage error, 1 failure."
+        ),
+    )
     parser.add_argument("--version", action="version", version=f"dpcvx {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser(
-        "demo", formatter_class=_Formatter,
+        "demo",
+        formatter_class=_Formatter,
         help="private linear classifier on scikit-learn's breast_cancer, with a plot",
         description=_wrap(
             "Fit a pure epsilon-DP linear classifier (hinge loss, certified output "
@@ -133,57 +144,106 @@ def build_parser() -> argparse.ArgumentParser:
             "non-private certified fit. Preprocessing is public: a fixed train/test split, "
             "standardization, every row clipped to norm 1 (so the loss is 1-Lipschitz for "
             "every possible example). Prints the guarantee, dpcvx's certificates and the "
-            "accuracies, then fits the grid of epsilons and saves a risk-vs-epsilon plot."),
-        epilog=("example:\n  dpcvx demo --epsilon 0.5 --seed 0 --plot risk.png\n\n"
-                + _wrap("Without --seed the noise comes from OS cryptographic randomness (as "
-                        "in a real release); with it, results are reproducible and marked "
-                        "SEEDED.")))
-    demo.add_argument("--epsilon", type=_positive_float, default=1.0,
-                      help="privacy budget of the reported fit (pure epsilon-DP)")
-    demo.add_argument("--seed", type=_seed, default=None,
-                      help="seed the noise (reproducible; not for a real release)")
-    demo.add_argument("--regularization", type=_positive_float, default=0.01,
-                      help="lam of the regularized ERM (public)")
-    demo.add_argument("--epsilons", type=_epsilon_list,
-                      default=",".join(f"{e:g}" for e in DEMO_EPSILONS),
-                      metavar="E1,E2,...", help="epsilon grid of the plot")
-    demo.add_argument("--repeats", type=_positive_int, default=10,
-                      help="private fits per epsilon of the grid (the plot shows their median "
-                           "and range)")
-    demo.add_argument("--plot", default=DEMO_PLOT, metavar="PATH",
-                      help="where to save the risk-vs-epsilon plot (PNG, PDF or SVG)")
+            "accuracies, then fits the grid of epsilons and saves a risk-vs-epsilon plot."
+        ),
+        epilog=(
+            "example:\n  dpcvx demo --epsilon 0.5 --seed 0 --plot risk.png\n\n"
+            + _wrap(
+                "Without --seed the noise comes from OS cryptographic randomness (as "
+                "in a real release); with it, results are reproducible and marked "
+                "SEEDED."
+            )
+        ),
+    )
+    demo.add_argument(
+        "--epsilon",
+        type=_positive_float,
+        default=1.0,
+        help="privacy budget of the reported fit (pure epsilon-DP)",
+    )
+    demo.add_argument(
+        "--seed",
+        type=_seed,
+        default=None,
+        help="seed the noise (reproducible; not for a real release)",
+    )
+    demo.add_argument(
+        "--regularization",
+        type=_positive_float,
+        default=0.01,
+        help="lam of the regularized ERM (public)",
+    )
+    demo.add_argument(
+        "--epsilons",
+        type=_epsilon_list,
+        default=",".join(f"{e:g}" for e in DEMO_EPSILONS),
+        metavar="E1,E2,...",
+        help="epsilon grid of the plot",
+    )
+    demo.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=10,
+        help="private fits per epsilon of the grid (the plot shows their median and range)",
+    )
+    demo.add_argument(
+        "--plot",
+        default=DEMO_PLOT,
+        metavar="PATH",
+        help="where to save the risk-vs-epsilon plot (PNG, PDF or SVG)",
+    )
     demo.add_argument("--no-plot", action="store_true", help="skip the grid and the plot")
-    demo.add_argument("--quiet", action="store_true",
-                      help="print only the guarantee, the certificates, the accuracies and "
-                           "the plot's path; no progress bar")
+    demo.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print only the guarantee, the certificates, the accuracies and "
+        "the plot's path; no progress bar",
+    )
 
     bench = sub.add_parser(
-        "bench", formatter_class=_Formatter,
+        "bench",
+        formatter_class=_Formatter,
         help="run the benchmark suite or one benchmark and print its tables",
         description=_wrap(
             "Run the benchmarks of the repository's benchmarks/ folder (every bench_*.py), "
             "or one of them, each in its own Python process, and print their tables of "
             "ratios measured side by side. The full suite takes a long time (see "
-            "benchmarks/README.md); --smoke runs the quick CI configuration."),
-        epilog=("examples:\n"
-                "  dpcvx bench --list\n"
-                "  dpcvx bench --smoke                 # every benchmark, quick\n"
-                "  dpcvx bench erm --smoke             # one benchmark (bench_erm.py)\n"
-                "  dpcvx bench erm -- --repeats 1      # arguments after -- go to the script\n"
-                "\n"
-                + _wrap("The benchmarks are not installed with the package: run from a clone "
-                        "of the repository or pass --dir.")))
-    bench.add_argument("name", nargs="?", metavar="NAME",
-                       help="a benchmark (e.g. bench_erm or erm); all when omitted")
-    bench.add_argument("--smoke", action="store_true",
-                       help="the quick CI configuration of each benchmark")
+            "benchmarks/README.md); --smoke runs the quick CI configuration."
+        ),
+        epilog=(
+            "examples:\n"
+            "  dpcvx bench --list\n"
+            "  dpcvx bench --smoke                 # every benchmark, quick\n"
+            "  dpcvx bench erm --smoke             # one benchmark (bench_erm.py)\n"
+            "  dpcvx bench erm -- --repeats 1      # arguments after -- go to the script\n"
+            "\n"
+            + _wrap(
+                "The benchmarks are not installed with the package: run from a clone "
+                "of the repository or pass --dir."
+            )
+        ),
+    )
+    bench.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME",
+        help="a benchmark (e.g. bench_erm or erm); all when omitted",
+    )
+    bench.add_argument(
+        "--smoke", action="store_true", help="the quick CI configuration of each benchmark"
+    )
     bench.add_argument("--list", action="store_true", help="list the benchmarks and exit")
-    bench.add_argument("--dir", default=None, metavar="PATH",
-                       help="the benchmarks folder (default: the repository's benchmarks/ "
-                            "next to the dpcvx package, else ./benchmarks)")
+    bench.add_argument(
+        "--dir",
+        default=None,
+        metavar="PATH",
+        help="the benchmarks folder (default: the repository's benchmarks/ "
+        "next to the dpcvx package, else ./benchmarks)",
+    )
 
     audit = sub.add_parser(
-        "audit", formatter_class=_Formatter,
+        "audit",
+        formatter_class=_Formatter,
         help="empirical privacy audit of a mechanism and its negative control",
         description=_wrap(
             "Run the empirical privacy audit of dpcvx.audit on a mechanism's worst-case "
@@ -192,24 +252,45 @@ def build_parser() -> argparse.ArgumentParser:
             "which must not exceed the claimed epsilon. The same audit runs on a negative "
             "control (noise calibrated to a multiple of epsilon, charged epsilon), which it "
             "must catch. EM-PGM is audited exactly (its output distribution is computed over "
-            "the net). Exit status 1 if the mechanism fails or the control is missed."),
-        epilog=("examples:\n"
-                "  dpcvx audit --list\n"
-                "  dpcvx audit output-perturbation --runs 20000 --seed 3\n"
-                "  dpcvx audit ldop\n"
-                "  dpcvx audit all\n\n"
-                "An audit can refute a privacy claim but never prove one."))
-    audit.add_argument("mechanism", nargs="?", metavar="MECHANISM",
-                       help="a mechanism name (see --list), or 'all'")
-    audit.add_argument("--runs", type=_positive_int, default=None,
-                       help="releases per dataset for each audit (default: the mechanism's "
-                            "own, enough to catch its control)")
-    audit.add_argument("--seed", type=_seed, default=0,
-                       help="seed of the mechanism's releases (the control uses seed + 1)")
-    audit.add_argument("--alpha", type=_positive_float, default=1e-3,
-                       help="total error level of the simultaneous intervals")
-    audit.add_argument("--method", choices=("auto", "sampled", "exact"), default="auto",
-                       help="auto: exact where available (em-pgm), sampled otherwise")
+            "the net). Exit status 1 if the mechanism fails or the control is missed."
+        ),
+        epilog=(
+            "examples:\n"
+            "  dpcvx audit --list\n"
+            "  dpcvx audit output-perturbation --runs 20000 --seed 3\n"
+            "  dpcvx audit ldop\n"
+            "  dpcvx audit all\n\n"
+            "An audit can refute a privacy claim but never prove one."
+        ),
+    )
+    audit.add_argument(
+        "mechanism", nargs="?", metavar="MECHANISM", help="a mechanism name (see --list), or 'all'"
+    )
+    audit.add_argument(
+        "--runs",
+        type=_positive_int,
+        default=None,
+        help="releases per dataset for each audit (default: the mechanism's "
+        "own, enough to catch its control)",
+    )
+    audit.add_argument(
+        "--seed",
+        type=_seed,
+        default=0,
+        help="seed of the mechanism's releases (the control uses seed + 1)",
+    )
+    audit.add_argument(
+        "--alpha",
+        type=_positive_float,
+        default=1e-3,
+        help="total error level of the simultaneous intervals",
+    )
+    audit.add_argument(
+        "--method",
+        choices=("auto", "sampled", "exact"),
+        default="auto",
+        help="auto: exact where available (em-pgm), sampled otherwise",
+    )
     audit.add_argument("--list", action="store_true", help="list the mechanisms and exit")
     audit.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -233,7 +314,8 @@ def _demo(args) -> int:
     # (The scaler's statistics come from the training rows; a real deployment fixes them
     # from public knowledge.)
     X_train, X_test, y_train, y_test = train_test_split(
-        features, labels, test_size=0.25, random_state=0, stratify=labels)
+        features, labels, test_size=0.25, random_state=0, stratify=labels
+    )
     scaler = StandardScaler().fit(X_train)
 
     def prepare(X, y):
@@ -248,8 +330,9 @@ def _demo(args) -> int:
     w = cp.Variable(d)
     x = cp.Parameter(d)
     y = cp.Parameter()
-    problem = dpcvx.Problem(dpcvx.losses.hinge(x @ w, y), w, data={x: X, y: Y},
-                            domain=dpcvx.domains.l2_ball(w, radius))
+    problem = dpcvx.Problem(
+        dpcvx.losses.hinge(x @ w, y), w, data={x: X, y: Y}, domain=dpcvx.domains.l2_ball(w, radius)
+    )
     mechanism = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam)
 
     def accuracy(v, A, b) -> float:
@@ -261,10 +344,14 @@ def _demo(args) -> int:
     exact = problem.solve(regularization=lam)
     result = problem.solve_private(mechanism, epsilon=args.epsilon, rng=args.seed)
     say = print
-    say(f"dpcvx demo: breast_cancer, {n} training and {len(Yt)} test examples, d = {d}; "
-        f"hinge loss, l2 ball of radius {radius:g}, lam = {lam:g}")
-    say(f"guarantee: {dpcvx.Guarantee(epsilon=result.epsilon, delta=result.delta)}"
-        + ("  [SEEDED: reproducible noise, not for a real release]" if result.seeded else ""))
+    say(
+        f"dpcvx demo: breast_cancer, {n} training and {len(Yt)} test examples, d = {d}; "
+        f"hinge loss, l2 ball of radius {radius:g}, lam = {lam:g}"
+    )
+    say(
+        f"guarantee: {dpcvx.Guarantee(epsilon=result.epsilon, delta=result.delta)}"
+        + ("  [SEEDED: reproducible noise, not for a real release]" if result.seeded else "")
+    )
     if args.quiet:
         for cert in result.certificates:
             say(f"certificate: {cert}")
@@ -276,8 +363,10 @@ def _demo(args) -> int:
     rows = [(f"private (epsilon = {args.epsilon:g})", result.w), ("non-private", exact.w)]
     say(f"{'':28s} {'train acc':>9s} {'test acc':>9s} {'test risk':>9s}")
     for label, v in rows:
-        say(f"{label:28s} {accuracy(v, X, Y):9.3f} {accuracy(v, Xt, Yt):9.3f} "
-            f"{risk(v, Xt, Yt):9.4f}")
+        say(
+            f"{label:28s} {accuracy(v, X, Y):9.3f} {accuracy(v, Xt, Yt):9.3f} "
+            f"{risk(v, Xt, Yt):9.4f}"
+        )
     if plot_path is None:
         return EXIT_OK
 
@@ -285,22 +374,27 @@ def _demo(args) -> int:
     grid = [(e, r) for e in epsilons for r in range(args.repeats)]
     risks = {e: [] for e in epsilons}
     accs = {e: [] for e in epsilons}
-    for k, (e, _) in enumerate(progress_bar(grid, desc="demo: epsilon grid", unit="fit",
-                                            enabled=not args.quiet)):
+    for k, (e, _) in enumerate(
+        progress_bar(grid, desc="demo: epsilon grid", unit="fit", enabled=not args.quiet)
+    ):
         seed = None if args.seed is None else args.seed + 1 + k
         v = problem.solve_private(mechanism, epsilon=e, rng=seed).w
         risks[e].append(risk(v, Xt, Yt))
         accs[e].append(accuracy(v, Xt, Yt))
     if not args.quiet:
         say("")
-        say(f"test risk and accuracy vs epsilon (median of {args.repeats} private fits"
-            + ("" if args.seed is None else ", seeded") + ")")
+        say(
+            f"test risk and accuracy vs epsilon (median of {args.repeats} private fits"
+            + ("" if args.seed is None else ", seeded")
+            + ")"
+        )
         say(f"{'epsilon':>8s} {'risk':>8s} {'accuracy':>8s}")
         for e in epsilons:
             say(f"{e:8g} {np.median(risks[e]):8.4f} {np.median(accs[e]):8.3f}")
         say(f"{'non-private':>8s} {risk(exact.w, Xt, Yt):8.4f} {accuracy(exact.w, Xt, Yt):8.3f}")
-    _save_plot(plot_path, epsilons, risks, accs, risk(exact.w, Xt, Yt),
-               accuracy(exact.w, Xt, Yt), args)
+    _save_plot(
+        plot_path, epsilons, risks, accs, risk(exact.w, Xt, Yt), accuracy(exact.w, Xt, Yt), args
+    )
     say(f"plot saved to {plot_path}")
     return EXIT_OK
 
@@ -312,8 +406,7 @@ def _plot_path(text: str) -> Path:
     parent = path.resolve().parent
     if not parent.is_dir():
         raise UsageError(
-            f"--plot: the folder {str(parent)!r} does not exist. Create it or choose another "
-            "path."
+            f"--plot: the folder {str(parent)!r} does not exist. Create it or choose another path."
         )
     return path.resolve()
 
@@ -327,12 +420,20 @@ def _save_plot(path: Path, epsilons, risks, accs, exact_risk, exact_acc, args) -
     FigureCanvasAgg(fig)  # the Agg backend, without touching pyplot's global state
     left, right = fig.subplots(1, 2)
     eps = np.asarray(epsilons, float)
-    for ax, values, exact, name in ((left, risks, exact_risk, "test hinge risk"),
-                                    (right, accs, exact_acc, "test accuracy")):
+    for ax, values, exact, name in (
+        (left, risks, exact_risk, "test hinge risk"),
+        (right, accs, exact_acc, "test accuracy"),
+    ):
         arr = [np.asarray(values[e]) for e in epsilons]
         med = np.array([np.median(a) for a in arr])
-        ax.fill_between(eps, [a.min() for a in arr], [a.max() for a in arr], alpha=0.25,
-                        color="C0", label=f"range of {args.repeats} fits")
+        ax.fill_between(
+            eps,
+            [a.min() for a in arr],
+            [a.max() for a in arr],
+            alpha=0.25,
+            color="C0",
+            label=f"range of {args.repeats} fits",
+        )
         ax.plot(eps, med, "o-", color="C0", label="dpcvx, pure epsilon-DP (median)")
         ax.axhline(exact, color="k", ls="--", label="non-private (certified)")
         ax.axvline(args.epsilon, color="C3", ls=":", lw=1, label=f"epsilon = {args.epsilon:g}")
@@ -341,13 +442,17 @@ def _save_plot(path: Path, epsilons, risks, accs, exact_risk, exact_acc, args) -
         ax.set_ylabel(name)
         ax.grid(True, which="both", alpha=0.3)
     right.legend(loc="lower right", fontsize="small")
-    fig.suptitle("dpcvx demo: breast_cancer, certified output perturbation (hinge loss, "
-                 f"lam = {args.regularization:g})")
+    fig.suptitle(
+        "dpcvx demo: breast_cancer, certified output perturbation (hinge loss, "
+        f"lam = {args.regularization:g})"
+    )
     try:
         fig.savefig(path, dpi=120)
     except OSError as err:
-        raise Failure(f"could not save the plot to {str(path)!r}: {err.strerror or err}. "
-                      "Choose another --plot path.") from None
+        raise Failure(
+            f"could not save the plot to {str(path)!r}: {err.strerror or err}. "
+            "Choose another --plot path."
+        ) from None
 
 
 # ============================================================================ bench
@@ -432,15 +537,18 @@ def _bench(args, extra: list[str]) -> int:
         plan.append((name, path, script_args + tuple(extra)))
     env = os.environ.copy()
     package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     summary = []
     for name, path, script_args in plan:
         print(f"== {name} {' '.join(script_args)}".rstrip(), flush=True)
         start = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, str(path), *script_args],
-                                  cwd=str(folder.parent), env=env, check=False)
+            proc = subprocess.run(
+                [sys.executable, str(path), *script_args],
+                cwd=str(folder.parent),
+                env=env,
+                check=False,
+            )
             code = proc.returncode
         except KeyboardInterrupt:
             print(f"== {name}: interrupted", file=sys.stderr, flush=True)
@@ -455,8 +563,7 @@ def _bench(args, extra: list[str]) -> int:
             print(f"{name:24s} {status:>8s} {seconds:9.1f}")
     failed = [name for name, code, _ in summary if code != 0]
     if failed:
-        print(f"{PROG} bench: failed: {', '.join(failed)} (see the output above)",
-              file=sys.stderr)
+        print(f"{PROG} bench: failed: {', '.join(failed)} (see the output above)", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
 
@@ -483,8 +590,10 @@ def _audit(args) -> int:
         print("mechanisms (name: aliases):")
         for case in cases.values():
             kind = "exact" if case.exact else f"sampled, {case.runs} runs per dataset"
-            print(f"  {case.name}: {', '.join(case.aliases)}  [{kind}; control "
-                  f"{case.control_factor:g}x]")
+            print(
+                f"  {case.name}: {', '.join(case.aliases)}  [{kind}; control "
+                f"{case.control_factor:g}x]"
+            )
         print("  all: every mechanism above")
         return EXIT_OK
     if args.mechanism is None:
@@ -507,8 +616,14 @@ def _audit(args) -> int:
     for i, case in enumerate(selected):
         if i:
             print()
-        report = audit_mechanism(case, runs=args.runs, seed=args.seed, alpha=args.alpha,
-                                 method=args.method, progress=not args.no_progress)
+        report = audit_mechanism(
+            case,
+            runs=args.runs,
+            seed=args.seed,
+            alpha=args.alpha,
+            method=args.method,
+            progress=not args.no_progress,
+        )
         print(report, flush=True)
         if not report.ok:
             status = EXIT_FAILURE
@@ -522,7 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1:]
+        argv, extra = argv[:cut], argv[cut + 1 :]
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -532,8 +647,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     if extra and args.command != "bench":
-        print(f"{PROG} {args.command}: error: unexpected arguments after --: "
-              f"{' '.join(extra)}", file=sys.stderr)
+        print(
+            f"{PROG} {args.command}: error: unexpected arguments after --: {' '.join(extra)}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     try:
         if args.command == "demo":

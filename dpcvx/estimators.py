@@ -53,8 +53,10 @@ from dpcvx.results import PrivateResult
 try:  # scikit-learn >= 1.6
     from sklearn.utils.validation import validate_data as _sk_validate_data
 except ImportError:  # pragma: no cover - scikit-learn 1.4 and 1.5
+
     def _sk_validate_data(estimator, X="no_validation", y="no_validation", **kwargs):
         return estimator._validate_data(X, y, **kwargs)
+
 
 __all__ = [
     "PrivateLinearClassifier",
@@ -64,19 +66,26 @@ __all__ = [
 
 #: the mechanisms an estimator can use, by the name its ``mechanism`` parameter takes
 MECHANISMS = ("output_perturbation", "ldop")
-_MECHANISM_CLASSES = {"output_perturbation": OutputPerturbation,
-                      "ldop": LocalizedDoubleOutputPerturbation}
+_MECHANISM_CLASSES = {
+    "output_perturbation": OutputPerturbation,
+    "ldop": LocalizedDoubleOutputPerturbation,
+}
 #: mechanism parameters the estimator sets itself (from its own public bounds)
 _RESERVED_OPTIONS = {
-    "output_perturbation": {"lipschitz": "the bounds `feature_norm_bound`, `intercept_scaling`"
-                                         " (and `label_bound`, `domain_radius` for the "
-                                         "squared loss)",
-                            "regularization": "the estimator's `regularization`",
-                            "strong_convexity": "nothing: these losses are not strongly convex "
-                                                "per example, so it must stay 0"},
-    "ldop": {"k": "`moment_order`", "moment": "`feature_moment`",
-             "second_moment": "`feature_second_moment`",
-             "base_regularization": "the estimator's `regularization`"},
+    "output_perturbation": {
+        "lipschitz": "the bounds `feature_norm_bound`, `intercept_scaling`"
+        " (and `label_bound`, `domain_radius` for the "
+        "squared loss)",
+        "regularization": "the estimator's `regularization`",
+        "strong_convexity": "nothing: these losses are not strongly convex "
+        "per example, so it must stay 0",
+    },
+    "ldop": {
+        "k": "`moment_order`",
+        "moment": "`feature_moment`",
+        "second_moment": "`feature_second_moment`",
+        "base_regularization": "the estimator's `regularization`",
+    },
 }
 #: rows longer than the bound are scaled to ``bound * (1 - _CLIP_MARGIN)``: their float64 norm
 #: then stays below the bound whatever the rounding, so the Lipschitz bound is exact
@@ -205,8 +214,12 @@ _COMMON_ATTRIBUTES = """\
 
 
 def _document(cls):
-    cls.__doc__ = (cls.__doc__ or "").replace("%(common_parameters)s", _COMMON_PARAMETERS) \
-        .replace("%(common_attributes)s", _COMMON_ATTRIBUTES)
+    # the placeholders stand indented like the docstring; the blocks carry their own indent
+    cls.__doc__ = (
+        (cls.__doc__ or "")
+        .replace("    %(common_parameters)s", _COMMON_PARAMETERS)
+        .replace("    %(common_attributes)s", _COMMON_ATTRIBUTES)
+    )
     return cls
 
 
@@ -225,8 +238,9 @@ def _plain(value: Any) -> Any:
 
 
 def _ledger_state(ledger: Ledger) -> list[dict[str, Any]]:
-    return [{f.name: _plain(getattr(e, f.name)) for f in dataclasses.fields(e)}
-            for e in ledger.events]
+    return [
+        {f.name: _plain(getattr(e, f.name)) for f in dataclasses.fields(e)} for e in ledger.events
+    ]
 
 
 def _ledger_from_state(state: list[dict[str, Any]]) -> Ledger:
@@ -324,16 +338,22 @@ class _PrivateLinearModel(BaseEstimator):
             )
         self._check_loss_parameters(mechanism)
         return _Settings(
-            epsilon=epsilon, delta=delta, mechanism=mechanism,
+            epsilon=epsilon,
+            delta=delta,
+            mechanism=mechanism,
             feature_norm_bound=self._optional_positive("feature_norm_bound"),
             label_bound=self._optional_positive("label_bound")
-            if hasattr(self, "label_bound") else None,
+            if hasattr(self, "label_bound")
+            else None,
             domain_radius=check_positive(self.domain_radius, "domain_radius", owner),
-            regularization=regularization, fit_intercept=bool(self.fit_intercept),
-            intercept_scaling=check_positive(self.intercept_scaling, "intercept_scaling",
-                                             owner),
-            moment_order=k, feature_moment=g_k, feature_second_moment=g_2,
-            options=self._validated_options(mechanism), strict=strict,
+            regularization=regularization,
+            fit_intercept=bool(self.fit_intercept),
+            intercept_scaling=check_positive(self.intercept_scaling, "intercept_scaling", owner),
+            moment_order=k,
+            feature_moment=g_k,
+            feature_second_moment=g_2,
+            options=self._validated_options(mechanism),
+            strict=strict,
         )
 
     def _check_random_state(self) -> None:
@@ -394,8 +414,14 @@ class _PrivateLinearModel(BaseEstimator):
     def _gradient_factor(self) -> float:  # pragma: no cover - every subclass overrides it
         raise NotImplementedError
 
-    def _lipschitz(self, row_bound: float, settings: _Settings, taken: list[_DataBound],
-                   target: np.ndarray, bounds: dict[str, Any]) -> float:
+    def _lipschitz(
+        self,
+        row_bound: float,
+        settings: _Settings,
+        taken: list[_DataBound],
+        target: np.ndarray,
+        bounds: dict[str, Any],
+    ) -> float:
         """``L`` with ``|f(u, z) - f(v, z)| <= L ||u - v||`` on the domain for every example
         whose (augmented) row norm is at most ``row_bound`` (a subclass that needs more
         bounds records them in ``bounds`` and any taken from the data in ``taken``)."""
@@ -404,8 +430,9 @@ class _PrivateLinearModel(BaseEstimator):
     def _loss(self, score: cp.Expression, label: cp.Parameter) -> cp.Expression:
         raise NotImplementedError  # pragma: no cover
 
-    def _fit_private(self, settings: _Settings, X: np.ndarray, target: np.ndarray,
-                     taken: list[_DataBound]) -> None:
+    def _fit_private(
+        self, settings: _Settings, X: np.ndarray, target: np.ndarray, taken: list[_DataBound]
+    ) -> None:
         """Clip, build the problem and the mechanism from public bounds, report every bound
         taken from the data (warn or raise: nothing is spent before that), then release."""
         n, d = X.shape
@@ -413,11 +440,15 @@ class _PrivateLinearModel(BaseEstimator):
         bound = settings.feature_norm_bound
         if bound is None and settings.mechanism == "output_perturbation":
             bound = float(norms.max()) or 1.0  # any positive bound holds for all-zero rows
-            taken.append(_DataBound(
-                "feature_norm_bound", "the largest row norm of X",
-                "Pass feature_norm_bound=B chosen without looking at the data (rows longer "
-                "than B are clipped; for standardized features about sqrt(n_features)), or "
-                "use mechanism='ldop' with public moment bounds."))
+            taken.append(
+                _DataBound(
+                    "feature_norm_bound",
+                    "the largest row norm of X",
+                    "Pass feature_norm_bound=B chosen without looking at the data (rows longer "
+                    "than B are clipped; for standardized features about sqrt(n_features)), or "
+                    "use mechanism='ldop' with public moment bounds.",
+                )
+            )
         if bound is not None:
             limit = bound * (1.0 - _CLIP_MARGIN)
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -429,19 +460,27 @@ class _PrivateLinearModel(BaseEstimator):
         p = X.shape[1]
         R = settings.domain_radius
 
-        bounds: dict[str, Any] = {"feature_norm_bound": bound, "domain_radius": R,
-                                  "intercept_scaling": s if settings.fit_intercept else None}
+        bounds: dict[str, Any] = {
+            "feature_norm_bound": bound,
+            "domain_radius": R,
+            "intercept_scaling": s if settings.fit_intercept else None,
+        }
         if hasattr(self, "label_bound"):
             bounds["label_bound"] = settings.label_bound
         if settings.mechanism == "output_perturbation":
             row_bound = math.nextafter(math.hypot(bound, s), math.inf)
-            L = math.nextafter(self._lipschitz(row_bound, settings, taken, target, bounds),
-                               math.inf)
+            L = math.nextafter(
+                self._lipschitz(row_bound, settings, taken, target, bounds), math.inf
+            )
             lam = settings.regularization
             if lam is None:
                 options = settings.options
-                unit = calibrate(1.0, settings.epsilon, settings.delta,
-                                 gaussian=options.get("gaussian", "analytic"))
+                unit = calibrate(
+                    1.0,
+                    settings.epsilon,
+                    settings.delta,
+                    gaussian=options.get("gaussian", "analytic"),
+                )
                 per_unit = unit.scale * (p if settings.delta == 0 else math.sqrt(p))
                 lam = 2.0 * L * math.sqrt(per_unit / n) / R
             mech = OutputPerturbation(lipschitz=L, regularization=lam, **settings.options)
@@ -452,13 +491,17 @@ class _PrivateLinearModel(BaseEstimator):
             if g_k is None and bound is not None:
                 g_k = g_2 = bound  # clipped rows: every moment is at most B
             elif g_k is None:
-                g_k = float(np.mean(norms ** k) ** (1.0 / k)) or 1.0
-                g_2 = min(g_k, float(np.sqrt(np.mean(norms ** 2))) or 1.0)
-                taken.append(_DataBound(
-                    "feature_moment", f"the empirical moments (mean ||x||^{k:g})^(1/{k:g}) "
-                    "and (mean ||x||^2)^(1/2) of the row norms of X",
-                    "Pass feature_moment (and feature_second_moment) from public knowledge "
-                    "of the feature distribution, or feature_norm_bound to clip the rows."))
+                g_k = float(np.mean(norms**k) ** (1.0 / k)) or 1.0
+                g_2 = min(g_k, float(np.sqrt(np.mean(norms**2))) or 1.0)
+                taken.append(
+                    _DataBound(
+                        "feature_moment",
+                        f"the empirical moments (mean ||x||^{k:g})^(1/{k:g}) "
+                        "and (mean ||x||^2)^(1/2) of the row norms of X",
+                        "Pass feature_moment (and feature_second_moment) from public knowledge "
+                        "of the feature distribution, or feature_norm_bound to clip the rows.",
+                    )
+                )
             c = self._gradient_factor()
             # Minkowski: (E ||(x, s)||^j)^(1/j) <= (E ||x||^j)^(1/j) + s
             moment = c * (g_k + s)
@@ -466,23 +509,36 @@ class _PrivateLinearModel(BaseEstimator):
             kwargs = dict(settings.options)
             if settings.regularization is not None:
                 kwargs["base_regularization"] = settings.regularization
-            mech = LocalizedDoubleOutputPerturbation(k=k, moment=moment, second_moment=second,
-                                                     **kwargs)
-            bounds.update(moment_order=k, feature_moment=g_k, feature_second_moment=g_2,
-                          gradient_moment=moment, gradient_second_moment=second,
-                          regularization=settings.regularization)
+            mech = LocalizedDoubleOutputPerturbation(
+                k=k, moment=moment, second_moment=second, **kwargs
+            )
+            bounds.update(
+                moment_order=k,
+                feature_moment=g_k,
+                feature_second_moment=g_2,
+                gradient_moment=moment,
+                gradient_second_moment=second,
+                regularization=settings.regularization,
+            )
         self._report(taken, settings.strict)
 
         w = cp.Variable(p)
         x = cp.Parameter(p)
         label = cp.Parameter()
-        problem = Problem(self._loss(x @ w, label), w, data={x: X, label: target},
-                          domain=domains.l2_ball(w, R))
-        result = problem.solve_private(mech, epsilon=settings.epsilon, delta=settings.delta,
-                                       rng=self.random_state, accountant=self.accountant)
+        problem = Problem(
+            self._loss(x @ w, label), w, data={x: X, label: target}, domain=domains.l2_ball(w, R)
+        )
+        result = problem.solve_private(
+            mech,
+            epsilon=settings.epsilon,
+            delta=settings.delta,
+            rng=self.random_state,
+            accountant=self.accountant,
+        )
         released = np.asarray(result.w, float)
-        self._set_coefficients(released[:d], float(released[d] * s) if settings.fit_intercept
-                               else 0.0)
+        self._set_coefficients(
+            released[:d], float(released[d] * s) if settings.fit_intercept else 0.0
+        )
         self.result_ = result
         self.certificates_ = result.certificates
         self.ledger_ = result.ledger
@@ -506,7 +562,9 @@ class _PrivateLinearModel(BaseEstimator):
                 "fit depends on it beyond what the privacy guarantee covers, so the result is "
                 f"not differentially private with respect to it. {b.fix} "
                 "(Set on_data_dependent_bounds='raise' to make this an error.)",
-                PrivacyLeakWarning, stacklevel=4)
+                PrivacyLeakWarning,
+                stacklevel=4,
+            )
 
     def _set_coefficients(self, coef: np.ndarray, intercept: float) -> None:
         raise NotImplementedError  # pragma: no cover
@@ -527,8 +585,9 @@ class _PrivateLinearModel(BaseEstimator):
         options = params.pop("mechanism_options")
         fresh = {name: clone(value, safe=False) for name, value in params.items()}
         # public mechanism options (numbers, names, an executor) are shared, not deep-copied
-        shared = None if options is None else dict(options) if isinstance(options, Mapping) \
-            else options
+        shared = (
+            None if options is None else dict(options) if isinstance(options, Mapping) else options
+        )
         return type(self)(accountant=accountant, mechanism_options=shared, **fresh)
 
     def __getstate__(self):
@@ -553,10 +612,25 @@ class _PrivateLinearModel(BaseEstimator):
         super().__setstate__(state)
 
 
-def _common_init(self, *, epsilon, delta, mechanism, feature_norm_bound, domain_radius,
-                 regularization, fit_intercept, intercept_scaling, moment_order, feature_moment,
-                 feature_second_moment, mechanism_options, random_state, accountant,
-                 on_data_dependent_bounds) -> None:
+def _common_init(
+    self,
+    *,
+    epsilon,
+    delta,
+    mechanism,
+    feature_norm_bound,
+    domain_radius,
+    regularization,
+    fit_intercept,
+    intercept_scaling,
+    moment_order,
+    feature_moment,
+    feature_second_moment,
+    mechanism_options,
+    random_state,
+    accountant,
+    on_data_dependent_bounds,
+) -> None:
     self.epsilon = epsilon
     self.delta = delta
     self.mechanism = mechanism
@@ -597,7 +671,7 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         from ``y`` with a :class:`~dpcvx.errors.PrivacyLeakWarning`: which labels occur is a
         fact about the data that the guarantee does not cover (a fit on data with one class
         fails, on its neighbor it does not).
-%(common_parameters)s
+    %(common_parameters)s
 
     Attributes
     ----------
@@ -607,7 +681,7 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         Coefficients of the released model (for the features as given).
     intercept_ : ndarray of shape (1,)
         Its intercept (0 when ``fit_intercept=False``).
-%(common_attributes)s
+    %(common_attributes)s
 
     Notes
     -----
@@ -634,22 +708,47 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
     (True, 5.0, True)
     """
 
-    def __init__(self, loss="logistic", *, classes=None, epsilon=1.0, delta=0.0,
-                 mechanism="output_perturbation", feature_norm_bound=None, domain_radius=1.0,
-                 regularization="auto", fit_intercept=True, intercept_scaling=1.0,
-                 moment_order=4.0, feature_moment=None, feature_second_moment=None,
-                 mechanism_options=None, random_state=None, accountant=None,
-                 on_data_dependent_bounds="warn"):
+    def __init__(
+        self,
+        loss="logistic",
+        *,
+        classes=None,
+        epsilon=1.0,
+        delta=0.0,
+        mechanism="output_perturbation",
+        feature_norm_bound=None,
+        domain_radius=1.0,
+        regularization="auto",
+        fit_intercept=True,
+        intercept_scaling=1.0,
+        moment_order=4.0,
+        feature_moment=None,
+        feature_second_moment=None,
+        mechanism_options=None,
+        random_state=None,
+        accountant=None,
+        on_data_dependent_bounds="warn",
+    ):
         self.loss = loss
         self.classes = classes
-        _common_init(self, epsilon=epsilon, delta=delta, mechanism=mechanism,
-                     feature_norm_bound=feature_norm_bound, domain_radius=domain_radius,
-                     regularization=regularization, fit_intercept=fit_intercept,
-                     intercept_scaling=intercept_scaling, moment_order=moment_order,
-                     feature_moment=feature_moment,
-                     feature_second_moment=feature_second_moment,
-                     mechanism_options=mechanism_options, random_state=random_state,
-                     accountant=accountant, on_data_dependent_bounds=on_data_dependent_bounds)
+        _common_init(
+            self,
+            epsilon=epsilon,
+            delta=delta,
+            mechanism=mechanism,
+            feature_norm_bound=feature_norm_bound,
+            domain_radius=domain_radius,
+            regularization=regularization,
+            fit_intercept=fit_intercept,
+            intercept_scaling=intercept_scaling,
+            moment_order=moment_order,
+            feature_moment=feature_moment,
+            feature_second_moment=feature_second_moment,
+            mechanism_options=mechanism_options,
+            random_state=random_state,
+            accountant=accountant,
+            on_data_dependent_bounds=on_data_dependent_bounds,
+        )
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -736,9 +835,14 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
                     "Pass the public label set, e.g. classes=[0, 1]: a fit with public classes "
                     "works whichever labels occur."
                 )
-            taken.append(_DataBound(
-                "classes", "the labels that occur in y (np.unique(y))",
-                "Pass classes=[negative, positive], the public label set (e.g. classes=[0, 1])."))
+            taken.append(
+                _DataBound(
+                    "classes",
+                    "the labels that occur in y (np.unique(y))",
+                    "Pass classes=[negative, positive], the public label set "
+                    "(e.g. classes=[0, 1]).",
+                )
+            )
         else:
             unknown = ~np.isin(y, classes)
             if np.any(unknown):
@@ -854,7 +958,7 @@ class PrivateQuantileRegressor(_PrivateRegressor):
         pinball loss is ``max(tau, 1 - tau) ||x||``-Lipschitz in ``w`` whatever the target),
         so None (no clipping) issues no warning; a public bound keeps every loss of order
         ``Y + R sqrt(B^2 + s^2)``, which keeps the certified solves well conditioned.
-%(common_parameters)s
+    %(common_parameters)s
 
     Attributes
     ----------
@@ -862,7 +966,7 @@ class PrivateQuantileRegressor(_PrivateRegressor):
         Coefficients of the released model (for the features as given).
     intercept_ : float
         Its intercept (0.0 when ``fit_intercept=False``).
-%(common_attributes)s
+    %(common_attributes)s
 
     Notes
     -----
@@ -889,22 +993,47 @@ class PrivateQuantileRegressor(_PrivateRegressor):
     ((2,), ())
     """
 
-    def __init__(self, quantile=0.5, *, label_bound=None, epsilon=1.0, delta=0.0,
-                 mechanism="output_perturbation", feature_norm_bound=None, domain_radius=1.0,
-                 regularization="auto", fit_intercept=True, intercept_scaling=1.0,
-                 moment_order=4.0, feature_moment=None, feature_second_moment=None,
-                 mechanism_options=None, random_state=None, accountant=None,
-                 on_data_dependent_bounds="warn"):
+    def __init__(
+        self,
+        quantile=0.5,
+        *,
+        label_bound=None,
+        epsilon=1.0,
+        delta=0.0,
+        mechanism="output_perturbation",
+        feature_norm_bound=None,
+        domain_radius=1.0,
+        regularization="auto",
+        fit_intercept=True,
+        intercept_scaling=1.0,
+        moment_order=4.0,
+        feature_moment=None,
+        feature_second_moment=None,
+        mechanism_options=None,
+        random_state=None,
+        accountant=None,
+        on_data_dependent_bounds="warn",
+    ):
         self.quantile = quantile
         self.label_bound = label_bound
-        _common_init(self, epsilon=epsilon, delta=delta, mechanism=mechanism,
-                     feature_norm_bound=feature_norm_bound, domain_radius=domain_radius,
-                     regularization=regularization, fit_intercept=fit_intercept,
-                     intercept_scaling=intercept_scaling, moment_order=moment_order,
-                     feature_moment=feature_moment,
-                     feature_second_moment=feature_second_moment,
-                     mechanism_options=mechanism_options, random_state=random_state,
-                     accountant=accountant, on_data_dependent_bounds=on_data_dependent_bounds)
+        _common_init(
+            self,
+            epsilon=epsilon,
+            delta=delta,
+            mechanism=mechanism,
+            feature_norm_bound=feature_norm_bound,
+            domain_radius=domain_radius,
+            regularization=regularization,
+            fit_intercept=fit_intercept,
+            intercept_scaling=intercept_scaling,
+            moment_order=moment_order,
+            feature_moment=feature_moment,
+            feature_second_moment=feature_second_moment,
+            mechanism_options=mechanism_options,
+            random_state=random_state,
+            accountant=accountant,
+            on_data_dependent_bounds=on_data_dependent_bounds,
+        )
 
     def _check_loss_parameters(self, mechanism: str) -> None:
         tau = check_real(self.quantile, "quantile", self._owner())
@@ -950,7 +1079,7 @@ class PrivateRidgeRegressor(_PrivateRegressor):
         ``Y``: targets are clipped to ``[-Y, Y]`` before the fit. Needed by ``loss="squared"``
         (its Lipschitz bound uses it): when None there, the largest ``|y|`` is used with a
         :class:`~dpcvx.errors.PrivacyLeakWarning`. Optional for ``loss="huber"``.
-%(common_parameters)s
+    %(common_parameters)s
 
     Attributes
     ----------
@@ -958,7 +1087,7 @@ class PrivateRidgeRegressor(_PrivateRegressor):
         Coefficients of the released model (for the features as given).
     intercept_ : float
         Its intercept (0.0 when ``fit_intercept=False``).
-%(common_attributes)s
+    %(common_attributes)s
 
     Notes
     -----
@@ -982,23 +1111,49 @@ class PrivateRidgeRegressor(_PrivateRegressor):
     True
     """
 
-    def __init__(self, loss="huber", *, huber_threshold=1.0, label_bound=None, epsilon=1.0,
-                 delta=0.0, mechanism="output_perturbation", feature_norm_bound=None,
-                 domain_radius=1.0, regularization="auto", fit_intercept=True,
-                 intercept_scaling=1.0, moment_order=4.0, feature_moment=None,
-                 feature_second_moment=None, mechanism_options=None, random_state=None,
-                 accountant=None, on_data_dependent_bounds="warn"):
+    def __init__(
+        self,
+        loss="huber",
+        *,
+        huber_threshold=1.0,
+        label_bound=None,
+        epsilon=1.0,
+        delta=0.0,
+        mechanism="output_perturbation",
+        feature_norm_bound=None,
+        domain_radius=1.0,
+        regularization="auto",
+        fit_intercept=True,
+        intercept_scaling=1.0,
+        moment_order=4.0,
+        feature_moment=None,
+        feature_second_moment=None,
+        mechanism_options=None,
+        random_state=None,
+        accountant=None,
+        on_data_dependent_bounds="warn",
+    ):
         self.loss = loss
         self.huber_threshold = huber_threshold
         self.label_bound = label_bound
-        _common_init(self, epsilon=epsilon, delta=delta, mechanism=mechanism,
-                     feature_norm_bound=feature_norm_bound, domain_radius=domain_radius,
-                     regularization=regularization, fit_intercept=fit_intercept,
-                     intercept_scaling=intercept_scaling, moment_order=moment_order,
-                     feature_moment=feature_moment,
-                     feature_second_moment=feature_second_moment,
-                     mechanism_options=mechanism_options, random_state=random_state,
-                     accountant=accountant, on_data_dependent_bounds=on_data_dependent_bounds)
+        _common_init(
+            self,
+            epsilon=epsilon,
+            delta=delta,
+            mechanism=mechanism,
+            feature_norm_bound=feature_norm_bound,
+            domain_radius=domain_radius,
+            regularization=regularization,
+            fit_intercept=fit_intercept,
+            intercept_scaling=intercept_scaling,
+            moment_order=moment_order,
+            feature_moment=feature_moment,
+            feature_second_moment=feature_second_moment,
+            mechanism_options=mechanism_options,
+            random_state=random_state,
+            accountant=accountant,
+            on_data_dependent_bounds=on_data_dependent_bounds,
+        )
 
     def _check_loss_parameters(self, mechanism: str) -> None:
         loss = self._check_choice("loss", ("huber", "squared"))
@@ -1019,10 +1174,14 @@ class PrivateRidgeRegressor(_PrivateRegressor):
         Y = settings.label_bound
         if Y is None:
             Y = float(np.max(np.abs(target))) if target.size else 0.0
-            taken.append(_DataBound(
-                "label_bound", "the largest |y|",
-                "Pass label_bound=Y chosen without looking at the data (targets are clipped "
-                "to [-Y, Y]), or use loss='huber', which needs no label bound."))
+            taken.append(
+                _DataBound(
+                    "label_bound",
+                    "the largest |y|",
+                    "Pass label_bound=Y chosen without looking at the data (targets are clipped "
+                    "to [-Y, Y]), or use loss='huber', which needs no label bound.",
+                )
+            )
             bounds["label_bound"] = Y
         # ||grad|| = 2 |<x, w> - y| ||x|| <= 2 ||x|| (R ||x|| + Y) on the ball ||w|| <= R
         return 2.0 * row_bound * (settings.domain_radius * row_bound + Y)

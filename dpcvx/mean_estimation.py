@@ -57,7 +57,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MeanEstimate:
     """A private mean with its guarantee: ``epsilon``-DP (``delta == 0``), or ``rho``-zCDP
@@ -152,9 +151,16 @@ class _MeanEstimator:
             return "laplace", l1 / epsilon
         return "gaussian", l2 / math.sqrt(2.0 * rho)
 
-    def release(self, X, *, epsilon: float | None = None, rho: float | None = None,
-                delta: float = 1e-6, rng=None, accountant: Accountant | None = None
-                ) -> MeanEstimate:
+    def release(
+        self,
+        X,
+        *,
+        epsilon: float | None = None,
+        rho: float | None = None,
+        delta: float = 1e-6,
+        rng=None,
+        accountant: Accountant | None = None,
+    ) -> MeanEstimate:
         """Release the private mean of the rows of ``X``.
 
         Exactly one of ``epsilon`` (pure epsilon-DP, Laplace) and ``rho`` (rho-zCDP, Gaussian).
@@ -171,29 +177,48 @@ class _MeanEstimator:
         plan = self.plan(n, d, epsilon=epsilon, rho=rho)
         generator, seeded = make_rng(rng)
         if rho is not None:
-            event = PrivacyEvent.zcdp(f"{owner}(n={n}, d={d})", rho, delta,
-                                      detail={"sigma": plan.scale,
-                                              "l2_sensitivity": plan.l2_sensitivity})
+            event = PrivacyEvent.zcdp(
+                f"{owner}(n={n}, d={d})",
+                rho,
+                delta,
+                detail={"sigma": plan.scale, "l2_sensitivity": plan.l2_sensitivity},
+            )
             guarantee_eps, guarantee_delta = event.epsilon, event.delta
         else:
-            event = PrivacyEvent(label=f"{owner}(n={n}, d={d})", epsilon=epsilon,
-                                 detail={"laplace_scale": plan.scale,
-                                         "l1_sensitivity": plan.l1_sensitivity})
+            event = PrivacyEvent(
+                label=f"{owner}(n={n}, d={d})",
+                epsilon=epsilon,
+                detail={"laplace_scale": plan.scale, "l1_sensitivity": plan.l1_sensitivity},
+            )
             guarantee_eps, guarantee_delta = epsilon, 0.0
-        budget = accountant if accountant is not None else Accountant(
-            guarantee_eps, guarantee_delta)
+        budget = (
+            accountant if accountant is not None else Accountant(guarantee_eps, guarantee_delta)
+        )
         budget.reserve(event)
         estimate = self._estimate(arr, plan)
         if plan.noise == "laplace":
             noisy = estimate + generator.laplace(0.0, plan.scale, size=d)
         else:
             noisy = estimate + generator.normal(0.0, plan.scale, size=d)
-        detail = {"tau": plan.tau, "buckets": plan.buckets, "noise": plan.noise,
-                  "scale": plan.scale, "l1_sensitivity": plan.l1_sensitivity,
-                  "l2_sensitivity": plan.l2_sensitivity, "constants": self.constants}
-        return MeanEstimate(mean=noisy, epsilon=guarantee_eps, delta=guarantee_delta, rho=rho,
-                            ledger=budget.ledger, seeded=seeded, mechanism=owner,
-                            detail=MappingProxyType(detail))
+        detail = {
+            "tau": plan.tau,
+            "buckets": plan.buckets,
+            "noise": plan.noise,
+            "scale": plan.scale,
+            "l1_sensitivity": plan.l1_sensitivity,
+            "l2_sensitivity": plan.l2_sensitivity,
+            "constants": self.constants,
+        }
+        return MeanEstimate(
+            mean=noisy,
+            epsilon=guarantee_eps,
+            delta=guarantee_delta,
+            rho=rho,
+            ledger=budget.ledger,
+            seeded=seeded,
+            mechanism=owner,
+            detail=MappingProxyType(detail),
+        )
 
 
 class CoordinatewiseMedianOfMeans(_MeanEstimator):
@@ -222,14 +247,24 @@ class CoordinatewiseMedianOfMeans(_MeanEstimator):
 
     owner = "CoordinatewiseMedianOfMeans"
 
-    def __init__(self, k: float, moment: float = 1.0, *, failure_probability: float = 0.1,
-                 buckets: int | None = None, tau: float | None = None,
-                 constants: str = "paper", center=None) -> None:
+    def __init__(
+        self,
+        k: float,
+        moment: float = 1.0,
+        *,
+        failure_probability: float = 0.1,
+        buckets: int | None = None,
+        tau: float | None = None,
+        constants: str = "paper",
+        center=None,
+    ) -> None:
         self._check_common(k, moment, failure_probability, constants, tau, center)
-        if buckets is not None and (isinstance(buckets, bool) or not isinstance(
-                buckets, (int, np.integer)) or buckets < 1):
+        if buckets is not None and (
+            isinstance(buckets, bool) or not isinstance(buckets, (int, np.integer)) or buckets < 1
+        ):
             raise InvalidParameterError(
-                f"`buckets` of `{self.owner}` must be a positive integer. Got {buckets!r}.")
+                f"`buckets` of `{self.owner}` must be a positive integer. Got {buckets!r}."
+            )
         self.buckets = None if buckets is None else int(buckets)
 
     def plan(self, n: int, d: int, *, epsilon=None, rho=None) -> MeanPlan:
@@ -249,8 +284,17 @@ class CoordinatewiseMedianOfMeans(_MeanEstimator):
             linf = 6.0 * width / (n // m)
         l1, l2 = d * linf, math.sqrt(d) * linf
         kind, scale = self._noise(linf, l1, l2, epsilon, rho)
-        return MeanPlan(tau=tau, buckets=m, linf_sensitivity=linf, l1_sensitivity=l1,
-                        l2_sensitivity=l2, noise=kind, scale=scale, epsilon=epsilon, rho=rho)
+        return MeanPlan(
+            tau=tau,
+            buckets=m,
+            linf_sensitivity=linf,
+            l1_sensitivity=l1,
+            l2_sensitivity=l2,
+            noise=kind,
+            scale=scale,
+            epsilon=epsilon,
+            rho=rho,
+        )
 
     def _estimate(self, X: np.ndarray, plan: MeanPlan) -> np.ndarray:
         return median_of_means(X, plan.tau * self.scale, plan.buckets, self.center)
@@ -276,8 +320,15 @@ class NoiseSmoothingMean(_MeanEstimator):
 
     owner = "NoiseSmoothingMean"
 
-    def __init__(self, k: float, moment: float = 1.0, *, tau: float | None = None,
-                 smoothing: float = 1.0, center=None) -> None:
+    def __init__(
+        self,
+        k: float,
+        moment: float = 1.0,
+        *,
+        tau: float | None = None,
+        smoothing: float = 1.0,
+        center=None,
+    ) -> None:
         self._check_common(k, moment, 0.1, "paper", tau, center)
         self.smoothing = check_positive(smoothing, "smoothing", self.owner)
 
@@ -287,8 +338,17 @@ class NoiseSmoothingMean(_MeanEstimator):
         linf = 2.0 * PHI_MAX * tau * self.scale / n
         l1, l2 = d * linf, math.sqrt(d) * linf
         kind, scale = self._noise(linf, l1, l2, epsilon, rho)
-        return MeanPlan(tau=tau, buckets=None, linf_sensitivity=linf, l1_sensitivity=l1,
-                        l2_sensitivity=l2, noise=kind, scale=scale, epsilon=epsilon, rho=rho)
+        return MeanPlan(
+            tau=tau,
+            buckets=None,
+            linf_sensitivity=linf,
+            l1_sensitivity=l1,
+            l2_sensitivity=l2,
+            noise=kind,
+            scale=scale,
+            epsilon=epsilon,
+            rho=rho,
+        )
 
     @staticmethod
     def printed_sigma(tau: float, n: int, d: int, rho: float) -> float:

@@ -119,13 +119,16 @@ class _Projector:
             err = float(_allowance(self.base, y[None, :])[0])
         else:
             loc = self.localized
-            raw, _ = inexact_projection(y, self.base.project, loc.ball_center, loc.ball_radius,
-                                        0.5 * xi)
+            raw, _ = inexact_projection(
+                y, self.base.project, loc.ball_center, loc.ball_radius, 0.5 * xi
+            )
             out = loc.make_feasible(raw)
-            scale = float(np.sum(np.abs(y)) + np.sum(np.abs(loc.ball_center))
-                          + loc.ball_radius)
-            err = 0.5 * xi + float(_allowance(self.base, y[None, :])[0]) \
+            scale = float(np.sum(np.abs(y)) + np.sum(np.abs(loc.ball_center)) + loc.ball_radius)
+            err = (
+                0.5 * xi
+                + float(_allowance(self.base, y[None, :])[0])
                 + 16.0 * (self.d + 2) ** 2 * _EPS * scale
+            )
         return out, err + float(np.linalg.norm(out - raw))
 
     def rows(self, Y: np.ndarray) -> tuple[np.ndarray, float]:
@@ -178,9 +181,7 @@ def _check_data(data: object) -> tuple[dict[str, np.ndarray], int]:
             )
         arr = np.array(value)
         if arr.dtype.kind not in "biuf":
-            raise DataError(
-                f"The data array `{key}` must be numeric. Got dtype {arr.dtype}."
-            )
+            raise DataError(f"The data array `{key}` must be numeric. Got dtype {arr.dtype}.")
         if arr.ndim == 0:
             raise DataError(
                 f"The data array `{key}` must have a first axis indexing the examples. Got a "
@@ -261,16 +262,27 @@ class OracleProblem:
     True
     """
 
-    def __init__(self, value: Callable, subgradient: Callable, data: Mapping[str, Any],
-                 variable, domain, *, max_iter: int = DEFAULT_MAX_ITER) -> None:
+    def __init__(
+        self,
+        value: Callable,
+        subgradient: Callable,
+        data: Mapping[str, Any],
+        variable,
+        domain,
+        *,
+        max_iter: int = DEFAULT_MAX_ITER,
+    ) -> None:
         self._value = _check_callable(value, "value")
         self._subgradient = _check_callable(subgradient, "subgradient")
         self._data, self._n = _check_data(data)
         self._domain = Domain(variable, domain)
         self.variable = variable
         _Projector(self._domain, None)  # raises ModelingError for domains without projection
-        if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) \
-                or max_iter < 1:
+        if (
+            isinstance(max_iter, bool)
+            or not isinstance(max_iter, (int, np.integer))
+            or max_iter < 1
+        ):
             raise InvalidParameterError(
                 f"The `max_iter` parameter of `OracleProblem` must be a positive integer. "
                 f"Got {max_iter!r}."
@@ -346,8 +358,18 @@ class OracleProblem:
         return resolve_center(self, center)
 
     # ------------------------------------------------------------------ solving
-    def _solve(self, lam: float, w0: np.ndarray, alpha: float, *, extension: float | None,
-               localize, indices, max_iter: int, callback=None) -> CertifiedSolution:
+    def _solve(
+        self,
+        lam: float,
+        w0: np.ndarray,
+        alpha: float,
+        *,
+        extension: float | None,
+        localize,
+        indices,
+        max_iter: int,
+        callback=None,
+    ) -> CertifiedSolution:
         """Algorithm 3 on the plain or joint program (see the class Notes)."""
         start = time.perf_counter()
         base = self._domain
@@ -394,8 +416,9 @@ class OracleProblem:
                 return np.concatenate([w_out, Y_out.reshape(-1)])
 
             x1 = np.concatenate([w_start, np.tile(w_start, m)])
-        result = adaptive_projected_subgradient(subgradient, project, x1, D_K, alpha, max_iter,
-                                                callback=callback)
+        result = adaptive_projected_subgradient(
+            subgradient, project, x1, D_K, alpha, max_iter, callback=callback
+        )
         u = result.point
         w = u[:d]
         if not proj.w_domain.contains(w):  # the projections guarantee it; never unchecked
@@ -423,22 +446,39 @@ class OracleProblem:
         stats = {
             "method": "first-order: paper 000 Alg 3 (Prop C.5)"
             + ("" if extension is None else ", joint program of Lemma 2.7"),
-            "iterations": result.iterations, "stop": result.stop,
-            "algorithm_gap": result.certified_gap, "joint_diameter": D_K, "examples": m,
-            "seconds": time.perf_counter() - start, **dict(result.stats),
+            "iterations": result.iterations,
+            "stop": result.stop,
+            "algorithm_gap": result.certified_gap,
+            "joint_diameter": D_K,
+            "examples": m,
+            "seconds": time.perf_counter() - start,
+            **dict(result.stats),
         }
         if extension is not None:
             stats["extension_C"] = float(extension)
         return CertifiedSolution(
-            w=w.copy(), upper=upper, lower=lower, gap=gap,
+            w=w.copy(),
+            upper=upper,
+            lower=lower,
+            gap=gap,
             distance_bound=math.sqrt(2.0 * gap / lam) if lam > 0 else math.inf,
-            regularization=lam, center=w0.copy(), accuracy=alpha,
+            regularization=lam,
+            center=w0.copy(),
+            accuracy=alpha,
             solver_stats=MappingProxyType(stats),
         )
 
-    def solve(self, regularization: float = 0.0, center=None, accuracy: float = 1e-2, *,
-              extension: float | None = None, localize: tuple | None = None,
-              max_iter: int | None = None, callback=None) -> CertifiedSolution:
+    def solve(
+        self,
+        regularization: float = 0.0,
+        center=None,
+        accuracy: float = 1e-2,
+        *,
+        extension: float | None = None,
+        localize: tuple | None = None,
+        max_iter: int | None = None,
+        callback=None,
+    ) -> CertifiedSolution:
         """Certified non-private solve with Algorithm 3 (see the class Notes).
 
         Parameters
@@ -465,20 +505,37 @@ class OracleProblem:
         if extension is not None:
             extension = check_positive(extension, "extension", owner)
         cap = self.max_iter if max_iter is None else max_iter
-        return self._solve(lam, self._center(center), alpha, extension=extension,
-                           localize=localize, indices=None, max_iter=cap, callback=callback)
+        return self._solve(
+            lam,
+            self._center(center),
+            alpha,
+            extension=extension,
+            localize=localize,
+            indices=None,
+            max_iter=cap,
+            callback=callback,
+        )
 
-    def solve_private(self, mechanism, *, epsilon: float, delta: float = 0.0, rng=None,
-                      accountant: Accountant | None = None) -> PrivateResult:
+    def solve_private(
+        self,
+        mechanism,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        rng=None,
+        accountant: Accountant | None = None,
+    ) -> PrivateResult:
         """A private release, exactly as :meth:`dpcvx.Problem.solve_private` (the same
         validation, planning, ledger and noise); every solve is Algorithm 3 with its
         certificate. A mechanism with ``extension_C`` (e.g.
         :class:`~dpcvx.DoubleOutputPerturbation`) runs on the Lipschitz extension."""
-        return release(self, mechanism, epsilon=epsilon, delta=delta, rng=rng,
-                       accountant=accountant)
+        return release(
+            self, mechanism, epsilon=epsilon, delta=delta, rng=rng, accountant=accountant
+        )
 
-    def release_context(self, *, extension: float | None, solver: str | None,
-                        base: bool = False) -> OracleReleaseContext:
+    def release_context(
+        self, *, extension: float | None, solver: str | None, base: bool = False
+    ) -> OracleReleaseContext:
         """The data access a mechanism gets once its budget is reserved (internal)."""
         if solver is not None:
             raise InvalidParameterError(
@@ -502,8 +559,9 @@ class OracleReleaseContext:
     (any failure is one fixed :class:`~dpcvx.CertificationError` text) on all examples or a
     block, and public projections."""
 
-    def __init__(self, problem: OracleProblem, *, extension: float | None,
-                 base: bool = False) -> None:
+    def __init__(
+        self, problem: OracleProblem, *, extension: float | None, base: bool = False
+    ) -> None:
         self.problem = problem
         self.n, self.d = problem.n, problem.d
         self.domain = problem.domain
@@ -519,15 +577,27 @@ class OracleReleaseContext:
         extension = self.extension if C is None else float(C)
         problem = self.problem
 
-        def solve(lam: float, w0: np.ndarray, alpha: float, localize=None,
-                  candidate: CertifiedSolution | None = None) -> CertifiedSolution:
+        def solve(
+            lam: float,
+            w0: np.ndarray,
+            alpha: float,
+            localize=None,
+            candidate: CertifiedSolution | None = None,
+        ) -> CertifiedSolution:
             try:
                 if localize is not None and _still_certified(
-                        candidate, LocalizedDomain(problem.domain, *localize), lam, w0, alpha):
+                    candidate, LocalizedDomain(problem.domain, *localize), lam, w0, alpha
+                ):
                     return candidate
-                return problem._solve(float(lam), np.asarray(w0, float), float(alpha),
-                                      extension=extension, localize=localize, indices=indices,
-                                      max_iter=problem.max_iter)
+                return problem._solve(
+                    float(lam),
+                    np.asarray(w0, float),
+                    float(alpha),
+                    extension=extension,
+                    localize=localize,
+                    indices=indices,
+                    max_iter=problem.max_iter,
+                )
             except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private solve
                 raise CertificationError(_PRIVATE_FAILURE) from None
 
@@ -547,8 +617,7 @@ class OracleReleaseContext:
         ``indices`` (default all): shape ``(len(points), n)``."""
         rows, m = self.problem._rows(indices)
         pts = np.atleast_2d(np.asarray(points, float))
-        return np.stack([self.problem._values(np.tile(p, (m, 1)), rows, m)
-                         for p in pts])
+        return np.stack([self.problem._values(np.tile(p, (m, 1)), rows, m) for p in pts])
 
     def project(self, point, localize=None, xi: float | None = None) -> np.ndarray:
         """See :meth:`OracleProblem.project` (public post-processing)."""
@@ -556,10 +625,18 @@ class OracleReleaseContext:
 
 
 # --------------------------------------------------------------------------- Theorem D.4
-def structured_solve(extension: LipschitzExtension, regularization: float, center,
-                     accuracy: float, localize: tuple | None = None, *,
-                     iterations: int | None = None, max_iter: int = DEFAULT_MAX_ITER,
-                     solver: str | None = None, callback=None) -> CertifiedSolution:
+def structured_solve(
+    extension: LipschitzExtension,
+    regularization: float,
+    center,
+    accuracy: float,
+    localize: tuple | None = None,
+    *,
+    iterations: int | None = None,
+    max_iter: int = DEFAULT_MAX_ITER,
+    solver: str | None = None,
+    callback=None,
+) -> CertifiedSolution:
     """Paper 000, Theorem D.4's structured path: projected subgradient with certified biased
     subgradients on ``G(w) = (1/n) sum_i f_C(w, z_i) + (lam/2)||w - w0||^2`` over W (or
     ``W0 = W intersect B(c, r)`` with ``localize=(c, r)``), certified by Lemma D.5.
@@ -626,11 +703,9 @@ def structured_solve(extension: LipschitzExtension, regularization: float, cente
     L = (C + lam * reach) * (1.0 + 1e-13)
     bias_rounding = 1e-13 * (C + lam * reach) * D
     T = math.ceil((4.0 * D * L / alpha) ** 2) if iterations is None else iterations
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) \
-            or max_iter < 1:
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise InvalidParameterError(
-            f"The `max_iter` parameter of `{owner}` must be a positive integer. "
-            f"Got {max_iter!r}."
+            f"The `max_iter` parameter of `{owner}` must be a positive integer. Got {max_iter!r}."
         )
     if T > max_iter:
         raise InvalidParameterError(
@@ -651,8 +726,9 @@ def structured_solve(extension: LipschitzExtension, regularization: float, cente
             raise _over_budget(err, xi)
         return out
 
-    result = biased_projected_subgradient(oracle, project, proj.start(w0), D, L, alpha,
-                                          iterations, callback=callback)
+    result = biased_projected_subgradient(
+        oracle, project, proj.start(w0), D, L, alpha, iterations, callback=callback
+    )
     w = result.point
     vals = extension.evaluate(w, solver)
     reg = lam / 2 * float(np.sum((w - w0) ** 2))
@@ -665,12 +741,23 @@ def structured_solve(extension: LipschitzExtension, regularization: float, cente
             f"`{owner}`: the certified gap {gap:.6g} (Lemma D.5's {result.certified_gap:.6g} "
             f"plus the final evaluation's bias) exceeds the accuracy target {alpha:.6g}."
         )
-    stats = {"method": "first-order: paper 000 Thm D.4 / Lemma D.5 (Prop D.6 oracle)",
-             "iterations": result.iterations, "algorithm_gap": result.certified_gap,
-             "lipschitz": L, "diameter": D, "seconds": time.perf_counter() - start,
-             **dict(result.stats)}
+    stats = {
+        "method": "first-order: paper 000 Thm D.4 / Lemma D.5 (Prop D.6 oracle)",
+        "iterations": result.iterations,
+        "algorithm_gap": result.certified_gap,
+        "lipschitz": L,
+        "diameter": D,
+        "seconds": time.perf_counter() - start,
+        **dict(result.stats),
+    }
     return CertifiedSolution(
-        w=w.copy(), upper=upper, lower=lower, gap=gap, distance_bound=math.sqrt(2 * gap / lam),
-        regularization=lam, center=w0.copy(), accuracy=alpha,
+        w=w.copy(),
+        upper=upper,
+        lower=lower,
+        gap=gap,
+        distance_bound=math.sqrt(2 * gap / lam),
+        regularization=lam,
+        center=w0.copy(),
+        accuracy=alpha,
         solver_stats=MappingProxyType(stats),
     )

@@ -95,8 +95,13 @@ class Problem(DeclaredSource):
     True
     """
 
-    def __init__(self, loss: cp.Expression, variable: cp.Variable,
-                 data: Mapping[cp.Parameter, Any], domain: list[cp.Constraint]) -> None:
+    def __init__(
+        self,
+        loss: cp.Expression,
+        variable: cp.Variable,
+        data: Mapping[cp.Parameter, Any],
+        domain: list[cp.Constraint],
+    ) -> None:
         self._decl = Declaration(loss, variable, data, domain)
         self._templates: dict[float | None, object] = {}
         self._domain_block = None
@@ -124,8 +129,13 @@ class Problem(DeclaredSource):
         return LipschitzExtension(self, C)
 
     # ------------------------------------------------------------------ solving
-    def solve(self, regularization: float = 0.0, center=None, accuracy: float | None = None,
-              solver: str | None = None) -> CertifiedSolution:
+    def solve(
+        self,
+        regularization: float = 0.0,
+        center=None,
+        accuracy: float | None = None,
+        solver: str | None = None,
+    ) -> CertifiedSolution:
         """Minimize ``(1/n) sum_i loss_i(w) + (regularization/2) ||w - center||^2`` over the
         domain and return dpcvx's certificate.
 
@@ -151,11 +161,19 @@ class Problem(DeclaredSource):
         _check_solver(solver)
         w0 = self._center(center)
         template, block = self._compiled()
-        return certified_solve(self._decl, template, block, lam=lam, w0=w0, accuracy=accuracy,
-                               solver=solver)
+        return certified_solve(
+            self._decl, template, block, lam=lam, w0=w0, accuracy=accuracy, solver=solver
+        )
 
-    def solve_private(self, mechanism, *, epsilon: float, delta: float = 0.0, rng=None,
-                      accountant: Accountant | None = None) -> PrivateResult:
+    def solve_private(
+        self,
+        mechanism,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        rng=None,
+        accountant: Accountant | None = None,
+    ) -> PrivateResult:
         """Release a differentially private minimizer.
 
         Every input is validated and the release is planned from public quantities first
@@ -179,15 +197,24 @@ class Problem(DeclaredSource):
         accountant : Accountant, optional
             Charge this release to an existing budget (composition of several releases).
         """
-        return self._release(mechanism, epsilon=epsilon, delta=delta, rng=rng,
-                             accountant=accountant, extension=None)
+        return self._release(
+            mechanism, epsilon=epsilon, delta=delta, rng=rng, accountant=accountant, extension=None
+        )
 
     def _release(self, mechanism, *, epsilon, delta, rng, accountant, extension):
-        return release(self, mechanism, epsilon=epsilon, delta=delta, rng=rng,
-                       accountant=accountant, extension=extension)
+        return release(
+            self,
+            mechanism,
+            epsilon=epsilon,
+            delta=delta,
+            rng=rng,
+            accountant=accountant,
+            extension=extension,
+        )
 
-    def release_context(self, *, extension: float | None, solver: str | None,
-                        base: bool = False) -> ReleaseContext:
+    def release_context(
+        self, *, extension: float | None, solver: str | None, base: bool = False
+    ) -> ReleaseContext:
         """The data access a mechanism gets once its budget is reserved (internal)."""
         return ReleaseContext(self, extension=extension, solver=solver, base=base)
 
@@ -206,8 +233,7 @@ class Problem(DeclaredSource):
         return project_point(self._decl, point, localize=localize, xi=xi)
 
 
-def project_point(decl: Declaration, point, localize=None, xi: float | None = None
-                  ) -> np.ndarray:
+def project_point(decl: Declaration, point, localize=None, xi: float | None = None) -> np.ndarray:
     """The body of :meth:`Problem.project` for any declaration (public post-processing)."""
     base = decl.domain
     dom = base if localize is None else LocalizedDomain(base, *localize)
@@ -273,12 +299,18 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
     generator, seeded = make_rng(rng)
     if accountant is not None and not isinstance(accountant, Accountant):
         raise InvalidParameterError(
-            f"The `accountant` must be a dpcvx.Accountant or None. Got "
-            f"{type(accountant).__name__}."
+            f"The `accountant` must be a dpcvx.Accountant or None. Got {type(accountant).__name__}."
         )
     checks = {"domain": source.domain} if composite else {}  # composite plans check W too
-    plan = mechanism.plan(n=source.n, d=source.d, center=source.domain.center,
-                          diameter=source.diameter, epsilon=epsilon, delta=delta, **checks)
+    plan = mechanism.plan(
+        n=source.n,
+        d=source.d,
+        center=source.domain.center,
+        diameter=source.diameter,
+        epsilon=epsilon,
+        delta=delta,
+        **checks,
+    )
     planned_C = getattr(plan, "extension_C", None)
     if extension is None and planned_C is not None:
         extension = float(planned_C)  # C computed from public quantities by the plan
@@ -298,14 +330,19 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
         event_detail = dict(plan.ledger_detail)
     else:
         name = type(mechanism).__name__ + (
-            "" if extension is None or enforced else f"[f_C, C={extension:g}]")
-        event_detail = {"sensitivity": plan.sensitivity.value, "noise": plan.noise.kind,
-                        "scale": plan.noise.scale}
+            "" if extension is None or enforced else f"[f_C, C={extension:g}]"
+        )
+        event_detail = {
+            "sensitivity": plan.sensitivity.value,
+            "noise": plan.noise.kind,
+            "scale": plan.noise.scale,
+        }
     steps = tuple(getattr(plan, "events", ()) or ())
     if steps:  # an iterative mechanism: one event per step, labelled with the release
-        steps = tuple(PrivacyEvent(**{**dict(e), "label": f"{name}(n={source.n}, "
-                                                         f"d={source.d}) {e['label']}"})
-                      for e in steps)
+        steps = tuple(
+            PrivacyEvent(**{**dict(e), "label": f"{name}(n={source.n}, d={source.d}) {e['label']}"})
+            for e in steps
+        )
         event = None
     else:
         event = PrivacyEvent(
@@ -317,12 +354,13 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
             detail=event_detail,
         )
     context = source.release_context(
-        extension=extension, solver=getattr(mechanism, "solver", None),
-        base=composite and bool(getattr(mechanism, "uses_extension", True)))
+        extension=extension,
+        solver=getattr(mechanism, "solver", None),
+        base=composite and bool(getattr(mechanism, "uses_extension", True)),
+    )
     if getattr(mechanism, "uses_extension", True) and hasattr(context, "prepare"):
         context.prepare()  # compile before anything is spent (data-independent)
-    missing = [r for r in getattr(mechanism, "context_requirements", ())
-               if not hasattr(context, r)]
+    missing = [r for r in getattr(mechanism, "context_requirements", ()) if not hasattr(context, r)]
     if missing:  # checked before anything is spent
         raise InvalidParameterError(
             f"`{type(mechanism).__name__}` needs {', '.join(missing)} from the data source, "
@@ -341,32 +379,45 @@ def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=Non
         detail = dict(plan.detail)
         detail.update(extra)
     else:
-        w, certificates = mechanism.release(plan, context.solver(), context.project,
-                                            generator, domain=source.domain.kind)
+        w, certificates = mechanism.release(
+            plan, context.solver(), context.project, generator, domain=source.domain.kind
+        )
         detail = dict(plan.detail)
-        detail.update(sensitivity=plan.sensitivity.value,
-                      base_sensitivity=plan.base_sensitivity, accuracy=plan.accuracy,
-                      noise=plan.noise.kind, noise_scale=plan.noise.scale,
-                      regularization=plan.regularization)
+        detail.update(
+            sensitivity=plan.sensitivity.value,
+            base_sensitivity=plan.base_sensitivity,
+            accuracy=plan.accuracy,
+            noise=plan.noise.kind,
+            noise_scale=plan.noise.scale,
+            regularization=plan.regularization,
+        )
     if extension is not None:
         detail.update(extension_C=extension)
     if extension is not None or (composite and getattr(mechanism, "uses_extension", True)):
         problem = _problem_of(source)
         if problem is not None:
-            detail.update(universe=UNIVERSE_TEXT.format(
-                slope=universe_slope(problem.declaration)))
+            detail.update(universe=UNIVERSE_TEXT.format(slope=universe_slope(problem.declaration)))
     if enforced:
         detail.update(lipschitz_claim="enforced by the L-Lipschitz extension")
         _warn_if_claim_unverified(_problem_of(source), float(lipschitz))
-    return PrivateResult(w=w, epsilon=epsilon, delta=delta, certificates=certificates,
-                         ledger=budget.ledger, seeded=seeded, mechanism=name,
-                         detail=MappingProxyType(detail))
+    return PrivateResult(
+        w=w,
+        epsilon=epsilon,
+        delta=delta,
+        certificates=certificates,
+        ledger=budget.ledger,
+        seeded=seeded,
+        mechanism=name,
+        detail=MappingProxyType(detail),
+    )
 
 
 #: the data universe of every release that solves on a Lipschitz extension (public text)
-UNIVERSE_TEXT = ("every example; one whose loss dpcvx cannot show to be {slope:g} C-Lipschitz "
-                 "on the domain enters with the zero loss (a per-example map: neighbours stay "
-                 "neighbours)")
+UNIVERSE_TEXT = (
+    "every example; one whose loss dpcvx cannot show to be {slope:g} C-Lipschitz "
+    "on the domain enters with the zero loss (a per-example map: neighbours stay "
+    "neighbours)"
+)
 
 
 def _check_strong_convexity(source, mechanism) -> None:
@@ -405,11 +456,15 @@ def _enforces_claim(source, mechanism, extension, composite: bool) -> bool:
     cuts only) keep the plain program and the claim is trusted, as ``strong_convexity``
     claims are: the extension's certificate for them is too loose to release."""
     problem = _problem_of(source)
-    return (problem is not None and extension is None and not composite
-            and getattr(mechanism, "lipschitz", None) is not None
-            and float(getattr(mechanism, "strong_convexity", 0.0) or 0.0) == 0.0
-            and getattr(mechanism, "uses_extension", True)
-            and not any(t.kind == "generic" for t in problem.declaration.terms))
+    return (
+        problem is not None
+        and extension is None
+        and not composite
+        and getattr(mechanism, "lipschitz", None) is not None
+        and float(getattr(mechanism, "strong_convexity", 0.0) or 0.0) == 0.0
+        and getattr(mechanism, "uses_extension", True)
+        and not any(t.kind == "generic" for t in problem.declaration.terms)
+    )
 
 
 def _warn_if_claim_unverified(problem: Problem, lipschitz: float) -> None:
@@ -429,7 +484,9 @@ def _warn_if_claim_unverified(problem: Problem, lipschitz: float) -> None:
             "private anyway: dpcvx ran those examples on the L-Lipschitz extension of their "
             "loss. Check the claim (clip or normalize features with public bounds) if this is "
             "unexpected; this warning is for the curator and is not part of the release.",
-            LipschitzClaimWarning, stacklevel=4)
+            LipschitzClaimWarning,
+            stacklevel=4,
+        )
 
 
 def _still_certified(candidate, w_domain, lam, w0, alpha) -> bool:
@@ -438,10 +495,13 @@ def _still_certified(candidate, w_domain, lam, w0, alpha) -> bool:
     valid over W0, so ``F(w_hat) - min_W0 F <= gap <= alpha``. Output perturbation needs only
     *some* certified point on each dataset (the sensitivity bound holds for any of them), so
     reusing it leaves the guarantee unchanged and saves a solve (paper 000, Algorithm 4)."""
-    return (candidate is not None and candidate.gap <= alpha
-            and candidate.regularization == lam
-            and np.array_equal(candidate.center, np.asarray(w0, float))
-            and w_domain.contains(candidate.w))
+    return (
+        candidate is not None
+        and candidate.gap <= alpha
+        and candidate.regularization == lam
+        and np.array_equal(candidate.center, np.asarray(w0, float))
+        and w_domain.contains(candidate.w)
+    )
 
 
 class ReleaseContext:
@@ -453,8 +513,9 @@ class ReleaseContext:
     may run concurrently (paper 000, Algorithm 1 on an executor).
     """
 
-    def __init__(self, problem: Problem, *, extension: float | None, solver: str | None,
-                 base: bool = False) -> None:
+    def __init__(
+        self, problem: Problem, *, extension: float | None, solver: str | None, base: bool = False
+    ) -> None:
         self.problem = problem
         self.n, self.d = problem.n, problem.d
         self.domain = problem.declaration.domain
@@ -477,23 +538,39 @@ class ReleaseContext:
         template, block, plain = self._compiled
         if self._base and C is None:
             raise InvalidParameterError(
-                "Internal: a composite release must give the extension's C for every solve.")
+                "Internal: a composite release must give the extension's C for every solve."
+            )
         extension, domain = self.extension, self.domain
         if C is not None:
             extension = float(C)
             template = with_extension(template, extension)
 
-        def solve(lam: float, w0: np.ndarray, alpha: float, localize=None,
-                  candidate: CertifiedSolution | None = None) -> CertifiedSolution:
+        def solve(
+            lam: float,
+            w0: np.ndarray,
+            alpha: float,
+            localize=None,
+            candidate: CertifiedSolution | None = None,
+        ) -> CertifiedSolution:
             w_domain, w_block = None, block
             if localize is not None:  # a public W0 = W intersect B(c, r) for w only
                 w_domain = LocalizedDomain(domain, *localize)
                 if _still_certified(candidate, w_domain, lam, w0, alpha):
                     return candidate
                 w_block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
-            return certified_solve(decl, template, w_block, lam=lam, w0=w0, accuracy=alpha,
-                                   solver=self._solver, private=True, extension=extension,
-                                   w_domain=w_domain, plain_template=plain)
+            return certified_solve(
+                decl,
+                template,
+                w_block,
+                lam=lam,
+                w0=w0,
+                accuracy=alpha,
+                solver=self._solver,
+                private=True,
+                extension=extension,
+                w_domain=w_domain,
+                plain_template=plain,
+            )
 
         return solve
 
@@ -504,8 +581,7 @@ class ReleaseContext:
             plain = self.problem._compiled(None)[0] if self._key is not None else None
             self._compiled = self.problem._compiled(self._key) + (plain,)
 
-    def tilted_solver(self, tilt: float, solver: str | None = None,
-                      lipschitz: float | None = None):
+    def tilted_solver(self, tilt: float, solver: str | None = None, lipschitz: float | None = None):
         """``solve(lam, w0, alpha)``: the certified tilted-ERM solve (always private). With
         ``lipschitz=L`` the claim is enforced as for output perturbation: examples dpcvx cannot
         certify L-Lipschitz on W are solved on the L-Lipschitz extension of their loss (losses
@@ -517,12 +593,30 @@ class ReleaseContext:
 
         def solve(lam: float, w0: np.ndarray, alpha: float) -> CertifiedSolution:
             if enforce:
-                return certified_tilted_solve(decl, ext_template, block, tilt=tilt, lam=lam,
-                                              w0=w0, accuracy=alpha, solver=solver,
-                                              private=True, extension=float(lipschitz),
-                                              plain_template=template)
-            return certified_tilted_solve(decl, template, block, tilt=tilt, lam=lam, w0=w0,
-                                          accuracy=alpha, solver=solver, private=True)
+                return certified_tilted_solve(
+                    decl,
+                    ext_template,
+                    block,
+                    tilt=tilt,
+                    lam=lam,
+                    w0=w0,
+                    accuracy=alpha,
+                    solver=solver,
+                    private=True,
+                    extension=float(lipschitz),
+                    plain_template=template,
+                )
+            return certified_tilted_solve(
+                decl,
+                template,
+                block,
+                tilt=tilt,
+                lam=lam,
+                w0=w0,
+                accuracy=alpha,
+                solver=solver,
+                private=True,
+            )
 
         return solve
 
@@ -550,12 +644,12 @@ class ReleaseContext:
         out = np.empty((pts.shape[0], n))
         chunk = max(1, 2_000_000 // max(n, 1))  # points per vectorized evaluation
         for start in range(0, pts.shape[0], chunk):
-            part = pts[start: start + chunk]
+            part = pts[start : start + chunk]
             k = part.shape[0]
             leaves = {pid: np.concatenate([arr] * k) for pid, arr in decl.data.items()}
             leaves[decl.variable.id] = np.repeat(part, n, axis=0)
             vals = evaluate(decl.loss, leaves, n * k)
-            out[start: start + k] = np.asarray(vals, float).reshape(k, n)
+            out[start : start + k] = np.asarray(vals, float).reshape(k, n)
         return out
 
     def project(self, point, localize=None, xi: float | None = None) -> np.ndarray:
@@ -598,15 +692,20 @@ class LipschitzExtension:
                 "`w` must lie in the domain (f_C is defined and C-Lipschitz on the domain)."
             )
         template, _ = self.problem._compiled(self.C)
-        fixed = DomainBlock(cones=ConeLayout(zero=self.d, nonneg=0, soc=(), exp=0),
-                            n_cols=self.d, w_cols=np.arange(self.d),
-                            A=sp.identity(self.d, format="csc"), b=point.copy())
+        fixed = DomainBlock(
+            cones=ConeLayout(zero=self.d, nonneg=0, soc=(), exp=0),
+            n_cols=self.d,
+            w_cols=np.arange(self.d),
+            A=sp.identity(self.d, format="csc"),
+            b=point.copy(),
+        )
         theta = template.theta(decl.derived_values(), self.n)
         prog = stamp(template, fixed, theta, d=self.d, lam=0.0, w0=np.zeros(self.d))
         raw = solve_program(prog, solver, tight=True)
         upper, lower, g, _, _, _ = extension_bounds(decl, prog, raw.x, raw.z, point, self.C)
-        return ExtensionValues(w=point, C=self.C, upper=upper, lower=lower, subgradients=g,
-                               B=upper - lower)
+        return ExtensionValues(
+            w=point, C=self.C, upper=upper, lower=lower, subgradients=g, B=upper - lower
+        )
 
     def subgradient(self, w, solver: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(g, B)``: per-example ``g_i`` with ``||g_i|| <= C`` and
@@ -614,8 +713,14 @@ class LipschitzExtension:
         vals = self.evaluate(w, solver)
         return vals.subgradients, vals.B
 
-    def solve(self, regularization: float, center=None, accuracy: float | None = None,
-              solver: str | None = None, localize: tuple | None = None) -> CertifiedSolution:
+    def solve(
+        self,
+        regularization: float,
+        center=None,
+        accuracy: float | None = None,
+        solver: str | None = None,
+        localize: tuple | None = None,
+    ) -> CertifiedSolution:
         """Certified solve of ``min_{W0} (1/n) sum_i f_C(w, z_i) + (lam/2)||w - center||^2`` as
         the joint program of paper 000, Lemma 2.7 (one conic program, compiled once).
 
@@ -634,17 +739,39 @@ class LipschitzExtension:
         if localize is not None:
             w_domain = self.localized_domain(*localize)
             block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
-        return certified_solve(self.problem.declaration, template, block, lam=lam, w0=w0,
-                               accuracy=accuracy, solver=solver, extension=self.C,
-                               w_domain=w_domain, plain_template=self.problem._compiled()[0])
+        return certified_solve(
+            self.problem.declaration,
+            template,
+            block,
+            lam=lam,
+            w0=w0,
+            accuracy=accuracy,
+            solver=solver,
+            extension=self.C,
+            w_domain=w_domain,
+            plain_template=self.problem._compiled()[0],
+        )
 
     def localized_domain(self, center, radius: float) -> LocalizedDomain:
         """The public domain ``W intersect B(center, radius)``."""
         return self.problem._localized_domain(center, radius)
 
-    def solve_private(self, mechanism, *, epsilon: float, delta: float = 0.0, rng=None,
-                      accountant: Accountant | None = None) -> PrivateResult:
+    def solve_private(
+        self,
+        mechanism,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        rng=None,
+        accountant: Accountant | None = None,
+    ) -> PrivateResult:
         """A private release for the extension's ERM: the mechanism's ``lipschitz`` must be at
         least ``C`` (and then holds for every possible example by construction)."""
-        return self.problem._release(mechanism, epsilon=epsilon, delta=delta, rng=rng,
-                                     accountant=accountant, extension=self.C)
+        return self.problem._release(
+            mechanism,
+            epsilon=epsilon,
+            delta=delta,
+            rng=rng,
+            accountant=accountant,
+            extension=self.C,
+        )

@@ -54,12 +54,25 @@ class PrivateResult:
         lines = [
             f"{self.mechanism}: {kind} with epsilon = {self.epsilon:g}"
             + ("" if self.delta == 0 else f", delta = {self.delta:g}")
-            + " (replace-one neighbors)" + ("  [SEEDED: reproducible noise]" if self.seeded
-                                           else ""),
+            + " (replace-one neighbors)"
+            + ("  [SEEDED: reproducible noise]" if self.seeded else ""),
         ]
-        for key in ("sensitivity", "base_sensitivity", "accuracy", "noise", "noise_scale",
-                    "phases", "blocks", "block_sizes", "regularizations", "extension_C",
-                    "noise_scales", "implied_confidence", "lipschitz_claim", "universe"):
+        for key in (
+            "sensitivity",
+            "base_sensitivity",
+            "accuracy",
+            "noise",
+            "noise_scale",
+            "phases",
+            "blocks",
+            "block_sizes",
+            "regularizations",
+            "extension_C",
+            "noise_scales",
+            "implied_confidence",
+            "lipschitz_claim",
+            "universe",
+        ):
             if key in self.detail:
                 val = self.detail[key]
                 if isinstance(val, float):

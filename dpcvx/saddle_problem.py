@@ -81,14 +81,21 @@ class SaddleProblem(DeclaredSource):
     True
     """
 
-    def __init__(self, loss: cp.Expression, variable: cp.Variable, perturbation: cp.Variable,
-                 data: Mapping[cp.Parameter, Any], domain: list[cp.Constraint],
-                 perturbation_set: list[cp.Constraint], max_rounds: int = MAX_ROUNDS) -> None:
+    def __init__(
+        self,
+        loss: cp.Expression,
+        variable: cp.Variable,
+        perturbation: cp.Variable,
+        data: Mapping[cp.Parameter, Any],
+        domain: list[cp.Constraint],
+        perturbation_set: list[cp.Constraint],
+        max_rounds: int = MAX_ROUNDS,
+    ) -> None:
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 2:
             raise InvalidParameterError(
-                f"`max_rounds` of `SaddleProblem` must be an integer >= 2. Got {max_rounds!r}.")
-        self._decl = SaddleDeclaration(loss, variable, perturbation, data, domain,
-                                       perturbation_set)
+                f"`max_rounds` of `SaddleProblem` must be an integer >= 2. Got {max_rounds!r}."
+            )
+        self._decl = SaddleDeclaration(loss, variable, perturbation, data, domain, perturbation_set)
         self.max_rounds = max_rounds
         self._solvers: dict[str | None, SaddleSolver] = {}
 
@@ -99,12 +106,18 @@ class SaddleProblem(DeclaredSource):
 
     def _solver(self, solver: str | None) -> SaddleSolver:
         if solver not in self._solvers:
-            self._solvers[solver] = SaddleSolver(self._decl, solver=solver,
-                                                 max_rounds=self.max_rounds)
+            self._solvers[solver] = SaddleSolver(
+                self._decl, solver=solver, max_rounds=self.max_rounds
+            )
         return self._solvers[solver]
 
-    def solve(self, regularization: float = 0.0, center=None, accuracy: float | None = None,
-              solver: str | None = None) -> CertifiedSolution:
+    def solve(
+        self,
+        regularization: float = 0.0,
+        center=None,
+        accuracy: float | None = None,
+        solver: str | None = None,
+    ) -> CertifiedSolution:
         """Minimize ``G(w) + (regularization/2)||w - center||^2`` over ``W`` with dpcvx's
         certificate: ``lower <= min G <= G(w) <= upper`` (``solver_stats`` has the rounds).
 
@@ -124,22 +137,32 @@ class SaddleProblem(DeclaredSource):
         point = np.asarray(w, float)
         if point.shape != (self.d,) or not self.domain.contains(point):
             raise InvalidParameterError(
-                f"`w` must be a finite vector of shape ({self.d},) in the domain.")
+                f"`w` must be a finite vector of shape ({self.d},) in the domain."
+            )
         runner = self._solver(solver)
         runner.prepare()
         return inner_bounds(self._decl, point, runner._inner_template, solver=solver)
 
-    def solve_private(self, mechanism, *, epsilon: float, delta: float = 0.0, rng=None,
-                      accountant: Accountant | None = None) -> PrivateResult:
+    def solve_private(
+        self,
+        mechanism,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        rng=None,
+        accountant: Accountant | None = None,
+    ) -> PrivateResult:
         """Release a private minimizer of ``G`` with :class:`~dpcvx.OutputPerturbation`
         (paper 002, Algorithm 8; see :meth:`dpcvx.Problem.solve_private` for the arguments and
         the failure semantics)."""
         if getattr(mechanism, "composite", False) or not hasattr(mechanism, "lipschitz"):
             raise InvalidParameterError(
                 "A SaddleProblem is released with dpcvx.OutputPerturbation (paper 002, "
-                f"Algorithm 8). Got {type(mechanism).__name__}.")
-        return release(self, mechanism, epsilon=epsilon, delta=delta, rng=rng,
-                       accountant=accountant)
+                f"Algorithm 8). Got {type(mechanism).__name__}."
+            )
+        return release(
+            self, mechanism, epsilon=epsilon, delta=delta, rng=rng, accountant=accountant
+        )
 
     def release_context(self, *, extension, solver, base=False) -> _SaddleReleaseContext:
         """The data access of a release (internal)."""

@@ -157,8 +157,9 @@ def simplex_case(d: int, total: float = 1.0) -> DomainCase:
         d=d,
         build=lambda w: domains.simplex(w, total),
         cvx=lambda w: [w >= 0, cp.sum(w) == total],
-        contains=lambda p, tol: bool(np.all(p >= -tol) and abs(np.sum(p) - total) <= tol
-                                     + 1e-11 * (1 + total)),
+        contains=lambda p, tol: bool(
+            np.all(p >= -tol) and abs(np.sum(p) - total) <= tol + 1e-11 * (1 + total)
+        ),
         diameter=float(np.sqrt(2.0) * total) if d > 1 else 0.0,
         diameter_exact=True,
         center=np.full(d, total / d),
@@ -313,107 +314,134 @@ def _register(case: LossCase) -> LossCase:
     return case
 
 
-_register(LossCase(
-    name="hinge",
-    shapes={"x": ("d",), "y": ()},
-    build=lambda w, p: cp.pos(1 - p["y"] * (p["x"] @ w)),
-    numpy=_hinge_np,
-    whole=lambda w, z: cp.sum(cp.pos(1 - cp.multiply(z["y"], z["x"] @ w))),
-    make_data=_classification,
-))
-_register(LossCase(
-    name="absolute",
-    shapes={"x": ("d",), "y": ()},
-    build=lambda w, p: cp.abs(p["x"] @ w - p["y"]),
-    numpy=lambda w, z: np.abs(z["x"] @ w - z["y"]),
-    whole=lambda w, z: cp.sum(cp.abs(z["x"] @ w - z["y"])),
-    make_data=_regression,
-))
-_register(LossCase(
-    name="squared",
-    shapes={"x": ("d",), "y": ()},
-    build=lambda w, p: cp.square(p["x"] @ w - p["y"]),
-    numpy=lambda w, z: (z["x"] @ w - z["y"]) ** 2,
-    whole=lambda w, z: cp.sum_squares(z["x"] @ w - z["y"]),
-    make_data=_regression,
-))
-_register(LossCase(
-    name="mean",
-    shapes={"x": ("d",)},
-    build=lambda w, p: 0.5 * cp.sum_squares(w - p["x"]),
-    numpy=lambda w, z: 0.5 * np.sum((w[None, :] - z["x"]) ** 2, axis=1),
-    whole=lambda w, z: 0.5 * sum(cp.sum_squares(w - xi) for xi in z["x"]),
-    make_data=_features,
-))
-_register(LossCase(
-    name="logistic",
-    shapes={"x": ("d",), "y": ()},
-    build=lambda w, p: dpcvx.losses.logistic(p["x"] @ w, p["y"]),
-    numpy=lambda w, z: np.logaddexp(0.0, -z["y"] * (z["x"] @ w)),
-    whole=lambda w, z: cp.sum(cp.logistic(-cp.multiply(z["y"], z["x"] @ w))),
-    make_data=_classification,
-))
-_register(LossCase(
-    name="huber",
-    shapes={"x": ("d",), "y": ()},
-    build=lambda w, p: cp.huber(p["x"] @ w - p["y"], HUBER_M),
-    numpy=lambda w, z: _huber_np(z["x"] @ w - z["y"], HUBER_M),
-    whole=lambda w, z: cp.sum(cp.huber(z["x"] @ w - z["y"], HUBER_M)),
-    make_data=_regression,
-))
-_register(LossCase(
-    name="pinball",
-    shapes={"x": ("d",), "y": ()},
-    build=lambda w, p: dpcvx.losses.pinball(p["x"] @ w, p["y"], PINBALL_TAU),
-    numpy=lambda w, z: _pinball_np(z["y"] - z["x"] @ w, PINBALL_TAU),
-    whole=lambda w, z: cp.sum(PINBALL_TAU * cp.pos(z["y"] - z["x"] @ w)
-                              + (1 - PINBALL_TAU) * cp.pos(z["x"] @ w - z["y"])),
-    make_data=_regression,
-))
-_register(LossCase(
-    name="epsilon_insensitive",
-    shapes={"x": ("d",), "y": ()},
-    build=lambda w, p: dpcvx.losses.epsilon_insensitive(p["x"] @ w, p["y"], EPS_WIDTH),
-    numpy=lambda w, z: np.maximum(0.0, np.abs(z["x"] @ w - z["y"]) - EPS_WIDTH),
-    whole=lambda w, z: cp.sum(cp.pos(cp.abs(z["x"] @ w - z["y"]) - EPS_WIDTH)),
-    make_data=_regression,
-))
-_register(LossCase(
-    name="log_cosh",  # a user's own DCP loss: log(e^r + e^-r) through log_sum_exp of an hstack
-    shapes={"x": ("d",), "y": ()},
-    build=lambda w, p: cp.log_sum_exp(cp.hstack([p["x"] @ w - p["y"], -(p["x"] @ w)
-                                                 + p["y"]])),
-    numpy=lambda w, z: np.logaddexp(z["x"] @ w - z["y"], z["y"] - z["x"] @ w),
-    whole=lambda w, z: cp.sum(cp.log_sum_exp(cp.vstack([z["x"] @ w - z["y"],
-                                                        z["y"] - z["x"] @ w]), axis=0)),
-    make_data=_regression,
-))
-_register(LossCase(
-    name="matrix_norm2",  # a user's own loss with a matrix parameter: ||A w - b||_2
-    shapes={"A": (2, "d"), "b": (2,)},
-    build=lambda w, p: cp.norm(p["A"] @ w - p["b"], 2),
-    numpy=lambda w, z: np.linalg.norm(z["A"] @ w - z["b"], axis=1),
-    whole=lambda w, z: sum(cp.norm(Ai @ w - bi, 2)
-                           for Ai, bi in zip(z["A"], z["b"], strict=True)),
-    make_data=_matrix_regression,
-))
-_register(LossCase(
-    name="l1_distance",  # ||w - x||_1 (a median-type loss)
-    shapes={"x": ("d",)},
-    build=lambda w, p: cp.norm(w - p["x"], 1),
-    numpy=lambda w, z: np.sum(np.abs(w[None, :] - z["x"]), axis=1),
-    whole=lambda w, z: sum(cp.norm(w - xi, 1) for xi in z["x"]),
-    make_data=_features,
-))
-_register(LossCase(
-    name="squared_hinge",  # nested: square(pos(.)) goes through the generic tangent-cut path
-    shapes={"x": ("d",), "y": ()},
-    build=lambda w, p: cp.square(cp.pos(1 - p["y"] * (p["x"] @ w))),
-    numpy=lambda w, z: _hinge_np(w, z) ** 2,
-    whole=lambda w, z: cp.sum_squares(cp.pos(1 - cp.multiply(z["y"], z["x"] @ w))),
-    make_data=_classification,
-    generic=True,
-))
+_register(
+    LossCase(
+        name="hinge",
+        shapes={"x": ("d",), "y": ()},
+        build=lambda w, p: cp.pos(1 - p["y"] * (p["x"] @ w)),
+        numpy=_hinge_np,
+        whole=lambda w, z: cp.sum(cp.pos(1 - cp.multiply(z["y"], z["x"] @ w))),
+        make_data=_classification,
+    )
+)
+_register(
+    LossCase(
+        name="absolute",
+        shapes={"x": ("d",), "y": ()},
+        build=lambda w, p: cp.abs(p["x"] @ w - p["y"]),
+        numpy=lambda w, z: np.abs(z["x"] @ w - z["y"]),
+        whole=lambda w, z: cp.sum(cp.abs(z["x"] @ w - z["y"])),
+        make_data=_regression,
+    )
+)
+_register(
+    LossCase(
+        name="squared",
+        shapes={"x": ("d",), "y": ()},
+        build=lambda w, p: cp.square(p["x"] @ w - p["y"]),
+        numpy=lambda w, z: (z["x"] @ w - z["y"]) ** 2,
+        whole=lambda w, z: cp.sum_squares(z["x"] @ w - z["y"]),
+        make_data=_regression,
+    )
+)
+_register(
+    LossCase(
+        name="mean",
+        shapes={"x": ("d",)},
+        build=lambda w, p: 0.5 * cp.sum_squares(w - p["x"]),
+        numpy=lambda w, z: 0.5 * np.sum((w[None, :] - z["x"]) ** 2, axis=1),
+        whole=lambda w, z: 0.5 * sum(cp.sum_squares(w - xi) for xi in z["x"]),
+        make_data=_features,
+    )
+)
+_register(
+    LossCase(
+        name="logistic",
+        shapes={"x": ("d",), "y": ()},
+        build=lambda w, p: dpcvx.losses.logistic(p["x"] @ w, p["y"]),
+        numpy=lambda w, z: np.logaddexp(0.0, -z["y"] * (z["x"] @ w)),
+        whole=lambda w, z: cp.sum(cp.logistic(-cp.multiply(z["y"], z["x"] @ w))),
+        make_data=_classification,
+    )
+)
+_register(
+    LossCase(
+        name="huber",
+        shapes={"x": ("d",), "y": ()},
+        build=lambda w, p: cp.huber(p["x"] @ w - p["y"], HUBER_M),
+        numpy=lambda w, z: _huber_np(z["x"] @ w - z["y"], HUBER_M),
+        whole=lambda w, z: cp.sum(cp.huber(z["x"] @ w - z["y"], HUBER_M)),
+        make_data=_regression,
+    )
+)
+_register(
+    LossCase(
+        name="pinball",
+        shapes={"x": ("d",), "y": ()},
+        build=lambda w, p: dpcvx.losses.pinball(p["x"] @ w, p["y"], PINBALL_TAU),
+        numpy=lambda w, z: _pinball_np(z["y"] - z["x"] @ w, PINBALL_TAU),
+        whole=lambda w, z: cp.sum(
+            PINBALL_TAU * cp.pos(z["y"] - z["x"] @ w)
+            + (1 - PINBALL_TAU) * cp.pos(z["x"] @ w - z["y"])
+        ),
+        make_data=_regression,
+    )
+)
+_register(
+    LossCase(
+        name="epsilon_insensitive",
+        shapes={"x": ("d",), "y": ()},
+        build=lambda w, p: dpcvx.losses.epsilon_insensitive(p["x"] @ w, p["y"], EPS_WIDTH),
+        numpy=lambda w, z: np.maximum(0.0, np.abs(z["x"] @ w - z["y"]) - EPS_WIDTH),
+        whole=lambda w, z: cp.sum(cp.pos(cp.abs(z["x"] @ w - z["y"]) - EPS_WIDTH)),
+        make_data=_regression,
+    )
+)
+_register(
+    LossCase(
+        name="log_cosh",  # a user's own DCP loss: log(e^r + e^-r) through log_sum_exp of an hstack
+        shapes={"x": ("d",), "y": ()},
+        build=lambda w, p: cp.log_sum_exp(cp.hstack([p["x"] @ w - p["y"], -(p["x"] @ w) + p["y"]])),
+        numpy=lambda w, z: np.logaddexp(z["x"] @ w - z["y"], z["y"] - z["x"] @ w),
+        whole=lambda w, z: cp.sum(
+            cp.log_sum_exp(cp.vstack([z["x"] @ w - z["y"], z["y"] - z["x"] @ w]), axis=0)
+        ),
+        make_data=_regression,
+    )
+)
+_register(
+    LossCase(
+        name="matrix_norm2",  # a user's own loss with a matrix parameter: ||A w - b||_2
+        shapes={"A": (2, "d"), "b": (2,)},
+        build=lambda w, p: cp.norm(p["A"] @ w - p["b"], 2),
+        numpy=lambda w, z: np.linalg.norm(z["A"] @ w - z["b"], axis=1),
+        whole=lambda w, z: sum(
+            cp.norm(Ai @ w - bi, 2) for Ai, bi in zip(z["A"], z["b"], strict=True)
+        ),
+        make_data=_matrix_regression,
+    )
+)
+_register(
+    LossCase(
+        name="l1_distance",  # ||w - x||_1 (a median-type loss)
+        shapes={"x": ("d",)},
+        build=lambda w, p: cp.norm(w - p["x"], 1),
+        numpy=lambda w, z: np.sum(np.abs(w[None, :] - z["x"]), axis=1),
+        whole=lambda w, z: sum(cp.norm(w - xi, 1) for xi in z["x"]),
+        make_data=_features,
+    )
+)
+_register(
+    LossCase(
+        name="squared_hinge",  # nested: square(pos(.)) goes through the generic tangent-cut path
+        shapes={"x": ("d",), "y": ()},
+        build=lambda w, p: cp.square(cp.pos(1 - p["y"] * (p["x"] @ w))),
+        numpy=lambda w, z: _hinge_np(w, z) ** 2,
+        whole=lambda w, z: cp.sum_squares(cp.pos(1 - cp.multiply(z["y"], z["x"] @ w))),
+        make_data=_classification,
+        generic=True,
+    )
+)
 
 
 def make_parameters(loss: LossCase, d: int) -> dict[str, cp.Parameter]:
@@ -428,15 +456,23 @@ def make_parameters(loss: LossCase, d: int) -> dict[str, cp.Parameter]:
 # ============================================================================ references
 
 
-def objective(loss: LossCase, data: dict[str, np.ndarray], lam: float, w0: np.ndarray,
-              w: np.ndarray) -> float:
+def objective(
+    loss: LossCase, data: dict[str, np.ndarray], lam: float, w0: np.ndarray, w: np.ndarray
+) -> float:
     """``F(w)`` in numpy (independent of dpcvx and of CVXPY)."""
     w = np.asarray(w, float)
     return float(np.mean(loss.numpy(w, data)) + lam / 2 * _sq(w - w0))
 
 
-def reference_solve(loss: LossCase, data: dict[str, np.ndarray], domain: DomainCase,
-                    lam: float, w0: np.ndarray, *, return_tol: bool = False):
+def reference_solve(
+    loss: LossCase,
+    data: dict[str, np.ndarray],
+    domain: DomainCase,
+    lam: float,
+    w0: np.ndarray,
+    *,
+    return_tol: bool = False,
+):
     """Minimize ``F`` over the domain as one whole-dataset CVXPY problem with Clarabel.
 
     Clarabel is asked for tolerance 1e-12; where it stalls short of that ("almost solved", which
@@ -450,11 +486,17 @@ def reference_solve(loss: LossCase, data: dict[str, np.ndarray], domain: DomainC
     if lam > 0:
         obj = obj + lam / 2 * cp.sum_squares(w - w0)
     prob = cp.Problem(cp.Minimize(obj), domain.cvx(w))
-    attempts = [(cp.CLARABEL, tol, dict(tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol,
-                                        tol_ktratio=tol * 100, max_iter=500))
-                for tol in (1e-12, 1e-11, 1e-10, 1e-9, 1e-8)]
-    attempts.append((cp.ECOS, 1e-9, dict(abstol=1e-10, reltol=1e-10, feastol=1e-10,
-                                         max_iters=500)))
+    attempts = [
+        (
+            cp.CLARABEL,
+            tol,
+            dict(
+                tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol, tol_ktratio=tol * 100, max_iter=500
+            ),
+        )
+        for tol in (1e-12, 1e-11, 1e-10, 1e-9, 1e-8)
+    ]
+    attempts.append((cp.ECOS, 1e-9, dict(abstol=1e-10, reltol=1e-10, feastol=1e-10, max_iters=500)))
     for solver, tol, opts in attempts:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "solution may be inaccurate"
@@ -468,9 +510,15 @@ def reference_solve(loss: LossCase, data: dict[str, np.ndarray], domain: DomainC
     raise RuntimeError(f"reference solve failed: {prob.status}")
 
 
-def minimize_piecewise_1d(values: Callable[[np.ndarray], np.ndarray],
-                          slope: Callable[[float], float], kinks: np.ndarray, lam: float,
-                          w0: float, lo: float, hi: float) -> tuple[float, float]:
+def minimize_piecewise_1d(
+    values: Callable[[np.ndarray], np.ndarray],
+    slope: Callable[[float], float],
+    kinks: np.ndarray,
+    lam: float,
+    w0: float,
+    lo: float,
+    hi: float,
+) -> tuple[float, float]:
     """Exact minimizer of ``L(w) + (lam/2)(w - w0)^2`` over ``[lo, hi]`` for a convex piecewise
     linear ``L`` with the given kinks: every kink, both endpoints and the stationary point of
     each piece (``w = w0 - slope/lam``, clipped into the piece) are compared.
@@ -502,8 +550,9 @@ class Reference:
     center: np.ndarray
     method: str  # "closed form", "brute force" or "clarabel"
     tol: float  # the reference value's own error, relative to 1 + |value|
-    _solver: Callable[[Reference], tuple[float, np.ndarray]] | None = field(default=None,
-                                                                            repr=False)
+    _solver: Callable[[Reference], tuple[float, np.ndarray]] | None = field(
+        default=None, repr=False
+    )
 
     @property
     def n(self) -> int:
@@ -529,8 +578,7 @@ class Reference:
         """``(F*, w*)`` from the entry's reference method."""
         if self._solver is not None:
             return self._solver(self)
-        return reference_solve(self.loss, self.data, self.domain, self.regularization,
-                               self.center)
+        return reference_solve(self.loss, self.data, self.domain, self.regularization, self.center)
 
     @property
     def value(self) -> float:
@@ -551,8 +599,14 @@ class Reference:
 # ---------------------------------------------------------------------------- closed forms
 
 
-def _mean_on(domain: DomainCase, project: Callable[[np.ndarray], np.ndarray], lam: float,
-             w0: np.ndarray, seed: str, shift: float) -> Reference:
+def _mean_on(
+    domain: DomainCase,
+    project: Callable[[np.ndarray], np.ndarray],
+    lam: float,
+    w0: np.ndarray,
+    seed: str,
+    shift: float,
+) -> Reference:
     """Mean estimation: F(w) = (1+lam)/2 ||w - u||^2 + const with u = (xbar + lam w0)/(1+lam),
     so the constrained optimum is the Euclidean projection of u onto W."""
     loss = LOSSES["mean"]
@@ -564,9 +618,17 @@ def _mean_on(domain: DomainCase, project: Callable[[np.ndarray], np.ndarray], la
         p = project(u)
         return ref.objective(p), p
 
-    return Reference(name=f"mean/{seed}", loss=loss, data={"x": X}, domain=domain,
-                     regularization=lam, center=w0, method="closed form",
-                     tol=EXACT_REFERENCE_TOL, _solver=solve)
+    return Reference(
+        name=f"mean/{seed}",
+        loss=loss,
+        data={"x": X},
+        domain=domain,
+        regularization=lam,
+        center=w0,
+        method="closed form",
+        tol=EXACT_REFERENCE_TOL,
+        _solver=solve,
+    )
 
 
 def _project_ball(c: np.ndarray, r: float):
@@ -574,6 +636,7 @@ def _project_ball(c: np.ndarray, r: float):
         v = u - c
         nrm = np.linalg.norm(v)
         return u.copy() if nrm <= r else c + v * (r / nrm)
+
     return proj
 
 
@@ -585,6 +648,7 @@ def _project_simplex(total: float):
         rho = ind[srt - cssv / ind > 0][-1]
         theta = cssv[rho - 1] / rho
         return np.maximum(u - theta, 0.0)
+
     return proj
 
 
@@ -594,21 +658,36 @@ def _closed_form_entries() -> list[Reference]:
     c = np.array([0.1, -0.2, 0.05])
     ball = l2_ball_case(d, 1.0, c)
     # projection active (the data mean lies far outside the ball)
-    out.append(_mean_on(ball, _project_ball(c, 1.0), 0.3, np.array([0.5, 0.0, -0.5]),
-                        "ball-outside", shift=2.0))
+    out.append(
+        _mean_on(
+            ball, _project_ball(c, 1.0), 0.3, np.array([0.5, 0.0, -0.5]), "ball-outside", shift=2.0
+        )
+    )
     # projection inactive (interior optimum)
-    out.append(_mean_on(ball, _project_ball(c, 1.0), 0.3, np.array([0.2, 0.1, 0.0]),
-                        "ball-inside", shift=0.0))
+    out.append(
+        _mean_on(
+            ball, _project_ball(c, 1.0), 0.3, np.array([0.2, 0.1, 0.0]), "ball-inside", shift=0.0
+        )
+    )
     # no regularization
     out.append(_mean_on(ball, _project_ball(c, 1.0), 0.0, np.zeros(d), "ball-lam0", shift=1.5))
     # box: F is separable, so the optimum is the clipped u
     bx = box_case(np.array([-0.5, -1.0, 0.0]), np.array([0.3, 1.0, 0.2]))
-    out.append(_mean_on(bx, lambda u: np.clip(u, bx.points.min(0), bx.points.max(0)), 0.5,
-                        np.array([1.0, -2.0, 0.1]), "box", shift=0.4))
+    out.append(
+        _mean_on(
+            bx,
+            lambda u: np.clip(u, bx.points.min(0), bx.points.max(0)),
+            0.5,
+            np.array([1.0, -2.0, 0.1]),
+            "box",
+            shift=0.4,
+        )
+    )
     # simplex: the projection of u onto the simplex
     sx = simplex_case(d, 1.0)
-    out.append(_mean_on(sx, _project_simplex(1.0), 0.2, np.array([0.3, 0.3, 0.3]), "simplex",
-                        shift=0.2))
+    out.append(
+        _mean_on(sx, _project_simplex(1.0), 0.2, np.array([0.3, 0.3, 0.3]), "simplex", shift=0.2)
+    )
 
     # ridge regression, normal equations: (2/n X^T X + lam I) w = 2/n X^T y + lam w0
     loss = LOSSES["squared"]
@@ -628,9 +707,19 @@ def _closed_form_entries() -> list[Reference]:
             assert np.linalg.norm(p) < 50.0  # the ball is inactive
             return ref.objective(p), p
 
-        out.append(Reference(name=f"squared/{seed}", loss=loss, data={"x": X, "y": y},
-                             domain=ball, regularization=lam, center=w0,
-                             method="closed form", tol=1e-11, _solver=solve))
+        out.append(
+            Reference(
+                name=f"squared/{seed}",
+                loss=loss,
+                data={"x": X, "y": y},
+                domain=ball,
+                regularization=lam,
+                center=w0,
+                method="closed form",
+                tol=1e-11,
+                _solver=solve,
+            )
+        )
     return out
 
 
@@ -640,8 +729,11 @@ def _closed_form_entries() -> list[Reference]:
 def _brute_entries() -> list[Reference]:
     out = []
     specs = [
-        ("hinge", 0.0, "ball", 1), ("hinge", 0.3, "ball", 2), ("hinge", 0.05, "box", 3),
-        ("absolute", 0.0, "box", 4), ("absolute", 0.2, "ball", 5),
+        ("hinge", 0.0, "ball", 1),
+        ("hinge", 0.3, "ball", 2),
+        ("hinge", 0.05, "box", 3),
+        ("absolute", 0.0, "box", 4),
+        ("absolute", 0.2, "ball", 5),
         ("absolute", 1.0, "box", 6),
     ]
     for loss_name, lam, dom_kind, k in specs:
@@ -682,20 +774,38 @@ def _brute_entries() -> list[Reference]:
 
                 def slope(m):
                     return float(np.mean(np.sign(xs * m - ys) * xs))
-            val, p = minimize_piecewise_1d(values, slope, kinks, lam0, float(ref.center[0]),
-                                           lo, hi)
+
+            val, p = minimize_piecewise_1d(values, slope, kinks, lam0, float(ref.center[0]), lo, hi)
             return ref.objective(np.array([p])), np.array([p])
 
-        out.append(Reference(name=f"{loss_name}/brute-{dom_kind}-lam{lam:g}", loss=loss,
-                             data=data, domain=domain, regularization=lam, center=w0,
-                             method="brute force", tol=EXACT_REFERENCE_TOL, _solver=solve))
+        out.append(
+            Reference(
+                name=f"{loss_name}/brute-{dom_kind}-lam{lam:g}",
+                loss=loss,
+                data=data,
+                domain=domain,
+                regularization=lam,
+                center=w0,
+                method="brute force",
+                tol=EXACT_REFERENCE_TOL,
+                _solver=solve,
+            )
+        )
     return out
 
 
 # ---------------------------------------------------------------------------- Clarabel references
 
-REFERENCE_LOSSES = ("logistic", "huber", "pinball", "epsilon_insensitive", "log_cosh",
-                    "matrix_norm2", "l1_distance", "squared_hinge")
+REFERENCE_LOSSES = (
+    "logistic",
+    "huber",
+    "pinball",
+    "epsilon_insensitive",
+    "log_cosh",
+    "matrix_norm2",
+    "l1_distance",
+    "squared_hinge",
+)
 
 
 def _clarabel_entries() -> list[Reference]:
@@ -710,18 +820,36 @@ def _clarabel_entries() -> list[Reference]:
             data = loss.make_data(rng, n, d)
             lam = float(rng.choice([0.05, 0.2, 1.0]))
             w0 = rng.normal(size=d)
-            out.append(Reference(name=name, loss=loss, data=data, domain=domain,
-                                 regularization=lam, center=w0, method="clarabel",
-                                 tol=CLARABEL_REFERENCE_TOL))
+            out.append(
+                Reference(
+                    name=name,
+                    loss=loss,
+                    data=data,
+                    domain=domain,
+                    regularization=lam,
+                    center=w0,
+                    method="clarabel",
+                    tol=CLARABEL_REFERENCE_TOL,
+                )
+            )
     # two unregularized ones (lam = 0: no strong convexity, the value is still unique)
     for loss_name, j in (("logistic", 0), ("huber", 1)):
         loss = LOSSES[loss_name]
         domain = domain_cases(d)[j]
         name = f"{loss_name}/{domain.name}/lam0"
         rng = _rng(name)
-        out.append(Reference(name=name, loss=loss, data=loss.make_data(rng, 16, d),
-                             domain=domain, regularization=0.0, center=np.zeros(d),
-                             method="clarabel", tol=CLARABEL_REFERENCE_TOL))
+        out.append(
+            Reference(
+                name=name,
+                loss=loss,
+                data=loss.make_data(rng, 16, d),
+                domain=domain,
+                regularization=0.0,
+                center=np.zeros(d),
+                method="clarabel",
+                tol=CLARABEL_REFERENCE_TOL,
+            )
+        )
     return out
 
 

@@ -39,8 +39,13 @@ from dpcvx.audit import (
 )
 from dpcvx.errors import InvalidParameterError
 
-NAMES = ("output-perturbation", "output-pert-localize", "double-output-perturbation",
-         "localized-double-output-perturbation", "em-pgm")
+NAMES = (
+    "output-perturbation",
+    "output-pert-localize",
+    "double-output-perturbation",
+    "localized-double-output-perturbation",
+    "em-pgm",
+)
 
 
 # ---------------------------------------------------------------- statistics
@@ -56,8 +61,7 @@ def test_clopper_pearson_coverage_is_at_least_nominal():
     rng = np.random.default_rng(0)
     p, n, alpha = 0.07, 200, 0.1
     ks = rng.binomial(n, p, size=4000)
-    cover = np.mean([lo <= p <= hi for lo, hi in (clopper_pearson(int(k), n, alpha)
-                                                  for k in ks)])
+    cover = np.mean([lo <= p <= hi for lo, hi in (clopper_pearson(int(k), n, alpha) for k in ks)])
     assert cover >= 1 - alpha - 0.015  # binomial standard error of the coverage is ~0.005
 
 
@@ -70,10 +74,10 @@ def test_threshold_tests_are_bonferroni_over_four_intervals_per_threshold():
     assert t.counts == (4, 0) and t.runs == (5, 5)
     assert t.interval_numerator == clopper_pearson(4, 5, 0.01)  # 0.08 / (4 * 2)
     assert t.interval_denominator == clopper_pearson(0, 5, 0.01)
-    assert t.bound == pytest.approx(math.log(t.interval_numerator[0]
-                                             / t.interval_denominator[1]))
+    assert t.bound == pytest.approx(math.log(t.interval_numerator[0] / t.interval_denominator[1]))
     assert epsilon_lower_bound(out0, out1, [0.4, 0.75], 0.08) == max(
-        0.0, max(x.bound for x in tests))
+        0.0, max(x.bound for x in tests)
+    )
     assert "P0(T < 0.4)" in str(t)
 
 
@@ -106,8 +110,10 @@ def test_tests_audit_tools_reexports_the_library():
 # ---------------------------------------------------------------- the generic audit
 def _laplace(scale):
     """A hand-written Laplace mechanism on scalar datasets (the callable path of `audit`)."""
+
     def release(dataset, rng):
         return dataset + rng.laplace(0.0, scale)
+
     return release
 
 
@@ -116,11 +122,25 @@ def test_callable_release_passes_and_an_undersized_noise_is_caught():
     """Laplace(1/epsilon) on datasets 0 and 1 (sensitivity 1) is exactly epsilon-DP: fails
     with probability <= 1e-3. Scale 1/(3 epsilon) leaks 3 epsilon; at 3000 runs its bound
     (about 2.6) is far above 1."""
-    ok = audit(_laplace(1.0), (0.0, 1.0), epsilon=1.0, runs=3000, thresholds=[0.0, 0.5, 1.0],
-               seed=3, progress=False)
+    ok = audit(
+        _laplace(1.0),
+        (0.0, 1.0),
+        epsilon=1.0,
+        runs=3000,
+        thresholds=[0.0, 0.5, 1.0],
+        seed=3,
+        progress=False,
+    )
     assert ok.passed and 0.5 < ok.lower_bound <= 1.0
-    bad = audit(_laplace(1 / 3), (0.0, 1.0), epsilon=1.0, runs=3000,
-                thresholds=[0.0, 0.5, 1.0], seed=3, progress=False)
+    bad = audit(
+        _laplace(1 / 3),
+        (0.0, 1.0),
+        epsilon=1.0,
+        runs=3000,
+        thresholds=[0.0, 0.5, 1.0],
+        seed=3,
+        progress=False,
+    )
     assert not bad.passed and bad.lower_bound > 2.0
     assert bad.best is not None and bad.best.bound == bad.lower_bound
 
@@ -145,10 +165,12 @@ def test_default_thresholds_come_from_separate_pilot_releases():
 
 def _aborting(probabilities):
     """Laplace(1) releases that raise CertificationError with a per-dataset probability."""
+
     def release(dataset, rng):
         if rng.uniform() < probabilities[int(dataset)]:
             raise dpcvx.CertificationError("fixed text")
         return dataset + rng.laplace(0.0, 1.0)
+
     return release
 
 
@@ -158,13 +180,11 @@ def test_an_abort_is_counted_as_an_output():
     whatever its noise: the audit records aborts as an event of their own and catches it
     (negative control). Aborting equally often on both sides is as private as the noise
     (fails with probability <= 1e-3)."""
-    bad = audit(_aborting((0.0, 0.5)), (0.0, 1.0), epsilon=1.0, runs=1000, seed=4,
-                progress=False)
+    bad = audit(_aborting((0.0, 0.5)), (0.0, 1.0), epsilon=1.0, runs=1000, seed=4, progress=False)
     assert not bad.passed and bad.lower_bound > 3.0
     assert bad.detail["aborts"][0] == 0 and bad.detail["aborts"][1] > 400
     assert bad.best.threshold == ABORT_THRESHOLD
-    same = audit(_aborting((0.3, 0.3)), (0.0, 1.0), epsilon=1.0, runs=1000, seed=4,
-                 progress=False)
+    same = audit(_aborting((0.3, 0.3)), (0.0, 1.0), epsilon=1.0, runs=1000, seed=4, progress=False)
     assert same.passed
 
 
@@ -172,8 +192,16 @@ def test_statistic_reduces_a_vector_release():
     def release(dataset, rng):
         return np.array([dataset, 0.0]) + rng.laplace(0.0, 1.0, size=2)
 
-    r = audit(release, (0.0, 1.0), epsilon=2.0, runs=300, thresholds=[0.5],
-              statistic=lambda w: w[0], seed=0, progress=False)
+    r = audit(
+        release,
+        (0.0, 1.0),
+        epsilon=2.0,
+        runs=300,
+        thresholds=[0.5],
+        statistic=lambda w: w[0],
+        seed=0,
+        progress=False,
+    )
     assert r.passed
     with pytest.raises(InvalidParameterError, match="statistic"):
         audit(release, (0.0, 1.0), epsilon=2.0, runs=5, thresholds=[0.5], progress=False)
@@ -197,18 +225,21 @@ def test_progress_is_silent_off_a_terminal_and_when_disabled(capsys, monkeypatch
     assert "release" in fake.getvalue()  # the bar, on a terminal
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"runs": 0}, "runs"),
-    ({"runs": 2.5}, "runs"),
-    ({"seed": -1}, "seed"),
-    ({"seed": None}, "seed"),
-    ({"alpha": 1.5}, "alpha"),
-    ({"epsilon": 0.0}, "epsilon"),
-    ({"delta": 1.0}, "delta"),
-    ({"thresholds": []}, "thresholds"),
-    ({"thresholds": [math.nan]}, "thresholds"),
-    ({"statistic": 3}, "statistic"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"runs": 0}, "runs"),
+        ({"runs": 2.5}, "runs"),
+        ({"seed": -1}, "seed"),
+        ({"seed": None}, "seed"),
+        ({"alpha": 1.5}, "alpha"),
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"delta": 1.0}, "delta"),
+        ({"thresholds": []}, "thresholds"),
+        ({"thresholds": [math.nan]}, "thresholds"),
+        ({"statistic": 3}, "statistic"),
+    ],
+)
 def test_bad_input_is_refused_before_any_release(kwargs, match):
     calls = []
 
@@ -246,8 +277,9 @@ def test_the_audited_release_is_the_real_release(name):
     problem = case.make_pair()[0]
     fast = _releaser(case.mechanism, problem, case.epsilon, 0.0)
     for seed in (0, 1):
-        real = problem.solve_private(case.mechanism, epsilon=case.epsilon,
-                                     rng=np.random.default_rng(seed)).w
+        real = problem.solve_private(
+            case.mechanism, epsilon=case.epsilon, rng=np.random.default_rng(seed)
+        ).w
         np.testing.assert_array_equal(fast(np.random.default_rng(seed)), real)
 
 
@@ -317,9 +349,13 @@ def test_catalogue_names_aliases_and_pairs():
 
 
 #: releases per dataset in the default run (the catalogue's own defaults are larger)
-DEFAULT_RUNS = {"output-perturbation": 2000, "output-pert-localize": 2000,
-                "double-output-perturbation": 1000,
-                "localized-double-output-perturbation": 150, "em-pgm": None}
+DEFAULT_RUNS = {
+    "output-perturbation": 2000,
+    "output-pert-localize": 2000,
+    "double-output-perturbation": 1000,
+    "localized-double-output-perturbation": 150,
+    "em-pgm": None,
+}
 
 
 @pytest.mark.statistical
@@ -357,8 +393,9 @@ def test_output_perturbation_audit_has_power():
 
 @pytest.mark.slow
 @pytest.mark.statistical
-@pytest.mark.parametrize("name", ["double-output-perturbation",
-                                  "localized-double-output-perturbation"])
+@pytest.mark.parametrize(
+    "name", ["double-output-perturbation", "localized-double-output-perturbation"]
+)
 def test_catalogue_defaults_pass_and_catch(name):
     """The catalogue's default run counts (what `dpcvx audit NAME` uses): false failure
     <= 1e-3; the controls are caught with margins beyond 5 standard deviations."""

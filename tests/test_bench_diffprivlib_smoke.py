@@ -17,8 +17,13 @@ SCRIPT = ROOT / "benchmarks" / "bench_diffprivlib.py"
 
 
 def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def test_smoke_runs_and_reports(tmp_path):
@@ -48,8 +53,19 @@ def test_smoke_runs_and_reports(tmp_path):
 def test_missing_env_runs_dpcvx_side_or_fails_when_required(tmp_path):
     missing = tmp_path / "no-such-env"
     out = tmp_path / "dpcvx-only.json"
-    proc = _run("--smoke", "--no-progress", "--no-figure", "--env", str(missing),
-                "--epsilons", "1", "--splits", "1", "--output", str(out))
+    proc = _run(
+        "--smoke",
+        "--no-progress",
+        "--no-figure",
+        "--env",
+        str(missing),
+        "--epsilons",
+        "1",
+        "--splits",
+        "1",
+        "--output",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"--setup --env {missing}" in proc.stdout
     doc = json.loads(out.read_text())

@@ -123,8 +123,13 @@ def test_bench_aborts_smoke_runs(tmp_path):
 def test_bench_smooth_smoke_runs(tmp_path):
     """dpcvx's smooth-loss path next to scikit-learn on a tiny cell: it prints ratios."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_smooth.py"), "--smoke", "--out",
-         str(tmp_path)],
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_smooth.py"),
+            "--smoke",
+            "--out",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -16,8 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str, cwd: Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dpcvx", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "dpcvx", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 def _no_traceback(proc: subprocess.CompletedProcess) -> None:
@@ -33,8 +38,18 @@ def test_help_lists_the_commands():
 
 
 def test_demo_end_to_end_saves_the_plot_in_the_current_directory(tmp_path):
-    proc = run("demo", "--seed", "0", "--epsilon", "2", "--epsilons", "0.5,5", "--repeats",
-               "1", cwd=tmp_path)
+    proc = run(
+        "demo",
+        "--seed",
+        "0",
+        "--epsilon",
+        "2",
+        "--epsilons",
+        "0.5,5",
+        "--repeats",
+        "1",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = proc.stdout
     assert "guarantee: 2-DP (pure" in out and "SEEDED" in out
@@ -55,8 +70,7 @@ def test_bench_one_benchmark_smoke_prints_its_table():
 
 
 def test_audit_end_to_end_passes_and_catches_the_control():
-    proc = run("audit", "output-perturbation", "--runs", "1500", "--seed", "0",
-               "--no-progress")
+    proc = run("audit", "output-perturbation", "--runs", "1500", "--seed", "0", "--no-progress")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "audit of output-perturbation" in proc.stdout
     assert "negative control" in proc.stdout
@@ -87,15 +101,18 @@ def test_no_command_prints_help_and_exits_2(capsys):
     assert "usage: dpcvx" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args", [
-    ["demo", "--epsilon", "-1"],
-    ["demo", "--epsilons", "1,x"],
-    ["demo", "--repeats", "0"],
-    ["audit", "op", "--runs", "0"],
-    ["audit", "op", "--seed", "-3"],
-    ["audit", "op", "--method", "bogus"],
-    ["frobnicate"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["demo", "--epsilon", "-1"],
+        ["demo", "--epsilons", "1,x"],
+        ["demo", "--repeats", "0"],
+        ["audit", "op", "--runs", "0"],
+        ["audit", "op", "--seed", "-3"],
+        ["audit", "op", "--method", "bogus"],
+        ["frobnicate"],
+    ],
+)
 def test_argparse_usage_errors_exit_2(args, capsys):
     assert cli.main(args) == 2
     assert "error" in capsys.readouterr().err
@@ -118,8 +135,14 @@ def test_demo_bad_plot_paths_exit_2(capsys, tmp_path):
 def test_audit_list_and_missing_name(capsys):
     assert cli.main(["audit", "--list"]) == 0
     out = capsys.readouterr().out
-    for name in ("output-perturbation", "output-pert-localize", "double-output-perturbation",
-                 "localized-double-output-perturbation", "em-pgm", "all"):
+    for name in (
+        "output-perturbation",
+        "output-pert-localize",
+        "double-output-perturbation",
+        "localized-double-output-perturbation",
+        "em-pgm",
+        "all",
+    ):
         assert name in out
     assert cli.main(["audit"]) == 2
     assert "give a MECHANISM" in capsys.readouterr().err
@@ -151,12 +174,14 @@ def _fake_benchmarks(folder: Path) -> Path:
         '"""A fake benchmark that prints a table."""\n'
         "import sys\n"
         "print('col_a col_b')\n"
-        "print('ratio', ' '.join(sys.argv[1:]))\n")
+        "print('ratio', ' '.join(sys.argv[1:]))\n"
+    )
     (folder / "bench_broken.py").write_text(
         '"""A benchmark that fails (with --smoke)."""\n'
         "import sys\n"
         "if '--smoke' in sys.argv:\n"
-        "    sys.exit(3)\n")
+        "    sys.exit(3)\n"
+    )
     return folder
 
 

@@ -21,12 +21,25 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def built_docs(tmp_path_factory) -> Path:
     pytest.importorskip(
-        "sphinx", reason="sphinx is not installed (pip install -e '.[docs]'): no docs build")
+        "sphinx", reason="sphinx is not installed (pip install -e '.[docs]'): no docs build"
+    )
     out = tmp_path_factory.mktemp("docs") / "html"
     proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html",
-         str(ROOT / "docs"), str(out)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-b",
+            "html",
+            str(ROOT / "docs"),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, (
         f"the docs build failed (warnings are errors)\n--- stdout\n{proc.stdout[-3000:]}\n"
@@ -50,8 +63,9 @@ def test_api_reference_covers_the_public_api(built_docs: Path):
             continue
         wanted = {f"dpcvx.{name}", f"module-dpcvx.{name}"}
         # re-exports may be documented in their module (e.g. dpcvx.oracle.OracleProblem)
-        if not wanted & anchors and not any(a.endswith(f".{name}") and a.startswith("dpcvx.")
-                                             for a in anchors):
+        if not wanted & anchors and not any(
+            a.endswith(f".{name}") and a.startswith("dpcvx.") for a in anchors
+        ):
             missing.append(name)
     assert not missing, f"add these public names to docs/api.rst: {missing}"
 

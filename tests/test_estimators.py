@@ -72,8 +72,7 @@ def _expected_failed_checks(estimator) -> dict[str, str]:
 # PrivacyLeakWarning, which is ignored for these checks only (by its message). Every other
 # PrivacyLeakWarning still fails the test (pyproject's filter).
 @pytest.mark.filterwarnings("ignore:`classes` was not given:dpcvx.errors.PrivacyLeakWarning")
-@parametrize_with_checks(CHECKED, expected_failed_checks=_expected_failed_checks,
-                         xfail_strict=True)
+@parametrize_with_checks(CHECKED, expected_failed_checks=_expected_failed_checks, xfail_strict=True)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -109,14 +108,19 @@ def _reference_solution(est, X, target, loss):
     X = np.hstack([X, np.full((len(X), 1), s)])
     p = X.shape[1]
     w, x, y = cp.Variable(p), cp.Parameter(p), cp.Parameter()
-    problem = dpcvx.Problem(loss(x @ w, y), w, data={x: X, y: target},
-                            domain=dpcvx.domains.l2_ball(w, b["domain_radius"]))
+    problem = dpcvx.Problem(
+        loss(x @ w, y),
+        w,
+        data={x: X, y: target},
+        domain=dpcvx.domains.l2_ball(w, b["domain_radius"]),
+    )
     return problem.solve(regularization=b["regularization"])
 
 
 def _released(est) -> np.ndarray:
-    return np.append(np.ravel(est.coef_), np.ravel(est.intercept_)[0] /
-                     est.bounds_["intercept_scaling"])
+    return np.append(
+        np.ravel(est.coef_), np.ravel(est.intercept_)[0] / est.bounds_["intercept_scaling"]
+    )
 
 
 def _within_noise(est, reference) -> float:
@@ -134,8 +138,9 @@ def _within_noise(est, reference) -> float:
 @pytest.mark.parametrize("loss", ["logistic", "hinge"])
 def test_classifier_accuracy_matches_the_non_private_fit_at_large_epsilon(breast_cancer, loss):
     Xtr, Xte, ytr, yte = breast_cancer
-    clf = PrivateLinearClassifier(loss, classes=[0, 1], epsilon=1e4, feature_norm_bound=6.0,
-                                  domain_radius=5.0, random_state=0).fit(Xtr, ytr)
+    clf = PrivateLinearClassifier(
+        loss, classes=[0, 1], epsilon=1e4, feature_norm_bound=6.0, domain_radius=5.0, random_state=0
+    ).fit(Xtr, ytr)
     helper = dpcvx.losses.hinge if loss == "hinge" else dpcvx.losses.logistic
     ref = _reference_solution(clf, Xtr, np.where(ytr == 1, 1.0, -1.0), helper)
     assert np.linalg.norm(_released(clf) - ref.w) <= _within_noise(clf, ref)
@@ -145,26 +150,39 @@ def test_classifier_accuracy_matches_the_non_private_fit_at_large_epsilon(breast
 
 def test_classifier_is_useful_at_epsilon_one(breast_cancer):
     Xtr, Xte, ytr, yte = breast_cancer
-    scores = [PrivateLinearClassifier(classes=[0, 1], epsilon=1.0, feature_norm_bound=6.0,
-                                      random_state=seed).fit(Xtr, ytr).score(Xte, yte)
-              for seed in range(5)]
+    scores = [
+        PrivateLinearClassifier(
+            classes=[0, 1], epsilon=1.0, feature_norm_bound=6.0, random_state=seed
+        )
+        .fit(Xtr, ytr)
+        .score(Xte, yte)
+        for seed in range(5)
+    ]
     assert np.mean(scores) >= 0.85  # seeded, so deterministic (0.90; non-private: 0.96)
 
 
-@pytest.mark.parametrize("make,loss", [
-    (lambda: PrivateQuantileRegressor(), lambda s, t: dpcvx.losses.pinball(s, t, 0.5)),
-    (lambda: PrivateRidgeRegressor(), lambda s, t: dpcvx.losses.huber(s, t, 1.0)),
-    (lambda: PrivateRidgeRegressor("squared", label_bound=2.5), dpcvx.losses.squared),
-])
+@pytest.mark.parametrize(
+    "make,loss",
+    [
+        (lambda: PrivateQuantileRegressor(), lambda s, t: dpcvx.losses.pinball(s, t, 0.5)),
+        (lambda: PrivateRidgeRegressor(), lambda s, t: dpcvx.losses.huber(s, t, 1.0)),
+        (lambda: PrivateRidgeRegressor("squared", label_bound=2.5), dpcvx.losses.squared),
+    ],
+)
 def test_regressor_accuracy_matches_the_non_private_fit_at_large_epsilon(diabetes, make, loss):
     Xtr, Xte, ytr, yte = diabetes
-    reg = make().set_params(epsilon=1e4, feature_norm_bound=5.0, domain_radius=2.0,
-                            random_state=0).fit(Xtr, ytr)
+    reg = (
+        make()
+        .set_params(epsilon=1e4, feature_norm_bound=5.0, domain_radius=2.0, random_state=0)
+        .fit(Xtr, ytr)
+    )
     target = np.clip(ytr, -2.5, 2.5) if reg.get_params().get("loss") == "squared" else ytr
     ref = _reference_solution(reg, Xtr, target, loss)
     assert np.linalg.norm(_released(reg) - ref.w) <= _within_noise(reg, ref)
-    baseline = max(QuantileRegressor(alpha=0.0).fit(Xtr, ytr).score(Xte, yte),
-                   LinearRegression().fit(Xtr, ytr).score(Xte, yte))
+    baseline = max(
+        QuantileRegressor(alpha=0.0).fit(Xtr, ytr).score(Xte, yte),
+        LinearRegression().fit(Xtr, ytr).score(Xte, yte),
+    )
     assert reg.score(Xte, yte) >= baseline - 0.05
 
 
@@ -172,8 +190,9 @@ def test_quantile_regressor_estimates_the_requested_quantile():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(600, 2))
     y = 0.5 * X[:, 0] + rng.normal(size=600)
-    reg = PrivateQuantileRegressor(quantile=0.8, epsilon=1e3, feature_norm_bound=4.0,
-                                   domain_radius=2.0, random_state=0).fit(X, y)
+    reg = PrivateQuantileRegressor(
+        quantile=0.8, epsilon=1e3, feature_norm_bound=4.0, domain_radius=2.0, random_state=0
+    ).fit(X, y)
     assert 0.74 <= np.mean(y <= reg.predict(X)) <= 0.86
 
 
@@ -185,12 +204,15 @@ def _binary(n=120, d=3, seed=0):
     return X, y
 
 
-@pytest.mark.parametrize("make,name", [
-    (lambda: PrivateLinearClassifier(classes=[0, 1]), "feature_norm_bound"),
-    (lambda: PrivateLinearClassifier(feature_norm_bound=4.0), "classes"),
-    (lambda: PrivateRidgeRegressor("squared", feature_norm_bound=4.0), "label_bound"),
-    (lambda: PrivateQuantileRegressor(), "feature_norm_bound"),
-])
+@pytest.mark.parametrize(
+    "make,name",
+    [
+        (lambda: PrivateLinearClassifier(classes=[0, 1]), "feature_norm_bound"),
+        (lambda: PrivateLinearClassifier(feature_norm_bound=4.0), "classes"),
+        (lambda: PrivateRidgeRegressor("squared", feature_norm_bound=4.0), "label_bound"),
+        (lambda: PrivateQuantileRegressor(), "feature_norm_bound"),
+    ],
+)
 def test_a_bound_taken_from_the_data_warns_and_says_how_to_fix_it(make, name):
     X, y = _binary()
     est = make()
@@ -203,11 +225,14 @@ def test_a_bound_taken_from_the_data_warns_and_says_how_to_fix_it(make, name):
     assert est.data_dependent_bounds_ == (name,)
 
 
-@pytest.mark.parametrize("make,names", [
-    (lambda: PrivateLinearClassifier(), ("feature_norm_bound", "classes")),
-    (lambda: PrivateRidgeRegressor("squared"), ("feature_norm_bound", "label_bound")),
-    (lambda: PrivateQuantileRegressor(mechanism="ldop"), ("feature_moment",)),
-])
+@pytest.mark.parametrize(
+    "make,names",
+    [
+        (lambda: PrivateLinearClassifier(), ("feature_norm_bound", "classes")),
+        (lambda: PrivateRidgeRegressor("squared"), ("feature_norm_bound", "label_bound")),
+        (lambda: PrivateQuantileRegressor(mechanism="ldop"), ("feature_moment",)),
+    ],
+)
 def test_strict_mode_raises_before_anything_is_spent(make, names):
     X, y = _binary(n=200)
     accountant = dpcvx.Accountant(5.0)
@@ -239,8 +264,9 @@ def test_ldop_moment_bound_from_data_warns():
     rng = np.random.default_rng(1)
     X = rng.standard_t(5, size=(150, 2))
     y = X @ [0.5, -0.3] + rng.standard_t(3, size=150)
-    est = PrivateQuantileRegressor(mechanism="ldop", mechanism_options={"blocks": 3},
-                                   random_state=0)
+    est = PrivateQuantileRegressor(
+        mechanism="ldop", mechanism_options={"blocks": 3}, random_state=0
+    )
     with pytest.warns(PrivacyLeakWarning, match="`feature_moment` was not given"):
         est.fit(X, y)
     assert est.data_dependent_bounds_ == ("feature_moment",)
@@ -249,8 +275,9 @@ def test_ldop_moment_bound_from_data_warns():
 # ---------------------------------------------------------------- randomness
 def test_seeded_fits_are_reproducible_and_marked():
     X, y = _binary()
-    make = lambda seed: PrivateLinearClassifier(classes=[0, 1], feature_norm_bound=3.0,
-                                                random_state=seed).fit(X, y)
+    make = lambda seed: PrivateLinearClassifier(
+        classes=[0, 1], feature_norm_bound=3.0, random_state=seed
+    ).fit(X, y)
     a, b, c = make(7), make(7), make(8)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     assert a.intercept_[0] == b.intercept_[0]
@@ -270,8 +297,9 @@ def test_unseeded_fits_use_os_randomness():
 def test_fits_are_charged_to_a_shared_accountant_and_clones_share_it():
     X, y = _binary()
     accountant = dpcvx.Accountant(3.0)
-    est = PrivateLinearClassifier(classes=[0, 1], feature_norm_bound=3.0, epsilon=1.0,
-                                  accountant=accountant, random_state=0)
+    est = PrivateLinearClassifier(
+        classes=[0, 1], feature_norm_bound=3.0, epsilon=1.0, accountant=accountant, random_state=0
+    )
     twin = clone(est)
     assert twin.accountant is accountant and twin.get_params()["epsilon"] == 1.0
     est.fit(X, y)
@@ -290,8 +318,9 @@ def test_fits_are_charged_to_a_shared_accountant_and_clones_share_it():
 def test_cross_validation_charges_every_fold():
     X, y = _binary(n=150)
     accountant = dpcvx.Accountant(10.0)
-    est = PrivateLinearClassifier(classes=[0, 1], feature_norm_bound=3.0, epsilon=2.0,
-                                  accountant=accountant, random_state=0)
+    est = PrivateLinearClassifier(
+        classes=[0, 1], feature_norm_bound=3.0, epsilon=2.0, accountant=accountant, random_state=0
+    )
     scores = cross_val_score(est, X, y, cv=3)
     assert len(scores) == 3
     assert len(accountant.ledger) == 3 and accountant.spent.epsilon == pytest.approx(6.0)
@@ -299,8 +328,9 @@ def test_cross_validation_charges_every_fold():
 
 def test_without_accountant_each_fit_charges_exactly_its_budget():
     X, y = _binary()
-    est = PrivateRidgeRegressor(feature_norm_bound=3.0, epsilon=0.5, delta=1e-6,
-                                random_state=0).fit(X, y.astype(float))
+    est = PrivateRidgeRegressor(
+        feature_norm_bound=3.0, epsilon=0.5, delta=1e-6, random_state=0
+    ).fit(X, y.astype(float))
     total = est.ledger_.total()
     assert (total.epsilon, total.delta) == pytest.approx((0.5, 1e-6))
     assert est.ledger_.events[0].kind == "gaussian"
@@ -310,8 +340,9 @@ def test_without_accountant_each_fit_charges_exactly_its_budget():
 def test_pickling_keeps_the_fit_but_refuses_a_live_accountant():
     X, y = _binary()
     accountant = dpcvx.Accountant(1.0)
-    est = PrivateLinearClassifier(classes=[0, 1], feature_norm_bound=3.0, random_state=0,
-                                  accountant=accountant).fit(X, y)
+    est = PrivateLinearClassifier(
+        classes=[0, 1], feature_norm_bound=3.0, random_state=0, accountant=accountant
+    ).fit(X, y)
     with pytest.raises(InvalidParameterError, match="set_params\\(accountant=None\\)"):
         pickle.dumps(est)
     est.set_params(accountant=None)
@@ -323,11 +354,14 @@ def test_pickling_keeps_the_fit_but_refuses_a_live_accountant():
 
 
 # ---------------------------------------------------------------- LDOP
-@pytest.mark.parametrize("make", [
-    lambda: PrivateQuantileRegressor(),
-    lambda: PrivateLinearClassifier("hinge", classes=[0, 1]),
-    lambda: PrivateRidgeRegressor(),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: PrivateQuantileRegressor(),
+        lambda: PrivateLinearClassifier("hinge", classes=[0, 1]),
+        lambda: PrivateRidgeRegressor(),
+    ],
+)
 def test_ldop_fits_small_heavy_tailed_data_without_clipping(make):
     rng = np.random.default_rng(2)
     n, d = 300, 2
@@ -338,9 +372,19 @@ def test_ldop_fits_small_heavy_tailed_data_without_clipping(make):
     if isinstance(make(), PrivateLinearClassifier):
         y = (signal > 0).astype(int)
     accountant = dpcvx.Accountant(2.0)
-    est = make().set_params(mechanism="ldop", epsilon=2.0, feature_moment=3.0,
-                            feature_second_moment=2.0, mechanism_options={"blocks": 5},
-                            accountant=accountant, random_state=0).fit(X, y)
+    est = (
+        make()
+        .set_params(
+            mechanism="ldop",
+            epsilon=2.0,
+            feature_moment=3.0,
+            feature_second_moment=2.0,
+            mechanism_options={"blocks": 5},
+            accountant=accountant,
+            random_state=0,
+        )
+        .fit(X, y)
+    )
     assert est.result_.mechanism == "LocalizedDoubleOutputPerturbation"
     assert est.data_dependent_bounds_ == () and est.bounds_["feature_norm_bound"] is None
     det = est.result_.detail
@@ -359,8 +403,12 @@ def test_ldop_runs_on_an_executor_shared_by_clones():
     X = rng.standard_t(5, size=(200, 2))
     y = X @ [0.5, -0.3] + rng.standard_t(3, size=200)
     with ThreadPoolExecutor(2) as pool:
-        est = PrivateQuantileRegressor(mechanism="ldop", feature_moment=3.0, random_state=0,
-                                       mechanism_options={"blocks": 3, "executor": pool})
+        est = PrivateQuantileRegressor(
+            mechanism="ldop",
+            feature_moment=3.0,
+            random_state=0,
+            mechanism_options={"blocks": 3, "executor": pool},
+        )
         twin = clone(est)
         assert twin.mechanism_options["executor"] is pool
         serial = clone(est).set_params(mechanism_options={"blocks": 3})
@@ -370,13 +418,15 @@ def test_ldop_runs_on_an_executor_shared_by_clones():
 # ---------------------------------------------------------------- model and API details
 def test_intercept_is_an_appended_constant_feature_inside_the_norm():
     X, y = _binary()
-    est = PrivateLinearClassifier(classes=[0, 1], feature_norm_bound=2.0, intercept_scaling=3.0,
-                                  random_state=0).fit(X, y)
+    est = PrivateLinearClassifier(
+        classes=[0, 1], feature_norm_bound=2.0, intercept_scaling=3.0, random_state=0
+    ).fit(X, y)
     assert est.bounds_["lipschitz"] == pytest.approx(math.hypot(2.0, 3.0))
     assert est.result_.w.size == 4
     assert est.intercept_[0] == pytest.approx(3.0 * est.result_.w[-1])
-    flat = PrivateLinearClassifier(classes=[0, 1], feature_norm_bound=2.0, fit_intercept=False,
-                                   random_state=0).fit(X, y)
+    flat = PrivateLinearClassifier(
+        classes=[0, 1], feature_norm_bound=2.0, fit_intercept=False, random_state=0
+    ).fit(X, y)
     assert flat.intercept_[0] == 0.0 and flat.result_.w.size == 3
     assert flat.bounds_["lipschitz"] == pytest.approx(2.0)
 
@@ -384,8 +434,9 @@ def test_intercept_is_an_appended_constant_feature_inside_the_norm():
 def test_classifier_outputs_follow_the_classes():
     X, y = _binary()
     labels = np.array(["no", "yes"])[y]
-    est = PrivateLinearClassifier(classes=["no", "yes"], feature_norm_bound=3.0, epsilon=5.0,
-                                  random_state=0).fit(X, labels)
+    est = PrivateLinearClassifier(
+        classes=["no", "yes"], feature_norm_bound=3.0, epsilon=5.0, random_state=0
+    ).fit(X, labels)
     np.testing.assert_array_equal(est.classes_, ["no", "yes"])
     scores = est.decision_function(X)
     np.testing.assert_array_equal(est.predict(X), np.where(scores > 0, "yes", "no"))
@@ -398,15 +449,17 @@ def test_classifier_outputs_follow_the_classes():
 
 def test_public_classes_allow_a_sample_with_one_class():
     X, y = _binary()
-    est = PrivateLinearClassifier(classes=[0, 1], feature_norm_bound=3.0,
-                                  random_state=0).fit(X, np.ones_like(y))
+    est = PrivateLinearClassifier(classes=[0, 1], feature_norm_bound=3.0, random_state=0).fit(
+        X, np.ones_like(y)
+    )
     np.testing.assert_array_equal(est.classes_, [0, 1])
 
 
 def test_squared_loss_lipschitz_bound_uses_the_label_bound_and_the_radius():
     X, y = _binary()
-    est = PrivateRidgeRegressor("squared", label_bound=2.0, feature_norm_bound=3.0,
-                                domain_radius=0.5, random_state=0).fit(X, y * 10.0)
+    est = PrivateRidgeRegressor(
+        "squared", label_bound=2.0, feature_norm_bound=3.0, domain_radius=0.5, random_state=0
+    ).fit(X, y * 10.0)
     row = math.hypot(3.0, 1.0)
     assert est.bounds_["lipschitz"] == pytest.approx(2 * row * (0.5 * row + 2.0))
     assert est.bounds_["label_bound"] == 2.0
@@ -417,35 +470,42 @@ def test_squared_loss_lipschitz_bound_uses_the_label_bound_and_the_radius():
 
 def test_explicit_regularization_and_mechanism_options_are_used():
     X, y = _binary()
-    est = PrivateQuantileRegressor(feature_norm_bound=3.0, regularization=0.3,
-                                   mechanism_options={"gaussian": "zwb"}, delta=1e-5,
-                                   random_state=0).fit(X, y.astype(float))
+    est = PrivateQuantileRegressor(
+        feature_norm_bound=3.0,
+        regularization=0.3,
+        mechanism_options={"gaussian": "zwb"},
+        delta=1e-5,
+        random_state=0,
+    ).fit(X, y.astype(float))
     assert est.result_.detail["regularization"] == 0.3
     assert est.certificates_[0].regularization == 0.3
 
 
 # ---------------------------------------------------------------- bad input
-@pytest.mark.parametrize("params,match", [
-    ({"epsilon": -1.0}, "epsilon"),
-    ({"delta": 1.0}, "delta"),
-    ({"mechanism": "dp-sgd"}, "mechanism"),
-    ({"regularization": "large"}, "regularization"),
-    ({"regularization": 0.0}, "regularization"),
-    ({"feature_norm_bound": np.inf}, "feature_norm_bound"),
-    ({"domain_radius": 0}, "domain_radius"),
-    ({"fit_intercept": "yes"}, "fit_intercept"),
-    ({"moment_order": 1.5}, "moment_order"),
-    ({"feature_moment": 1.0, "feature_second_moment": 2.0}, "Lyapunov"),
-    ({"feature_second_moment": 2.0}, "without `feature_moment`"),
-    ({"random_state": np.random.RandomState(0)}, "random_state"),
-    ({"accountant": "budget"}, "accountant"),
-    ({"on_data_dependent_bounds": "ignore"}, "on_data_dependent_bounds"),
-    ({"mechanism_options": {"lipschitz": 1.0}}, "cannot set 'lipschitz'"),
-    ({"mechanism_options": {"blocks": 3}}, "unknown key 'blocks'"),
-    ({"mechanism": "ldop", "delta": 1e-6}, "pure epsilon-DP"),
-    ({"loss": "squared_hinge"}, "loss"),
-    ({"classes": [0, 1, 2]}, "two public class"),
-])
+@pytest.mark.parametrize(
+    "params,match",
+    [
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"delta": 1.0}, "delta"),
+        ({"mechanism": "dp-sgd"}, "mechanism"),
+        ({"regularization": "large"}, "regularization"),
+        ({"regularization": 0.0}, "regularization"),
+        ({"feature_norm_bound": np.inf}, "feature_norm_bound"),
+        ({"domain_radius": 0}, "domain_radius"),
+        ({"fit_intercept": "yes"}, "fit_intercept"),
+        ({"moment_order": 1.5}, "moment_order"),
+        ({"feature_moment": 1.0, "feature_second_moment": 2.0}, "Lyapunov"),
+        ({"feature_second_moment": 2.0}, "without `feature_moment`"),
+        ({"random_state": np.random.RandomState(0)}, "random_state"),
+        ({"accountant": "budget"}, "accountant"),
+        ({"on_data_dependent_bounds": "ignore"}, "on_data_dependent_bounds"),
+        ({"mechanism_options": {"lipschitz": 1.0}}, "cannot set 'lipschitz'"),
+        ({"mechanism_options": {"blocks": 3}}, "unknown key 'blocks'"),
+        ({"mechanism": "ldop", "delta": 1e-6}, "pure epsilon-DP"),
+        ({"loss": "squared_hinge"}, "loss"),
+        ({"classes": [0, 1, 2]}, "two public class"),
+    ],
+)
 def test_bad_parameters_raise_typed_errors_before_anything_is_spent(params, match):
     X, y = _binary()
     accountant = dpcvx.Accountant(1.0)
@@ -455,25 +515,31 @@ def test_bad_parameters_raise_typed_errors_before_anything_is_spent(params, matc
     assert len(accountant.ledger) == 0
 
 
-@pytest.mark.parametrize("make,params,match", [
-    (PrivateQuantileRegressor, {"quantile": 1.0}, "quantile"),
-    (PrivateRidgeRegressor, {"huber_threshold": -1.0}, "huber_threshold"),
-    (PrivateRidgeRegressor, {"loss": "squared", "mechanism": "ldop"}, "loss='huber'"),
-    (PrivateRidgeRegressor, {"label_bound": 0.0}, "label_bound"),
-])
+@pytest.mark.parametrize(
+    "make,params,match",
+    [
+        (PrivateQuantileRegressor, {"quantile": 1.0}, "quantile"),
+        (PrivateRidgeRegressor, {"huber_threshold": -1.0}, "huber_threshold"),
+        (PrivateRidgeRegressor, {"loss": "squared", "mechanism": "ldop"}, "loss='huber'"),
+        (PrivateRidgeRegressor, {"label_bound": 0.0}, "label_bound"),
+    ],
+)
 def test_bad_regressor_parameters(make, params, match):
     X, y = _binary()
     with pytest.raises(InvalidParameterError, match=match):
         make(feature_norm_bound=3.0, **params).fit(X, y.astype(float))
 
 
-@pytest.mark.parametrize("mutate,match", [
-    (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 0, np.nan, X), y), "NaN"),
-    (lambda X, y: (X, np.arange(len(y)) % 3), "Only binary classification"),
-    (lambda X, y: (X, y + 5), "outside `classes`"),
-    (lambda X, y: (X, y + 0.5), "Unknown label type"),
-    (lambda X, y: (X[:0], y[:0]), "0 sample"),
-])
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 0, np.nan, X), y), "NaN"),
+        (lambda X, y: (X, np.arange(len(y)) % 3), "Only binary classification"),
+        (lambda X, y: (X, y + 5), "outside `classes`"),
+        (lambda X, y: (X, y + 0.5), "Unknown label type"),
+        (lambda X, y: (X[:0], y[:0]), "0 sample"),
+    ],
+)
 def test_bad_data_raises_data_error_before_anything_is_spent(mutate, match):
     X, y = _binary()
     accountant = dpcvx.Accountant(1.0)

@@ -37,9 +37,19 @@ def test_example_declares_what_it_shows_and_takes_a_seed(script: Path):
 def test_example_runs(script: Path, tmp_path: Path):
     env = dict(os.environ, MPLBACKEND="Agg")
     proc = subprocess.run(
-        [sys.executable, "-W", "error::dpcvx.errors.PrivacyLeakWarning", str(script),
-         "--seed", "0"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env,
+        [
+            sys.executable,
+            "-W",
+            "error::dpcvx.errors.PrivacyLeakWarning",
+            str(script),
+            "--seed",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
     )
     assert proc.returncode == 0, (
         f"{script.name} exited with {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n"

@@ -17,11 +17,28 @@ import dpcvx
 
 PACKAGE = Path(dpcvx.__file__).resolve().parent
 
-CORE = {"dpcvx.errors", "dpcvx.rng", "dpcvx._validation", "dpcvx.types", "dpcvx._profiles",
-        "dpcvx._zcdp", "dpcvx._progress"}
-TOP = {"dpcvx", "dpcvx.problem", "dpcvx.oracle", "dpcvx.losses", "dpcvx.domains",
-       "dpcvx.estimators", "dpcvx.audit", "dpcvx.cli", "dpcvx.__main__",
-       "dpcvx.mean_estimation", "dpcvx.saddle_problem"}
+CORE = {
+    "dpcvx.errors",
+    "dpcvx.rng",
+    "dpcvx._validation",
+    "dpcvx.types",
+    "dpcvx._profiles",
+    "dpcvx._zcdp",
+    "dpcvx._progress",
+}
+TOP = {
+    "dpcvx",
+    "dpcvx.problem",
+    "dpcvx.oracle",
+    "dpcvx.losses",
+    "dpcvx.domains",
+    "dpcvx.estimators",
+    "dpcvx.audit",
+    "dpcvx.cli",
+    "dpcvx.__main__",
+    "dpcvx.mean_estimation",
+    "dpcvx.saddle_problem",
+}
 PREFIX_STAGES = [
     ("dpcvx.modeling", 1),
     ("dpcvx.compilation", 2),
@@ -54,7 +71,8 @@ def _module_name(path: Path) -> str:
 def _is_module(name: str) -> bool:
     rel = Path(*name.split("."))
     return (PACKAGE.parent / rel).with_suffix(".py").exists() or (
-        PACKAGE.parent / rel / "__init__.py").exists()
+        PACKAGE.parent / rel / "__init__.py"
+    ).exists()
 
 
 def _resolve(node: ast.AST, current: str, is_package: bool) -> list[str]:
@@ -113,8 +131,11 @@ def test_accounting_and_mechanisms_rules(module):
         bad = [t for t in targets if stage(t) != 0 and not t.startswith("dpcvx.accounting")]
         assert not bad, f"the accountant may import only the core: {module} imports {bad}"
     else:
-        bad = [t for t in targets if t.startswith("dpcvx.compilation")
-               or t.startswith("dpcvx.accounting")]
+        bad = [
+            t
+            for t in targets
+            if t.startswith("dpcvx.compilation") or t.startswith("dpcvx.accounting")
+        ]
         assert not bad, f"mechanisms must not import solvers' internals: {module} imports {bad}"
 
 
@@ -131,5 +152,10 @@ def test_the_checker_sees_relative_and_nested_imports():
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found += _resolve(node, "dpcvx.certification.solve", False)
-    assert set(found) == {"dpcvx.certification.certificate", "dpcvx.modeling.declaration",
-                          "dpcvx.errors", "dpcvx", "dpcvx.compilation.stamp"}
+    assert set(found) == {
+        "dpcvx.certification.certificate",
+        "dpcvx.modeling.declaration",
+        "dpcvx.errors",
+        "dpcvx",
+        "dpcvx.compilation.stamp",
+    }

@@ -37,15 +37,22 @@ def absolute_subgradient(W, data):
 
 def e1d_oracle(**kwargs) -> OracleProblem:
     w = cp.Variable(1)
-    return OracleProblem(absolute_value, absolute_subgradient, {"x": X1, "y": Y1}, w,
-                         dpcvx.domains.box(w, -1.0, 1.0), **kwargs)
+    return OracleProblem(
+        absolute_value,
+        absolute_subgradient,
+        {"x": X1, "y": Y1},
+        w,
+        dpcvx.domains.box(w, -1.0, 1.0),
+        **kwargs,
+    )
 
 
 def e1d_problem() -> dpcvx.Problem:
     w = cp.Variable(1)
     x, y = cp.Parameter(1), cp.Parameter()
-    return dpcvx.Problem(cp.abs(x @ w - y), w, {x: X1[:, None], y: Y1},
-                         dpcvx.domains.box(w, -1.0, 1.0))
+    return dpcvx.Problem(
+        cp.abs(x @ w - y), w, {x: X1[:, None], y: Y1}, dpcvx.domains.box(w, -1.0, 1.0)
+    )
 
 
 def extension_objective(w: float) -> float:
@@ -92,7 +99,7 @@ def _agree(sol, ref, problem, lam, C=None, localize=None):
     assert sol.lower <= ref.upper + 1e-9 and ref.lower <= sol.upper + 1e-9
     assert np.linalg.norm(sol.w - ref.w) <= sol.distance_bound + ref.distance_bound
     # the point Algorithm 3 certified is within its gap of the optimum, by dpcvx's IPM values
-    reg = lam / 2 * float(np.sum(sol.w ** 2))
+    reg = lam / 2 * float(np.sum(sol.w**2))
     if C is None:
         value = float(np.mean(problem.declaration.loss_values(sol.w))) + reg
     else:
@@ -116,12 +123,12 @@ def test_localized_extension_solve_agrees_and_stays_in_W0():
     localize = (-0.6 * direction, 0.3)
     ref = problem.lipschitz_extension(1.0).solve(0.5, center=np.zeros(2), localize=localize)
     assert ref.lower > free.upper + 0.1  # the restriction matters
-    sol = oracle.solve(0.5, center=np.zeros(2), accuracy=0.2, extension=1.0,
-                       localize=localize)
+    sol = oracle.solve(0.5, center=np.zeros(2), accuracy=0.2, extension=1.0, localize=localize)
     w0_domain = problem.lipschitz_extension(1.0).localized_domain(*localize)
     assert w0_domain.contains(sol.w)  # exactly in W0 (digest pitfall P4)
     assert sol.solver_stats["joint_diameter"] == pytest.approx(
-        np.sqrt(4 * 2.0 ** 2 + 0.6 ** 2), rel=1e-9)  # sqrt(m D^2 + min(D, 2r)^2)
+        np.sqrt(4 * 2.0**2 + 0.6**2), rel=1e-9
+    )  # sqrt(m D^2 + min(D, 2r)^2)
     assert sol.lower <= ref.upper + 1e-9 and ref.lower <= sol.upper + 1e-9
     assert np.linalg.norm(sol.w - ref.w) <= sol.distance_bound + ref.distance_bound
 
@@ -142,10 +149,11 @@ def test_max_iter_raises_with_a_message():
 def test_double_output_perturbation_end_to_end():
     problem = e1d_oracle()
     mech = dpcvx.DoubleOutputPerturbation(C=1.0, regularization=1e-3)
-    plan = mech.plan(n=3, d=1, center=np.zeros(1), diameter=problem.diameter, epsilon=1.0,
-                     delta=0.0)
+    plan = mech.plan(
+        n=3, d=1, center=np.zeros(1), diameter=problem.diameter, epsilon=1.0, delta=0.0
+    )
     # the tight accuracy 0.05^2 C^2 / (2 lam n^2) is large only because lam n^2 is tiny
-    assert plan.accuracy == pytest.approx(0.05 ** 2 / (2 * 1e-3 * 9))
+    assert plan.accuracy == pytest.approx(0.05**2 / (2 * 1e-3 * 9))
     res = problem.solve_private(mech, epsilon=1.0, rng=0)
     assert res.seeded and res.epsilon == 1.0 and res.delta == 0.0
     assert problem.domain.contains(res.w)
@@ -167,11 +175,16 @@ def test_localized_double_output_perturbation_runs_unchanged():
     rng = np.random.default_rng(0)
     X = rng.standard_t(3, 8)
     w = cp.Variable(1)
-    problem = OracleProblem(absolute_value, absolute_subgradient,
-                            {"x": X, "y": 0.3 * X + 0.1 * rng.normal(size=8)}, w,
-                            dpcvx.domains.box(w, -1.0, 1.0))
-    mech = dpcvx.LocalizedDoubleOutputPerturbation(k=2, moment=10.0, blocks=1,
-                                                   base_regularization=1e-5)
+    problem = OracleProblem(
+        absolute_value,
+        absolute_subgradient,
+        {"x": X, "y": 0.3 * X + 0.1 * rng.normal(size=8)},
+        w,
+        dpcvx.domains.box(w, -1.0, 1.0),
+    )
+    mech = dpcvx.LocalizedDoubleOutputPerturbation(
+        k=2, moment=10.0, blocks=1, base_regularization=1e-5
+    )
     res = problem.solve_private(mech, epsilon=1.0, rng=0)
     assert problem.domain.contains(res.w)
     assert res.ledger.total().epsilon == pytest.approx(1.0)
@@ -189,8 +202,14 @@ def test_a_failed_private_solve_releases_nothing_and_keeps_the_budget_spent():
     assert accountant.ledger.total().epsilon == pytest.approx(1.0)  # spent
     # the text is fixed: another failing dataset gives the same message
     w = cp.Variable(1)
-    other = OracleProblem(absolute_value, absolute_subgradient, {"x": 7 * X1, "y": -Y1}, w,
-                          dpcvx.domains.box(w, -1.0, 1.0), max_iter=5)
+    other = OracleProblem(
+        absolute_value,
+        absolute_subgradient,
+        {"x": 7 * X1, "y": -Y1},
+        w,
+        dpcvx.domains.box(w, -1.0, 1.0),
+        max_iter=5,
+    )
     with pytest.raises(CertificationError) as again:
         other.solve_private(mech, epsilon=1.0, rng=0)
     assert str(again.value) == str(info.value)
@@ -214,9 +233,13 @@ def test_release_context_blocks_and_values():
     # a block solve uses exactly that block's rows
     block = context.solver(indices=[0, 2])(0.5, np.zeros(1), 0.2)
     w = cp.Variable(1)
-    alone = OracleProblem(absolute_value, absolute_subgradient,
-                          {"x": X1[[0, 2]], "y": Y1[[0, 2]]}, w,
-                          dpcvx.domains.box(w, -1.0, 1.0))
+    alone = OracleProblem(
+        absolute_value,
+        absolute_subgradient,
+        {"x": X1[[0, 2]], "y": Y1[[0, 2]]},
+        w,
+        dpcvx.domains.box(w, -1.0, 1.0),
+    )
     ref = alone.solve(0.5, [0.0], 0.2, extension=1.0)
     np.testing.assert_array_equal(block.w, ref.w)
     # projections: onto W, and onto W0 = W intersect B(c, r) (Lemma C.6)
@@ -237,8 +260,7 @@ def test_bad_inputs_raise_typed_errors():
     with pytest.raises(DataError, match="same number"):
         OracleProblem(absolute_value, absolute_subgradient, {"x": X1, "y": Y1[:2]}, w, box)
     with pytest.raises(DataError, match="NaN"):
-        OracleProblem(absolute_value, absolute_subgradient, {"x": X1, "y": [1, np.nan, 0]},
-                      w, box)
+        OracleProblem(absolute_value, absolute_subgradient, {"x": X1, "y": [1, np.nan, 0]}, w, box)
     with pytest.raises(DataError, match="names"):
         OracleProblem(absolute_value, absolute_subgradient, {1: X1}, w, box)
     with pytest.raises(ModelingError, match="shape"):
@@ -246,8 +268,9 @@ def test_bad_inputs_raise_typed_errors():
     with pytest.raises(ModelingError, match="shape"):
         OracleProblem(absolute_value, lambda W, d: np.zeros(len(W)), data, w, box)
     with pytest.raises(ModelingError, match="exact Euclidean projection"):
-        OracleProblem(absolute_value, absolute_subgradient, data, w,
-                      [cp.exp(w) <= 2.0, w >= -1.0])  # a general set: no exact projection
+        OracleProblem(
+            absolute_value, absolute_subgradient, data, w, [cp.exp(w) <= 2.0, w >= -1.0]
+        )  # a general set: no exact projection
     with pytest.raises(ModelingError, match="compact"):
         OracleProblem(absolute_value, absolute_subgradient, data, w, [])
     with pytest.raises(InvalidParameterError, match="max_iter"):
@@ -273,8 +296,11 @@ def test_structured_solve_on_E1d():
     sol = structured_solve(ext, 0.5, [0.0], 0.3)
     # T = ceil((4 D L / alpha)^2) with L = C + lam max|w - w0| = 1.5 and D = 2 (+ rounding)
     assert sol.solver_stats["lipschitz"] == pytest.approx(1.5, rel=1e-14)
-    assert sol.solver_stats["iterations"] == int(np.ceil(
-        (4 * ext.problem.diameter * 1.5 / 0.3) ** 2)) in (1600, 1601)
+    assert (
+        sol.solver_stats["iterations"]
+        == int(np.ceil((4 * ext.problem.diameter * 1.5 / 0.3) ** 2))
+        in (1600, 1601)
+    )
     assert sol.gap <= 0.3 and sol.lower <= EXT_OPT <= sol.upper
     assert 0.0 <= extension_objective(sol.w[0]) - EXT_OPT <= sol.gap
     assert abs(sol.w[0] - 1 / 3) <= sol.distance_bound
@@ -296,8 +322,9 @@ def test_structured_solve_rejects_bad_input():
         structured_solve(e1d_problem().lipschitz_extension(1.0), 0.5, None, -1.0)
     w = cp.Variable(1)
     x = cp.Parameter(1)
-    poly = dpcvx.Problem(cp.abs(x @ w), w, {x: X1[:, None]},
-                         [cp.exp(w) <= 2.0, w >= -1.0])  # general: no exact projection
+    poly = dpcvx.Problem(
+        cp.abs(x @ w), w, {x: X1[:, None]}, [cp.exp(w) <= 2.0, w >= -1.0]
+    )  # general: no exact projection
     with pytest.raises(ModelingError, match="exact Euclidean projection"):
         structured_solve(poly.lipschitz_extension(1.0), 0.5, None, 0.3)
 

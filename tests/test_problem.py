@@ -25,8 +25,9 @@ def hinge():
     Y = np.sign(X @ np.array([1.0, -0.5, 0.2]) + 0.2 * rng.normal(size=n))
     w = cp.Variable(d, name="w")
     x, y = cp.Parameter(d, name="x"), cp.Parameter(name="y")
-    problem = dpcvx.Problem(dpcvx.losses.hinge(x @ w, y), w, data={x: X, y: Y},
-                            domain=dpcvx.domains.l2_ball(w, 1.0))
+    problem = dpcvx.Problem(
+        dpcvx.losses.hinge(x @ w, y), w, data={x: X, y: Y}, domain=dpcvx.domains.l2_ball(w, 1.0)
+    )
     return problem, X, Y
 
 
@@ -104,9 +105,17 @@ def test_zero_regularization_has_no_distance_bound(hinge):
     assert sol.gap >= 0
 
 
-@pytest.mark.parametrize("name", ["mean/ball-outside", "mean/box", "mean/simplex",
-                                  "logistic/l1_ball(d=3,r=1.3)",
-                                  "logistic/ellipsoid(d=3)", "logistic/polytope(d=3,m=8)"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mean/ball-outside",
+        "mean/box",
+        "mean/simplex",
+        "logistic/l1_ball(d=3,r=1.3)",
+        "logistic/ellipsoid(d=3)",
+        "logistic/polytope(d=3,m=8)",
+    ],
+)
 def test_project_lands_in_the_domain(name):
     ref = by_name(name)
     problem, _, _ = ref.problem()
@@ -149,9 +158,15 @@ def test_solve_private_reserves_and_releases_a_point_of_the_domain(hinge):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"epsilon": -1.0}, {"epsilon": 0.0}, {"epsilon": float("inf")},
-     {"epsilon": 1.0, "delta": 1.0}, {"epsilon": 1.0, "delta": -0.1},
-     {"epsilon": 1.0, "rng": -3}, {"epsilon": 1.0, "rng": "seed"}],
+    [
+        {"epsilon": -1.0},
+        {"epsilon": 0.0},
+        {"epsilon": float("inf")},
+        {"epsilon": 1.0, "delta": 1.0},
+        {"epsilon": 1.0, "delta": -0.1},
+        {"epsilon": 1.0, "rng": -3},
+        {"epsilon": 1.0, "rng": "seed"},
+    ],
 )
 def test_bad_private_inputs_spend_nothing(hinge, kwargs):
     problem, _, _ = hinge
@@ -169,8 +184,7 @@ def test_bad_mechanism_or_accountant_spends_nothing(hinge):
     mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1)
     with pytest.raises(InvalidParameterError, match="accountant"):
         problem.solve_private(mech, epsilon=1.0, accountant={"epsilon": 1.0})
-    wrong_center = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1,
-                                            center=np.zeros(5))
+    wrong_center = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1, center=np.zeros(5))
     acc = dpcvx.Accountant(1.0)
     with pytest.raises(InvalidParameterError, match="center"):
         problem.solve_private(wrong_center, epsilon=1.0, accountant=acc)
@@ -201,8 +215,12 @@ def test_certification_failure_keeps_the_budget_spent_and_releases_nothing(hinge
     assert len(acc.ledger) == 1
     assert acc.spent.epsilon == pytest.approx(0.6)
     with pytest.raises(PrivacyBudgetError):
-        problem.solve_private(dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1),
-                              epsilon=0.6, accountant=acc, rng=0)
+        problem.solve_private(
+            dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1),
+            epsilon=0.6,
+            accountant=acc,
+            rng=0,
+        )
 
 
 def test_budget_is_reserved_before_the_solve(hinge, monkeypatch):
@@ -218,13 +236,18 @@ def test_budget_is_reserved_before_the_solve(hinge, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(problem_mod, "certified_solve", spy)
-    problem.solve_private(dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1),
-                          epsilon=1.0, accountant=acc, rng=1)
+    problem.solve_private(
+        dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1),
+        epsilon=1.0,
+        accountant=acc,
+        rng=1,
+    )
     assert seen == [1]
 
 
-@pytest.mark.parametrize("ref", [r for r in CATALOGUE if r.name.startswith("logistic/")][:3],
-                         ids=repr)
+@pytest.mark.parametrize(
+    "ref", [r for r in CATALOGUE if r.name.startswith("logistic/")][:3], ids=repr
+)
 def test_private_release_uses_a_certified_solve(ref):
     problem, _, _ = ref.problem()
     mech = dpcvx.OutputPerturbation(lipschitz=5.0, regularization=0.5, center=ref.center)

@@ -36,9 +36,15 @@ def _problem(X, Y, box=False, radius=1.0, max_rounds=40):
     x, y = cp.Parameter(d), cp.Parameter()
     loss = cp.logistic(-y * (x @ w)) + y * (v @ w) - GAMMA / 2 * cp.sum_squares(v)
     S = [cp.abs(v) <= RHO] if box else [cp.norm(v, 2) <= RHO]
-    return dpcvx.SaddleProblem(loss, w, v, data={x: X, y: Y},
-                               domain=[cp.norm(w, 2) <= radius], perturbation_set=S,
-                               max_rounds=max_rounds)
+    return dpcvx.SaddleProblem(
+        loss,
+        w,
+        v,
+        data={x: X, y: Y},
+        domain=[cp.norm(w, 2) <= radius],
+        perturbation_set=S,
+        max_rounds=max_rounds,
+    )
 
 
 def _reference(X, Y, box=False, radius=1.0):
@@ -60,9 +66,8 @@ def _inner_closed_form(X, Y, w, box=False):
     if box:
         V = np.clip(V, -RHO, RHO)
     else:
-        V = V * np.minimum(1.0, RHO / np.maximum(np.linalg.norm(V, axis=1, keepdims=True),
-                                                   1e-300))
-    return (np.logaddexp(0.0, -Y * (X @ w)) + Y * (V @ w) - GAMMA / 2 * np.sum(V ** 2, axis=1))
+        V = V * np.minimum(1.0, RHO / np.maximum(np.linalg.norm(V, axis=1, keepdims=True), 1e-300))
+    return np.logaddexp(0.0, -Y * (X @ w)) + Y * (V @ w) - GAMMA / 2 * np.sum(V**2, axis=1)
 
 
 @pytest.mark.parametrize("box", [False, True])
@@ -111,8 +116,7 @@ def test_private_release_is_algorithm_8_with_the_corrected_inflation(delta):
     mech = dpcvx.OutputPerturbation(lipschitz=1.0 + RHO, regularization=LAM, accuracy=1e-6)
     res = problem.solve_private(mech, epsilon=1.0, delta=delta, rng=0)
     base = 2 * (1.0 + RHO) / (LAM * 100)
-    assert res.detail["sensitivity"] == pytest.approx(base + 2 * math.sqrt(2e-6 / LAM),
-                                                      rel=1e-12)
+    assert res.detail["sensitivity"] == pytest.approx(base + 2 * math.sqrt(2e-6 / LAM), rel=1e-12)
     # erratum 2 of the digest: never Delta + 2 alpha / mu (too little noise)
     assert res.detail["sensitivity"] > base + 2 * 1e-6 / LAM
     assert np.linalg.norm(res.w) <= 1.0

@@ -110,13 +110,20 @@ class PrivacyEvent:
     detail: Mapping[str, object] = field(default_factory=_empty_mapping, hash=False)
 
     @classmethod
-    def zcdp(cls, label: str, rho: float, delta: float,
-             detail: Mapping[str, object] | None = None) -> PrivacyEvent:
+    def zcdp(
+        cls, label: str, rho: float, delta: float, detail: Mapping[str, object] | None = None
+    ) -> PrivacyEvent:
         """A ``rho``-zCDP release, with its ``(epsilon, delta)`` from :func:`zcdp_to_dp`."""
         from dpcvx._zcdp import zcdp_to_dp
 
-        return cls(label=label, epsilon=zcdp_to_dp(rho, delta), delta=delta, kind="zcdp",
-                   rho=rho, detail=detail or {})
+        return cls(
+            label=label,
+            epsilon=zcdp_to_dp(rho, delta),
+            delta=delta,
+            kind="zcdp",
+            rho=rho,
+            detail=detail or {},
+        )
 
     def implied_rho(self) -> float | None:
         """The event's zCDP parameter: its ``rho``, ``epsilon^2/2`` for a pure event,
@@ -124,7 +131,7 @@ class PrivacyEvent:
         if self.kind == "zcdp":
             return self.rho
         if self.kind == "pure":
-            return self.epsilon ** 2 / 2.0
+            return self.epsilon**2 / 2.0
         if self.kind == "gaussian":
             return 1.0 / (2.0 * float(self.noise_multiplier) ** 2)
         return None
@@ -513,8 +520,10 @@ class Accountant:
 
     def _reserve_unlocked(self, event: PrivacyEvent) -> None:
         ledger, total = self._candidate(event)
-        if not (_within(total.epsilon, self._budget.epsilon)
-                and _within(total.delta, self._budget.delta)):
+        if not (
+            _within(total.epsilon, self._budget.epsilon)
+            and _within(total.delta, self._budget.delta)
+        ):
             raise PrivacyBudgetError(
                 f"Reserving {event.label!r} would exceed the privacy budget {self._budget}: "
                 f"the composed total would be epsilon={total.epsilon:.6g}, "
@@ -564,8 +573,10 @@ class ZcdpAccountant(Accountant):
         return max(0.0, self._rho - self.spent_rho)
 
     def __repr__(self) -> str:
-        return (f"ZcdpAccountant(rho={self._rho!r}; spent rho={self.spent_rho:.6g}; "
-                f"{len(self._ledger)} events)")
+        return (
+            f"ZcdpAccountant(rho={self._rho!r}; spent rho={self.spent_rho:.6g}; "
+            f"{len(self._ledger)} events)"
+        )
 
     def _fits(self, event: PrivacyEvent) -> Ledger:
         if not isinstance(event, PrivacyEvent):

@@ -244,8 +244,9 @@ def _max_terms_minorant(term: Term, jets, duals, w_hat, center, radius):
         jac = np.broadcast_to(np.asarray(jac, float).reshape(n, -1, d), (n, 1, d)).reshape(n, d)
         offs.append(off)
         jacs.append(jac)
-        E.append(off + _apply(jac[:, None, :], w_hat)[:, 0] if w_hat.ndim == 2
-                 else off + jac @ w_hat)
+        E.append(
+            off + _apply(jac[:, None, :], w_hat)[:, 0] if w_hat.ndim == 2 else off + jac @ w_hat
+        )
     GD = [part_values(p, b, e) for p, b, e in zip(term.parts, term.offsets, E)]
     G = np.stack([g for g, _ in GD], axis=1)
     D = np.stack([g_ for _, g_ in GD], axis=1)
@@ -265,11 +266,17 @@ def _max_terms_minorant(term: Term, jets, duals, w_hat, center, radius):
             theta = D[:, j] / wj
             if part.kind == "abs" and duals[j] is not None:
                 # at abs's own kink the multiplier is the solver's: split dual = mu w theta
-                near = np.abs(E[j]) <= 1e-9 * (1.0 + np.abs(offs[j]) + np.abs(jacs[j]) @ (
-                    np.abs(w_hat) if w_hat.ndim == 1 else np.zeros(d)))
+                near = np.abs(E[j]) <= 1e-9 * (
+                    1.0
+                    + np.abs(offs[j])
+                    + np.abs(jacs[j]) @ (np.abs(w_hat) if w_hat.ndim == 1 else np.zeros(d))
+                )
                 if w_hat.ndim == 2:
-                    near = np.abs(E[j]) <= 1e-9 * (1.0 + np.abs(offs[j]) + np.einsum(
-                        "nd,nd->n", np.abs(jacs[j]), np.abs(w_hat)))
+                    near = np.abs(E[j]) <= 1e-9 * (
+                        1.0
+                        + np.abs(offs[j])
+                        + np.einsum("nd,nd->n", np.abs(jacs[j]), np.abs(w_hat))
+                    )
                 rawj = np.nan_to_num(np.asarray(duals[j], float).reshape(n))
                 ok = near & (mu[:, j] > 1e-12)
                 theta = np.where(ok, rawj / np.where(ok, mu[:, j] * wj, 1.0), theta)
@@ -277,15 +284,15 @@ def _max_terms_minorant(term: Term, jets, duals, w_hat, center, radius):
             conj = conjugate(part.kind, theta, part.param)
             bound = np.maximum(bound, np.abs(part_values(part, b, reach)[0]) + abs(b))
         gs += (mu[:, j] * wj * theta)[:, None] * jacs[j]
-        gb += mu[:, j] * (wj * (theta * offs[j] - conj) + (0.0 if part.kind == "affine"
-                                                           else b))
+        gb += mu[:, j] * (wj * (theta * offs[j] - conj) + (0.0 if part.kind == "affine" else b))
     defect = np.abs(1.0 - mu.sum(axis=1)) + 4 * len(term.parts) * _EPS
     gb -= defect * np.nan_to_num(bound, posinf=1e300)
     return gs, gb
 
 
-def _term_duals(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | None,
-                n_total: int | None = None) -> list:
+def _term_duals(
+    decl: Declaration, prog: StampedProgram | None, z: np.ndarray | None, n_total: int | None = None
+) -> list:
     """Per term, the solver's raw multipliers of each argument's split row (scaled as in
     :func:`_minorants`), or None."""
     out: list = []
@@ -301,8 +308,11 @@ def _term_duals(decl: Declaration, prog: StampedProgram | None, z: np.ndarray | 
             if r is None:
                 duals.append(None)
                 continue
-            shape = np.asarray(affine_jet(arg, decl.variable, leaves, n)[0]).shape[1:] \
-                if arg.variables() else tuple(arg.shape)
+            shape = (
+                np.asarray(affine_jet(arg, decl.variable, leaves, n)[0]).shape[1:]
+                if arg.variables()
+                else tuple(arg.shape)
+            )
             duals.append(_DUAL_SIGN * n_total * _flat_dual(z, r, shape) / term.weight)
         out.append(duals)
     return out
@@ -533,8 +543,9 @@ def certify(
     if not np.isfinite(gap):  # e.g. garbage duals overflowing a conjugate: the stable path
         gap = np.inf  # below recomputes its multipliers and may still certify the point
         # the upper bound's margin needs only what evaluating F(w_hat) involves
-        upper = f_hat + ROUNDING * (1.0 + float(np.mean(np.abs(vals))) + float(
-            np.mean(scale)) + reg)
+        upper = f_hat + ROUNDING * (
+            1.0 + float(np.mean(np.abs(vals))) + float(np.mean(scale)) + reg
+        )
     if gap < 0:
         # impossible for valid bounds: refuse rather than certify anything
         raise CertificationError(
@@ -542,17 +553,22 @@ def certify(
             "certificate is inconsistent and nothing is certified. Please report this problem."
         )
     # the same gap as a sum of duality gaps, computed stably (values never meet a margin)
-    radius = float(np.sqrt(2 * gap / lam)) if lam > 0 else 1e-6 * (1.0 + float(
-        np.linalg.norm(w_hat)))
+    radius = (
+        float(np.sqrt(2 * gap / lam)) if lam > 0 else 1e-6 * (1.0 + float(np.linalg.norm(w_hat)))
+    )
     try:  # an internal failure here only forgoes the tighter bound
-        direct = stable_gap(decl, w_hat, _term_duals(decl, prog, z), lam=lam, w0=w0,
-                            radius=radius, domain=domain)
+        direct = stable_gap(
+            decl, w_hat, _term_duals(decl, prog, z), lam=lam, w0=w0, radius=radius, domain=domain
+        )
     except Exception:  # noqa: BLE001
         direct = None
     if direct is not None and 0.0 <= direct < gap:
         gap = direct
-        lower = f_hat - ROUNDING * magnitude - direct if not np.isfinite(lower) else max(
-            lower, f_hat - ROUNDING * magnitude - direct)
+        lower = (
+            f_hat - ROUNDING * magnitude - direct
+            if not np.isfinite(lower)
+            else max(lower, f_hat - ROUNDING * magnitude - direct)
+        )
     if not (np.isfinite(gap) and np.isfinite(upper)):
         raise CertificationError("The certificate is not finite (overflow in the bounds).")
     dist = float(np.sqrt(2 * max(gap, 0.0) / lam)) if lam > 0 else float("inf")

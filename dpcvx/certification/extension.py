@@ -66,9 +66,15 @@ def _loss_at(decl: Declaration, Y: np.ndarray) -> np.ndarray:
     return np.asarray(evaluate(decl.loss, leaves, decl.n), float).reshape(decl.n)
 
 
-def extension_bounds(decl: Declaration, prog: StampedProgram, x: np.ndarray, z: np.ndarray,
-                     w: np.ndarray, C: float, n_total: int | None = None
-                     ) -> tuple[np.ndarray, ...]:
+def extension_bounds(
+    decl: Declaration,
+    prog: StampedProgram,
+    x: np.ndarray,
+    z: np.ndarray,
+    w: np.ndarray,
+    C: float,
+    n_total: int | None = None,
+) -> tuple[np.ndarray, ...]:
     """Per-example ``(upper, lower, g, Y_hat, scale, phi)`` for ``f_C(w, z_i)``, where
     ``phi_i <= min_{y in W} f(y, z_i) - <g_i, y>``; ``w`` must lie in the domain. ``x`` and
     ``z`` only guide the choice of ``y_i`` and ``g_i``.
@@ -127,8 +133,10 @@ def certify_extension(
     start = time.perf_counter()
     dom = decl.domain if w_domain is None else w_domain
     w_hat = dom.make_feasible(np.asarray(x[: decl.d], float))
-    pieces = [extension_bounds(part_decl, view, x, z, w_hat, C, decl.n)
-              for part_decl, view in (parts or [(decl, prog)])]
+    pieces = [
+        extension_bounds(part_decl, view, x, z, w_hat, C, decl.n)
+        for part_decl, view in (parts or [(decl, prog)])
+    ]
     upper_i, g, mag, phi = (np.concatenate([p[k] for p in pieces]) for k in (0, 2, 4, 5))
     w0 = np.asarray(w0, float)
     reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
@@ -145,16 +153,22 @@ def certify_extension(
             "the upper bound); nothing is certified."
         )
     # the same gap as a sum of duality gaps computed stably (free of the losses' values)
-    radius = float(np.sqrt(2 * gap / lam)) if lam > 0 else 1e-6 * (1.0 + float(
-        np.linalg.norm(w_hat)))
+    radius = (
+        float(np.sqrt(2 * gap / lam)) if lam > 0 else 1e-6 * (1.0 + float(np.linalg.norm(w_hat)))
+    )
     stable_parts = [
-        (part_decl, None if view.y_cols is None else piece[3],
-         None if view.soc_rows is None else piece[2], _term_duals(part_decl, view, z, decl.n))
+        (
+            part_decl,
+            None if view.y_cols is None else piece[3],
+            None if view.soc_rows is None else piece[2],
+            _term_duals(part_decl, view, z, decl.n),
+        )
         for (part_decl, view), piece in zip(parts or [(decl, prog)], pieces)
     ]
     try:  # an internal failure here only forgoes the tighter bound
-        direct = stable_extension_gap(stable_parts, w_hat, C=C, lam=lam, w0=w0, radius=radius,
-                                      w_domain=dom)
+        direct = stable_extension_gap(
+            stable_parts, w_hat, C=C, lam=lam, w0=w0, radius=radius, w_domain=dom
+        )
     except Exception:  # noqa: BLE001
         direct = None
     if direct is not None and 0.0 <= direct < gap:
@@ -164,12 +178,18 @@ def certify_extension(
     if not (np.isfinite(gap) and np.isfinite(upper)):
         raise CertificationError(
             "The Lipschitz-extension certificate is not finite (overflow in the bounds); "
-            "nothing is certified.")
+            "nothing is certified."
+        )
     stats = dict(solver_stats or {})
     stats.update(certify_seconds=time.perf_counter() - start, extension_C=C)
     return CertifiedSolution(
-        w=w_hat, upper=upper, lower=lower, gap=gap,
+        w=w_hat,
+        upper=upper,
+        lower=lower,
+        gap=gap,
         distance_bound=float(np.sqrt(2 * gap / lam)) if lam > 0 else float("inf"),
-        regularization=lam, center=w0.copy(), accuracy=accuracy,
+        regularization=lam,
+        center=w0.copy(),
+        accuracy=accuracy,
         solver_stats=MappingProxyType(stats),
     )

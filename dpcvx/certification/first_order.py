@@ -94,8 +94,7 @@ def _start(x1, contains, owner: str) -> np.ndarray:
     x = np.array(x1, dtype=float).reshape(-1)
     if x.size == 0 or not np.all(np.isfinite(x)):
         raise InvalidParameterError(
-            f"The starting point `x1` of `{owner}` must be a non-empty finite vector. "
-            f"Got {x1!r}."
+            f"The starting point `x1` of `{owner}` must be a non-empty finite vector. Got {x1!r}."
         )
     if contains is not None and not contains(x):
         raise InvalidParameterError(
@@ -294,8 +293,12 @@ def adaptive_projected_subgradient(
         avg.add(x)
         if not np.any(g):
             return FirstOrderResult(
-                point=x.copy(), certified_gap=0.0, iterations=t, stop="zero_subgradient",
-                stats=MappingProxyType({"S": S, "method": "paper 000 Alg 3 (Prop C.5)"}))
+                point=x.copy(),
+                certified_gap=0.0,
+                iterations=t,
+                stop="zero_subgradient",
+                stats=MappingProxyType({"S": S, "method": "paper 000 Alg 3 (Prop C.5)"}),
+            )
         S += float(np.dot(g, g))
         eta = D / math.sqrt(S)
         xi = min(D, alpha * eta / (6.0 * D))
@@ -306,7 +309,7 @@ def adaptive_projected_subgradient(
         step = eta * g
         y = x - step
         x = proj(y, _budget(xi, x, step, owner), x)
-    needed = math.ceil(9.0 * D * D * (S / max_iter) / alpha ** 2)  # 3 D sqrt(t G^2) = alpha t
+    needed = math.ceil(9.0 * D * D * (S / max_iter) / alpha**2)  # 3 D sqrt(t G^2) = alpha t
     raise CertificationError(
         f"`{owner}` reached `max_iter` = {max_iter} iterations before its stopping rule "
         f"3 D sqrt(S_t) <= alpha t held (D = {D:.6g}, alpha = {alpha:.6g}; at the cap "
@@ -334,11 +337,24 @@ def _finish_adaptive(subgradient, proj, avg, D, alpha, S, T, xi, eta, q, owner):
             "stop (the subgradient at the returned point is unusually large). Nothing is "
             "certified. Rescale the problem to order one."
         )
-    stats = {"method": "paper 000 Alg 3 (Prop C.5)", "S": S, "prop_c5_bound": prop_c5,
-             "feasibility_term": feasibility, "oracle_rounding_term": oracle,
-             "last_step": eta, "last_xi": xi, "final_xi": xi_f, "average_rounding": rounding}
-    return FirstOrderResult(point=point, certified_gap=gap, iterations=T, stop="stopping_rule",
-                            stats=MappingProxyType(stats))
+    stats = {
+        "method": "paper 000 Alg 3 (Prop C.5)",
+        "S": S,
+        "prop_c5_bound": prop_c5,
+        "feasibility_term": feasibility,
+        "oracle_rounding_term": oracle,
+        "last_step": eta,
+        "last_xi": xi,
+        "final_xi": xi_f,
+        "average_rounding": rounding,
+    }
+    return FirstOrderResult(
+        point=point,
+        certified_gap=gap,
+        iterations=T,
+        stop="stopping_rule",
+        stats=MappingProxyType(stats),
+    )
 
 
 # --------------------------------------------------------------------------- Lemma D.5
@@ -431,7 +447,8 @@ def biased_projected_subgradient(
         B = float(answer[1])
         if not (math.isfinite(B) and B >= 0.0):
             raise CertificationError(
-                f"`{owner}`: the oracle's bias B must be finite and >= 0. Got {B!r}.")
+                f"`{owner}`: the oracle's bias B must be finite and >= 0. Got {B!r}."
+            )
         g2 = float(np.dot(g, g))
         if math.sqrt(g2) > L * (1.0 + 4.0 * (q + 4) * _EPS):
             raise CertificationError(
@@ -468,8 +485,22 @@ def biased_projected_subgradient(
             + "). Nothing is certified. Lower the oracle's bias (B_t <= alpha/4) or raise "
             "`iterations`."
         )
-    stats = {"method": "paper 000 Thm D.4 / Lemma D.5", "T": T, "eta": eta, "xi": xi,
-             "lemma_d5_bound": lemma, "feasibility_term": feasibility, "final_xi": xi_f,
-             "average_rounding": rounding, "mean_bias": sum_B / T, **terms}
-    return FirstOrderResult(point=point, certified_gap=gap, iterations=T, stop="iterations",
-                            stats=MappingProxyType(stats))
+    stats = {
+        "method": "paper 000 Thm D.4 / Lemma D.5",
+        "T": T,
+        "eta": eta,
+        "xi": xi,
+        "lemma_d5_bound": lemma,
+        "feasibility_term": feasibility,
+        "final_xi": xi_f,
+        "average_rounding": rounding,
+        "mean_bias": sum_B / T,
+        **terms,
+    }
+    return FirstOrderResult(
+        point=point,
+        certified_gap=gap,
+        iterations=T,
+        stop="iterations",
+        stats=MappingProxyType(stats),
+    )

@@ -80,22 +80,27 @@ class InnerBounds:
     points: np.ndarray
 
 
-def inner_bounds(sdecl: SaddleDeclaration, w: np.ndarray, template, *,
-                 solver: str | None = None) -> InnerBounds:
+def inner_bounds(
+    sdecl: SaddleDeclaration, w: np.ndarray, template, *, solver: str | None = None
+) -> InnerBounds:
     """Solve the n adversaries' problems at ``w`` as one conic program and bound each.
 
     ``template`` is ``compile_template(sdecl.inner, extension=1.0)`` (compiled once)."""
     decl = sdecl.inner_at(w)
     p = sdecl.p
     anchor = sdecl.start
-    fixed = DomainBlock(cones=ConeLayout(zero=p, nonneg=0, soc=(), exp=0), n_cols=p,
-                        w_cols=np.arange(p), A=sp.identity(p, format="csc"), b=anchor.copy())
+    fixed = DomainBlock(
+        cones=ConeLayout(zero=p, nonneg=0, soc=(), exp=0),
+        n_cols=p,
+        w_cols=np.arange(p),
+        A=sp.identity(p, format="csc"),
+        b=anchor.copy(),
+    )
     tmpl = with_extension(template, INNER_COUPLING)
     theta = tmpl.theta(decl.derived_values(), decl.n)
     prog = stamp(tmpl, fixed, theta, d=p, lam=0.0, w0=np.zeros(p))
     raw = solve_program(prog, solver, tight=True)
-    _, _, g, Y_hat, mag, phi = extension_bounds(decl, prog, raw.x, raw.z, anchor,
-                                                INNER_COUPLING)
+    _, _, g, Y_hat, mag, phi = extension_bounds(decl, prog, raw.x, raw.z, anchor, INNER_COUPLING)
     dom = decl.domain
     Y_hat = _polish(decl, Y_hat)
     # two valid lower bounds on m_i = min_{v in S} h_i(v), h_i = -q(w, .; z_i):
@@ -107,9 +112,18 @@ def inner_bounds(sdecl: SaddleDeclaration, w: np.ndarray, template, *,
     with np.errstate(over="ignore", invalid="ignore"):
         s = per_example_gradients(decl, Y_hat)
         base = h_vals - np.einsum("nd,nd->n", s, Y_hat)
-        tangent = base - dom.support(-s) - ROUNDING * (
-            1.0 + np.abs(h_vals) + np.abs(s) @ np.abs(anchor) + np.einsum(
-                "nd,nd->n", np.abs(s), np.abs(Y_hat)) + np.abs(base))
+        tangent = (
+            base
+            - dom.support(-s)
+            - ROUNDING
+            * (
+                1.0
+                + np.abs(h_vals)
+                + np.abs(s) @ np.abs(anchor)
+                + np.einsum("nd,nd->n", np.abs(s), np.abs(Y_hat))
+                + np.abs(base)
+            )
+        )
     tangent = np.where(np.isfinite(tangent), tangent, -np.inf)
     lower_neg = np.maximum(dual, tangent)
     free = sdecl.free_values(w)
@@ -117,8 +131,7 @@ def inner_bounds(sdecl: SaddleDeclaration, w: np.ndarray, template, *,
     achieved = sdecl.values(w, Y_hat)
     if not np.all(np.isfinite(upper)):
         raise CertificationError("The adversary's bounds are not finite (overflow).")
-    return InnerBounds(w=np.asarray(w, float).copy(), upper=upper, achieved=achieved,
-                       points=Y_hat)
+    return InnerBounds(w=np.asarray(w, float).copy(), upper=upper, achieved=achieved, points=Y_hat)
 
 
 def _polish(decl, Y: np.ndarray, steps: int = POLISH_STEPS) -> np.ndarray:
@@ -180,8 +193,9 @@ class SaddleSolver:
             self._outer[k] = compile_template(decl)
         return decl, self._outer[k]
 
-    def solve(self, lam: float, w0: np.ndarray, accuracy: float | None, *,
-              private: bool = False) -> CertifiedSolution:
+    def solve(
+        self, lam: float, w0: np.ndarray, accuracy: float | None, *, private: bool = False
+    ) -> CertifiedSolution:
         """A certified point of ``G`` (module docstring). With ``accuracy=None`` the rounds
         stop when the bracket stops shrinking by half per round, or at ``max_rounds``; with a
         target they run until it is met (else :class:`~dpcvx.CertificationError`). With
@@ -204,19 +218,26 @@ class SaddleSolver:
             decl, template = self._model(cuts)
             target = None if accuracy is None else accuracy / 4.0
             try:
-                model = certified_solve(decl, template, self._block, lam=lam, w0=w0,
-                                        accuracy=target, solver=self.solver)
+                model = certified_solve(
+                    decl, template, self._block, lam=lam, w0=w0, accuracy=target, solver=self.solver
+                )
             except CertificationError:
-                model = certified_solve(decl, template, self._block, lam=lam, w0=w0,
-                                        accuracy=None, solver=self.solver)
+                model = certified_solve(
+                    decl, template, self._block, lam=lam, w0=w0, accuracy=None, solver=self.solver
+                )
             best_lower = max(best_lower, model.lower)
-            inner = inner_bounds(self.sdecl, model.w, self._inner_template,
-                                 solver=self.solver)
+            inner = inner_bounds(self.sdecl, model.w, self._inner_template, solver=self.solver)
             # the saddle lower bound of Definition 4: min_w H(w, V) <= min_w G for any V in
             # S^n, here the adversaries' best responses to the model's point
-            response = certified_solve(self.sdecl.model([inner.points]), self._outer[1],
-                                       self._block, lam=lam, w0=w0, accuracy=None,
-                                       solver=self.solver)
+            response = certified_solve(
+                self.sdecl.model([inner.points]),
+                self._outer[1],
+                self._block,
+                lam=lam,
+                w0=w0,
+                accuracy=None,
+                solver=self.solver,
+            )
             best_lower = max(best_lower, response.lower)
             reg = lam / 2.0 * float(np.sum((model.w - w0) ** 2))
             upper = float(np.mean(inner.upper)) + reg
@@ -236,19 +257,31 @@ class SaddleSolver:
                     f"dpcvx could not certify the saddle problem to the accuracy target "
                     f"{accuracy:.3g} in {self.max_rounds} cutting-set rounds (best certified "
                     f"gap {history[-1]:.3g}). Nothing was released. To fix: raise the "
-                    "mechanism's `accuracy`, raise `regularization`, or raise `max_rounds`.")
+                    "mechanism's `accuracy`, raise `regularization`, or raise `max_rounds`."
+                )
         upper, w_hat, inner = best
         gap = upper - best_lower
         if not math.isfinite(gap) or gap < -1e-12 * (1.0 + abs(upper)):
             raise CertificationError(
                 "Internal: dpcvx's saddle bounds are inconsistent (lower above upper); nothing "
-                "is certified. Please report this problem.")
+                "is certified. Please report this problem."
+            )
         gap = max(gap, 0.0)
         dist = math.sqrt(2.0 * gap / lam) if lam > 0 else math.inf
-        stats = {"rounds": len(history), "gaps": tuple(history),
-                 "seconds": time.perf_counter() - start,
-                 "method": "cutting-set model (lower) + certified adversaries (upper)"}
-        return CertifiedSolution(w=np.asarray(w_hat, float).copy(), upper=upper,
-                                 lower=best_lower, gap=gap, distance_bound=dist,
-                                 regularization=lam, center=w0.copy(), accuracy=accuracy,
-                                 solver_stats=MappingProxyType(stats))
+        stats = {
+            "rounds": len(history),
+            "gaps": tuple(history),
+            "seconds": time.perf_counter() - start,
+            "method": "cutting-set model (lower) + certified adversaries (upper)",
+        }
+        return CertifiedSolution(
+            w=np.asarray(w_hat, float).copy(),
+            upper=upper,
+            lower=best_lower,
+            gap=gap,
+            distance_bound=dist,
+            regularization=lam,
+            center=w0.copy(),
+            accuracy=accuracy,
+            solver_stats=MappingProxyType(stats),
+        )

@@ -47,8 +47,9 @@ _PRIVATE_FAILURE = (
 TIGHT_FIRST = 1e-6
 
 
-def refinement_ladder(solver: str | None, accuracy: float | None = None
-                      ) -> tuple[tuple[str, bool], ...]:
+def refinement_ladder(
+    solver: str | None, accuracy: float | None = None
+) -> tuple[tuple[str, bool], ...]:
     """The (solver, tight) steps tried in order (a function of public inputs only)."""
     first = _check_solver(solver)
     start = () if accuracy is not None and accuracy < TIGHT_FIRST else ((first, False),)
@@ -88,26 +89,53 @@ def certified_solve(
         try:
             kept = None if extension is None else universe_indices(decl, extension)
             if kept is None:
-                return _certified_solve(decl, template, domain_block, lam=lam, w0=w0,
-                                        accuracy=accuracy, solver=solver, private=True,
-                                        extension=extension, w_domain=w_domain,
-                                        plain_template=plain_template)
+                return _certified_solve(
+                    decl,
+                    template,
+                    domain_block,
+                    lam=lam,
+                    w0=w0,
+                    accuracy=accuracy,
+                    solver=solver,
+                    private=True,
+                    extension=extension,
+                    w_domain=w_domain,
+                    plain_template=plain_template,
+                )
             if kept.size == 0:
-                return _regularizer_only(decl, lam=lam, w0=w0, accuracy=accuracy,
-                                         w_domain=w_domain)
+                return _regularizer_only(decl, lam=lam, w0=w0, accuracy=accuracy, w_domain=w_domain)
             # (1/n) sum_{kept} f_i + (lam/2)||w - w0||^2 = (k/n) [(1/k) sum_{kept} f_i +
             # (lam n / k)/2 ||w - w0||^2]: the same minimizer, gaps scaled by k/n
             scale = decl.n / kept.size
-            cert = _certified_solve(decl.subset(kept), template, domain_block,
-                                    lam=lam * scale, w0=w0, accuracy=accuracy * scale,
-                                    solver=solver, private=True, extension=extension,
-                                    w_domain=w_domain, plain_template=plain_template)
+            cert = _certified_solve(
+                decl.subset(kept),
+                template,
+                domain_block,
+                lam=lam * scale,
+                w0=w0,
+                accuracy=accuracy * scale,
+                solver=solver,
+                private=True,
+                extension=extension,
+                w_domain=w_domain,
+                plain_template=plain_template,
+            )
             return _rescaled(cert, kept.size / decl.n, lam, accuracy)
         except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private solve
             raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
-    return _certified_solve(decl, template, domain_block, lam=lam, w0=w0, accuracy=accuracy,
-                            solver=solver, private=False, extension=extension,
-                            w_domain=w_domain, plain_template=plain_template)
+    return _certified_solve(
+        decl,
+        template,
+        domain_block,
+        lam=lam,
+        w0=w0,
+        accuracy=accuracy,
+        solver=solver,
+        private=False,
+        extension=extension,
+        w_domain=w_domain,
+        plain_template=plain_template,
+    )
 
 
 #: the public numeric universe of private Lipschitz-extension solves (DESIGN section 5, "no
@@ -142,8 +170,7 @@ def universe_indices(decl: Declaration, C: float) -> np.ndarray | None:
     return None if bool(np.all(keep)) else np.flatnonzero(keep)
 
 
-def _rescaled(cert: CertifiedSolution, factor: float, lam: float, accuracy
-              ) -> CertifiedSolution:
+def _rescaled(cert: CertifiedSolution, factor: float, lam: float, accuracy) -> CertifiedSolution:
     """A certificate of ``factor * F_k`` from one of ``F_k`` (see :func:`certified_solve`)."""
     from dataclasses import replace
 
@@ -151,13 +178,21 @@ def _rescaled(cert: CertifiedSolution, factor: float, lam: float, accuracy
     dist = float(np.nextafter(np.sqrt(2 * gap / lam), np.inf)) if lam > 0 else float("inf")
     stats = dict(cert.solver_stats)
     stats.update(universe="examples outside the public slope universe have the zero loss")
-    return replace(cert, upper=cert.upper * factor, lower=cert.lower * factor, gap=gap,
-                   distance_bound=dist, regularization=lam, accuracy=accuracy,
-                   solver_stats=MappingProxyType(stats))
+    return replace(
+        cert,
+        upper=cert.upper * factor,
+        lower=cert.lower * factor,
+        gap=gap,
+        distance_bound=dist,
+        regularization=lam,
+        accuracy=accuracy,
+        solver_stats=MappingProxyType(stats),
+    )
 
 
-def _regularizer_only(decl: Declaration, *, lam: float, w0: np.ndarray, accuracy,
-                      w_domain) -> CertifiedSolution:
+def _regularizer_only(
+    decl: Declaration, *, lam: float, w0: np.ndarray, accuracy, w_domain
+) -> CertifiedSolution:
     """The certificate of ``(lam/2)||w - w0||^2`` over the (localized) domain: the objective
     when no example lies inside the universe."""
     dom = decl.domain if w_domain is None else w_domain
@@ -171,10 +206,16 @@ def _regularizer_only(decl: Declaration, *, lam: float, w0: np.ndarray, accuracy
     if not (np.isfinite(gap) and gap >= 0 and (accuracy is None or gap <= accuracy)):
         raise CertificationError("The regularizer-only solve did not certify.")
     return CertifiedSolution(
-        w=w_hat, upper=upper, lower=lower, gap=gap,
+        w=w_hat,
+        upper=upper,
+        lower=lower,
+        gap=gap,
         distance_bound=float(np.sqrt(2 * gap / lam)) if lam > 0 else float("inf"),
-        regularization=lam, center=w0.copy(), accuracy=accuracy,
-        solver_stats=MappingProxyType({"universe": "no example inside the universe"}))
+        regularization=lam,
+        center=w0.copy(),
+        accuracy=accuracy,
+        solver_stats=MappingProxyType({"universe": "no example inside the universe"}),
+    )
 
 
 #: an argument is recentered when its value at the domain's center exceeds this many times
@@ -263,13 +304,19 @@ def _shifts(kind: str, flat, param=None) -> list[np.ndarray] | None:
     # movable pieces just below it: the maximum changes by a constant on the whole ball
     fixed = np.where(movable, -np.inf, V)
     base = np.maximum(np.max(fixed, axis=-1), 0.0)
-    top_movable = np.take_along_axis(np.broadcast_to(movable, V.shape), top[..., None],
-                                     axis=-1)[..., 0]
-    top_value = np.where(top_movable, base + np.take_along_axis(P, top[..., None],
-                                                                axis=-1)[..., 0] + 1.0,
-                         np.take_along_axis(V, top[..., None], axis=-1)[..., 0])
-    target = np.where(is_top, top_value[..., None], top_value[..., None]
-                      - np.take_along_axis(P, top[..., None], axis=-1) - P - 1.0)
+    top_movable = np.take_along_axis(np.broadcast_to(movable, V.shape), top[..., None], axis=-1)[
+        ..., 0
+    ]
+    top_value = np.where(
+        top_movable,
+        base + np.take_along_axis(P, top[..., None], axis=-1)[..., 0] + 1.0,
+        np.take_along_axis(V, top[..., None], axis=-1)[..., 0],
+    )
+    target = np.where(
+        is_top,
+        top_value[..., None],
+        top_value[..., None] - np.take_along_axis(P, top[..., None], axis=-1) - P - 1.0,
+    )
     return [np.where(ok & movable[j], target[..., j] - V[..., j], 0.0) for j in range(m)]
 
 
@@ -289,8 +336,20 @@ def _program(decl, template, domain_block, lam, w0, extension, plain_template):
     return prog, list(zip(part_decls, views))
 
 
-def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver, private,
-                     extension, w_domain, plain_template=None):
+def _certified_solve(
+    decl,
+    template,
+    domain_block,
+    *,
+    lam,
+    w0,
+    accuracy,
+    solver,
+    private,
+    extension,
+    w_domain,
+    plain_template=None,
+):
     best: CertifiedSolution | None = None
     attempts: list[dict] = []
     if smooth_rung_applies(decl, lam=lam, extension=extension, w_domain=w_domain):
@@ -303,8 +362,7 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
             best = cert
             # without a target, the quasi-Newton point must still be as good as the
             # interior-point default would be (otherwise the ladder goes on)
-            target = accuracy if accuracy is not None else SMOOTH_DEFAULT * (
-                1.0 + abs(cert.upper))
+            target = accuracy if accuracy is not None else SMOOTH_DEFAULT * (1.0 + abs(cert.upper))
             if cert.gap <= target:
                 out = dict(cert.solver_stats)
                 out.update(refinement_step=-1, attempts=tuple(attempts))
@@ -323,17 +381,42 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
         stats = dict(raw.stats)
         try:
             if extension is None:
-                cert = certify(decl, raw.x[: decl.d], lam=lam, w0=w0, prog=prog, z=raw.z,
-                               accuracy=accuracy, solver_stats=stats)
+                cert = certify(
+                    decl,
+                    raw.x[: decl.d],
+                    lam=lam,
+                    w0=w0,
+                    prog=prog,
+                    z=raw.z,
+                    accuracy=accuracy,
+                    solver_stats=stats,
+                )
             else:
-                cert = certify_extension(decl, prog, raw.x, raw.z, C=extension, lam=lam,
-                                         w0=w0, accuracy=accuracy, solver_stats=stats,
-                                         w_domain=w_domain, parts=parts)
+                cert = certify_extension(
+                    decl,
+                    prog,
+                    raw.x,
+                    raw.z,
+                    C=extension,
+                    lam=lam,
+                    w0=w0,
+                    accuracy=accuracy,
+                    solver_stats=stats,
+                    w_domain=w_domain,
+                    parts=parts,
+                )
         except Exception as exc:  # noqa: BLE001 - recorded, then the next rung
             attempts.append({"solver": name, "tight": tight, "error": _describe(exc)})
             continue
-        attempts.append({"solver": name, "tight": tight, "gap": cert.gap,
-                         "status": stats.get("status"), "seconds": stats.get("seconds")})
+        attempts.append(
+            {
+                "solver": name,
+                "tight": tight,
+                "gap": cert.gap,
+                "status": stats.get("status"),
+                "seconds": stats.get("seconds"),
+            }
+        )
         if best is None or cert.gap < best.gap:
             best = cert
         if accuracy is None or cert.gap <= accuracy:
@@ -341,8 +424,9 @@ def _certified_solve(decl, template, domain_block, *, lam, w0, accuracy, solver,
             out.update(refinement_step=step, attempts=tuple(attempts))
             return _with_stats(cert, out)
     if private:
-        fallback = _analytic_rung(decl, parts, lam=lam, w0=w0, accuracy=accuracy,
-                                  extension=extension, w_domain=w_domain)
+        fallback = _analytic_rung(
+            decl, parts, lam=lam, w0=w0, accuracy=accuracy, extension=extension, w_domain=w_domain
+        )
         if fallback is not None:
             out = dict(fallback.solver_stats)
             out.update(refinement_step=len(steps), attempts=tuple(attempts))
@@ -403,17 +487,27 @@ def _smooth_rung(decl: Declaration, *, lam: float, w0, accuracy) -> CertifiedSol
         return value, grads.mean(axis=0) + lam * diff
 
     bounds = list(zip(dom._lo, dom._hi)) if dom.kind == "box" else None
-    res = minimize(fun, dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if bounds else w0),
-                   jac=True, method="L-BFGS-B", bounds=bounds,
-                   options={"maxiter": 2000, "maxcor": 20, "ftol": 0.0, "gtol": 1e-12})
+    res = minimize(
+        fun,
+        dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if bounds else w0),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"maxiter": 2000, "maxcor": 20, "ftol": 0.0, "gtol": 1e-12},
+    )
     x = np.asarray(res.x, float)
     if not np.all(np.isfinite(x)):
         raise SolverError("L-BFGS-B returned a non-finite point.")
     if dom.kind == "l2_ball" and np.linalg.norm(x - dom.center) > dom.radius * (1 - 1e-9):
-        raise SolverError("The ball is active at the unconstrained minimizer: the "
-                          "interior-point path handles it.")
-    stats = {"solver": "L-BFGS-B", "iterations": int(res.nit), "status": str(res.message),
-             "seconds": time.perf_counter() - start}
+        raise SolverError(
+            "The ball is active at the unconstrained minimizer: the interior-point path handles it."
+        )
+    stats = {
+        "solver": "L-BFGS-B",
+        "iterations": int(res.nit),
+        "status": str(res.message),
+        "seconds": time.perf_counter() - start,
+    }
     return certify(decl, x, lam=lam, w0=w0, accuracy=accuracy, solver_stats=stats)
 
 
@@ -423,8 +517,9 @@ ANALYTIC_MAX_STEPS = 20_000
 ANALYTIC_BUDGET = 1e8
 
 
-def analytic_rung_applies(decl: Declaration, *, lam: float, w0, accuracy, extension,
-                          w_domain) -> bool:
+def analytic_rung_applies(
+    decl: Declaration, *, lam: float, w0, accuracy, extension, w_domain
+) -> bool:
     """Whether paper 002's Algorithm 2 can be the ladder's last rung (public inputs only): a
     private solve of a plain program (every example's loss certified ``extension``-Lipschitz
     on W, the enforced claim's case) over a domain with an exact projection, with a fixed
@@ -438,8 +533,9 @@ def analytic_rung_applies(decl: Declaration, *, lam: float, w0, accuracy, extens
     return T <= ANALYTIC_MAX_STEPS and affordable(T, decl.n, decl.d, ANALYTIC_BUDGET)
 
 
-def _analytic_rung(decl: Declaration, parts, *, lam, w0, accuracy, extension, w_domain
-                   ) -> CertifiedSolution | None:
+def _analytic_rung(
+    decl: Declaration, parts, *, lam, w0, accuracy, extension, w_domain
+) -> CertifiedSolution | None:
     """The last rung: paper 002's Algorithm 2 with ``T`` fixed in advance, whose accuracy
     holds by analysis (Prop 3.2) when every loss is ``L``-Lipschitz on W. Its point is
     certified by dpcvx as usual; where that certificate misses the target, the analytic
@@ -448,16 +544,18 @@ def _analytic_rung(decl: Declaration, parts, *, lam, w0, accuracy, extension, w_
     try:
         if parts is not None and len(parts) != 1:
             return None  # some example needs the extension's copy: no exact subgradients
-        if not analytic_rung_applies(decl, lam=lam, w0=w0, accuracy=accuracy,
-                                     extension=extension, w_domain=w_domain):
+        if not analytic_rung_applies(
+            decl, lam=lam, w0=w0, accuracy=accuracy, extension=extension, w_domain=w_domain
+        ):
             return None
         # the analysis needs every loss C-Lipschitz: bounds rounded up, compared with C itself
         if not bool(np.all(lipschitz_bounds(decl) * (1 + 1e-12) <= float(extension))):
             return None
         G = regularized_subgradient_bound(decl, float(extension), lam, w0)
         T = subgradient_iterations(G, lam, accuracy / 2)
-        result = solve_declaration(decl, regularization=lam, lipschitz=float(extension), T=T,
-                                   center=w0, average=True)
+        result = solve_declaration(
+            decl, regularization=lam, lipschitz=float(extension), T=T, center=w0, average=True
+        )
         cert = certify(decl, result.point, lam=lam, w0=w0, accuracy=accuracy)
         stats = dict(cert.solver_stats)
         stats.update(solver="paper 002 Algorithm 2", iterations=T)
@@ -468,16 +566,23 @@ def _analytic_rung(decl: Declaration, parts, *, lam, w0, accuracy, extension, w_
         from dataclasses import replace
 
         stats.update(certified_by="analysis (paper 002, Prop 3.2)")
-        return replace(cert, gap=float(result.bound), lower=cert.upper - float(result.bound),
-                       distance_bound=float(np.sqrt(2 * result.bound / lam)),
-                       solver_stats=MappingProxyType(stats))
+        return replace(
+            cert,
+            gap=float(result.bound),
+            lower=cert.upper - float(result.bound),
+            distance_bound=float(np.sqrt(2 * result.bound / lam)),
+            solver_stats=MappingProxyType(stats),
+        )
     except Exception:  # noqa: BLE001 - the rung is guarded like every other
         return None
 
 
 def _describe(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, (SolverError, CertificationError)) \
+    return (
+        str(exc)
+        if isinstance(exc, (SolverError, CertificationError))
         else f"{type(exc).__name__}: {exc}"
+    )
 
 
 def _with_stats(cert: CertifiedSolution, stats: dict) -> CertifiedSolution:

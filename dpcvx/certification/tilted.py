@@ -43,8 +43,9 @@ _FAILURE = (
 )
 
 
-def _tilted_program(prog: StampedProgram, tilt: float, lam: float, w0: np.ndarray,
-                    null: int = 0) -> tuple[StampedProgram, int]:
+def _tilted_program(
+    prog: StampedProgram, tilt: float, lam: float, w0: np.ndarray, null: int = 0
+) -> tuple[StampedProgram, int]:
     """The exponential-cone program (columns ``[u, s, t, v]``, plus ``v0`` when ``null``
     examples enter with the zero loss: ``v0 >= exp(-t)`` counted ``null`` times in the sum);
     returns it and ``n_var``."""
@@ -64,39 +65,67 @@ def _tilted_program(prog: StampedProgram, tilt: float, lam: float, w0: np.ndarra
     es, en = segs["exp"]
     eye = sp.identity(n, format="csr")
     # s_i - C_i u - c0_i >= 0   (slack = b - A x)
-    rows_fit = sp.hstack([sp.csr_matrix(prog.C_obj), -eye, sp.csr_matrix((n, 1)),
-                          sp.csr_matrix((n, cols - n_var - n - 1))], format="csr")
+    rows_fit = sp.hstack(
+        [
+            sp.csr_matrix(prog.C_obj),
+            -eye,
+            sp.csr_matrix((n, 1)),
+            sp.csr_matrix((n, cols - n_var - n - 1)),
+        ],
+        format="csr",
+    )
     b_fit = -np.asarray(prog.c0_obj, float)
-    sum_vals = np.ones((1, n)) if not null else np.concatenate([np.ones((1, n)),
-                                                                 [[float(null)]]], axis=1)
-    rows_sum = sp.hstack([sp.csr_matrix((1, n_var + n + 1)), sp.csr_matrix(sum_vals)],
-                         format="csr")
+    sum_vals = (
+        np.ones((1, n)) if not null else np.concatenate([np.ones((1, n)), [[float(null)]]], axis=1)
+    )
+    rows_sum = sp.hstack([sp.csr_matrix((1, n_var + n + 1)), sp.csr_matrix(sum_vals)], format="csr")
     # (tau s_i - t, 1, v_i) in the exponential cone: v_i >= exp(tau s_i - t)
     r = np.arange(n)
     exp_rows = sp.csr_matrix(
-        (np.concatenate([-tilt * np.ones(n), np.ones(n), -np.ones(n)]),
-         (np.concatenate([3 * r, 3 * r, 3 * r + 2]),
-          np.concatenate([s0 + r, np.full(n, t0), v0 + r]))), shape=(3 * n, cols))
+        (
+            np.concatenate([-tilt * np.ones(n), np.ones(n), -np.ones(n)]),
+            (
+                np.concatenate([3 * r, 3 * r, 3 * r + 2]),
+                np.concatenate([s0 + r, np.full(n, t0), v0 + r]),
+            ),
+        ),
+        shape=(3 * n, cols),
+    )
     b_exp = np.zeros(3 * n)
     b_exp[1::3] = 1.0
     if null:  # (-t, 1, v0) in the exponential cone: v0 >= exp(-t)
-        extra = sp.csr_matrix((np.array([1.0, -1.0]), (np.array([0, 2]),
-                                                         np.array([t0, cols - 1]))),
-                              shape=(3, cols))
+        extra = sp.csr_matrix(
+            (np.array([1.0, -1.0]), (np.array([0, 2]), np.array([t0, cols - 1]))), shape=(3, cols)
+        )
         exp_rows = sp.vstack([exp_rows, extra], format="csr")
         b_exp = np.concatenate([b_exp, [0.0, 1.0, 0.0]])
-    A_new = sp.vstack([widen(A[zs: zs + zn]), widen(A[ns_: ns_ + nn]), rows_fit, rows_sum,
-                       widen(A[ss: ss + sn]), widen(A[es: es + en]), exp_rows], format="csc")
+    A_new = sp.vstack(
+        [
+            widen(A[zs : zs + zn]),
+            widen(A[ns_ : ns_ + nn]),
+            rows_fit,
+            rows_sum,
+            widen(A[ss : ss + sn]),
+            widen(A[es : es + en]),
+            exp_rows,
+        ],
+        format="csc",
+    )
     b = prog.b
-    b_new = np.concatenate([b[zs: zs + zn], b[ns_: ns_ + nn], b_fit, [1.0], b[ss: ss + sn],
-                            b[es: es + en], b_exp])
+    b_new = np.concatenate(
+        [b[zs : zs + zn], b[ns_ : ns_ + nn], b_fit, [1.0], b[ss : ss + sn], b[es : es + en], b_exp]
+    )
     q = np.zeros(cols)
     q[:d] = -lam * np.asarray(w0, float)
     q[t0] = 1.0 / tilt
     q0 = lam / 2 * float(np.sum(np.asarray(w0, float) ** 2)) - math.log(n + null) / tilt
     P = sp.csc_matrix((np.full(d, float(lam)), (np.arange(d), np.arange(d))), shape=(cols, cols))
-    cones = ConeLayout(zero=prog.cones.zero, nonneg=prog.cones.nonneg + n + 1,
-                       soc=prog.cones.soc, exp=prog.cones.exp + n + (1 if null else 0))
+    cones = ConeLayout(
+        zero=prog.cones.zero,
+        nonneg=prog.cones.nonneg + n + 1,
+        soc=prog.cones.soc,
+        exp=prog.cones.exp + n + (1 if null else 0),
+    )
     # split rows move: zero rows keep their place; nonneg rows keep theirs; soc/exp shift
     shift = n + 1
 
@@ -106,16 +135,26 @@ def _tilted_program(prog: StampedProgram, tilt: float, lam: float, w0: np.ndarra
         return np.where(rows >= ns_ + nn, rows + shift, rows)
 
     split_rows = tuple(tuple(moved(r_) for r_ in rows_t) for rows_t in prog.split_rows)
-    out = StampedProgram(P=P, q=q, q0=q0, A=A_new, b=b_new, cones=cones, d=d, n=n,
-                         split_rows=split_rows)
+    out = StampedProgram(
+        P=P, q=q, q0=q0, A=A_new, b=b_new, cones=cones, d=d, n=n, split_rows=split_rows
+    )
     return out, n_var
 
 
-def certified_tilted_solve(decl: Declaration, template: Template, domain_block: DomainBlock,
-                           *, tilt: float, lam: float, w0: np.ndarray, accuracy: float | None,
-                           solver: str | None = None, private: bool = False,
-                           extension: float | None = None,
-                           plain_template: Template | None = None) -> CertifiedSolution:
+def certified_tilted_solve(
+    decl: Declaration,
+    template: Template,
+    domain_block: DomainBlock,
+    *,
+    tilt: float,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    solver: str | None = None,
+    private: bool = False,
+    extension: float | None = None,
+    plain_template: Template | None = None,
+) -> CertifiedSolution:
     """Solve and certify tilted ERM (module docstring). ``accuracy=None`` returns the first
     certificate; otherwise the fixed ladder (tight Clarabel, then ECOS, then SCS, all at their
     tightest) runs until the gap meets it, or :class:`CertificationError` is raised (one fixed
@@ -128,10 +167,21 @@ def certified_tilted_solve(decl: Declaration, template: Template, domain_block: 
     ``f_C(w') >= <g_i, w'> + phi_i`` (``||g_i|| <= C``) and upper bounds."""
     try:
         if extension is not None:
-            return _solve_extension(decl, template, plain_template, domain_block, tilt, lam,
-                                    np.asarray(w0, float), accuracy, solver, float(extension))
-        return _solve(decl, template, domain_block, tilt, lam, np.asarray(w0, float), accuracy,
-                      solver)
+            return _solve_extension(
+                decl,
+                template,
+                plain_template,
+                domain_block,
+                tilt,
+                lam,
+                np.asarray(w0, float),
+                accuracy,
+                solver,
+                float(extension),
+            )
+        return _solve(
+            decl, template, domain_block, tilt, lam, np.asarray(w0, float), accuracy, solver
+        )
     except Exception as exc:  # noqa: BLE001
         if private:
             raise CertificationError(_FAILURE) from None
@@ -140,11 +190,24 @@ def certified_tilted_solve(decl: Declaration, template: Template, domain_block: 
 
 def _solve(decl, template, domain_block, tilt, lam, w0, accuracy, solver):
     n, d = decl.n, decl.d
-    base = stamp(template, domain_block, template.theta(decl.derived_values(), n), d=d,
-                 lam=lam, w0=w0, per_example_objective=True)
+    base = stamp(
+        template,
+        domain_block,
+        template.theta(decl.derived_values(), n),
+        d=d,
+        lam=lam,
+        w0=w0,
+        per_example_objective=True,
+    )
     prog, n_var = _tilted_program(base, tilt, lam, w0)
-    return _ladder(prog, solver, accuracy, lambda raw: _certify(
-        decl, base, raw.x[:n_var], raw.z, prog, tilt, lam, w0, accuracy, dict(raw.stats)))
+    return _ladder(
+        prog,
+        solver,
+        accuracy,
+        lambda raw: _certify(
+            decl, base, raw.x[:n_var], raw.z, prog, tilt, lam, w0, accuracy, dict(raw.stats)
+        ),
+    )
 
 
 def _ladder(prog, solver, accuracy, certify_raw) -> CertifiedSolution:
@@ -170,8 +233,9 @@ def _ladder(prog, solver, accuracy, certify_raw) -> CertifiedSolution:
     )
 
 
-def _solve_extension(decl, template, plain_template, domain_block, tilt, lam, w0, accuracy,
-                     solver, C):
+def _solve_extension(
+    decl, template, plain_template, domain_block, tilt, lam, w0, accuracy, solver, C
+):
     from dpcvx.certification.solve import _regularizer_only, universe_indices
 
     # the public data universe of extension solves: an example whose loss dpcvx cannot show
@@ -188,8 +252,7 @@ def _solve_extension(decl, template, plain_template, domain_block, tilt, lam, w0
     groups = [(np.flatnonzero(light), plain_template), (np.flatnonzero(~light), template)]
     groups = [(idx, tmpl) for idx, tmpl in groups if idx.size]
     parts = [(tmpl, tmpl.theta(values, n)[idx]) for idx, tmpl in groups]
-    base, views = stamp_parts(parts, domain_block, d=d, lam=lam, w0=w0,
-                              per_example_objective=True)
+    base, views = stamp_parts(parts, domain_block, d=d, lam=lam, w0=w0, per_example_objective=True)
     part_decls = [decl if idx.size == n else decl.subset(idx) for idx, _ in groups]
     prog, n_var = _tilted_program(base, tilt, lam, w0, null)
     # the tilted program inserts n + 1 nonnegative rows after the base's nonnegative rows
@@ -198,15 +261,39 @@ def _solve_extension(decl, template, plain_template, domain_block, tilt, lam, w0
     def moved(rows):
         return None if rows is None else np.where(rows >= cut, rows + n + 1, rows)
 
-    views = [replace(v, split_rows=tuple(tuple(moved(r) for r in rt) for rt in v.split_rows),
-                     soc_rows=moved(v.soc_rows)) for v in views]
-    return _ladder(prog, solver, accuracy, lambda raw: _certify_extension(
-        decl, part_decls, views, raw.x, raw.z, n_var, tilt, lam, w0, accuracy, dict(raw.stats),
-        C, null))
+    views = [
+        replace(
+            v,
+            split_rows=tuple(tuple(moved(r) for r in rt) for rt in v.split_rows),
+            soc_rows=moved(v.soc_rows),
+        )
+        for v in views
+    ]
+    return _ladder(
+        prog,
+        solver,
+        accuracy,
+        lambda raw: _certify_extension(
+            decl,
+            part_decls,
+            views,
+            raw.x,
+            raw.z,
+            n_var,
+            tilt,
+            lam,
+            w0,
+            accuracy,
+            dict(raw.stats),
+            C,
+            null,
+        ),
+    )
 
 
-def _certify_extension(decl, part_decls, views, x, z_full, n_var, tilt, lam, w0, accuracy,
-                       stats, C, null: int = 0) -> CertifiedSolution:
+def _certify_extension(
+    decl, part_decls, views, x, z_full, n_var, tilt, lam, w0, accuracy, stats, C, null: int = 0
+) -> CertifiedSolution:
     """Gibbs' bound for tilted ERM on ``f_C``: for ANY ``p`` in the simplex,
     ``F_tau(w) >= sum_i p_i f_C(w, z_i) - KL(p || uniform) / tau``, and each
     ``f_C(w, z_i) >= <g_i, w> + phi_i`` on W; the upper bound is ``F_tau`` of the
@@ -216,13 +303,13 @@ def _certify_extension(decl, part_decls, views, x, z_full, n_var, tilt, lam, w0,
     dom = decl.domain
     w_hat = dom.make_feasible(np.asarray(x[: decl.d], float))
     # the solver's epigraph values s_i estimate f_C(w_hat, z_i): tilted weights for the duals
-    s_hat = np.nan_to_num(np.asarray(x[n_var: n_var + n], float))
+    s_hat = np.nan_to_num(np.asarray(x[n_var : n_var + n], float))
     p_hat = softmax(np.concatenate([tilt * s_hat, np.zeros(null)]))[:n]
     z = np.array(np.nan_to_num(z_full), float)
     offset = 0
     for view in views:
         k = view.n
-        scale = np.maximum(n_all * p_hat[offset: offset + k], 1e-300)[:, None]
+        scale = np.maximum(n_all * p_hat[offset : offset + k], 1e-300)[:, None]
         for rows_t in view.split_rows:
             for rows in rows_t:
                 if rows is not None:
@@ -230,16 +317,16 @@ def _certify_extension(decl, part_decls, views, x, z_full, n_var, tilt, lam, w0,
         if view.soc_rows is not None:
             z[view.soc_rows] = z[view.soc_rows] / scale
         offset += k
-    pieces = [extension_bounds(pd, view, x, z, w_hat, C, n_all)
-              for pd, view in zip(part_decls, views)]
+    pieces = [
+        extension_bounds(pd, view, x, z, w_hat, C, n_all) for pd, view in zip(part_decls, views)
+    ]
     f_up, g, mag_i, phi = (np.concatenate([pc[k] for pc in pieces]) for k in (0, 2, 4, 5))
     reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
     scores = np.concatenate([tilt * f_up, np.zeros(null)])  # null examples: f = 0 exactly
     upper_raw = float(logsumexp(scores) - math.log(n_all)) / tilt + reg
     p_all = softmax(scores)
     p = p_all[:n]  # the null examples' minorant is 0 (slope 0, intercept 0)
-    kl = float(np.sum(np.where(p_all > 0, p_all * np.log(np.maximum(n_all * p_all, 1e-300)),
-                               0.0)))
+    kl = float(np.sum(np.where(p_all > 0, p_all * np.log(np.maximum(n_all * p_all, 1e-300)), 0.0)))
     q_min = dom.min_linear_quadratic(p @ g, lam, w0, hint=w_hat)
     lower_raw = float(p @ phi) + q_min - kl / tilt
     mag = 1.0 + float(p @ mag_i) + reg + abs(q_min) + kl / tilt
@@ -249,11 +336,17 @@ def _certify_extension(decl, part_decls, views, x, z_full, n_var, tilt, lam, w0,
     if not np.isfinite(gap) or gap < 0:
         raise CertificationError("Internal: inconsistent tilted-ERM certificate.")
     stats.update(tilt=tilt, kl=kl, extension_C=C, null_examples=null)
-    return CertifiedSolution(w=w_hat, upper=upper, lower=lower, gap=gap,
-                             distance_bound=float(np.sqrt(2 * gap / lam)) if lam > 0
-                             else float("inf"),
-                             regularization=lam, center=w0.copy(), accuracy=accuracy,
-                             solver_stats=MappingProxyType(stats))
+    return CertifiedSolution(
+        w=w_hat,
+        upper=upper,
+        lower=lower,
+        gap=gap,
+        distance_bound=float(np.sqrt(2 * gap / lam)) if lam > 0 else float("inf"),
+        regularization=lam,
+        center=w0.copy(),
+        accuracy=accuracy,
+        solver_stats=MappingProxyType(stats),
+    )
 
 
 def _certify(decl, base, x, z_full, prog, tilt, lam, w0, accuracy, stats) -> CertifiedSolution:
@@ -281,8 +374,14 @@ def _certify(decl, base, x, z_full, prog, tilt, lam, w0, accuracy, stats) -> Cer
     if not np.isfinite(gap) or gap < 0:
         raise CertificationError("Internal: inconsistent tilted-ERM certificate.")
     stats.update(tilt=tilt, kl=kl)
-    return CertifiedSolution(w=w_hat, upper=upper, lower=lower, gap=gap,
-                             distance_bound=float(np.sqrt(2 * gap / lam)) if lam > 0
-                             else float("inf"),
-                             regularization=lam, center=w0.copy(), accuracy=accuracy,
-                             solver_stats=MappingProxyType(stats))
+    return CertifiedSolution(
+        w=w_hat,
+        upper=upper,
+        lower=lower,
+        gap=gap,
+        distance_bound=float(np.sqrt(2 * gap / lam)) if lam > 0 else float("inf"),
+        regularization=lam,
+        center=w0.copy(),
+        accuracy=accuracy,
+        solver_stats=MappingProxyType(stats),
+    )

@@ -42,8 +42,9 @@ def _check_solver(solver: str | None) -> str:
     return name
 
 
-def solve_program(prog: StampedProgram, solver: str | None = None, *, tight: bool = False
-                  ) -> RawSolution:
+def solve_program(
+    prog: StampedProgram, solver: str | None = None, *, tight: bool = False
+) -> RawSolution:
     """Solve ``prog`` with ``solver``; ``tight`` asks for the solver's strictest tolerances."""
     name = _check_solver(solver)
     start = time.perf_counter()
@@ -61,8 +62,14 @@ def solve_program(prog: StampedProgram, solver: str | None = None, *, tight: boo
     x, z, stats = out
     if x is None or not np.all(np.isfinite(x)):
         raise SolverError(f"{name} returned no finite primal point (status {stats.get('status')}).")
-    stats.update(solver=name, tight=tight, seconds=time.perf_counter() - start,
-                 n_variables=prog.A.shape[1], n_constraints=prog.A.shape[0], nnz=prog.A.nnz)
+    stats.update(
+        solver=name,
+        tight=tight,
+        seconds=time.perf_counter() - start,
+        n_variables=prog.A.shape[1],
+        n_constraints=prog.A.shape[0],
+        nnz=prog.A.nnz,
+    )
     z = np.zeros(prog.A.shape[0]) if z is None else np.nan_to_num(np.asarray(z, float))
     return RawSolution(x=np.asarray(x, float), z=z, stats=stats)
 
@@ -86,11 +93,15 @@ def _clarabel(prog: StampedProgram, tight: bool):
         settings.tol_feas = 1e-12
         settings.tol_ktratio = 1e-10
         settings.max_iter = 500
-    solver = clarabel.DefaultSolver(sp.triu(prog.P, format="csc"), prog.q, prog.A, prog.b,
-                                    cones, settings)
+    solver = clarabel.DefaultSolver(
+        sp.triu(prog.P, format="csc"), prog.q, prog.A, prog.b, cones, settings
+    )
     sol = solver.solve()
-    stats = {"status": str(sol.status), "iterations": int(sol.iterations),
-             "solver_objective": float(sol.obj_val) + prog.q0}
+    stats = {
+        "status": str(sol.status),
+        "iterations": int(sol.iterations),
+        "solver_objective": float(sol.obj_val) + prog.q0,
+    }
     return np.asarray(sol.x), np.asarray(sol.z), stats
 
 
@@ -100,13 +111,21 @@ def _scs(prog: StampedProgram, tight: bool):
     c = prog.cones
     cone = {"z": c.zero, "l": c.nonneg, "q": list(c.soc), "ep": c.exp}
     eps = 1e-10 if tight else 1e-7
-    solver = scs.SCS({"P": sp.triu(prog.P, format="csc"), "A": prog.A, "b": prog.b,
-                      "c": prog.q}, cone, eps_abs=eps, eps_rel=eps,
-                     max_iters=200_000 if tight else 50_000, verbose=False)
+    solver = scs.SCS(
+        {"P": sp.triu(prog.P, format="csc"), "A": prog.A, "b": prog.b, "c": prog.q},
+        cone,
+        eps_abs=eps,
+        eps_rel=eps,
+        max_iters=200_000 if tight else 50_000,
+        verbose=False,
+    )
     sol = solver.solve()
     info = sol["info"]
-    stats = {"status": info.get("status"), "iterations": int(info.get("iter", -1)),
-             "solver_objective": float(info.get("pobj", np.nan)) + prog.q0}
+    stats = {
+        "status": info.get("status"),
+        "iterations": int(info.get("iter", -1)),
+        "solver_objective": float(info.get("pobj", np.nan)) + prog.q0,
+    }
     return sol["x"], sol["y"], stats
 
 
@@ -119,8 +138,8 @@ def _ecos(prog: StampedProgram, tight: bool):
     A = prog.A.tocsr()
     eq = slice(0, c.zero)
     # ECOS orders each exponential cone (x, z, y) where Clarabel/SCS use (x, y, z)
-    G = A[c.zero:]
-    h = prog.b[c.zero:]
+    G = A[c.zero :]
+    h = prog.b[c.zero :]
     exp_start = c.nonneg + sum(c.soc)
     perm = np.arange(G.shape[0])
     if c.exp:
@@ -161,12 +180,14 @@ def _ecos(prog: StampedProgram, tight: bool):
     z[eq] = np.asarray(sol["y"]) if c.zero else 0.0
     zz = np.asarray(sol["z"])
     if lam > 0:
-        zz = np.concatenate([zz[:exp_start], zz[exp_start + d + 2:]])
+        zz = np.concatenate([zz[:exp_start], zz[exp_start + d + 2 :]])
     inv = np.empty_like(perm)
     inv[perm] = np.arange(len(perm))
-    z[c.zero:] = zz[inv]
+    z[c.zero :] = zz[inv]
     info = sol["info"]
-    stats = {"status": info.get("infostring"), "iterations": int(info.get("iter", -1)),
-             "solver_objective": float(info.get("pcost", np.nan)) + prog.q0}
+    stats = {
+        "status": info.get("infostring"),
+        "iterations": int(info.get("iter", -1)),
+        "solver_objective": float(info.get("pcost", np.nan)) + prog.q0,
+    }
     return x, z, stats
-

@@ -53,8 +53,12 @@ def _segments(layout: ConeLayout) -> list[tuple[str, int, int]]:
     """(kind, start, size) of each cone group of a block, in block row order."""
     out = []
     start = 0
-    for kind, size in (("zero", layout.zero), ("nonneg", layout.nonneg),
-                       ("soc", sum(layout.soc)), ("exp", 3 * layout.exp)):
+    for kind, size in (
+        ("zero", layout.zero),
+        ("nonneg", layout.nonneg),
+        ("soc", sum(layout.soc)),
+        ("exp", 3 * layout.exp),
+    ):
         out.append((kind, start, size))
         start += size
     return out
@@ -71,8 +75,14 @@ def stamp(
     per_example_objective: bool = False,
 ) -> StampedProgram:
     """Build the stamped program for data ``theta`` (``(n, p + 1)``, first column ones)."""
-    return stamp_parts([(template, theta)], domain, d=d, lam=lam, w0=w0,
-                       per_example_objective=per_example_objective)[0]
+    return stamp_parts(
+        [(template, theta)],
+        domain,
+        d=d,
+        lam=lam,
+        w0=w0,
+        per_example_objective=per_example_objective,
+    )[0]
 
 
 def stamp_parts(
@@ -95,33 +105,38 @@ def stamp_parts(
     n_total = sum(theta.shape[0] for _, theta in parts)
     a0 = domain.n_cols - int(np.sum(domain.w_cols >= 0))
     # --- column maps: w columns go to w, each example's auxiliaries to their own range
-    dom_cols = np.where(domain.w_cols >= 0, domain.w_cols,
-                        d + np.cumsum(domain.w_cols < 0) - 1)
+    dom_cols = np.where(domain.w_cols >= 0, domain.w_cols, d + np.cumsum(domain.w_cols < 0) - 1)
     col = d + a0
     ex_cols = []
     for template, theta in parts:
         n, k = theta.shape[0], template.n_aux
-        ex_cols.append(np.where(template.w_cols >= 0, template.w_cols,
-                                col + np.add.outer(np.arange(n) * k,
-                                                   np.cumsum(template.w_cols < 0) - 1)))
+        ex_cols.append(
+            np.where(
+                template.w_cols >= 0,
+                template.w_cols,
+                col + np.add.outer(np.arange(n) * k, np.cumsum(template.w_cols < 0) - 1),
+            )
+        )
         col += n * k
     n_var = col
 
     # --- row maps: group rows by cone kind across the domain block and all examples
     seg_d = _segments(domain.cones)
     segs = [_segments(template.cones) for template, _ in parts]
-    row_global = [np.empty((theta.shape[0], template.cones.rows), dtype=np.int64)
-                  for template, theta in parts]
+    row_global = [
+        np.empty((theta.shape[0], template.cones.rows), dtype=np.int64) for template, theta in parts
+    ]
     dom_row_global = np.empty(domain.cones.rows, dtype=np.int64)
     offset = 0
     for kind_index, (_, ds, dsize) in enumerate(seg_d):
-        dom_row_global[ds: ds + dsize] = offset + np.arange(dsize)
+        dom_row_global[ds : ds + dsize] = offset + np.arange(dsize)
         offset += dsize
         for part, (_, theta) in enumerate(parts):
             _, ts, tsize = segs[part][kind_index]
             n = theta.shape[0]
-            row_global[part][:, ts: ts + tsize] = offset + np.add.outer(np.arange(n) * tsize,
-                                                                         np.arange(tsize))
+            row_global[part][:, ts : ts + tsize] = offset + np.add.outer(
+                np.arange(n) * tsize, np.arange(tsize)
+            )
             offset += n * tsize
     n_rows = offset
 
@@ -144,13 +159,13 @@ def stamp_parts(
         np.add.at(q, ex_cols[part].ravel(), (c_part / n_total).ravel())
         q0 += float(np.sum(c0_part) / n_total)
         objective.append((ex_cols[part], c_part, c0_part))
-    A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                      shape=(n_rows, n_var))
+    A = sp.csc_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, n_var)
+    )
     w0 = np.asarray(w0, float)
     q[:d] -= lam * w0
     q0 += float(lam / 2 * w0 @ w0)
-    P = sp.csc_matrix((np.full(d, float(lam)), (np.arange(d), np.arange(d))),
-                      shape=(n_var, n_var))
+    P = sp.csc_matrix((np.full(d, float(lam)), (np.arange(d), np.arange(d))), shape=(n_var, n_var))
 
     def total(attr):
         return sum(getattr(t.cones, attr) * th.shape[0] for t, th in parts)
@@ -158,17 +173,28 @@ def stamp_parts(
     soc: tuple[int, ...] = tuple(domain.cones.soc)
     for template, theta in parts:
         soc += tuple(template.cones.soc) * theta.shape[0]
-    cones = ConeLayout(zero=domain.cones.zero + total("zero"),
-                       nonneg=domain.cones.nonneg + total("nonneg"), soc=soc,
-                       exp=domain.cones.exp + total("exp"))
+    cones = ConeLayout(
+        zero=domain.cones.zero + total("zero"),
+        nonneg=domain.cones.nonneg + total("nonneg"),
+        soc=soc,
+        exp=domain.cones.exp + total("exp"),
+    )
     C_obj = c0_obj = None
     if per_example_objective:  # only tilted ERM needs each example's objective row
         offsets = np.cumsum([0] + [c.shape[0] for _, c, _ in objective[:-1]])
-        rows_obj = np.concatenate([off + np.repeat(np.arange(c.shape[0]), c.shape[1])
-                                   for off, (_, c, _) in zip(offsets, objective)])
-        C_obj = sp.csr_matrix((np.concatenate([c.ravel() for _, c, _ in objective]),
-                               (rows_obj, np.concatenate([ec.ravel() for ec, _, _ in objective]))),
-                              shape=(n_total, n_var))
+        rows_obj = np.concatenate(
+            [
+                off + np.repeat(np.arange(c.shape[0]), c.shape[1])
+                for off, (_, c, _) in zip(offsets, objective)
+            ]
+        )
+        C_obj = sp.csr_matrix(
+            (
+                np.concatenate([c.ravel() for _, c, _ in objective]),
+                (rows_obj, np.concatenate([ec.ravel() for ec, _, _ in objective])),
+            ),
+            shape=(n_total, n_var),
+        )
         c0_obj = np.concatenate([c0 for _, _, c0 in objective])
     views = []
     for part, (template, theta) in enumerate(parts):
@@ -177,14 +203,39 @@ def stamp_parts(
             for rows_t in template.split_rows
         )
         y_cols = None if template.y_cols is None else ex_cols[part][:, template.y_cols]
-        soc_rows = (None if template.soc_rows is None
-                    else row_global[part][:, template.soc_rows])
-        views.append(StampedProgram(P=P, q=q, q0=q0, A=A, b=b, cones=cones, d=d,
-                                    n=theta.shape[0], split_rows=split_rows, y_cols=y_cols,
-                                    soc_rows=soc_rows, C_obj=C_obj, c0_obj=c0_obj))
+        soc_rows = None if template.soc_rows is None else row_global[part][:, template.soc_rows]
+        views.append(
+            StampedProgram(
+                P=P,
+                q=q,
+                q0=q0,
+                A=A,
+                b=b,
+                cones=cones,
+                d=d,
+                n=theta.shape[0],
+                split_rows=split_rows,
+                y_cols=y_cols,
+                soc_rows=soc_rows,
+                C_obj=C_obj,
+                c0_obj=c0_obj,
+            )
+        )
     if len(parts) == 1:
         return views[0], tuple(views)
-    whole = StampedProgram(P=P, q=q, q0=q0, A=A, b=b, cones=cones, d=d, n=n_total,
-                           split_rows=(), y_cols=None, soc_rows=None, C_obj=C_obj,
-                           c0_obj=c0_obj)
+    whole = StampedProgram(
+        P=P,
+        q=q,
+        q0=q0,
+        A=A,
+        b=b,
+        cones=cones,
+        d=d,
+        n=n_total,
+        split_rows=(),
+        y_cols=None,
+        soc_rows=None,
+        C_obj=C_obj,
+        c0_obj=c0_obj,
+    )
     return whole, tuple(views)

@@ -105,9 +105,12 @@ def _rebuild(term: Term, splits: list[cp.Variable | None]) -> cp.Expression:
     if term.kind == "generic":
         return term.weight * term.expr
     if term.kind == "max_terms":
-        subs = [a if part.kind == "affine" else part.weight * part.atom.copy(
-            [a] + list(part.atom.args[1:])) + b for part, a, b in zip(term.parts, args,
-                                                                    term.offsets)]
+        subs = [
+            a
+            if part.kind == "affine"
+            else part.weight * part.atom.copy([a] + list(part.atom.args[1:])) + b
+            for part, a, b in zip(term.parts, args, term.offsets)
+        ]
         return term.weight * _second_order(cp.maximum(*subs))
     if term.kind == "pieces":
         inner = cp.maximum(*args) if len(args) > 1 else args[0]

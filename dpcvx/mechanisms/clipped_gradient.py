@@ -79,11 +79,17 @@ def _finish(params: dict, cap: int) -> dict:
 
 def params_thm52(n, d, rho, k, M, R, cap=10_000) -> dict:
     """Theorem 5.2 (convex, CDPCWME on all n gradients every step)."""
-    tau = (math.sqrt(rho) * n / (M * d ** 1.5)) ** (1.0 / k)
-    T = R * R * rho * n * n / (tau * tau * d ** 4)
-    m = math.ceil(8 * d * math.log(3 * M * n ** 3))
-    p = {"tau": tau, "T": T, "buckets": m, "oracle": "cwme", "batches": False,
-         "valid": {"tau >= 10": tau >= 10, "T >= 1": T >= 1, "n >= m": n >= m}}
+    tau = (math.sqrt(rho) * n / (M * d**1.5)) ** (1.0 / k)
+    T = R * R * rho * n * n / (tau * tau * d**4)
+    m = math.ceil(8 * d * math.log(3 * M * n**3))
+    p = {
+        "tau": tau,
+        "T": T,
+        "buckets": m,
+        "oracle": "cwme",
+        "batches": False,
+        "valid": {"tau >= 10": tau >= 10, "T >= 1": T >= 1, "n >= m": n >= m},
+    }
     p = _finish(p, cap)
     p["eta"] = M / (R * math.sqrt(p["T"]))
     return p
@@ -91,10 +97,16 @@ def params_thm52(n, d, rho, k, M, R, cap=10_000) -> dict:
 
 def params_thm54(n, d, rho, M, R, q=1.0, cap=10_000) -> dict:
     """Theorem 5.4 (convex, CDPNSME on all n gradients every step), ``0.5 <= q <= 2``."""
-    tau = (math.sqrt(rho) * n / (M * d ** q)) ** 0.5
+    tau = (math.sqrt(rho) * n / (M * d**q)) ** 0.5
     T = R * R * rho * n * n / (tau * tau * d * d)
-    p = {"tau": tau, "T": T, "buckets": None, "oracle": "nsme", "batches": False,
-         "valid": {"tau >= 10": tau >= 10, "T >= 1": T >= 1}}
+    p = {
+        "tau": tau,
+        "T": T,
+        "buckets": None,
+        "oracle": "nsme",
+        "batches": False,
+        "valid": {"tau >= 10": tau >= 10, "T >= 1": T >= 1},
+    }
     p = _finish(p, cap)
     p["eta"] = M / (R * math.sqrt(p["T"]))
     return p
@@ -107,11 +119,21 @@ def params_thm56(n, d, rho, k, lam, L, cap=10_000) -> dict:
     contraction = (lam * lam + L * L + lam * L) / (lam + L) ** 2
     T = math.log(ratio) / math.log(contraction) if 0 < ratio < 1 else 0.0
     Tc = max(1, math.ceil(T))
-    tau = (math.sqrt(rho) * n / (math.sqrt(d) * Tc ** 1.5)) ** (1.0 / k)
+    tau = (math.sqrt(rho) * n / (math.sqrt(d) * Tc**1.5)) ** (1.0 / k)
     m = math.ceil(4 * math.log(20 * d))
-    p = {"tau": tau, "T": T, "buckets": m, "oracle": "cwme", "batches": True, "G": G,
-         "valid": {"(lambda+L)G/(lambda L) < 1": ratio < 1, "tau >= 10": tau >= 10,
-                   "n/T >= m": n / Tc >= m}}
+    p = {
+        "tau": tau,
+        "T": T,
+        "buckets": m,
+        "oracle": "cwme",
+        "batches": True,
+        "G": G,
+        "valid": {
+            "(lambda+L)G/(lambda L) < 1": ratio < 1,
+            "tau >= 10": tau >= 10,
+            "n/T >= m": n / Tc >= m,
+        },
+    }
     p = _finish(p, cap)
     p["eta"] = 1.0 / (lam + L)
     return p
@@ -184,14 +206,19 @@ class ClippedGradientDescent:
         for name in ("moment", "gradient_bound", "smoothness"):
             object.__setattr__(self, name, check_positive(getattr(self, name), name, owner))
         if self.strong_convexity is not None:
-            object.__setattr__(self, "strong_convexity", check_positive(
-                self.strong_convexity, "strong_convexity", owner))
+            object.__setattr__(
+                self,
+                "strong_convexity",
+                check_positive(self.strong_convexity, "strong_convexity", owner),
+            )
         if self.oracle not in ("cwme", "nsme"):
             raise InvalidParameterError(
-                f"`oracle` of `{owner}` must be 'cwme' or 'nsme'. Got {self.oracle!r}.")
+                f"`oracle` of `{owner}` must be 'cwme' or 'nsme'. Got {self.oracle!r}."
+            )
         if self.oracle == "nsme" and self.strong_convexity is not None:
             raise InvalidParameterError(
-                f"`{owner}`: the strongly convex schedule (Thm 5.6) uses oracle='cwme'.")
+                f"`{owner}`: the strongly convex schedule (Thm 5.6) uses oracle='cwme'."
+            )
         q = check_real(self.q, "q", owner)
         if not 0.5 <= q <= 2.0:
             raise InvalidParameterError(f"`q` of `{owner}` must lie in [0.5, 2]. Got {q!r}.")
@@ -199,7 +226,8 @@ class ClippedGradientDescent:
         cap = self.iteration_cap
         if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
             raise InvalidParameterError(
-                f"`iteration_cap` of `{owner}` must be a positive integer. Got {cap!r}.")
+                f"`iteration_cap` of `{owner}` must be a positive integer. Got {cap!r}."
+            )
 
     def plan(self, *, n, d, center, diameter, epsilon, delta, domain=None) -> ClippedPlan:
         """The schedule, the per-step noise and one ledger event per step (public only)."""
@@ -218,19 +246,22 @@ class ClippedGradientDescent:
         if self.initial_point is not None and self.initial_point.shape != (d,):
             raise InvalidParameterError(
                 f"The `initial_point` of `{owner}` must have shape ({d},). "
-                f"Got {self.initial_point.shape}.")
+                f"Got {self.initial_point.shape}."
+            )
         T = p["T"]
         rows = n // T if p["batches"] else n
         if rows < 1:
             raise InvalidParameterError(
                 f"`{owner}`: {T} steps on disjoint batches need at least {T} examples; got "
-                f"n = {n}. Lower `iteration_cap` or use more examples.")
+                f"n = {n}. Lower `iteration_cap` or use more examples."
+            )
         if p["buckets"] is not None and rows < p["buckets"]:
             if not self.allow_outside_theory:
                 raise InvalidParameterError(
                     f"`{owner}`: each step sees {rows} examples, fewer than the "
                     f"{p['buckets']} buckets of the median of means. Use more examples or "
-                    "allow_outside_theory=True (then the buckets shrink to the rows).")
+                    "allow_outside_theory=True (then the buckets shrink to the rows)."
+                )
             p["buckets"] = max(1, rows)
         s = self.moment ** (1.0 / self.k)
         width = p["tau"] * s
@@ -241,24 +272,55 @@ class ClippedGradientDescent:
         if pure:
             step_eps = epsilon / T
             scale, kind = d * linf / step_eps, "laplace"
-            events = tuple(MappingProxyType({
-                "label": f"step {t + 1}/{T}", "epsilon": step_eps, "delta": 0.0,
-                "kind": "pure", "detail": {"laplace_scale": scale}}) for t in range(T))
+            events = tuple(
+                MappingProxyType(
+                    {
+                        "label": f"step {t + 1}/{T}",
+                        "epsilon": step_eps,
+                        "delta": 0.0,
+                        "kind": "pure",
+                        "detail": {"laplace_scale": scale},
+                    }
+                )
+                for t in range(T)
+            )
         else:
             scale, kind = math.sqrt(d) * linf / math.sqrt(2.0 * rho / T), "gaussian"
             step_eps = zcdp_to_dp(rho / T, delta / T)
-            events = tuple(MappingProxyType({
-                "label": f"step {t + 1}/{T}", "epsilon": step_eps, "delta": delta / T,
-                "kind": "zcdp", "rho": rho / T, "detail": {"sigma": scale}}) for t in range(T))
+            events = tuple(
+                MappingProxyType(
+                    {
+                        "label": f"step {t + 1}/{T}",
+                        "epsilon": step_eps,
+                        "delta": delta / T,
+                        "kind": "zcdp",
+                        "rho": rho / T,
+                        "detail": {"sigma": scale},
+                    }
+                )
+                for t in range(T)
+            )
         params = dict(p)
         params.pop("valid")
-        detail = {"mechanism": owner, "paper": "003 Alg 1-2, Thm 5.2/5.4/5.6",
-                  "rho": None if pure else rho, "steps": T, "step_noise": kind,
-                  "step_scale": scale, **params}
-        return ClippedPlan(guarantee=Guarantee(epsilon=epsilon, delta=delta), rho=rho,
-                           params=MappingProxyType(p), step_scale=scale, step_noise=kind,
-                           events=events, detail=MappingProxyType(detail),
-                           ledger_detail=MappingProxyType({"steps": T}))
+        detail = {
+            "mechanism": owner,
+            "paper": "003 Alg 1-2, Thm 5.2/5.4/5.6",
+            "rho": None if pure else rho,
+            "steps": T,
+            "step_noise": kind,
+            "step_scale": scale,
+            **params,
+        }
+        return ClippedPlan(
+            guarantee=Guarantee(epsilon=epsilon, delta=delta),
+            rho=rho,
+            params=MappingProxyType(p),
+            step_scale=scale,
+            step_noise=kind,
+            events=events,
+            detail=MappingProxyType(detail),
+            ledger_detail=MappingProxyType({"steps": T}),
+        )
 
     def release(self, plan: ClippedPlan, context, rng):
         """Run the T steps (``context`` gives per-example gradients and projections)."""
@@ -268,15 +330,17 @@ class ClippedGradientDescent:
             warnings.warn(
                 "ClippedGradientDescent: the loss is not smooth (e.g. hinge or absolute value); "
                 "privacy holds as stated, but paper 003's utility theorems assume an L-smooth "
-                "loss and do not apply to this run.", UserWarning, stacklevel=3)
+                "loss and do not apply to this run.",
+                UserWarning,
+                stacklevel=3,
+            )
         start = context.domain.center if self.initial_point is None else self.initial_point
         w = context.project(np.asarray(start, float))
         s = self.moment ** (1.0 / self.k)
         width = p["tau"] * s
         rows = n // T if p["batches"] else n
         iterates = []
-        for t in progress_bar(range(T), desc="clipped GD", unit="step",
-                              enabled=self.progress):
+        for t in progress_bar(range(T), desc="clipped GD", unit="step", enabled=self.progress):
             idx = np.arange(t * rows, (t + 1) * rows) if p["batches"] else None
             grads = sanitize(context.gradients(w, idx))  # no NaN from one example
             if p["oracle"] == "cwme":

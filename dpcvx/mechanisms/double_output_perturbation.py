@@ -92,7 +92,7 @@ def _localization(C, lam, n, d, diameter, epsilon, zeta, constants, accuracy):
     if accuracy is not None:
         alpha = accuracy
     elif constants == "paper":
-        alpha = max(C ** 2 / (2 * lam * n ** 2), floor)
+        alpha = max(C**2 / (2 * lam * n**2), floor)
     else:
         alpha = max(default_accuracy(C, lam, n, 1.0 + C * diameter), floor)
     sens = math.nextafter(2.0 * C / (lam * n) + 2.0 * math.sqrt(2.0 * alpha / lam), math.inf)
@@ -120,8 +120,9 @@ def _check_common(mech, owner: str) -> None:
         object.__setattr__(mech, "moment", check_positive(mech.moment, "moment", owner))
     if mech.k is not None:
         object.__setattr__(mech, "k", check_moment_order(mech.k, owner))
-    object.__setattr__(mech, "regularization",
-                       check_positive(mech.regularization, "regularization", owner))
+    object.__setattr__(
+        mech, "regularization", check_positive(mech.regularization, "regularization", owner)
+    )
     object.__setattr__(mech, "zeta", check_positive(mech.zeta, "zeta", owner))
     if mech.constants not in ("tight", "paper"):
         raise InvalidParameterError(
@@ -205,21 +206,35 @@ class OutputPertLocalize(_OnExtension):
     ``2 epsilon / 3``, digest erratum E1).
     """
 
-    def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
-             delta: float) -> LocalizePlan:
+    def plan(
+        self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float, delta: float
+    ) -> LocalizePlan:
         """Accuracy, sensitivity, noise and radius from public quantities only."""
         epsilon, w0 = _pure_center(self, "OutputPertLocalize", d, center, epsilon, delta)
         C, lam = self._constant(n, d, epsilon), self.regularization
-        alpha, sens, noise, radius = _localization(C, lam, n, d, diameter, epsilon, self.zeta,
-                                                   self.constants, self.accuracy)
+        alpha, sens, noise, radius = _localization(
+            C, lam, n, d, diameter, epsilon, self.zeta, self.constants, self.accuracy
+        )
         return LocalizePlan(
-            guarantee=Guarantee(epsilon=epsilon, delta=0.0), regularization=lam, center=w0,
-            accuracy=alpha, sensitivity=Sensitivity(value=sens),
-            base_sensitivity=2.0 * C / (lam * n), noise=noise, radius=radius, extension_C=C,
-            detail=MappingProxyType({
-                "mechanism": "OutputPertLocalize", "paper": "000 Alg 2 (Lemma C.2)", "C": C,
-                "constants": self.constants, "zeta": self.zeta, "localization_radius": radius,
-            }),
+            guarantee=Guarantee(epsilon=epsilon, delta=0.0),
+            regularization=lam,
+            center=w0,
+            accuracy=alpha,
+            sensitivity=Sensitivity(value=sens),
+            base_sensitivity=2.0 * C / (lam * n),
+            noise=noise,
+            radius=radius,
+            extension_C=C,
+            detail=MappingProxyType(
+                {
+                    "mechanism": "OutputPertLocalize",
+                    "paper": "000 Alg 2 (Lemma C.2)",
+                    "C": C,
+                    "constants": self.constants,
+                    "zeta": self.zeta,
+                    "localization_radius": radius,
+                }
+            ),
         )
 
     def release(self, plan: LocalizePlan, solve, project, rng, *, domain: str = "declared"):
@@ -231,9 +246,14 @@ class OutputPertLocalize(_OnExtension):
 
 def _public(accuracy: float, plan, domain: str) -> ReleaseCertificate:
     lam = plan.regularization
-    return ReleaseCertificate(accuracy=accuracy, distance_bound=math.sqrt(2.0 * accuracy / lam),
-                              regularization=lam, strong_convexity=0.0,
-                              center=np.asarray(plan.center, float).copy(), domain=domain)
+    return ReleaseCertificate(
+        accuracy=accuracy,
+        distance_bound=math.sqrt(2.0 * accuracy / lam),
+        regularization=lam,
+        strong_convexity=0.0,
+        center=np.asarray(plan.center, float).copy(),
+        domain=domain,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -272,17 +292,19 @@ class DoubleOutputPerturbation(_OnExtension):
     Prop D.1 / Lemma C.2 with the digest's corrections). ``delta`` must be 0.
     """
 
-    def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
-             delta: float) -> DoublePlan:
+    def plan(
+        self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float, delta: float
+    ) -> DoublePlan:
         """Public planning: both accuracies, sensitivities, noises and the radius."""
         epsilon, w0 = _pure_center(self, "DoubleOutputPerturbation", d, center, epsilon, delta)
         C, lam, half = self._constant(n, d, epsilon), self.regularization, epsilon / 2.0
         base = 2.0 * C / (lam * n)
         alpha1, delta1, noise1, radius = _localization(
-            C, lam, n, d, diameter, half, self.zeta, self.constants, self.accuracy)
+            C, lam, n, d, diameter, half, self.zeta, self.constants, self.accuracy
+        )
         floor = EXTENSION_ACCURACY_FLOOR * (1.0 + C * diameter)
         if self.constants == "paper":
-            alpha2 = max(C ** 2 / (72 * lam * n ** 2), floor)
+            alpha2 = max(C**2 / (72 * lam * n**2), floor)
         else:
             alpha2 = max(default_accuracy(C, lam, n, 1.0 + C * diameter), floor)
         if self.accuracy is not None:  # a public override (e.g. for first-order solvers)
@@ -294,20 +316,32 @@ class DoubleOutputPerturbation(_OnExtension):
         else:
             noise2 = calibrate(delta2, half, 0.0)
         return DoublePlan(
-            guarantee=Guarantee(epsilon=epsilon, delta=0.0), regularization=lam,
-            center=np.asarray(w0, float), accuracy=alpha2, localization_accuracy=alpha1,
-            sensitivity=Sensitivity(value=delta2), base_sensitivity=base,
-            localization_sensitivity=delta1, noise=noise2, localization_noise=noise1,
-            radius=radius, projection_accuracy=C / (6.0 * lam * n), extension_C=C,
-            detail=MappingProxyType({
-                "mechanism": "DoubleOutputPerturbation",
-                "paper": "000 Alg 4 (stage 1 = Alg 2; Prop D.1, Lemma C.2)",
-                "C": C, "constants": self.constants, "zeta": self.zeta,
-                "localization_radius": radius,
-                "localization_sensitivity": delta1,
-                "localization_noise_scale": noise1.scale,
-                "localization_accuracy": alpha1,
-            }),
+            guarantee=Guarantee(epsilon=epsilon, delta=0.0),
+            regularization=lam,
+            center=np.asarray(w0, float),
+            accuracy=alpha2,
+            localization_accuracy=alpha1,
+            sensitivity=Sensitivity(value=delta2),
+            base_sensitivity=base,
+            localization_sensitivity=delta1,
+            noise=noise2,
+            localization_noise=noise1,
+            radius=radius,
+            projection_accuracy=C / (6.0 * lam * n),
+            extension_C=C,
+            detail=MappingProxyType(
+                {
+                    "mechanism": "DoubleOutputPerturbation",
+                    "paper": "000 Alg 4 (stage 1 = Alg 2; Prop D.1, Lemma C.2)",
+                    "C": C,
+                    "constants": self.constants,
+                    "zeta": self.zeta,
+                    "localization_radius": radius,
+                    "localization_sensitivity": delta1,
+                    "localization_noise_scale": noise1.scale,
+                    "localization_accuracy": alpha1,
+                }
+            ),
         )
 
     def release(
@@ -331,8 +365,13 @@ class DoubleOutputPerturbation(_OnExtension):
         # gap meets alpha_2 (a point of W0 within alpha_2 of min over W is within alpha_2 of
         # min over W0): the solve is then skipped, with the same guarantee
         second = solve(lam, plan.center, plan.accuracy, localize=localize, candidate=first)
-        out = project(second.w + sample(plan.noise, second.w.size, rng), localize=localize,
-                      xi=plan.projection_accuracy)
-        certs = (_public(plan.localization_accuracy, plan, domain),
-                 _public(plan.accuracy, plan, f"{domain} ∩ ball"))
+        out = project(
+            second.w + sample(plan.noise, second.w.size, rng),
+            localize=localize,
+            xi=plan.projection_accuracy,
+        )
+        certs = (
+            _public(plan.localization_accuracy, plan, domain),
+            _public(plan.accuracy, plan, f"{domain} ∩ ball"),
+        )
         return np.asarray(out, float), certs

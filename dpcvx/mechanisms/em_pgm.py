@@ -92,7 +92,7 @@ _OWNER = "ProjectedGradientExponentialMechanism"
 #: domain kinds with an exact (nonexpansive) Euclidean projection in dpcvx
 SUPPORTED_DOMAINS = ("l2_ball", "box", "l1_ball")
 #: unit roundoff of float64
-_U = 2.0 ** -53
+_U = 2.0**-53
 #: loss evaluations per chunk (points x nodes x examples), to bound memory
 _CHUNK_VALUES = 2_000_000
 
@@ -106,9 +106,16 @@ _FAILURE = (
 
 
 # -------------------------------------------------------------------------------- public pieces
-def score_sensitivity(*, n: int, C: float, regularization: float, step_size: float,
-                      center: np.ndarray, regularization_center: np.ndarray,
-                      diameter: float) -> float:
+def score_sensitivity(
+    *,
+    n: int,
+    C: float,
+    regularization: float,
+    step_size: float,
+    center: np.ndarray,
+    regularization_center: np.ndarray,
+    diameter: float,
+) -> float:
     """The score's sensitivity ``Delta = 2C/n`` plus a float64 rounding allowance, rounded up.
 
     Paper 000, proof of Theorem E.1: ``|s_Z(w) - s_{Z'}(w)| <= ||g_{C,Z}(w) - g_{C,Z'}(w)|| <=
@@ -130,8 +137,9 @@ def score_sensitivity(*, n: int, C: float, regularization: float, step_size: flo
     return float(np.nextafter(value, math.inf))
 
 
-def exponential_log_probabilities(scores: np.ndarray, epsilon: float,
-                                  sensitivity: float) -> np.ndarray:
+def exponential_log_probabilities(
+    scores: np.ndarray, epsilon: float, sensitivity: float
+) -> np.ndarray:
     """Log-probabilities of the exponential mechanism over a finite set:
     ``log p(w) = -epsilon s(w) / (2 Delta) - logsumexp_w'(-epsilon s(w') / (2 Delta))``.
 
@@ -377,8 +385,9 @@ class ProjectedGradientExponentialMechanism:
     def __post_init__(self) -> None:
         owner = _OWNER
         object.__setattr__(self, "C", check_positive(self.C, "C", owner))
-        object.__setattr__(self, "regularization",
-                           check_positive(self.regularization, "regularization", owner))
+        object.__setattr__(
+            self, "regularization", check_positive(self.regularization, "regularization", owner)
+        )
         object.__setattr__(self, "center", check_center(self.center, owner))
         if (self.smoothness is None) == (self.second_moment is None):
             raise InvalidParameterError(
@@ -390,11 +399,13 @@ class ProjectedGradientExponentialMechanism:
                 + " A step size computed from the data would break privacy (erratum E6)."
             )
         if self.smoothness is not None:
-            object.__setattr__(self, "smoothness",
-                               check_nonnegative(self.smoothness, "smoothness", owner))
+            object.__setattr__(
+                self, "smoothness", check_nonnegative(self.smoothness, "smoothness", owner)
+            )
         if self.second_moment is not None:
-            object.__setattr__(self, "second_moment",
-                               check_positive(self.second_moment, "second_moment", owner))
+            object.__setattr__(
+                self, "second_moment", check_positive(self.second_moment, "second_moment", owner)
+            )
         rho = check_positive(self.smoothness_failure, "smoothness_failure", owner)
         if not rho < 1.0:
             raise InvalidParameterError(
@@ -408,8 +419,11 @@ class ProjectedGradientExponentialMechanism:
                 object.__setattr__(self, name, check_positive(value, name, owner))
         for name, low in (("max_points", 4), ("quadrature_nodes", 4)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
-                    or int(value) < low:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Integral)
+                or int(value) < low
+            ):
                 raise InvalidParameterError(
                     f"`{name}` of `{owner}` must be an integer >= {low}. Got {value!r}."
                 )
@@ -421,8 +435,17 @@ class ProjectedGradientExponentialMechanism:
             )
 
     # ------------------------------------------------------------------ public planning
-    def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
-             delta: float, domain=None) -> ExponentialMechanismPlan:
+    def plan(
+        self,
+        *,
+        n: int,
+        d: int,
+        center: np.ndarray,
+        diameter: float,
+        epsilon: float,
+        delta: float,
+        domain=None,
+    ) -> ExponentialMechanismPlan:
         """The step size, smoothing radius, net spacing and bound, and the score's
         sensitivity, from public quantities only. ``domain`` (optional) is checked too."""
         owner = _OWNER
@@ -466,8 +489,11 @@ class ProjectedGradientExponentialMechanism:
             coarsest = _round_up_digits(D / (side - 1) * (1.0 + 1e-9), 6)
             raise InvalidParameterError(
                 f"The net of `{owner}` at spacing {h:.3g} "
-                + ("(the paper's eta = C d/(epsilon n (lam + Hbar))) " if self.spacing is None
-                   else "")
+                + (
+                    "(the paper's eta = C d/(epsilon n (lam + Hbar))) "
+                    if self.spacing is None
+                    else ""
+                )
                 + f"may have up to {bound:.3g} points over the bounding box of side D = {D:g} "
                 f"in d = {d}, above max_points = {self.max_points}. EM-PGM is exponential in d "
                 f"and meant for small reference problems: pass a coarser public "
@@ -476,35 +502,64 @@ class ProjectedGradientExponentialMechanism:
             )
         bound = int(bound)
         nodes = self.quadrature_nodes if d == 2 else 2
-        delta_s = score_sensitivity(n=n, C=C, regularization=lam, step_size=gamma, center=c,
-                                    regularization_center=w0, diameter=D)
+        delta_s = score_sensitivity(
+            n=n,
+            C=C,
+            regularization=lam,
+            step_size=gamma,
+            center=c,
+            regularization_center=w0,
+            diameter=D,
+        )
         common = {
             "paper": "000 App E (Alg 5, Thm E.1; E.2 smoothing; erratum E6: public gamma)",
-            "case": case, "C": C, "regularization": lam, "smoothness": Hbar,
-            "step_size": gamma, "smoothing": tau, "spacing": h, "net_bound": bound,
-            "sensitivity": delta_s, "coefficient": epsilon / (2.0 * delta_s),
+            "case": case,
+            "C": C,
+            "regularization": lam,
+            "smoothness": Hbar,
+            "step_size": gamma,
+            "smoothing": tau,
+            "spacing": h,
+            "net_bound": bound,
+            "sensitivity": delta_s,
+            "coefficient": epsilon / (2.0 * delta_s),
             "reference_only": "time exponential in d; d <= 2",
         }
         detail = dict(common)
-        detail.update({
-            "mechanism": _OWNER, "center": tuple(float(v) for v in w0),
-            "paper_spacing": eta, "quadrature_nodes": nodes,
-            "base_sensitivity": 2.0 * C / n,
-        })
+        detail.update(
+            {
+                "mechanism": _OWNER,
+                "center": tuple(float(v) for v in w0),
+                "paper_spacing": eta,
+                "quadrature_nodes": nodes,
+                "base_sensitivity": 2.0 * C / n,
+            }
+        )
         ledger = dict(common)
         ledger["composition"] = "one exponential mechanism over a public finite net"
         return ExponentialMechanismPlan(
-            guarantee=Guarantee(epsilon=epsilon, delta=0.0), n=n, d=d, C=C,
-            regularization=lam, center=np.asarray(w0, float).copy(), smoothness=Hbar,
-            step_size=gamma, smoothing=tau, spacing=h, paper_spacing=eta,
-            quadrature_nodes=nodes, sensitivity=Sensitivity(value=delta_s, norm="l2"),
-            net_bound=bound, detail=MappingProxyType(detail),
+            guarantee=Guarantee(epsilon=epsilon, delta=0.0),
+            n=n,
+            d=d,
+            C=C,
+            regularization=lam,
+            center=np.asarray(w0, float).copy(),
+            smoothness=Hbar,
+            step_size=gamma,
+            smoothing=tau,
+            spacing=h,
+            paper_spacing=eta,
+            quadrature_nodes=nodes,
+            sensitivity=Sensitivity(value=delta_s, norm="l2"),
+            net_bound=bound,
+            detail=MappingProxyType(detail),
             ledger_detail=MappingProxyType(ledger),
         )
 
     # ------------------------------------------------------------------ data access
-    def clipped_gradients(self, plan: ExponentialMechanismPlan, context,
-                          points: np.ndarray) -> np.ndarray:
+    def clipped_gradients(
+        self, plan: ExponentialMechanismPlan, context, points: np.ndarray
+    ) -> np.ndarray:
         """``g_{C,Z}(w)`` at every row of ``points``, shape ``(N, d)``: the mean over examples
         of ``clip_C`` of the smoothed per-example gradient, from ``context.loss_values`` only.
 
@@ -517,11 +572,15 @@ class ProjectedGradientExponentialMechanism:
         chunk = max(1, _CHUNK_VALUES // (2 * m * max(plan.n, 1)))
         out = np.empty_like(P)
         for start in range(0, P.shape[0], chunk):
-            W = P[start: start + chunk]
+            W = P[start : start + chunk]
             k = W.shape[0]
             shifts = tau * U  # (m, d)
-            probe = np.concatenate([(W[:, None, :] + shifts[None]).reshape(-1, plan.d),
-                                    (W[:, None, :] - shifts[None]).reshape(-1, plan.d)])
+            probe = np.concatenate(
+                [
+                    (W[:, None, :] + shifts[None]).reshape(-1, plan.d),
+                    (W[:, None, :] - shifts[None]).reshape(-1, plan.d),
+                ]
+            )
             values = np.asarray(context.loss_values(probe), float).reshape(2, k, m, -1)
             with np.errstate(invalid="ignore", over="ignore"):
                 diff = values[0] - values[1]  # (k, m, n): each example's own values only
@@ -530,11 +589,12 @@ class ProjectedGradientExponentialMechanism:
                 grads = np.where(finite[..., None], grads, 0.0)
                 norms = np.hypot.reduce(grads, axis=-1) if plan.d > 1 else np.abs(grads[..., 0])
                 scale = np.where(norms > plan.C, plan.C / np.where(norms > 0, norms, 1.0), 1.0)
-            out[start: start + k] = np.mean(grads * scale[..., None], axis=1)
+            out[start : start + k] = np.mean(grads * scale[..., None], axis=1)
         return out
 
-    def scores(self, plan: ExponentialMechanismPlan, context, points: np.ndarray,
-               project) -> np.ndarray:
+    def scores(
+        self, plan: ExponentialMechanismPlan, context, points: np.ndarray, project
+    ) -> np.ndarray:
         """``s_Z(w) = (1/gamma) ||w - Pi_W(w - gamma (g_{C,Z}(w) + lam (w - w0)))||`` at every
         row of ``points`` (``project`` is the exact Euclidean projection onto W).
 

@@ -100,7 +100,7 @@ __all__ = [
 #: the largest dimension accepted (the net is exponential in d)
 MAX_DIMENSION = 3
 #: unit roundoff of float64
-_U = 2.0 ** -53
+_U = 2.0**-53
 #: loss values per chunk (points x examples), to bound memory
 _CHUNK_VALUES = 2_000_000
 
@@ -114,8 +114,9 @@ _FAILURE = (
 
 
 # -------------------------------------------------------------------------------- public pieces
-def clipped_score_sensitivity(*, n: int, lipschitz: float, radius: float,
-                              regularization_bound: float) -> float:
+def clipped_score_sensitivity(
+    *, n: int, lipschitz: float, radius: float, regularization_bound: float
+) -> float:
     """The clipped score's sensitivity ``2 L r / n`` plus a float64 rounding allowance,
     rounded up.
 
@@ -152,7 +153,8 @@ def clipped_score_sensitivity(*, n: int, lipschitz: float, radius: float,
     owner = "clipped_score_sensitivity"
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or int(n) < 1:
         raise InvalidParameterError(
-            f"The `n` parameter of `{owner}` must be a positive int. Got {n!r}.")
+            f"The `n` parameter of `{owner}` must be a positive int. Got {n!r}."
+        )
     n = int(n)
     L = check_positive(lipschitz, "lipschitz", owner)
     r = check_nonnegative(radius, "radius", owner)
@@ -164,8 +166,9 @@ def clipped_score_sensitivity(*, n: int, lipschitz: float, radius: float,
     return float(np.nextafter(value, math.inf))
 
 
-def clipped_scores(values: np.ndarray, anchor_values: np.ndarray, bounds: np.ndarray,
-                   regularizer: np.ndarray) -> np.ndarray:
+def clipped_scores(
+    values: np.ndarray, anchor_values: np.ndarray, bounds: np.ndarray, regularizer: np.ndarray
+) -> np.ndarray:
     """``s(w_p) = (1/n) sum_i clip(values[p, i] - anchor_values[i], -bounds[p], bounds[p])
     + regularizer[p]`` for every row ``p`` (a NaN difference counts as 0; ``+-inf`` is clipped
     to ``+-bounds[p]``).
@@ -265,8 +268,9 @@ def _check_supported(domain, owner: str) -> None:
         ) from None
 
 
-def _grid_spacing(spacing: float | None, extent: float, d: int, max_points: int,
-                  reserve: int, owner: str) -> tuple[float, int]:
+def _grid_spacing(
+    spacing: float | None, extent: float, d: int, max_points: int, reserve: int, owner: str
+) -> tuple[float, int]:
     """``(h, bound)``: the grid spacing and the public bound ``(ceil(extent/h) + 1)^d +
     reserve`` on the number of net points. Default ``h``: the finest uniform spacing whose
     bound is at most ``max_points``; a user's spacing above the cap is refused with the
@@ -275,12 +279,12 @@ def _grid_spacing(spacing: float | None, extent: float, d: int, max_points: int,
     side = max(1, int(cap ** (1.0 / d)))  # points per axis: the largest side^d <= cap
     while (side + 1) ** d <= cap:
         side += 1
-    while side > 1 and side ** d > cap:
+    while side > 1 and side**d > cap:
         side -= 1
     if side < 2:
         raise InvalidParameterError(
             f"`max_points` = {max_points} of `{owner}` leaves no room for a grid with two "
-            f"points per axis in d = {d}: raise `max_points` to at least {2 ** d + reserve}."
+            f"points per axis in d = {d}: raise `max_points` to at least {2**d + reserve}."
         )
     finest = extent / (side - 1) * (1.0 + 1e-9)
     h = finest if spacing is None else spacing
@@ -299,8 +303,9 @@ def _grid_spacing(spacing: float | None, extent: float, d: int, max_points: int,
     return float(h), int(bound)
 
 
-def _net_scores(context, points: np.ndarray, anchor: np.ndarray, bounds: np.ndarray,
-                regularizer: np.ndarray) -> np.ndarray:
+def _net_scores(
+    context, points: np.ndarray, anchor: np.ndarray, bounds: np.ndarray, regularizer: np.ndarray
+) -> np.ndarray:
     """The clipped scores of every net point from ``context.loss_values`` (data-dependent)."""
     anchor_values = np.asarray(context.loss_values(anchor[None, :]), float).reshape(-1)
     n = max(anchor_values.size, 1)
@@ -309,8 +314,9 @@ def _net_scores(context, points: np.ndarray, anchor: np.ndarray, bounds: np.ndar
     for start in range(0, points.shape[0], chunk):
         stop = start + chunk
         values = np.asarray(context.loss_values(points[start:stop]), float)
-        out[start:stop] = clipped_scores(values, anchor_values, bounds[start:stop],
-                                         regularizer[start:stop])
+        out[start:stop] = clipped_scores(
+            values, anchor_values, bounds[start:stop], regularizer[start:stop]
+        )
     return out
 
 
@@ -455,17 +461,28 @@ class ExponentialMechanism:
     def __post_init__(self) -> None:
         owner = "ExponentialMechanism"
         object.__setattr__(self, "lipschitz", check_positive(self.lipschitz, "lipschitz", owner))
-        object.__setattr__(self, "regularization",
-                           check_nonnegative(self.regularization, "regularization", owner))
+        object.__setattr__(
+            self, "regularization", check_nonnegative(self.regularization, "regularization", owner)
+        )
         object.__setattr__(self, "center", check_center(self.center, owner))
         if self.spacing is not None:
             object.__setattr__(self, "spacing", check_positive(self.spacing, "spacing", owner))
-        object.__setattr__(self, "max_points",
-                           _check_count(self.max_points, "max_points", owner, 4))
+        object.__setattr__(
+            self, "max_points", _check_count(self.max_points, "max_points", owner, 4)
+        )
 
     # ------------------------------------------------------------------ public planning
-    def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
-             delta: float, domain=None) -> ExponentialPlan:
+    def plan(
+        self,
+        *,
+        n: int,
+        d: int,
+        center: np.ndarray,
+        diameter: float,
+        epsilon: float,
+        delta: float,
+        domain=None,
+    ) -> ExponentialPlan:
         """The net, the anchor, the net radius and the score's sensitivity, from public
         quantities only. ``domain`` is required: the net is built from it (public)."""
         owner = "ExponentialMechanism"
@@ -480,7 +497,8 @@ class ExponentialMechanism:
         _check_supported(domain, owner)
         if int(domain.d) != int(d):
             raise InvalidParameterError(
-                f"The `domain` given to `{owner}.plan` has dimension {domain.d}, not d = {d}.")
+                f"The `domain` given to `{owner}.plan` has dimension {domain.d}, not d = {d}."
+            )
         n = int(n)
         D = check_positive(diameter, "diameter", owner)
         c = np.asarray(center, float).reshape(-1)
@@ -500,23 +518,40 @@ class ExponentialMechanism:
         delta_s = clipped_score_sensitivity(n=n, lipschitz=L, radius=r, regularization_bound=P)
         common = {
             "paper": "002 App G (Alg 9, Prop G.1, Thm G.1; erratum 16: variation 2LR)",
-            "lipschitz": L, "regularization": lam, "spacing": h, "net_bound": bound,
-            "net_radius": r, "sensitivity": delta_s,
+            "lipschitz": L,
+            "regularization": lam,
+            "spacing": h,
+            "net_bound": bound,
+            "net_radius": r,
+            "sensitivity": delta_s,
             "coefficient": epsilon / (2.0 * delta_s),
             "reference_only": f"time exponential in d; d <= {MAX_DIMENSION}",
         }
         detail = dict(common)
-        detail.update({
-            "mechanism": "ExponentialMechanism", "center": tuple(float(v) for v in w0),
-            "anchor": tuple(float(v) for v in anchor), "base_sensitivity": 2.0 * L * r / n,
-        })
+        detail.update(
+            {
+                "mechanism": "ExponentialMechanism",
+                "center": tuple(float(v) for v in w0),
+                "anchor": tuple(float(v) for v in anchor),
+                "base_sensitivity": 2.0 * L * r / n,
+            }
+        )
         ledger = dict(common)
         ledger["composition"] = "one exponential mechanism over a public finite net"
         return ExponentialPlan(
-            guarantee=Guarantee(epsilon=epsilon, delta=0.0), n=n, d=d, lipschitz=L,
-            regularization=lam, center=np.asarray(w0, float).copy(), anchor=anchor,
-            spacing=h, net=net, radius=r, sensitivity=Sensitivity(value=delta_s, norm="l2"),
-            net_bound=bound, detail=MappingProxyType(detail),
+            guarantee=Guarantee(epsilon=epsilon, delta=0.0),
+            n=n,
+            d=d,
+            lipschitz=L,
+            regularization=lam,
+            center=np.asarray(w0, float).copy(),
+            anchor=anchor,
+            spacing=h,
+            net=net,
+            radius=r,
+            sensitivity=Sensitivity(value=delta_s, norm="l2"),
+            net_bound=bound,
+            detail=MappingProxyType(detail),
             ledger_detail=MappingProxyType(ledger),
         )
 
@@ -655,8 +690,9 @@ class LocalizedExponentialMechanism:
             if value is not None:
                 object.__setattr__(self, name, check_positive(value, name, owner))
         object.__setattr__(self, "center", check_center(self.center, owner))
-        object.__setattr__(self, "max_points",
-                           _check_count(self.max_points, "max_points", owner, 4))
+        object.__setattr__(
+            self, "max_points", _check_count(self.max_points, "max_points", owner, 4)
+        )
         if self.solver is not None and not isinstance(self.solver, str):
             raise InvalidParameterError(
                 f"The `solver` parameter of `{owner}` must be a solver name such as "
@@ -664,8 +700,17 @@ class LocalizedExponentialMechanism:
             )
 
     # ------------------------------------------------------------------ public planning
-    def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
-             delta: float, domain=None) -> LocalizedExponentialPlan:
+    def plan(
+        self,
+        *,
+        n: int,
+        d: int,
+        center: np.ndarray,
+        diameter: float,
+        epsilon: float,
+        delta: float,
+        domain=None,
+    ) -> LocalizedExponentialPlan:
         """Stage 1's accuracy, sensitivity and noise, ``xi``, ``R0`` and the stage-2 net
         spacing and bound, from public quantities only. ``domain`` (optional) is checked
         too."""
@@ -693,7 +738,7 @@ class LocalizedExponentialMechanism:
         if self.xi is not None:
             xi, xi_source = self.xi, "public override"
         else:
-            ratio = epsilon ** 2 * lam * R / (d * L)
+            ratio = epsilon**2 * lam * R / (d * L)
             xi, xi_source = math.log(ratio), "log(epsilon^2 lam R / (d L)) (Algorithm 11)"
             if not xi > 0.0:
                 raise InvalidParameterError(
@@ -715,33 +760,59 @@ class LocalizedExponentialMechanism:
         extent = min(2.0 * R0, D)
         h, bound = _grid_spacing(self.spacing, extent, d, self.max_points, 1, owner)
         split = "epsilon/2 localization + epsilon/2 exponential mechanism (basic composition)"
-        adaptive = ("the stage-2 net W cap B(w_loc, R0) depends on the stage-1 release w_loc "
-                    "(adaptive composition, digest P7)")
+        adaptive = (
+            "the stage-2 net W cap B(w_loc, R0) depends on the stage-1 release w_loc "
+            "(adaptive composition, digest P7)"
+        )
         common = {
             "paper": "002 App G (Alg 11 = Alg 10 + Alg 9; Prop G.1, G.2; erratum 16)",
-            "lipschitz": L, "regularization": lam, "accuracy": alpha,
-            "localization_sensitivity": delta_F, "noise": noise.kind,
-            "noise_scale": noise.scale, "xi": xi, "localization_radius": R0,
-            "spacing": h, "net_bound": bound,
+            "lipschitz": L,
+            "regularization": lam,
+            "accuracy": alpha,
+            "localization_sensitivity": delta_F,
+            "noise": noise.kind,
+            "noise_scale": noise.scale,
+            "xi": xi,
+            "localization_radius": R0,
+            "spacing": h,
+            "net_bound": bound,
             "reference_only": f"time exponential in d; d <= {MAX_DIMENSION}",
         }
         detail = dict(common)
-        detail.update({
-            "mechanism": "LocalizedExponentialMechanism", "center": tuple(float(v) for v in w0),
-            "base_sensitivity": base, "xi_source": xi_source, "domain_radius": R,
-            # 2 L r / n with r <= min(R0, D), before the float64 allowance
-            "score_sensitivity_bound": 2.0 * L * min(R0, D) / n,
-            "stage_epsilon": half, "composition": split,
-        })
+        detail.update(
+            {
+                "mechanism": "LocalizedExponentialMechanism",
+                "center": tuple(float(v) for v in w0),
+                "base_sensitivity": base,
+                "xi_source": xi_source,
+                "domain_radius": R,
+                # 2 L r / n with r <= min(R0, D), before the float64 allowance
+                "score_sensitivity_bound": 2.0 * L * min(R0, D) / n,
+                "stage_epsilon": half,
+                "composition": split,
+            }
+        )
         ledger = dict(common)
         ledger.update({"composition": split, "adaptive": adaptive})
         return LocalizedExponentialPlan(
-            guarantee=Guarantee(epsilon=epsilon, delta=0.0), stage_epsilon=half, n=n, d=d,
-            lipschitz=L, regularization=lam, center=np.asarray(w0, float).copy(),
-            accuracy=alpha, base_sensitivity=base,
-            localization_sensitivity=Sensitivity(value=delta_F, norm="l2"), noise=noise,
-            xi=xi, domain_radius=R, radius=R0, spacing=h, net_bound=bound,
-            detail=MappingProxyType(detail), ledger_detail=MappingProxyType(ledger),
+            guarantee=Guarantee(epsilon=epsilon, delta=0.0),
+            stage_epsilon=half,
+            n=n,
+            d=d,
+            lipschitz=L,
+            regularization=lam,
+            center=np.asarray(w0, float).copy(),
+            accuracy=alpha,
+            base_sensitivity=base,
+            localization_sensitivity=Sensitivity(value=delta_F, norm="l2"),
+            noise=noise,
+            xi=xi,
+            domain_radius=R,
+            radius=R0,
+            spacing=h,
+            net_bound=bound,
+            detail=MappingProxyType(detail),
+            ledger_detail=MappingProxyType(ledger),
         )
 
     # ------------------------------------------------------------------ stage 2 pieces
@@ -755,8 +826,12 @@ class LocalizedExponentialMechanism:
         reg = _regularizer(net, plan.regularization, plan.center)
         delta_s = 0.0
         if net.shape[0] > 1:
-            delta_s = clipped_score_sensitivity(n=plan.n, lipschitz=plan.lipschitz, radius=r,
-                                                regularization_bound=float(np.max(reg)))
+            delta_s = clipped_score_sensitivity(
+                n=plan.n,
+                lipschitz=plan.lipschitz,
+                radius=r,
+                regularization_bound=float(np.max(reg)),
+            )
         return net, plan.lipschitz * np.minimum(dist, r), r, reg, delta_s
 
     @staticmethod
@@ -768,8 +843,9 @@ class LocalizedExponentialMechanism:
         logp = _log_probabilities(s, plan.stage_epsilon, delta_s)
         return NetDistribution(points=net, scores=s, log_probabilities=logp)
 
-    def local_distribution(self, plan: LocalizedExponentialPlan, context,
-                           localization_center: np.ndarray) -> NetDistribution:
+    def local_distribution(
+        self, plan: LocalizedExponentialPlan, context, localization_center: np.ndarray
+    ) -> NetDistribution:
         """Stage 2's exact output distribution given the (public) ``w_loc``: the clipped
         exponential mechanism at ``epsilon/2`` over :func:`localized_net`, anchored at
         ``w_loc`` (``context`` offers ``domain`` and ``loss_values``).
@@ -811,12 +887,17 @@ class LocalizedExponentialMechanism:
         public = ReleaseCertificate(
             accuracy=plan.accuracy,
             distance_bound=math.sqrt(2.0 * plan.accuracy / plan.regularization),
-            regularization=plan.regularization, strong_convexity=0.0,
+            regularization=plan.regularization,
+            strong_convexity=0.0,
             center=np.asarray(plan.center, float).copy(),
-            domain=f"{domain.kind} (stage 1: localization)")
+            domain=f"{domain.kind} (stage 1: localization)",
+        )
         extra = {
             "localization_center": tuple(float(v) for v in w_loc),
-            "localization_radius": plan.radius, "xi": plan.xi,
-            "net_size": int(net.shape[0]), "net_radius": r, "score_sensitivity": delta_s,
+            "localization_radius": plan.radius,
+            "xi": plan.xi,
+            "net_size": int(net.shape[0]),
+            "net_radius": r,
+            "score_sensitivity": delta_s,
         }
         return w, (public,), extra

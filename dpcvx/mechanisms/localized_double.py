@@ -106,7 +106,7 @@ def phase_blocks(perm: np.ndarray, batch_sizes, block_sizes, blocks: int) -> lis
     out = []
     start = 0
     for n_t, m_t in zip(batch_sizes, block_sizes):
-        out.append([perm[start + j * m_t: start + (j + 1) * m_t] for j in range(blocks)])
+        out.append([perm[start + j * m_t : start + (j + 1) * m_t] for j in range(blocks)])
         start += n_t
     return out
 
@@ -126,14 +126,16 @@ def _spawn(rng: np.random.Generator, count: int) -> list[np.random.Generator]:
     """``count`` independent child generators drawn from ``rng`` in index order (the same
     children whatever order the blocks later run in). A generator backed by AES counter mode
     (dpcvx's unseeded default) gets AES children keyed from its own output."""
-    keys = rng.integers(0, 2 ** 63, size=(count, 2), dtype=np.int64)
+    keys = rng.integers(0, 2**63, size=(count, 2), dtype=np.int64)
     bit = type(rng.bit_generator).__name__
     if bit == "AESCounter":
         from randomgen import AESCounter
 
         return [np.random.Generator(AESCounter(key=(int(a) << 64) | int(b))) for a, b in keys]
-    return [np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(a), int(b)])))
-            for a, b in keys]
+    return [
+        np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(a), int(b)])))
+        for a, b in keys
+    ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,8 +243,11 @@ class LocalizedDoubleOutputPerturbation:
         owner = "LocalizedDoubleOutputPerturbation"
         object.__setattr__(self, "k", check_moment_order(self.k, owner))
         Gk = check_positive(self.moment, "moment", owner)
-        G2 = Gk if self.second_moment is None else check_positive(
-            self.second_moment, "second_moment", owner)
+        G2 = (
+            Gk
+            if self.second_moment is None
+            else check_positive(self.second_moment, "second_moment", owner)
+        )
         if G2 > Gk:
             raise InvalidParameterError(
                 f"`second_moment` (G_2 = {G2:g}) exceeds `moment` (G_k = {Gk:g}) in `{owner}`: "
@@ -274,8 +279,11 @@ class LocalizedDoubleOutputPerturbation:
                 )
             object.__setattr__(self, name, int(value))
         if self.base_regularization is not None:
-            object.__setattr__(self, "base_regularization", check_positive(
-                self.base_regularization, "base_regularization", owner))
+            object.__setattr__(
+                self,
+                "base_regularization",
+                check_positive(self.base_regularization, "base_regularization", owner),
+            )
         tol = check_real(self.move_tolerance, "move_tolerance", owner)
         if not 0.0 <= tol < 1.0:
             raise InvalidParameterError(
@@ -299,8 +307,17 @@ class LocalizedDoubleOutputPerturbation:
             raise InvalidParameterError(f"`shuffle` of `{owner}` must be a bool.")
 
     # ------------------------------------------------------------------ public planning
-    def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
-             delta: float, domain=None) -> LocalizedPlan:
+    def plan(
+        self,
+        *,
+        n: int,
+        d: int,
+        center: np.ndarray,
+        diameter: float,
+        epsilon: float,
+        delta: float,
+        domain=None,
+    ) -> LocalizedPlan:
         """The phases, blocks, regularizations, extension constants and every block's plan,
         from public quantities only (module docstring). ``domain`` is not needed."""
         owner = "LocalizedDoubleOutputPerturbation"
@@ -312,8 +329,9 @@ class LocalizedDoubleOutputPerturbation:
             )
         k, Gk, G2, D = self.k, self.moment, self.second_moment, float(diameter)
         T_paper = max(1, math.ceil(math.log2(n))) if n > 1 else 1
-        J = self.blocks or blocks_for_confidence(T_paper, self.failure_probability,
-                                                  self.block_success)
+        J = self.blocks or blocks_for_confidence(
+            T_paper, self.failure_probability, self.block_success
+        )
         batch, block = phase_sizes(n, J)
         minimum_n = 2 * J * self.min_block_size
         if block[0] < self.min_block_size:
@@ -326,72 +344,113 @@ class LocalizedDoubleOutputPerturbation:
             )
         C = [Gk * (m * epsilon / d) ** (1.0 / k) if m > 0 else 0.0 for m in block]
         # c_noise: median norm of the stage-2 noise in units of C/(epsilon lam m) (lam-free)
-        probe = DoubleOutputPerturbation(C=C[0], regularization=1.0, center=start,
-                                         zeta=self.zeta, constants=self.constants)
-        probe_plan = probe.plan(n=block[0], d=d, center=start, diameter=D, epsilon=epsilon,
-                                delta=0.0)
+        probe = DoubleOutputPerturbation(
+            C=C[0], regularization=1.0, center=start, zeta=self.zeta, constants=self.constants
+        )
+        probe_plan = probe.plan(
+            n=block[0], d=d, center=start, diameter=D, epsilon=epsilon, delta=0.0
+        )
         stage2 = probe_plan.noise.scale * epsilon * block[0] / C[0]
         c_noise = stage2 * float(gamma.median(d)) / d
-        rbar = c_noise * Gk * (d / (block[0] * epsilon)) ** (1.0 - 1.0 / k) \
-            + G2 / math.sqrt(block[0])
+        rbar = c_noise * Gk * (d / (block[0] * epsilon)) ** (1.0 - 1.0 / k) + G2 / math.sqrt(
+            block[0]
+        )
         lam1 = self.base_regularization or math.sqrt(2.0 * COUPLING) * rbar / D
-        lams = [lam1 * 32.0 ** t for t in range(T_paper)]
+        lams = [lam1 * 32.0**t for t in range(T_paper)]
         T_blocks = max(t + 1 for t in range(T_paper) if block[t] >= self.min_block_size)
-        movable = [t + 1 for t in range(T_paper)
-                   if block[t] > 0 and C[t] / lams[t] >= self.move_tolerance * D]
+        movable = [
+            t + 1
+            for t in range(T_paper)
+            if block[t] > 0 and C[t] / lams[t] >= self.move_tolerance * D
+        ]
         T_move = max(movable) if movable else 1
         T_eff = max(1, min(T_paper, T_blocks, T_move))
         phases = []
         for t in range(T_eff):
-            mech = DoubleOutputPerturbation(C=C[t], regularization=lams[t], center=start,
-                                            zeta=self.zeta, constants=self.constants,
-                                            solver=self.solver)
-            phases.append(PhasePlan(
-                index=t + 1, batch_size=batch[t], block_size=block[t], regularization=lams[t],
-                C=C[t], block=mech.plan(n=block[t], d=d, center=start, diameter=D,
-                                        epsilon=epsilon, delta=0.0)))
+            mech = DoubleOutputPerturbation(
+                C=C[t],
+                regularization=lams[t],
+                center=start,
+                zeta=self.zeta,
+                constants=self.constants,
+                solver=self.solver,
+            )
+            phases.append(
+                PhasePlan(
+                    index=t + 1,
+                    batch_size=batch[t],
+                    block_size=block[t],
+                    regularization=lams[t],
+                    C=C[t],
+                    block=mech.plan(
+                        n=block[t], d=d, center=start, diameter=D, epsilon=epsilon, delta=0.0
+                    ),
+                )
+            )
         confidence = max(0.0, 1.0 - T_eff * float(binom.cdf(J // 2, J, self.block_success)))
         used = sum(J * p.block_size for p in phases)
-        composition = (f"parallel over {T_eff * J} disjoint blocks ({T_eff} phases x {J}; a "
-                       "data-independent random partition); per block Double-OutputPert: "
-                       "epsilon/2 (OutputPert-Localize) + epsilon/2 (output perturbation over "
-                       "the public W0), basic composition")
+        composition = (
+            f"parallel over {T_eff * J} disjoint blocks ({T_eff} phases x {J}; a "
+            "data-independent random partition); per block Double-OutputPert: "
+            "epsilon/2 (OutputPert-Localize) + epsilon/2 (output perturbation over "
+            "the public W0), basic composition"
+        )
         common = {
             "paper": "000 Thm 3.1 (Alg 1 + Alg 4 + Alg 2)",
-            "k": k, "moment": Gk, "second_moment": G2, "phases": T_eff,
-            "phases_paper": T_paper, "phases_blocks": T_blocks, "phases_move": T_move,
-            "blocks": J, "block_sizes": tuple(p.block_size for p in phases),
+            "k": k,
+            "moment": Gk,
+            "second_moment": G2,
+            "phases": T_eff,
+            "phases_paper": T_paper,
+            "phases_blocks": T_blocks,
+            "phases_move": T_move,
+            "blocks": J,
+            "block_sizes": tuple(p.block_size for p in phases),
             "regularizations": tuple(p.regularization for p in phases),
             "extension_C": tuple(p.C for p in phases),
-            "constants": self.constants, "composition": composition,
+            "constants": self.constants,
+            "composition": composition,
         }
         detail = dict(common)
-        detail.update({
-            "mechanism": "LocalizedDoubleOutputPerturbation",
-            "base_regularization": lam1, "error_scale": rbar, "noise_constant": c_noise,
-            "failure_probability": self.failure_probability,
-            "block_success": self.block_success,
-            "implied_confidence": confidence, "examples_used": used,
-            "accuracies": tuple(p.block.accuracy for p in phases),
-            "localization_accuracies": tuple(p.block.localization_accuracy for p in phases),
-            "noise_scales": tuple(p.block.noise.scale for p in phases),
-            "localization_noise_scales": tuple(p.block.localization_noise.scale
-                                               for p in phases),
-            "localization_radii": tuple(p.block.radius for p in phases),
-            "minimum_n": minimum_n,
-        })
+        detail.update(
+            {
+                "mechanism": "LocalizedDoubleOutputPerturbation",
+                "base_regularization": lam1,
+                "error_scale": rbar,
+                "noise_constant": c_noise,
+                "failure_probability": self.failure_probability,
+                "block_success": self.block_success,
+                "implied_confidence": confidence,
+                "examples_used": used,
+                "accuracies": tuple(p.block.accuracy for p in phases),
+                "localization_accuracies": tuple(p.block.localization_accuracy for p in phases),
+                "noise_scales": tuple(p.block.noise.scale for p in phases),
+                "localization_noise_scales": tuple(
+                    p.block.localization_noise.scale for p in phases
+                ),
+                "localization_radii": tuple(p.block.radius for p in phases),
+                "minimum_n": minimum_n,
+            }
+        )
         ledger = dict(common)
         ledger["per_block_epsilon"] = (epsilon / 2.0, epsilon / 2.0)
         ledger["split"] = tuple(
             f"phase {p.index}: {J} disjoint blocks of {p.block_size} examples, each "
             f"{epsilon / 2:g} (localize) + {epsilon / 2:g} (release) = {epsilon:g}"
-            for p in phases) + (
+            for p in phases
+        ) + (
             f"parallel composition over disjoint blocks: {epsilon:g} in total "
-            f"({n - used} of {n} examples unused)",)
+            f"({n - used} of {n} examples unused)",
+        )
         return LocalizedPlan(
-            guarantee=Guarantee(epsilon=epsilon, delta=0.0), n=n, d=d, blocks=J,
-            phases=tuple(phases), initial_point=np.asarray(start, float).copy(),
-            detail=MappingProxyType(detail), ledger_detail=MappingProxyType(ledger),
+            guarantee=Guarantee(epsilon=epsilon, delta=0.0),
+            n=n,
+            d=d,
+            blocks=J,
+            phases=tuple(phases),
+            initial_point=np.asarray(start, float).copy(),
+            detail=MappingProxyType(detail),
+            ledger_detail=MappingProxyType(ledger),
         )
 
     # ------------------------------------------------------------------ release
@@ -407,22 +466,40 @@ class LocalizedDoubleOutputPerturbation:
     def _release(self, plan: LocalizedPlan, context, rng: np.random.Generator):
         J = plan.blocks
         perm = rng.permutation(plan.n) if self.shuffle else np.arange(plan.n)
-        blocks = phase_blocks(perm, [p.batch_size for p in plan.phases],
-                              [p.block_size for p in plan.phases], J)
+        blocks = phase_blocks(
+            perm, [p.batch_size for p in plan.phases], [p.block_size for p in plan.phases], J
+        )
         w_bar = context.project(plan.initial_point)
         certificates = []
         outputs, chosen = [], []
-        phases = progress_bar(zip(plan.phases, blocks), total=len(plan.phases),
-                              desc="LDOP phases", unit="phase", enabled=self.progress)
+        phases = progress_bar(
+            zip(plan.phases, blocks),
+            total=len(plan.phases),
+            desc="LDOP phases",
+            unit="phase",
+            enabled=self.progress,
+        )
         for phase, index_blocks in phases:
-            mech = DoubleOutputPerturbation(C=phase.C, regularization=phase.regularization,
-                                            zeta=self.zeta, constants=self.constants,
-                                            solver=self.solver)
+            mech = DoubleOutputPerturbation(
+                C=phase.C,
+                regularization=phase.regularization,
+                zeta=self.zeta,
+                constants=self.constants,
+                solver=self.solver,
+            )
             block_plan = replace(phase.block, center=np.asarray(w_bar, float).copy())
             children = _spawn(rng, J)
-            tasks = [(mech, block_plan, context.solver(indices=idx, C=phase.C),
-                      context.project, child, f"{context.domain.kind} (block of {len(idx)})")
-                     for idx, child in zip(index_blocks, children)]
+            tasks = [
+                (
+                    mech,
+                    block_plan,
+                    context.solver(indices=idx, C=phase.C),
+                    context.project,
+                    child,
+                    f"{context.domain.kind} (block of {len(idx)})",
+                )
+                for idx, child in zip(index_blocks, children)
+            ]
             results = self._run(tasks)
             points = np.stack([np.asarray(r[0], float) for r in results])
             j_star = aggregate(points)

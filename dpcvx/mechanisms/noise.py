@@ -302,8 +302,9 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
     # A public safety factor: the float64 profile used for the check below loses relative
     # accuracy ~1e-8 for tiny epsilon and delta (measured against 60-digit arithmetic); a 1e-6
     # relative increase of sigma lowers the exact delta by far more than that.
-    sigma = _check_finite_result(_round_up(unit_sigma * delta_sens * (1.0 + _SIGMA_SAFETY)),
-                                 "sigma", owner)
+    sigma = _check_finite_result(
+        _round_up(unit_sigma * delta_sens * (1.0 + _SIGMA_SAFETY)), "sigma", owner
+    )
     factor = 1e-12
     for _ in range(_MAX_INFLATION_STEPS):
         if gaussian_delta(sigma, delta_sens, eps) <= d:

@@ -53,7 +53,7 @@ def default_accuracy(lipschitz: float, regularization: float, n: int, scale: flo
     ``2 sqrt(2 alpha / lam) = 0.05 * 2 L / (lam n)`` gives ``alpha = 0.05^2 L^2 / (2 lam n^2)``.
     Every input is public.
     """
-    alpha = DEFAULT_INFLATION ** 2 * lipschitz ** 2 / (2 * regularization * n ** 2)
+    alpha = DEFAULT_INFLATION**2 * lipschitz**2 / (2 * regularization * n**2)
     return max(alpha, ACCURACY_FLOOR * scale)
 
 
@@ -143,8 +143,7 @@ class OutputPerturbation:
         object.__setattr__(self, "regularization", lam)
         object.__setattr__(self, "strong_convexity", mu)
         if self.accuracy is not None:
-            object.__setattr__(self, "accuracy",
-                               check_positive(self.accuracy, "accuracy", owner))
+            object.__setattr__(self, "accuracy", check_positive(self.accuracy, "accuracy", owner))
         if self.gaussian not in ("analytic", "zwb"):
             raise InvalidParameterError(
                 f"The `gaussian` parameter of `{owner}` must be 'analytic' or 'zwb'. "
@@ -153,8 +152,9 @@ class OutputPerturbation:
         object.__setattr__(self, "center", check_center(self.center, owner))
 
     # ------------------------------------------------------------------ public planning
-    def plan(self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float,
-             delta: float) -> ReleasePlan:
+    def plan(
+        self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float, delta: float
+    ) -> ReleasePlan:
         """Fix ``alpha``, the sensitivity and the noise from public quantities only."""
         owner = "OutputPerturbation"
         epsilon = check_positive(epsilon, "epsilon", owner)
@@ -182,13 +182,15 @@ class OutputPerturbation:
             sensitivity=Sensitivity(value=total),
             base_sensitivity=base,
             noise=noise,
-            detail=MappingProxyType({
-                "mechanism": "OutputPerturbation",
-                "paper": "002 Alg 1/6 (Prop 2.2, 3.1, 3.3)",
-                "lipschitz": L,
-                "strong_convexity": self.strong_convexity,
-                "inflation": inflation,
-            }),
+            detail=MappingProxyType(
+                {
+                    "mechanism": "OutputPerturbation",
+                    "paper": "002 Alg 1/6 (Prop 2.2, 3.1, 3.3)",
+                    "lipschitz": L,
+                    "strong_convexity": self.strong_convexity,
+                    "inflation": inflation,
+                }
+            ),
         )
 
     # ------------------------------------------------------------------ release
@@ -229,9 +231,17 @@ class OutputPerturbation:
         return np.asarray(out, float), (public,)
 
 
-def choose_regularization(lipschitz: float, radius: float, n: int, d: int, epsilon: float,
-                          delta: float = 0.0, *, task: str = "erm",
-                          smoothness: float | None = None) -> tuple[float, float]:
+def choose_regularization(
+    lipschitz: float,
+    radius: float,
+    n: int,
+    d: int,
+    epsilon: float,
+    delta: float = 0.0,
+    *,
+    task: str = "erm",
+    smoothness: float | None = None,
+) -> tuple[float, float]:
     """Paper 002's regularization for Algorithm 6, from public quantities only.
 
     Returns ``(lam, bound)``: the regularization and the theorem's excess-risk bound (empirical

@@ -80,14 +80,14 @@ def _smoothed(X: np.ndarray, tau: float, c: float) -> np.ndarray:
         i0, i1, i2, i3 = _integrals(A[small], B[small])
         am, sm = a[small], s[small]
         first = am * i0 + sm * i1
-        third = am ** 3 * i0 + 3 * am * am * sm * i1 + 3 * am * sm * sm * i2 + sm ** 3 * i3
+        third = am**3 * i0 + 3 * am * am * sm * i1 + 3 * am * sm * sm * i2 + sm**3 * i3
         inner[small] = first - third / 6.0
     if np.any(~small):
         nodes, weights = np.polynomial.legendre.leggauss(64)
         y = _SQRT2 * nodes  # on [-sqrt 2, sqrt 2]
         am, sm = a[~small][:, None], s_safe[~small][:, None]
         dens = norm.pdf((y[None, :] - am) / sm) / sm
-        inner[~small] = _SQRT2 * (dens * (y - y ** 3 / 6.0) * weights).sum(axis=1)
+        inner[~small] = _SQRT2 * (dens * (y - y**3 / 6.0) * weights).sum(axis=1)
     value = np.where(zero, 0.0, inner + tails)  # a = 0: phi(0) = 0
     value = np.where(np.isfinite(value), value, 0.0)  # defence in depth: bounded either way
     # |E phi| <= 2 sqrt(2)/3 exactly; clipping keeps the sensitivity bound in float64 too

@@ -28,8 +28,13 @@ from dpcvx.types import Guarantee, Sensitivity
 __all__ = ["TiltedOutputPerturbation", "tilted_sensitivity"]
 
 
-def tilted_sensitivity(lipschitz: float, regularization: float, n: int, tilt: float,
-                       loss_bounds: tuple[float, float] | None = None) -> float:
+def tilted_sensitivity(
+    lipschitz: float,
+    regularization: float,
+    n: int,
+    tilt: float,
+    loss_bounds: tuple[float, float] | None = None,
+) -> float:
     """``(2L/lam) min{1, C_tau/n}`` (Lemmas 5.1-5.2 of paper 002), ``C_tau = e^{tau(A-a)}``."""
     base = 2.0 * lipschitz / regularization
     if loss_bounds is None:
@@ -112,11 +117,12 @@ class TiltedOutputPerturbation:
                 a, A = (check_real(v, "loss_bounds", owner) for v in self.loss_bounds)
             except (TypeError, ValueError) as exc:
                 raise InvalidParameterError(
-                    f"`loss_bounds` of `{owner}` must be a pair (a, A). Got "
-                    f"{self.loss_bounds!r}.") from exc
+                    f"`loss_bounds` of `{owner}` must be a pair (a, A). Got {self.loss_bounds!r}."
+                ) from exc
             if not (math.isfinite(a) and math.isfinite(A) and a <= A):
                 raise InvalidParameterError(
-                    f"`loss_bounds` of `{owner}` must be finite with a <= A. Got ({a}, {A}).")
+                    f"`loss_bounds` of `{owner}` must be finite with a <= A. Got ({a}, {A})."
+                )
             object.__setattr__(self, "loss_bounds", (a, A))
         if self.accuracy is not None:
             object.__setattr__(self, "accuracy", check_positive(self.accuracy, "accuracy", owner))
@@ -133,20 +139,33 @@ class TiltedOutputPerturbation:
         base = tilted_sensitivity(self.lipschitz, lam, n, self.tilt, self.loss_bounds)
         alpha = self.accuracy
         if alpha is None:  # 2 sqrt(2 alpha / lam) = 5% of the base sensitivity
-            alpha = max((0.025 * base) ** 2 * lam / 2.0,
-                        1e-9 * (1.0 + self.lipschitz * diameter))
+            alpha = max((0.025 * base) ** 2 * lam / 2.0, 1e-9 * (1.0 + self.lipschitz * diameter))
         total = math.nextafter(base + 2.0 * math.sqrt(2.0 * alpha / lam), math.inf)
         noise = calibrate(total, epsilon, delta)
-        detail = {"mechanism": owner, "paper": "002 Sec 5.1, Thm 5.1 (Lemmas 5.1-5.2)",
-                  "tilt": self.tilt, "base_sensitivity": base, "sensitivity": total,
-                  "accuracy": alpha, "noise": noise.kind, "noise_scale": noise.scale,
-                  "loss_bounds": self.loss_bounds}
-        return TiltedPlan(guarantee=Guarantee(epsilon=epsilon, delta=delta), regularization=lam,
-                          center=w0, accuracy=alpha, sensitivity=Sensitivity(value=total),
-                          noise=noise, tilt=self.tilt, detail=MappingProxyType(detail),
-                          ledger_detail=MappingProxyType({"sensitivity": total,
-                                                          "noise": noise.kind,
-                                                          "scale": noise.scale}))
+        detail = {
+            "mechanism": owner,
+            "paper": "002 Sec 5.1, Thm 5.1 (Lemmas 5.1-5.2)",
+            "tilt": self.tilt,
+            "base_sensitivity": base,
+            "sensitivity": total,
+            "accuracy": alpha,
+            "noise": noise.kind,
+            "noise_scale": noise.scale,
+            "loss_bounds": self.loss_bounds,
+        }
+        return TiltedPlan(
+            guarantee=Guarantee(epsilon=epsilon, delta=delta),
+            regularization=lam,
+            center=w0,
+            accuracy=alpha,
+            sensitivity=Sensitivity(value=total),
+            noise=noise,
+            tilt=self.tilt,
+            detail=MappingProxyType(detail),
+            ledger_detail=MappingProxyType(
+                {"sensitivity": total, "noise": noise.kind, "scale": noise.scale}
+            ),
+        )
 
     def release(self, plan: TiltedPlan, context, rng):
         # the data source enforces the Lipschitz claim (a declared problem: the L-extension)
@@ -154,8 +173,11 @@ class TiltedOutputPerturbation:
         cert = solve(plan.regularization, plan.center, plan.accuracy)
         out = context.project(cert.w + sample(plan.noise, cert.w.size, rng))
         public = ReleaseCertificate(
-            accuracy=plan.accuracy, distance_bound=math.sqrt(2 * plan.accuracy /
-                                                             plan.regularization),
-            regularization=plan.regularization, strong_convexity=0.0,
-            center=plan.center.copy(), domain=f"{context.domain.kind} (tilted ERM)")
+            accuracy=plan.accuracy,
+            distance_bound=math.sqrt(2 * plan.accuracy / plan.regularization),
+            regularization=plan.regularization,
+            strong_convexity=0.0,
+            center=plan.center.copy(),
+            domain=f"{context.domain.kind} (tilted ERM)",
+        )
         return np.asarray(out, float), (public,), {}

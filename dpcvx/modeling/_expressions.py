@@ -175,8 +175,11 @@ def _push_weight(factor: cp.Expression, expr: cp.Expression) -> cp.Expression | 
     if isinstance(expr, Power) and float(getattr(expr.p, "value", expr.p)) == 2.0:
         inner = _push(root, expr.args[0])
         return None if inner is None else expr.copy([inner])
-    if isinstance(expr, quad_over_lin) and not expr.args[1].variables() \
-            and not expr.args[1].parameters():
+    if (
+        isinstance(expr, quad_over_lin)
+        and not expr.args[1].variables()
+        and not expr.args[1].parameters()
+    ):
         inner = _push(root, expr.args[0])
         return None if inner is None else expr.copy([inner, expr.args[1]])
     return None

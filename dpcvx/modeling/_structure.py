@@ -279,19 +279,24 @@ def _max_terms(expr: cp.Expression, weight: float, whole: cp.Expression) -> Term
         subs = decompose(a, None)
         structured = [t for t in subs if t.kind != "affine"]
         consts = [t for t in subs if t.kind == "affine"]
-        if len(structured) != 1 or structured[0].kind not in ELEMENTWISE or any(
-                t.args[0].variables() or t.args[0].parameters() for t in consts):
+        if (
+            len(structured) != 1
+            or structured[0].kind not in ELEMENTWISE
+            or any(t.args[0].variables() or t.args[0].parameters() for t in consts)
+        ):
             return None  # a data-dependent constant is not one public offset
         if structured[0].summed:
             return None
         parts.append(structured[0])
-        offsets.append(float(sum(t.weight * float(np.asarray(t.args[0].value).sum())
-                                 for t in consts)))
+        offsets.append(
+            float(sum(t.weight * float(np.asarray(t.args[0].value).sum()) for t in consts))
+        )
     if all(p.kind == "affine" for p in parts):
         return None
     args = tuple(p.args[0] for p in parts)
-    return Term("max_terms", weight, args, whole, atom=expr, parts=tuple(parts),
-                offsets=tuple(offsets))
+    return Term(
+        "max_terms", weight, args, whole, atom=expr, parts=tuple(parts), offsets=tuple(offsets)
+    )
 
 
 def decompose(loss: cp.Expression, variable: cp.Variable) -> tuple[Term, ...]:

@@ -75,8 +75,9 @@ def box(variable: cp.Variable, lower, upper) -> list[cp.Constraint]:
 
 def ellipsoid(variable: cp.Variable, shape_matrix, center=None) -> list[cp.Constraint]:
     """``||P (w - center)||_2 <= 1`` for an invertible matrix ``P``."""
-    return [cp.norm(np.asarray(shape_matrix, float) @ (variable - _center(variable, center)), 2)
-            <= 1]
+    return [
+        cp.norm(np.asarray(shape_matrix, float) @ (variable - _center(variable, center)), 2) <= 1
+    ]
 
 
 def polytope(variable: cp.Variable, A, b) -> list[cp.Constraint]:
@@ -164,8 +165,9 @@ class Domain:
                 "The `variable` must be a one-dimensional cvxpy.Variable (shape (d,)). "
                 f"Got {variable!r} of shape {getattr(variable, 'shape', None)}."
             )
-        has_bounds = bool(variable_rows(variable)[2]) if isinstance(variable, cp.Variable) \
-            else False
+        has_bounds = (
+            bool(variable_rows(variable)[2]) if isinstance(variable, cp.Variable) else False
+        )
         if (constraints is None or len(constraints) == 0) and not has_bounds:
             raise ModelingError(
                 "The `domain` must be a non-empty list of constraints describing a compact set "
@@ -250,14 +252,22 @@ class Domain:
             scale = _scaled_identity(pend.F @ pend.M)
             if scale and pend.slack == 0.0:
                 balls.append((-(pend.F @ pend.c) / scale, np.sqrt(pend.lim) / abs(scale)))
-        only_one = (len(pieces.norms) + len(pieces.pending) == 1 and not pieces.A.shape[0]
-                    and not self._eq and not pieces.generic)
+        only_one = (
+            len(pieces.norms) + len(pieces.pending) == 1
+            and not pieces.A.shape[0]
+            and not self._eq
+            and not pieces.generic
+        )
         ball_is_l2 = only_one and len(balls) == 1
         ball_is_l1 = only_one and len(l1_balls) == 1
         simplex_total = self._simplex_total()
-        box_only = (bool(np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)))
-                    and pieces.polyhedral and not pieces.pending and not self._eq
-                    and all(np.count_nonzero(row) == 1 for row in pieces.A))
+        box_only = (
+            bool(np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)))
+            and pieces.polyhedral
+            and not pieces.pending
+            and not self._eq
+            and all(np.count_nonzero(row) == 1 for row in pieces.A)
+        )
         self.constraints: tuple[cp.Constraint, ...] = self.user_constraints + tuple(var_cons)
         self._lo, self._hi = lo, hi
         if ball_is_l2:
@@ -285,8 +295,10 @@ class Domain:
             self.diameter = float(np.sqrt(2) * simplex_total)
         elif box_only:
             if np.any(lo > hi):
-                raise ModelingError("The box domain is empty: some lower bound exceeds its upper "
-                                    f"bound (lower={lo}, upper={hi}).")
+                raise ModelingError(
+                    "The box domain is empty: some lower bound exceeds its upper "
+                    f"bound (lower={lo}, upper={hi})."
+                )
             self.kind = "box"
             self.center = (lo + hi) / 2
             self.radius = float(np.linalg.norm((hi - lo) / 2))
@@ -347,8 +359,11 @@ class Domain:
                     if (sense > 0 and np.isfinite(hi[j])) or (sense < 0 and np.isfinite(lo[j])):
                         continue
                     p = self._solve(cp.Maximize(sense * w[j]), list(self.user_constraints))
-                    if p.status in ("unbounded", "unbounded_inaccurate") or p.value is None \
-                            or not np.isfinite(p.value):
+                    if (
+                        p.status in ("unbounded", "unbounded_inaccurate")
+                        or p.value is None
+                        or not np.isfinite(p.value)
+                    ):
                         direction = "+inf" if sense > 0 else "-inf"
                         raise ModelingError(
                             f"The domain is unbounded: w[{j}] can go to {direction}. Every "
@@ -384,8 +399,9 @@ class Domain:
             return
         s = cp.Variable()
         cons = [expr + s * (1 + self._scale(expr)) <= 0 for expr in self._ineq]
-        cons += [_substitute(c, self.variable, w) for c in self.constraints
-                 if isinstance(c, Equality)]
+        cons += [
+            _substitute(c, self.variable, w) for c in self.constraints if isinstance(c, Equality)
+        ]
         prob = self._solve(cp.Maximize(s), cons + [s <= 1])
         if w.value is None or s.value is None:
             raise ModelingError("Could not find a point inside the domain; is it empty?")
@@ -393,8 +409,11 @@ class Domain:
         slacks = self._violations(point)
         # The status only ever *rejects* (fails safe); acceptance rests on dpcvx's own float64
         # check of every constraint at the point. The domain is public: no data is involved.
-        if prob.status not in ("optimal", "optimal_inaccurate") or np.max(slacks) >= 0 \
-                or not self._eq_ok(point):
+        if (
+            prob.status not in ("optimal", "optimal_inaccurate")
+            or np.max(slacks) >= 0
+            or not self._eq_ok(point)
+        ):
             raise ModelingError(
                 "The domain has no strictly feasible point (its inequalities have empty "
                 "interior). Describe lower-dimensional sets with equality constraints."
@@ -458,13 +477,16 @@ class Domain:
         """Whether ``point`` satisfies every constraint with dpcvx's rounding margin."""
         point = np.asarray(point, float)
         if self.kind == "l2_ball":
-            return bool(np.linalg.norm(point - self.center) <= self.radius * (1 - 8 * _EPS)
-                        / (1 + 4 * _EPS))
+            return bool(
+                np.linalg.norm(point - self.center) <= self.radius * (1 - 8 * _EPS) / (1 + 4 * _EPS)
+            )
         if self.kind == "box":
             return bool(np.all(point >= self._lo) and np.all(point <= self._hi))
         if self.kind == "l1_ball":
-            return bool(np.sum(np.abs(point - self.center)) * (1 + 2 * self.d * _EPS)
-                        <= self.radius / (1 + 4 * _EPS))
+            return bool(
+                np.sum(np.abs(point - self.center)) * (1 + 2 * self.d * _EPS)
+                <= self.radius / (1 + 4 * _EPS)
+            )
         if self.kind == "simplex":
             return bool(np.all(point >= 0) and self._eq_ok(point))
         return bool(np.all(self._violations(point) <= 0) and self._eq_ok(point))
@@ -592,8 +614,13 @@ class Domain:
             try:
                 with warnings.catch_warnings():  # an inaccurate hint only loosens a bound
                     warnings.simplefilter("ignore")
-                    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12,
-                               tol_feas=1e-12, max_iter=300)
+                    prob.solve(
+                        solver=cp.CLARABEL,
+                        tol_gap_abs=1e-12,
+                        tol_gap_rel=1e-12,
+                        tol_feas=1e-12,
+                        max_iter=300,
+                    )
             except (cp.SolverError, ValueError, ArithmeticError):
                 return self.interior.copy()
             val = v.value
@@ -616,7 +643,8 @@ class Domain:
             nrm = np.linalg.norm(diff, axis=1, keepdims=True)
             out = self.center + diff * np.minimum(1.0, r / np.maximum(nrm, 1e-300))
             bad = np.linalg.norm(out - self.center, axis=1) > self.radius * (1 - 8 * _EPS) / (
-                1 + 4 * _EPS)
+                1 + 4 * _EPS
+            )
             if np.any(bad):
                 out[bad] = [self.make_feasible(row) for row in P[bad]]
             return out
@@ -672,10 +700,16 @@ def _min_ball(s, lam, w0, center, radius) -> float:
     if lam + tau == 0.0:  # s == 0 and lam == 0
         return -64 * _EPS
     w = center + a / (lam + tau)
-    terms = (float(s @ w), lam / 2 * float(np.sum((w - w0) ** 2)),
-             tau / 2 * (float(np.sum((w - center) ** 2)) - radius ** 2))
-    mag = float(np.abs(s) @ np.abs(w)) + abs(terms[1]) + tau / 2 * (
-        float(np.sum((w - center) ** 2)) + radius ** 2)
+    terms = (
+        float(s @ w),
+        lam / 2 * float(np.sum((w - w0) ** 2)),
+        tau / 2 * (float(np.sum((w - center) ** 2)) - radius**2),
+    )
+    mag = (
+        float(np.abs(s) @ np.abs(w))
+        + abs(terms[1])
+        + tau / 2 * (float(np.sum((w - center) ** 2)) + radius**2)
+    )
     return sum(terms) - 64 * _EPS * (mag + 1.0) * len(s)
 
 

@@ -129,8 +129,7 @@ class LocalizedDomain:
         self.interior = cand
 
     def _in_ball(self, point: np.ndarray) -> bool:
-        return bool(np.linalg.norm(point - self.ball_center)
-                    <= self.ball_radius * (1 - 8 * _EPS))
+        return bool(np.linalg.norm(point - self.ball_center) <= self.ball_radius * (1 - 8 * _EPS))
 
     def contains(self, point) -> bool:
         """Whether ``point`` lies in W (dpcvx's check) and in the ball (with a margin)."""
@@ -143,8 +142,9 @@ class LocalizedDomain:
         is then only a feasible point near the projection (use :meth:`dpcvx.Problem.project`,
         which solves the projection with CVXPY)."""
         xi = 1e-9 * self.ball_radius if xi is None else check_positive(xi, "xi", "project")
-        out, _ = inexact_projection(point, self.base.project, self.ball_center,
-                                    self.ball_radius, xi)
+        out, _ = inexact_projection(
+            point, self.base.project, self.ball_center, self.ball_radius, xi
+        )
         return out
 
     def make_feasible(self, point) -> np.ndarray:

@@ -65,7 +65,8 @@ def pinball(score: cp.Expression, target, tau: float) -> cp.Expression:
     for ``0 < tau < 1``; Lipschitz constant ``max(tau, 1 - tau) * max ||x||``."""
     if not 0 < tau < 1:
         raise InvalidParameterError(
-            f"The `tau` parameter of `pinball` must lie in (0, 1). Got {tau!r}.")
+            f"The `tau` parameter of `pinball` must lie in (0, 1). Got {tau!r}."
+        )
     r = target - score
     return tau * cp.pos(r) + (1 - tau) * cp.neg(r)
 
@@ -75,7 +76,8 @@ def epsilon_insensitive(score: cp.Expression, target, width: float) -> cp.Expres
     (equal for ``width >= 0``)."""
     if width < 0:
         raise InvalidParameterError(
-            f"The `width` parameter of `epsilon_insensitive` must be non-negative. Got {width!r}.")
+            f"The `width` parameter of `epsilon_insensitive` must be non-negative. Got {width!r}."
+        )
     r = score - target
     return cp.pos(r - width) + cp.pos(-r - width)
 
@@ -95,7 +97,8 @@ def _radius(radius: float, name: str) -> float:
     value = float(radius)
     if not value >= 0 or value == float("inf"):
         raise InvalidParameterError(
-            f"The `radius` parameter of `{name}` must be finite and non-negative. Got {radius!r}.")
+            f"The `radius` parameter of `{name}` must be finite and non-negative. Got {radius!r}."
+        )
     return value
 
 

@@ -51,8 +51,12 @@ def _negated(term: cp.Expression) -> cp.Expression:
     """``-term``, unwrapping a negation or a negative constant factor."""
     if isinstance(term, NegExpression):
         return term.args[0]
-    if isinstance(term, (MulExpression, multiply)) and term.args[0].is_constant() \
-            and not term.args[0].parameters() and term.args[0].size == 1:
+    if (
+        isinstance(term, (MulExpression, multiply))
+        and term.args[0].is_constant()
+        and not term.args[0].parameters()
+        and term.args[0].size == 1
+    ):
         return (-term.args[0].value) * term.args[1]
     return -term
 
@@ -79,30 +83,36 @@ class SaddleDeclaration:
         The public compact convex sets ``W`` (on ``w``) and ``S`` (on ``v``).
     """
 
-    def __init__(self, loss, variable, perturbation, data: Mapping, domain,
-                 perturbation_set) -> None:
+    def __init__(
+        self, loss, variable, perturbation, data: Mapping, domain, perturbation_set
+    ) -> None:
         for name, var in (("variable", variable), ("perturbation", perturbation)):
             if not isinstance(var, cp.Variable) or len(var.shape) != 1:
                 raise ModelingError(
-                    f"The `{name}` must be a cvxpy.Variable of shape (k,). Got {var!r}.")
+                    f"The `{name}` must be a cvxpy.Variable of shape (k,). Got {var!r}."
+                )
         if variable.id == perturbation.id:
-            raise ModelingError("The `variable` and the `perturbation` must be different "
-                                "cvxpy Variables.")
+            raise ModelingError(
+                "The `variable` and the `perturbation` must be different cvxpy Variables."
+            )
         if not isinstance(loss, cp.Expression) or loss.size != 1:
             raise ModelingError("The `loss` must be one example's scalar cvxpy Expression.")
         ids = {x.id for x in loss.variables()}
         if perturbation.id not in ids:
             raise ModelingError(
                 f"The `loss` does not depend on the perturbation `{perturbation}`: without an "
-                "adversary this is an ordinary ERM; use dpcvx.Problem.")
+                "adversary this is an ordinary ERM; use dpcvx.Problem."
+            )
         extra = ids - {variable.id, perturbation.id}
         if extra:
-            raise ModelingError("The `loss` may depend only on `variable`, `perturbation` and "
-                                "data parameters.")
+            raise ModelingError(
+                "The `loss` may depend only on `variable`, `perturbation` and data parameters."
+            )
         if not perturbation_set:
             raise ModelingError(
                 "The `perturbation_set` must constrain the perturbation to a compact convex "
-                "set S (e.g. dpcvx.domains.l2_ball(v, rho)): the adversary's budget.")
+                "set S (e.g. dpcvx.domains.l2_ball(v, rho)): the adversary's budget."
+            )
         free, coupled = _split(loss, perturbation)
         self.loss, self.variable, self.perturbation = loss, variable, perturbation
         self.d, self.p = variable.size, perturbation.size
@@ -114,8 +124,10 @@ class SaddleDeclaration:
         #: the adversary's first (public) point: the centre of S, made feasible
         self.start = np.asarray(box.make_feasible(box.center), float)
         if not isinstance(data, Mapping) or not data:
-            raise DataError("The `data` must be a non-empty dict mapping each per-example "
-                            "cp.Parameter of the loss to an array.")
+            raise DataError(
+                "The `data` must be a non-empty dict mapping each per-example "
+                "cp.Parameter of the loss to an array."
+            )
         self.data = dict(data)
         outer = self._outer_loss(1)
         try:
@@ -123,7 +135,8 @@ class SaddleDeclaration:
         except ModelingError as exc:
             raise ModelingError(
                 "With the perturbation held fixed, the loss must be convex (DCP, DPP) in the "
-                f"variable: {exc}") from None
+                f"variable: {exc}"
+            ) from None
         self.n = self.outer.n
         self._models: dict[int, Declaration] = {}
         self.domain = self.outer.domain
@@ -132,21 +145,26 @@ class SaddleDeclaration:
         # negate term by term, so that each keeps its own structure for the certificate
         inner = _total([_negated(substitute(t, variable, self._w_param)) for t in coupled])
         try:
-            self.inner = Declaration(inner, perturbation,
-                                     self._inner_data(inner, self.domain.center),
-                                     list(perturbation_set))
+            self.inner = Declaration(
+                inner,
+                perturbation,
+                self._inner_data(inner, self.domain.center),
+                list(perturbation_set),
+            )
         except ModelingError as exc:
             raise ModelingError(
                 "With the model held fixed, the terms of the loss that involve the "
                 "perturbation must be concave (DCP) in it (paper 002, Assumption 2), and the "
-                f"perturbation set must be compact: {exc}") from None
+                f"perturbation set must be compact: {exc}"
+            ) from None
         self.perturbation_domain = self.inner.domain
 
     # ------------------------------------------------------------------ builders
     def _cut(self, j: int) -> cp.Parameter:
         while len(self._cuts) <= j:
-            self._cuts.append(cp.Parameter(self.perturbation.shape,
-                                           name=f"v_adv_{len(self._cuts)}"))
+            self._cuts.append(
+                cp.Parameter(self.perturbation.shape, name=f"v_adv_{len(self._cuts)}")
+            )
         return self._cuts[j]
 
     def _outer_loss(self, k: int) -> cp.Expression:
@@ -159,7 +177,7 @@ class SaddleDeclaration:
         out = {key: val for key, val in self.data.items() if key.id in used}
         n = self._n_from(out)
         for j, V in enumerate(cuts):
-            out[self._cut(j)] = (np.broadcast_to(self.start, (n, self.p)) if V is None else V)
+            out[self._cut(j)] = np.broadcast_to(self.start, (n, self.p)) if V is None else V
         return out
 
     def _inner_data(self, expr, w_hat) -> dict:
@@ -187,9 +205,9 @@ class SaddleDeclaration:
                 self._models[1] = self.outer
             else:
                 expr = self._outer_loss(k)
-                self._models[k] = Declaration(expr, self.variable,
-                                              self._outer_data(expr, cuts),
-                                              list(self.domain.constraints))
+                self._models[k] = Declaration(
+                    expr, self.variable, self._outer_data(expr, cuts), list(self.domain.constraints)
+                )
         return self._models[k].with_data({self._cut(j).id: V for j, V in enumerate(cuts)})
 
     def inner_at(self, w_hat: np.ndarray) -> Declaration:

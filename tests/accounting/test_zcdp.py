@@ -16,11 +16,13 @@ from dpcvx.accounting.zcdp import dp_to_zcdp, gaussian_to_zcdp, pure_to_zcdp, zc
 def test_bs16_conversion_matches_the_digest(rho, eps):
     assert zcdp_to_dp(rho, 1e-5, "bs16") == pytest.approx(eps, abs=1e-4)
     assert zcdp_to_dp(rho, 1e-5, "bs16") == pytest.approx(
-        rho + 2 * math.sqrt(rho * math.log(1e5)), rel=1e-15)
+        rho + 2 * math.sqrt(rho * math.log(1e5)), rel=1e-15
+    )
 
 
-@pytest.mark.parametrize("eps,rho", [(0.5, 0.005314), (1.0, 0.020820), (2.0, 0.080045),
-                                     (5.0, 0.449623)])
+@pytest.mark.parametrize(
+    "eps,rho", [(0.5, 0.005314), (1.0, 0.020820), (2.0, 0.080045), (5.0, 0.449623)]
+)
 def test_inverse_conversion_matches_the_digest(eps, rho):
     assert dp_to_zcdp(eps, 1e-5) == pytest.approx(rho, abs=1e-6)
     assert zcdp_to_dp(dp_to_zcdp(eps, 1e-5), 1e-5, "bs16") == pytest.approx(eps, rel=1e-12)
@@ -35,8 +37,9 @@ def test_rdp_conversion_is_dp_accountings_and_tighter():
         acc.compose(dp_accounting.GaussianDpEvent(1 / math.sqrt(2 * rho)))
         assert zcdp_to_dp(rho, 1e-6, "rdp") <= acc.get_epsilon(1e-6) + 1e-9  # finer orders
         assert zcdp_to_dp(rho, 1e-6, "rdp") <= zcdp_to_dp(rho, 1e-6, "bs16")
-        assert zcdp_to_dp(rho, 1e-6) == min(zcdp_to_dp(rho, 1e-6, "rdp"),
-                                            zcdp_to_dp(rho, 1e-6, "bs16"))
+        assert zcdp_to_dp(rho, 1e-6) == min(
+            zcdp_to_dp(rho, 1e-6, "rdp"), zcdp_to_dp(rho, 1e-6, "bs16")
+        )
 
 
 def test_pure_and_gaussian_forms():

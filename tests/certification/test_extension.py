@@ -18,8 +18,9 @@ def _heavy_hinge(n=25, d=3, seed=0):
     w = cp.Variable(d)
     x = cp.Parameter(d)
     y = cp.Parameter()
-    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1]
+    )
     return problem, X, Y, rng
 
 
@@ -66,7 +67,7 @@ def test_extension_is_C_lipschitz_and_subgradients_are_B_approximate():
     C = 0.8
     ext = problem.lipschitz_extension(C)
     pts = rng.normal(size=(6, 3))
-    pts *= (rng.uniform(0.1, 0.95, size=(6, 1)) / np.linalg.norm(pts, axis=1, keepdims=True))
+    pts *= rng.uniform(0.1, 0.95, size=(6, 1)) / np.linalg.norm(pts, axis=1, keepdims=True)
     vals = [ext.evaluate(p) for p in pts]
     for a, va in zip(pts, vals):
         for b, vb in zip(pts, vals):
@@ -87,13 +88,14 @@ def test_joint_program_equals_the_extension_erm_in_one_dimension():
     w = cp.Variable(1)
     x = cp.Parameter(1)
     y = cp.Parameter()
-    problem = dpcvx.Problem(cp.abs(x @ w - y), w, data={x: X, y: Yv},
-                            domain=dpcvx.domains.box(w, -1.0, 1.0))
+    problem = dpcvx.Problem(
+        cp.abs(x @ w - y), w, data={x: X, y: Yv}, domain=dpcvx.domains.box(w, -1.0, 1.0)
+    )
     sol = problem.lipschitz_extension(C).solve(regularization=lam, center=np.zeros(1))
     grid = np.linspace(-1, 1, 4001)
     f = np.abs(np.outer(grid, X[:, 0]) - Yv)  # (grid y, n)
     fc = np.min(f[None, :, :] + C * np.abs(grid[:, None, None] - grid[None, :, None]), axis=1)
-    F = fc.mean(axis=1) + lam / 2 * grid ** 2
+    F = fc.mean(axis=1) + lam / 2 * grid**2
     assert sol.lower <= F.min() + 1e-9
     assert sol.upper >= F.min() - 2e-3  # grid resolution 5e-4 times the Lipschitz constant
     assert abs(sol.w[0] - grid[np.argmin(F)]) <= 2e-3 + sol.distance_bound
@@ -112,11 +114,14 @@ def test_private_release_on_heavy_tailed_data_needs_lipschitz_at_least_C():
     problem, X, Y, rng = _heavy_hinge()
     ext = problem.lipschitz_extension(1.0)
     with pytest.raises(dpcvx.InvalidParameterError, match="at least C"):
-        ext.solve_private(dpcvx.OutputPerturbation(lipschitz=0.5, regularization=0.1),
-                          epsilon=1.0)
+        ext.solve_private(dpcvx.OutputPerturbation(lipschitz=0.5, regularization=0.1), epsilon=1.0)
     acct = dpcvx.Accountant(1.0)
-    res = ext.solve_private(dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1),
-                            epsilon=1.0, rng=0, accountant=acct)
+    res = ext.solve_private(
+        dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1),
+        epsilon=1.0,
+        rng=0,
+        accountant=acct,
+    )
     assert np.linalg.norm(res.w) <= 1.0
     assert res.detail["extension_C"] == 1.0 and len(acct.ledger) == 1
 
@@ -146,10 +151,14 @@ def test_localized_joint_program_brackets_the_whole_dataset_reference(radius):
     n, d = X.shape
     W = cp.Variable(d)
     V = cp.Variable((n, d))
-    obj = (cp.sum(cp.pos(1 - cp.multiply(Y, cp.sum(cp.multiply(X, V), axis=1)))) / n
-           + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n + lam / 2 * cp.sum_squares(W))
-    ref = cp.Problem(cp.Minimize(obj), [cp.norm(W) <= 1, cp.norm(W - c) <= radius,
-                                        cp.norm(V, 2, axis=1) <= 1])
+    obj = (
+        cp.sum(cp.pos(1 - cp.multiply(Y, cp.sum(cp.multiply(X, V), axis=1)))) / n
+        + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n
+        + lam / 2 * cp.sum_squares(W)
+    )
+    ref = cp.Problem(
+        cp.Minimize(obj), [cp.norm(W) <= 1, cp.norm(W - c) <= radius, cp.norm(V, 2, axis=1) <= 1]
+    )
     ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
     assert sol.lower <= ref.value + 1e-8 <= sol.upper + 2e-8
     assert sol.gap < 1e-5
@@ -168,8 +177,11 @@ def _joint_reference(X, Y, C, lam):
     n, d = X.shape
     W = cp.Variable(d)
     V = cp.Variable((n, d))
-    obj = (cp.sum(cp.pos(1 - cp.multiply(Y, cp.sum(cp.multiply(X, V), axis=1)))) / n
-           + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n + lam / 2 * cp.sum_squares(W))
+    obj = (
+        cp.sum(cp.pos(1 - cp.multiply(Y, cp.sum(cp.multiply(X, V), axis=1)))) / n
+        + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n
+        + lam / 2 * cp.sum_squares(W)
+    )
     ref = cp.Problem(cp.Minimize(obj), [cp.norm(W) <= 1, cp.norm(V, 2, axis=1) <= 1])
     ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
     return ref.value
@@ -206,8 +218,22 @@ def test_extension_certificate_never_relies_on_the_lipschitz_bounds(monkeypatch)
         problem.lipschitz_extension(C).solve(regularization=lam, accuracy=1e-6)
 
 
-@pytest.mark.parametrize("loss", ["hinge", "abs", "huber", "logistic", "square", "norm2",
-                                  "norm1", "max", "lse", "sum_squares", "affine"])
+@pytest.mark.parametrize(
+    "loss",
+    [
+        "hinge",
+        "abs",
+        "huber",
+        "logistic",
+        "square",
+        "norm2",
+        "norm1",
+        "max",
+        "lse",
+        "sum_squares",
+        "affine",
+    ],
+)
 def test_lipschitz_bounds_dominate_gradient_norms_on_the_domain(loss):
     from dpcvx.certification.lipschitz import lipschitz_bounds
 
@@ -219,11 +245,17 @@ def test_lipschitz_bounds_dominate_gradient_norms_on_the_domain(loss):
     M = cp.Parameter((2, d))
     data = {x: rng.standard_t(3, size=(n, d)), y: rng.normal(size=n)}
     expr = {
-        "hinge": cp.pos(1 - y * (x @ w)), "abs": cp.abs(x @ w - y),
-        "huber": cp.huber(x @ w - y, 0.7), "logistic": cp.logistic(x @ w),
-        "square": cp.square(x @ w - y), "norm2": cp.norm(M @ w - y, 2),
-        "norm1": cp.norm(M @ w, 1), "max": cp.max(M @ w), "lse": cp.log_sum_exp(M @ w),
-        "sum_squares": cp.sum_squares(M @ w - y), "affine": x @ w + 2 * y,
+        "hinge": cp.pos(1 - y * (x @ w)),
+        "abs": cp.abs(x @ w - y),
+        "huber": cp.huber(x @ w - y, 0.7),
+        "logistic": cp.logistic(x @ w),
+        "square": cp.square(x @ w - y),
+        "norm2": cp.norm(M @ w - y, 2),
+        "norm1": cp.norm(M @ w, 1),
+        "max": cp.max(M @ w),
+        "lse": cp.log_sum_exp(M @ w),
+        "sum_squares": cp.sum_squares(M @ w - y),
+        "affine": x @ w + 2 * y,
     }[loss]
     used = {p.id for p in expr.parameters()}
     if M.id in used:
@@ -237,6 +269,11 @@ def test_lipschitz_bounds_dominate_gradient_norms_on_the_domain(loss):
     for _ in range(30):
         u = rng.normal(size=d)
         u *= rng.uniform(0, 1) / np.linalg.norm(u)
-        grad = np.stack([(decl.loss_values(u + h * e) - decl.loss_values(u - h * e)) / (2 * h)
-                         for e in np.eye(d)], axis=1)
+        grad = np.stack(
+            [
+                (decl.loss_values(u + h * e) - decl.loss_values(u - h * e)) / (2 * h)
+                for e in np.eye(d)
+            ],
+            axis=1,
+        )
         assert np.all(np.linalg.norm(grad, axis=1) <= bounds * (1 + 1e-6) + 1e-5)

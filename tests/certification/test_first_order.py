@@ -66,8 +66,9 @@ def test_closed_forms_of_E1d():
 
 def test_algorithm3_on_the_E1d_joint_program():
     alpha, D_K = 0.1, 4.0  # K = [-1, 1]^4, D_K = D sqrt(m + 1) = 2 * 2
-    result = adaptive_projected_subgradient(joint_subgradient, clip_box, -np.ones(4), D_K,
-                                            alpha, 10**6, contains=in_box)
+    result = adaptive_projected_subgradient(
+        joint_subgradient, clip_box, -np.ones(4), D_K, alpha, 10**6, contains=in_box
+    )
     # Prop C.5: at most ceil((3 D L / alpha)^2) iterations with L <= 2.3 on K
     assert result.iterations <= math.ceil((3 * D_K * 2.3 / alpha) ** 2) == 76176
     assert result.stop == "stopping_rule"
@@ -78,8 +79,9 @@ def test_algorithm3_on_the_E1d_joint_program():
     # the certificate is Prop C.5's bound (plus rounding allowances far below it)
     S, T = result.stats["S"], result.iterations
     assert 3 * D_K * math.sqrt(S) <= alpha * T  # the stopping rule held
-    assert result.stats["prop_c5_bound"] == pytest.approx(3 * D_K * math.sqrt(S) / (2 * T)
-                                                          + alpha / 4, rel=1e-15)
+    assert result.stats["prop_c5_bound"] == pytest.approx(
+        3 * D_K * math.sqrt(S) / (2 * T) + alpha / 4, rel=1e-15
+    )
     assert result.stats["prop_c5_bound"] <= result.certified_gap <= 3 * alpha / 4 * (1 + 1e-6)
     # the w-part is a certified point of the extension objective (Lemma 2.7)
     assert extension_objective(result.point[0]) - OPT <= result.certified_gap
@@ -104,46 +106,58 @@ def test_algorithm3_max_iter_raises():
 
 def test_a_too_small_diameter_is_detected():
     with pytest.raises(CertificationError, match="diameter"):
-        adaptive_projected_subgradient(joint_subgradient, clip_box, -np.ones(4), 0.5, 0.1,
-                                       10**5)
+        adaptive_projected_subgradient(joint_subgradient, clip_box, -np.ones(4), 0.5, 0.1, 10**5)
 
 
-@pytest.mark.parametrize("project", [
-    lambda y, xi: 0.5 * np.clip(y, -1, 1),  # lands in K, is not a projection
-    lambda y, xi: 0.99 * np.clip(y, -1, 1),
-    # a point of K far more than xi away from the projection
-    lambda y, xi: np.clip(np.clip(y, -1, 1) - 100 * xi * np.sign(np.clip(y, -1, 1)), -1, 1),
-])
+@pytest.mark.parametrize(
+    "project",
+    [
+        lambda y, xi: 0.5 * np.clip(y, -1, 1),  # lands in K, is not a projection
+        lambda y, xi: 0.99 * np.clip(y, -1, 1),
+        # a point of K far more than xi away from the projection
+        lambda y, xi: np.clip(np.clip(y, -1, 1) - 100 * xi * np.sign(np.clip(y, -1, 1)), -1, 1),
+    ],
+)
 def test_a_non_projection_is_detected(project):
     with pytest.raises(CertificationError, match="projection"):
-        adaptive_projected_subgradient(joint_subgradient, project, np.zeros(4), 4.0, 0.1,
-                                       10**5)
+        adaptive_projected_subgradient(joint_subgradient, project, np.zeros(4), 4.0, 0.1, 10**5)
 
 
 def test_a_projection_outside_K_is_detected_with_a_membership_test():
     with pytest.raises(CertificationError, match="outside K"):
-        adaptive_projected_subgradient(joint_subgradient, lambda y, xi: y, np.zeros(4), 4.0,
-                                       0.1, 10**5, contains=in_box)
+        adaptive_projected_subgradient(
+            joint_subgradient, lambda y, xi: y, np.zeros(4), 4.0, 0.1, 10**5, contains=in_box
+        )
 
 
 def test_non_finite_subgradients_raise():
     with pytest.raises(CertificationError, match="finite"):
-        adaptive_projected_subgradient(lambda x: np.full(2, np.nan), clip_box, np.zeros(2),
-                                       3.0, 0.1, 10)
+        adaptive_projected_subgradient(
+            lambda x: np.full(2, np.nan), clip_box, np.zeros(2), 3.0, 0.1, 10
+        )
     with pytest.raises(CertificationError, match="shape"):
-        adaptive_projected_subgradient(lambda x: np.ones(3), clip_box, np.zeros(2), 3.0, 0.1,
-                                       10)
+        adaptive_projected_subgradient(lambda x: np.ones(3), clip_box, np.zeros(2), 3.0, 0.1, 10)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"alpha": 0.0}, "alpha"),
-    ({"diameter": -1.0}, "diameter"),
-    ({"max_iter": 0}, "max_iter"),
-    ({"x1": np.full(4, 2.0)}, "x1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"alpha": 0.0}, "alpha"),
+        ({"diameter": -1.0}, "diameter"),
+        ({"max_iter": 0}, "max_iter"),
+        ({"x1": np.full(4, 2.0)}, "x1"),
+    ],
+)
 def test_algorithm3_rejects_bad_input(kwargs, match):
-    args = {"subgradient": joint_subgradient, "project": clip_box, "x1": np.zeros(4),
-            "diameter": 4.0, "alpha": 0.1, "max_iter": 10, "contains": in_box}
+    args = {
+        "subgradient": joint_subgradient,
+        "project": clip_box,
+        "x1": np.zeros(4),
+        "diameter": 4.0,
+        "alpha": 0.1,
+        "max_iter": 10,
+        "contains": in_box,
+    }
     args.update(kwargs)
     with pytest.raises(InvalidParameterError, match=match):
         adaptive_projected_subgradient(**args)
@@ -166,8 +180,9 @@ def test_lemma_d5_on_E1d_with_the_exact_oracle():
     assert result.stats["xi"] == pytest.approx(xi, rel=1e-15)
     # the a-posteriori bound's terms, as derived from the proof of Lemma D.5
     assert result.stats["distance"] == pytest.approx(D * D / (2 * eta * 57600), rel=1e-12)
-    assert result.stats["projection"] == pytest.approx(D * xi / eta + xi * xi / (2 * eta),
-                                                       rel=1e-12)
+    assert result.stats["projection"] == pytest.approx(
+        D * xi / eta + xi * xi / (2 * eta), rel=1e-12
+    )
     assert result.stats["steps"] <= eta * L * L / 2
     assert result.stats["bias"] == 0.0
 
@@ -192,28 +207,29 @@ def test_lemma_d5_with_an_oracle_biased_by_alpha_over_4():
 
 def test_lemma_d5_bound_above_alpha_raises():
     with pytest.raises(CertificationError, match="Lemma D.5"):
-        biased_projected_subgradient(exact_oracle, clip_box, [-1.0], 2.0, 1.5, 0.05,
-                                     iterations=10)
+        biased_projected_subgradient(exact_oracle, clip_box, [-1.0], 2.0, 1.5, 0.05, iterations=10)
     # a bias above the budget is charged, not hidden
     with pytest.raises(CertificationError, match="bias"):
-        biased_projected_subgradient(lambda v: (exact_oracle(v)[0], 0.05), clip_box, [-1.0],
-                                     2.0, 1.5, 0.05, iterations=400)
+        biased_projected_subgradient(
+            lambda v: (exact_oracle(v)[0], 0.05), clip_box, [-1.0], 2.0, 1.5, 0.05, iterations=400
+        )
 
 
 def test_lemma_d5_norm_above_L_raises():
     with pytest.raises(CertificationError, match="lipschitz"):
-        biased_projected_subgradient(lambda v: (np.array([10.0]), 0.0), clip_box, [0.0], 2.0,
-                                     1.5, 0.5)
+        biased_projected_subgradient(
+            lambda v: (np.array([10.0]), 0.0), clip_box, [0.0], 2.0, 1.5, 0.5
+        )
 
 
 @pytest.mark.parametrize("B", [-1.0, math.nan])
 def test_lemma_d5_bias_must_be_nonnegative(B):
     with pytest.raises(CertificationError, match="bias"):
-        biased_projected_subgradient(lambda v: (np.array([0.1]), B), clip_box, [0.0], 2.0,
-                                     1.5, 0.5)
+        biased_projected_subgradient(lambda v: (np.array([0.1]), B), clip_box, [0.0], 2.0, 1.5, 0.5)
 
 
 def test_lemma_d5_detects_a_non_projection():
     with pytest.raises(CertificationError, match="projection"):
-        biased_projected_subgradient(exact_oracle, lambda y, xi: 0.5 * np.clip(y, -1, 1),
-                                     [0.9], 2.0, 1.5, 0.05)
+        biased_projected_subgradient(
+            exact_oracle, lambda y, xi: 0.5 * np.clip(y, -1, 1), [0.9], 2.0, 1.5, 0.05
+        )

@@ -26,58 +26,102 @@ D, N, K = 3, 7, 2
 
 # name -> (per-example loss builder, whole-dataset builder for example i, marks)
 LOSSES = {
-    "hinge": (lambda w, p: cp.pos(1 - p["y"] * (p["x"] @ w)),
-              lambda w, z, i: cp.pos(1 - z["y"][i] * (z["x"][i] @ w))),
-    "logistic": (lambda w, p: cp.logistic(-p["y"] * (p["x"] @ w)),
-                 lambda w, z, i: cp.logistic(-z["y"][i] * (z["x"][i] @ w))),
-    "huber": (lambda w, p: cp.huber(p["x"] @ w - p["t"], 0.5),
-              lambda w, z, i: cp.huber(z["x"][i] @ w - z["t"][i], 0.5)),
-    "square": (lambda w, p: cp.square(p["x"] @ w - p["t"]),
-               lambda w, z, i: cp.square(z["x"][i] @ w - z["t"][i])),
-    "exp": (lambda w, p: cp.exp(p["x"] @ w - p["t"]),
-            lambda w, z, i: cp.exp(z["x"][i] @ w - z["t"][i])),
-    "maximum3": (lambda w, p: cp.maximum(p["x"] @ w, p["t"], -(p["x"] @ w) - 1),
-                 lambda w, z, i: cp.maximum(z["x"][i] @ w, z["t"][i], -(z["x"][i] @ w) - 1)),
-    "neg-plus-pos": (lambda w, p: cp.neg(p["x"] @ w - p["t"]) + 2 * cp.pos(p["x"] @ w - 1),
-                     lambda w, z, i: cp.neg(z["x"][i] @ w - z["t"][i])
-                     + 2 * cp.pos(z["x"][i] @ w - 1)),
-    "affine-plus": (lambda w, p: cp.abs(p["x"] @ w - p["t"]) / 4 + 0.3 * (p["x"] @ w) + p["t"],
-                    lambda w, z, i: cp.abs(z["x"][i] @ w - z["t"][i]) / 4
-                    + 0.3 * (z["x"][i] @ w) + z["t"][i]),
-    "norm2-matrix": (lambda w, p: cp.norm(p["A"] @ w - p["b"], 2),
-                     lambda w, z, i: cp.norm(z["A"][i] @ w - z["b"][i], 2)),
-    "norm-inf-matrix": (lambda w, p: cp.norm(p["A"] @ w - p["b"], "inf"),
-                        lambda w, z, i: cp.norm(z["A"][i] @ w - z["b"][i], "inf")),
-    "norm1-distance": (lambda w, p: cp.norm(w - p["x"], 1),
-                       lambda w, z, i: cp.norm(w - z["x"][i], 1)),
-    "max-matrix": (lambda w, p: cp.max(p["A"] @ w - p["b"]),
-                   lambda w, z, i: cp.max(z["A"][i] @ w - z["b"][i])),
-    "log-sum-exp": (lambda w, p: cp.log_sum_exp(cp.hstack([p["x"] @ w, -(p["x"] @ w),
-                                                          p["t"]])),
-                    lambda w, z, i: cp.log_sum_exp(cp.hstack([z["x"][i] @ w, -(z["x"][i] @ w),
-                                                              z["t"][i]]))),
-    "sum-squares": (lambda w, p: cp.sum_squares(p["A"] @ w - p["b"]),
-                    lambda w, z, i: cp.sum_squares(z["A"][i] @ w - z["b"][i])),
-    "quad-over-lin": (lambda w, p: cp.quad_over_lin(p["A"] @ w - p["b"], 3.0),
-                      lambda w, z, i: cp.quad_over_lin(z["A"][i] @ w - z["b"][i], 3.0)),
-    "sum-maximum": (lambda w, p: cp.sum(cp.maximum(p["A"] @ w, -p["b"])),
-                    lambda w, z, i: cp.sum(cp.maximum(z["A"][i] @ w, -z["b"][i]))),
-    "sum-pos": (lambda w, p: cp.sum(cp.pos(p["A"] @ w - p["b"])),
-                lambda w, z, i: cp.sum(cp.pos(z["A"][i] @ w - z["b"][i]))),
-    "generic-squared-hinge": (lambda w, p: cp.square(cp.pos(1 - p["y"] * (p["x"] @ w))),
-                              lambda w, z, i: cp.square(cp.pos(1 - z["y"][i] * (z["x"][i] @ w)))),
-    "generic-pnorm3": (lambda w, p: cp.pnorm(w - p["x"], 3),
-                       lambda w, z, i: cp.pnorm(w - z["x"][i], 3)),
-    "sum-abs": (lambda w, p: cp.sum(cp.abs(p["A"] @ w - p["b"])),
-                lambda w, z, i: cp.sum(cp.abs(z["A"][i] @ w - z["b"][i]))),
-    "sum-square": (lambda w, p: cp.sum(cp.square(w - p["x"])),
-                   lambda w, z, i: cp.sum(cp.square(w - z["x"][i]))),
-    "sum-huber": (lambda w, p: cp.sum(cp.huber(p["A"] @ w - p["b"], 0.5)),
-                  lambda w, z, i: cp.sum(cp.huber(z["A"][i] @ w - z["b"][i], 0.5))),
-    "sum-logistic": (lambda w, p: cp.sum(cp.logistic(p["A"] @ w - p["b"])),
-                     lambda w, z, i: cp.sum(cp.logistic(z["A"][i] @ w - z["b"][i]))),
-    "sum-of-scalar-abs": (lambda w, p: cp.sum(cp.abs(p["x"] @ w - p["t"])),
-                          lambda w, z, i: cp.abs(z["x"][i] @ w - z["t"][i])),
+    "hinge": (
+        lambda w, p: cp.pos(1 - p["y"] * (p["x"] @ w)),
+        lambda w, z, i: cp.pos(1 - z["y"][i] * (z["x"][i] @ w)),
+    ),
+    "logistic": (
+        lambda w, p: cp.logistic(-p["y"] * (p["x"] @ w)),
+        lambda w, z, i: cp.logistic(-z["y"][i] * (z["x"][i] @ w)),
+    ),
+    "huber": (
+        lambda w, p: cp.huber(p["x"] @ w - p["t"], 0.5),
+        lambda w, z, i: cp.huber(z["x"][i] @ w - z["t"][i], 0.5),
+    ),
+    "square": (
+        lambda w, p: cp.square(p["x"] @ w - p["t"]),
+        lambda w, z, i: cp.square(z["x"][i] @ w - z["t"][i]),
+    ),
+    "exp": (
+        lambda w, p: cp.exp(p["x"] @ w - p["t"]),
+        lambda w, z, i: cp.exp(z["x"][i] @ w - z["t"][i]),
+    ),
+    "maximum3": (
+        lambda w, p: cp.maximum(p["x"] @ w, p["t"], -(p["x"] @ w) - 1),
+        lambda w, z, i: cp.maximum(z["x"][i] @ w, z["t"][i], -(z["x"][i] @ w) - 1),
+    ),
+    "neg-plus-pos": (
+        lambda w, p: cp.neg(p["x"] @ w - p["t"]) + 2 * cp.pos(p["x"] @ w - 1),
+        lambda w, z, i: cp.neg(z["x"][i] @ w - z["t"][i]) + 2 * cp.pos(z["x"][i] @ w - 1),
+    ),
+    "affine-plus": (
+        lambda w, p: cp.abs(p["x"] @ w - p["t"]) / 4 + 0.3 * (p["x"] @ w) + p["t"],
+        lambda w, z, i: cp.abs(z["x"][i] @ w - z["t"][i]) / 4 + 0.3 * (z["x"][i] @ w) + z["t"][i],
+    ),
+    "norm2-matrix": (
+        lambda w, p: cp.norm(p["A"] @ w - p["b"], 2),
+        lambda w, z, i: cp.norm(z["A"][i] @ w - z["b"][i], 2),
+    ),
+    "norm-inf-matrix": (
+        lambda w, p: cp.norm(p["A"] @ w - p["b"], "inf"),
+        lambda w, z, i: cp.norm(z["A"][i] @ w - z["b"][i], "inf"),
+    ),
+    "norm1-distance": (
+        lambda w, p: cp.norm(w - p["x"], 1),
+        lambda w, z, i: cp.norm(w - z["x"][i], 1),
+    ),
+    "max-matrix": (
+        lambda w, p: cp.max(p["A"] @ w - p["b"]),
+        lambda w, z, i: cp.max(z["A"][i] @ w - z["b"][i]),
+    ),
+    "log-sum-exp": (
+        lambda w, p: cp.log_sum_exp(cp.hstack([p["x"] @ w, -(p["x"] @ w), p["t"]])),
+        lambda w, z, i: cp.log_sum_exp(cp.hstack([z["x"][i] @ w, -(z["x"][i] @ w), z["t"][i]])),
+    ),
+    "sum-squares": (
+        lambda w, p: cp.sum_squares(p["A"] @ w - p["b"]),
+        lambda w, z, i: cp.sum_squares(z["A"][i] @ w - z["b"][i]),
+    ),
+    "quad-over-lin": (
+        lambda w, p: cp.quad_over_lin(p["A"] @ w - p["b"], 3.0),
+        lambda w, z, i: cp.quad_over_lin(z["A"][i] @ w - z["b"][i], 3.0),
+    ),
+    "sum-maximum": (
+        lambda w, p: cp.sum(cp.maximum(p["A"] @ w, -p["b"])),
+        lambda w, z, i: cp.sum(cp.maximum(z["A"][i] @ w, -z["b"][i])),
+    ),
+    "sum-pos": (
+        lambda w, p: cp.sum(cp.pos(p["A"] @ w - p["b"])),
+        lambda w, z, i: cp.sum(cp.pos(z["A"][i] @ w - z["b"][i])),
+    ),
+    "generic-squared-hinge": (
+        lambda w, p: cp.square(cp.pos(1 - p["y"] * (p["x"] @ w))),
+        lambda w, z, i: cp.square(cp.pos(1 - z["y"][i] * (z["x"][i] @ w))),
+    ),
+    "generic-pnorm3": (
+        lambda w, p: cp.pnorm(w - p["x"], 3),
+        lambda w, z, i: cp.pnorm(w - z["x"][i], 3),
+    ),
+    "sum-abs": (
+        lambda w, p: cp.sum(cp.abs(p["A"] @ w - p["b"])),
+        lambda w, z, i: cp.sum(cp.abs(z["A"][i] @ w - z["b"][i])),
+    ),
+    "sum-square": (
+        lambda w, p: cp.sum(cp.square(w - p["x"])),
+        lambda w, z, i: cp.sum(cp.square(w - z["x"][i])),
+    ),
+    "sum-huber": (
+        lambda w, p: cp.sum(cp.huber(p["A"] @ w - p["b"], 0.5)),
+        lambda w, z, i: cp.sum(cp.huber(z["A"][i] @ w - z["b"][i], 0.5)),
+    ),
+    "sum-logistic": (
+        lambda w, p: cp.sum(cp.logistic(p["A"] @ w - p["b"])),
+        lambda w, z, i: cp.sum(cp.logistic(z["A"][i] @ w - z["b"][i])),
+    ),
+    "sum-of-scalar-abs": (
+        lambda w, p: cp.sum(cp.abs(p["x"] @ w - p["t"])),
+        lambda w, z, i: cp.abs(z["x"][i] @ w - z["t"][i]),
+    ),
 }
 
 DOMAINS = {
@@ -85,7 +129,8 @@ DOMAINS = {
     "box": lambda w: dpcvx.domains.box(w, -0.4, 0.6),
     "simplex": lambda w: dpcvx.domains.simplex(w, 1.0),
     "polytope": lambda w: dpcvx.domains.polytope(
-        w, np.vstack([np.eye(D), -np.eye(D), np.ones((1, D))]), np.r_[np.ones(2 * D), 1.0]),
+        w, np.vstack([np.eye(D), -np.eye(D), np.ones((1, D))]), np.r_[np.ones(2 * D), 1.0]
+    ),
     "ellipsoid": lambda w: dpcvx.domains.ellipsoid(w, np.diag([1.0, 2.0, 0.5])),
 }
 
@@ -93,20 +138,29 @@ DOMAINS = {
 def _setup(seed: int = 0, n: int = N):
     rng = np.random.default_rng(seed)
     w = cp.Variable(D, name="w")
-    params = {"x": cp.Parameter(D, name="x"), "y": cp.Parameter(name="y"),
-              "t": cp.Parameter(name="t"), "A": cp.Parameter((K, D), name="A"),
-              "b": cp.Parameter(K, name="b")}
-    data = {"x": rng.normal(size=(n, D)), "y": rng.choice([-1.0, 1.0], size=n),
-            "t": rng.normal(size=n), "A": rng.normal(size=(n, K, D)),
-            "b": rng.normal(size=(n, K))}
+    params = {
+        "x": cp.Parameter(D, name="x"),
+        "y": cp.Parameter(name="y"),
+        "t": cp.Parameter(name="t"),
+        "A": cp.Parameter((K, D), name="A"),
+        "b": cp.Parameter(K, name="b"),
+    }
+    data = {
+        "x": rng.normal(size=(n, D)),
+        "y": rng.choice([-1.0, 1.0], size=n),
+        "t": rng.normal(size=n),
+        "A": rng.normal(size=(n, K, D)),
+        "b": rng.normal(size=(n, K)),
+    }
     return w, params, data
 
 
 def _problem(loss_name, domain_name, seed=0, n=N):
     w, params, data = _setup(seed, n)
     loss = LOSSES[loss_name][0](w, params)
-    used = {params[k]: v for k, v in data.items()
-            if params[k].id in {q.id for q in loss.parameters()}}
+    used = {
+        params[k]: v for k, v in data.items() if params[k].id in {q.id for q in loss.parameters()}
+    }
     return dpcvx.Problem(loss, w, data=used, domain=DOMAINS[domain_name](w)), data
 
 
@@ -125,8 +179,9 @@ def _value(prog, x):
 def _reference(loss_name, domain_name, data, lam, w0, n=N):
     w = cp.Variable(D)
     whole = sum(LOSSES[loss_name][1](w, data, i) for i in range(n)) / n
-    prob = cp.Problem(cp.Minimize(whole + lam / 2 * cp.sum_squares(w - w0)),
-                      DOMAINS[domain_name](w))
+    prob = cp.Problem(
+        cp.Minimize(whole + lam / 2 * cp.sum_squares(w - w0)), DOMAINS[domain_name](w)
+    )
     prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
     assert prob.status == cp.OPTIMAL
     return prob.value, w.value
@@ -139,8 +194,7 @@ def _cases():
         domains = ["ball", "polytope"] if name not in ("hinge", "logistic") else list(DOMAINS)
         for dom in domains:
             for lam in (0.0, 0.5):
-                out.append(pytest.param(name, dom, lam, marks=marks,
-                                        id=f"{name}-{dom}-lam{lam:g}"))
+                out.append(pytest.param(name, dom, lam, marks=marks, id=f"{name}-{dom}-lam{lam:g}"))
     return out
 
 
@@ -157,8 +211,9 @@ def test_stamped_program_has_the_plain_cvxpy_optimum(loss_name, domain_name, lam
 
 
 @pytest.mark.parametrize("solver", ["CLARABEL", "ECOS", "SCS"])
-@pytest.mark.parametrize("loss_name", ["logistic", "norm2-matrix", "maximum3", "huber",
-                                       "log-sum-exp"])
+@pytest.mark.parametrize(
+    "loss_name", ["logistic", "norm2-matrix", "maximum3", "huber", "log-sum-exp"]
+)
 def test_every_solver_solves_the_stamped_program(loss_name, solver):
     """Same program through each solver's own interface (ECOS gets the quadratic as an SOC,
     exponential cones reordered)."""
@@ -175,8 +230,9 @@ def test_every_solver_solves_the_stamped_program(loss_name, solver):
         assert raw.z.shape == (prog.A.shape[0],)
 
 
-@pytest.mark.parametrize("loss_name", ["hinge", "norm2-matrix", "log-sum-exp", "sum-maximum",
-                                       "generic-squared-hinge"])
+@pytest.mark.parametrize(
+    "loss_name", ["hinge", "norm2-matrix", "log-sum-exp", "sum-maximum", "generic-squared-hinge"]
+)
 def test_block_structure(loss_name):
     """Columns are [w, domain auxiliaries, aux_1, ..., aux_n]; every row touches the
     auxiliaries of at most one example, and each example has the same number of rows; the
@@ -193,7 +249,7 @@ def test_block_structure(loss_name):
     A = prog.A.tocsr()
     rows_per_example = np.zeros(n, dtype=int)
     for r in range(A.shape[0]):
-        cols = A.indices[A.indptr[r]:A.indptr[r + 1]]
+        cols = A.indices[A.indptr[r] : A.indptr[r + 1]]
         aux = cols[cols >= D + a0]
         examples = set(((aux - D - a0) // k).tolist())
         assert len(examples) <= 1, (r, examples)
@@ -215,7 +271,7 @@ def test_theta_flattens_matrix_parameters_in_fortran_order():
     blocks = []
     for _, offset, shape in tpl.param_layout:
         size = int(np.prod(shape)) if shape else 1
-        blocks.append(theta[:, 1 + offset:1 + offset + size])
+        blocks.append(theta[:, 1 + offset : 1 + offset + size])
     flat_A = np.stack([a.flatten(order="F") for a in data["A"]])
     # the matrix data appears (possibly negated or as part of a derived parameter) verbatim
     assert any(np.allclose(b, flat_A) or np.allclose(b, -flat_A) for b in blocks)
@@ -272,8 +328,9 @@ def _hinge_problem(n, seed=0):
     x, y = cp.Parameter(5), cp.Parameter()
     X = rng.normal(size=(n, 5))
     Y = np.sign(X @ rng.normal(size=5) + 0.3 * rng.normal(size=n))
-    return dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
-                         domain=dpcvx.domains.l2_ball(w, 1.0))
+    return dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=dpcvx.domains.l2_ball(w, 1.0)
+    )
 
 
 def test_compilation_work_does_not_grow_with_n(monkeypatch):

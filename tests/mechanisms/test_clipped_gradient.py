@@ -33,24 +33,25 @@ def _huber_problem(n=4000, d=2, seed=0, loss="huber"):
 
 
 def test_calculators_follow_the_theorems():
-    n, d, rho, k, M, R = 10 ** 7, 2, 1.0, 4, 2.0, 1.0
-    p = params_thm52(n, d, rho, k, M, R, cap=10 ** 9)
-    tau = (math.sqrt(rho) * n / (M * d ** 1.5)) ** (1 / k)
+    n, d, rho, k, M, R = 10**7, 2, 1.0, 4, 2.0, 1.0
+    p = params_thm52(n, d, rho, k, M, R, cap=10**9)
+    tau = (math.sqrt(rho) * n / (M * d**1.5)) ** (1 / k)
     assert p["tau"] == pytest.approx(tau)
-    assert p["T_theory"] == pytest.approx(R * R * rho * n * n / (tau * tau * d ** 4))
-    assert p["buckets"] == math.ceil(8 * d * math.log(3 * M * n ** 3))
+    assert p["T_theory"] == pytest.approx(R * R * rho * n * n / (tau * tau * d**4))
+    assert p["buckets"] == math.ceil(8 * d * math.log(3 * M * n**3))
     assert p["eta"] == pytest.approx(M / (R * math.sqrt(p["T"])))
-    q = params_thm54(10 ** 6, d, rho, M, R, q=1.0, cap=10 ** 9)
+    q = params_thm54(10**6, d, rho, M, R, q=1.0, cap=10**9)
     tau = (math.sqrt(rho) * 1e6 / (M * d)) ** 0.5
     assert q["tau"] == pytest.approx(tau)
     assert q["T_theory"] == pytest.approx(R * R * rho * 1e12 / (tau * tau * d * d))
-    s = params_thm56(10 ** 6, d, rho, k, lam=0.5, L=1.0)
+    s = params_thm56(10**6, d, rho, k, lam=0.5, L=1.0)
     G = math.sqrt(d / 1e6) + math.sqrt(d) * (math.sqrt(d) / (math.sqrt(rho) * 1e6)) ** 0.75
     ratio = 1.5 * G / 0.5
-    T = math.log(ratio) / math.log((0.25 + 1 + 0.5) / 1.5 ** 2)
+    T = math.log(ratio) / math.log((0.25 + 1 + 0.5) / 1.5**2)
     assert s["T_theory"] == pytest.approx(T) and s["T"] == math.ceil(T)
     assert s["tau_theory"] == pytest.approx(
-        (math.sqrt(rho) * 1e6 / (math.sqrt(d) * s["T"] ** 1.5)) ** 0.25)
+        (math.sqrt(rho) * 1e6 / (math.sqrt(d) * s["T"] ** 1.5)) ** 0.25
+    )
     assert s["tau"] == max(10.0, s["tau_theory"])
     assert s["eta"] == pytest.approx(1 / 1.5)
 
@@ -59,51 +60,55 @@ def test_settings_outside_the_theorem_are_refused_unless_allowed():
     problem = _huber_problem(n=500)
     acct = dpcvx.Accountant(1.0, 1e-5)
     with pytest.raises(dpcvx.InvalidParameterError, match="outside the theorem"):
-        problem.solve_private(ClippedGradientDescent(k=4), epsilon=1.0, delta=1e-5,
-                              accountant=acct)
+        problem.solve_private(ClippedGradientDescent(k=4), epsilon=1.0, delta=1e-5, accountant=acct)
     assert len(acct.ledger) == 0
 
 
 def test_every_step_is_in_the_ledger_and_composes_to_the_budget():
     problem = _huber_problem()
-    mech = ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True,
-                                  iteration_cap=50)
+    mech = ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True, iteration_cap=50)
     res = problem.solve_private(mech, epsilon=1.0, delta=1e-5, rng=0)
     T = res.detail["steps"]
     assert len(res.ledger) == T == 50
     assert all(e.kind == "zcdp" for e in res.ledger.events)
     assert res.ledger.total_rho() == pytest.approx(dp_to_zcdp(1.0, 1e-5))
     assert res.ledger.total().epsilon <= 1.0 * (1 + 1e-12)
-    pure = problem.solve_private(dataclasses.replace(mech, iteration_cap=20), epsilon=1.0,
-                                 rng=0)
+    pure = problem.solve_private(dataclasses.replace(mech, iteration_cap=20), epsilon=1.0, rng=0)
     assert len(pure.ledger) == 20 and pure.ledger.total().epsilon == pytest.approx(1.0)
     # all or nothing: a budget that covers only part of the steps records none of them
     acct = dpcvx.Accountant(0.5)
     with pytest.raises(dpcvx.PrivacyBudgetError):
-        problem.solve_private(dataclasses.replace(mech, iteration_cap=20), epsilon=1.0,
-                              accountant=acct)
+        problem.solve_private(
+            dataclasses.replace(mech, iteration_cap=20), epsilon=1.0, accountant=acct
+        )
     assert len(acct.ledger) == 0
 
 
 def test_non_smooth_loss_warns_that_the_utility_theorem_does_not_apply():
     problem = _huber_problem(loss="abs")
-    mech = ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True,
-                                  iteration_cap=5)
+    mech = ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True, iteration_cap=5)
     with pytest.warns(UserWarning, match="not smooth"):
         problem.solve_private(mech, epsilon=1.0, delta=1e-5, rng=0)
 
 
 def test_large_budget_gets_close_to_the_non_private_minimizer():
     problem = _huber_problem(n=20000)
-    mech = ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True,
-                                  iteration_cap=200)
+    mech = ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True, iteration_cap=200)
     res = problem.solve_private(mech, epsilon=20.0, delta=1e-5, rng=1)
     assert np.linalg.norm(res.w - problem.solve().w) < 0.05
 
 
-@pytest.mark.parametrize("kwargs", [dict(k=1.5), dict(k=4, oracle="x"), dict(k=4, q=3.0),
-                                    dict(k=4, iteration_cap=0), dict(k=4, moment=0.0),
-                                    dict(k=4, strong_convexity=1.0, oracle="nsme")])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(k=1.5),
+        dict(k=4, oracle="x"),
+        dict(k=4, q=3.0),
+        dict(k=4, iteration_cap=0),
+        dict(k=4, moment=0.0),
+        dict(k=4, strong_convexity=1.0, oracle="nsme"),
+    ],
+)
 def test_bad_parameters(kwargs):
     with pytest.raises(dpcvx.InvalidParameterError):
         ClippedGradientDescent(**kwargs)
@@ -122,10 +127,11 @@ def test_pure_variant_audit_and_negative_control():
     y = cp.Parameter()
     Y0, Y1 = np.zeros(n), np.zeros(n)
     Y0[0], Y1[0] = 1e6, -1e6
-    problems = [dpcvx.Problem(cp.square(w[0] - y), w, {y: Yv},
-                              dpcvx.domains.box(w, -50.0, 50.0)) for Yv in (Y0, Y1)]
-    mech = ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True,
-                                  iteration_cap=1)
+    problems = [
+        dpcvx.Problem(cp.square(w[0] - y), w, {y: Yv}, dpcvx.domains.box(w, -50.0, 50.0))
+        for Yv in (Y0, Y1)
+    ]
+    mech = ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True, iteration_cap=1)
     plan = mech.plan(n=n, d=1, center=np.zeros(1), diameter=100.0, epsilon=1.0, delta=0.0)
     bad = dataclasses.replace(plan, step_scale=plan.step_scale / 3)
 
@@ -159,10 +165,10 @@ def test_runs_on_an_oracle_problem_and_missing_capabilities_spend_nothing():
         r = np.sum(data["x"] * W, axis=1) - data["y"]
         return data["x"] * np.sign(r)[:, None]
 
-    oracle = dpcvx.OracleProblem(value, subgradient, {"x": X, "y": Y}, w,
-                                 dpcvx.domains.l2_ball(w, 1))
-    mech = ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True,
-                                  iteration_cap=20)
+    oracle = dpcvx.OracleProblem(
+        value, subgradient, {"x": X, "y": Y}, w, dpcvx.domains.l2_ball(w, 1)
+    )
+    mech = ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True, iteration_cap=20)
     with pytest.warns(UserWarning, match="not smooth"):
         res = oracle.solve_private(mech, epsilon=5.0, delta=1e-5, rng=0)
     assert len(res.ledger) == 20 and np.linalg.norm(res.w) <= 1.0
@@ -173,9 +179,12 @@ def test_runs_on_an_oracle_problem_and_missing_capabilities_spend_nothing():
 
     acct = dpcvx.Accountant(5.0, 1e-5)
     with pytest.raises(dpcvx.InvalidParameterError, match="hessians"):
-        oracle.solve_private(Needy(k=4, oracle="nsme", allow_outside_theory=True,
-                                   iteration_cap=5), epsilon=5.0, delta=1e-5,
-                             accountant=acct)
+        oracle.solve_private(
+            Needy(k=4, oracle="nsme", allow_outside_theory=True, iteration_cap=5),
+            epsilon=5.0,
+            delta=1e-5,
+            accountant=acct,
+        )
     assert len(acct.ledger) == 0
 
 
@@ -191,10 +200,8 @@ def test_an_overflowing_example_cannot_freeze_the_release():
     x = cp.Parameter(2)
     y = cp.Parameter()
     problem = dpcvx.Problem(cp.square(x @ w - y), w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
-    mech = ClippedGradientDescent(k=4, oracle="cwme", allow_outside_theory=True,
-                                  iteration_cap=5)
-    outs = {tuple(problem.solve_private(mech, epsilon=1.0, delta=1e-5, rng=s).w)
-            for s in range(5)}
+    mech = ClippedGradientDescent(k=4, oracle="cwme", allow_outside_theory=True, iteration_cap=5)
+    outs = {tuple(problem.solve_private(mech, epsilon=1.0, delta=1e-5, rng=s).w) for s in range(5)}
     assert len(outs) == 5  # random, not a fixed point
     assert all(np.all(np.isfinite(o)) for o in outs)
 
@@ -205,8 +212,12 @@ def test_bad_initial_point_spends_nothing():
         ClippedGradientDescent(k=4, initial_point="abc")
     acct = dpcvx.Accountant(1.0, 1e-5)
     with pytest.raises(dpcvx.InvalidParameterError, match="initial_point"):
-        problem.solve_private(ClippedGradientDescent(k=4, initial_point=[1.0, 2.0, 3.0],
-                                                     allow_outside_theory=True,
-                                                     iteration_cap=3),
-                              epsilon=1.0, delta=1e-5, accountant=acct)
+        problem.solve_private(
+            ClippedGradientDescent(
+                k=4, initial_point=[1.0, 2.0, 3.0], allow_outside_theory=True, iteration_cap=3
+            ),
+            epsilon=1.0,
+            delta=1e-5,
+            accountant=acct,
+        )
     assert len(acct.ledger) == 0

@@ -25,8 +25,10 @@ def _outlier_pair(n: int = 10, outlier: float = 1e4):
     X1 = np.zeros((n, 1))
     X0[-1], X1[-1] = outlier, -outlier
     dom = dpcvx.domains.box(w, -1.0, 1.0)
-    return (dpcvx.Problem(x @ w, w, data={x: X0}, domain=dom),
-            dpcvx.Problem(x @ w, w, data={x: X1}, domain=dom))
+    return (
+        dpcvx.Problem(x @ w, w, data={x: X0}, domain=dom),
+        dpcvx.Problem(x @ w, w, data={x: X1}, domain=dom),
+    )
 
 
 def test_tight_constants():
@@ -42,8 +44,7 @@ def test_tight_constants():
     assert plan.localization_noise.scale == pytest.approx(plan.localization_sensitivity / 0.5)
     assert plan.noise.scale == pytest.approx(plan.sensitivity.value / 0.5)
     q = gamma.ppf(1 - math.exp(-3.0), d)
-    assert plan.radius == pytest.approx(math.sqrt(2 * a1 / 0.5) + plan.localization_noise.scale
-                                        * q)
+    assert plan.radius == pytest.approx(math.sqrt(2 * a1 / 0.5) + plan.localization_noise.scale * q)
 
 
 def test_paper_constants_reproduce_the_printed_algorithm_4():
@@ -60,8 +61,10 @@ def test_paper_constants_reproduce_the_printed_algorithm_4():
     assert plan.noise.scale >= plan.sensitivity.value / (eps / 2)
 
 
-@pytest.mark.parametrize("kwargs", [{"C": 0.0}, {"C": -1.0}, {"regularization": 0.0},
-                                    {"zeta": 0.0}, {"constants": "loose"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"C": 0.0}, {"C": -1.0}, {"regularization": 0.0}, {"zeta": 0.0}, {"constants": "loose"}],
+)
 def test_bad_parameters(kwargs):
     base = {"C": 1.0, "regularization": 0.1}
     base.update(kwargs)
@@ -86,11 +89,16 @@ def test_release_on_heavy_tailed_data():
     w = cp.Variable(d)
     x = cp.Parameter(d)
     y = cp.Parameter()
-    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1]
+    )
     acct = dpcvx.Accountant(1.0)
-    res = problem.solve_private(dpcvx.DoubleOutputPerturbation(C=1.0, regularization=0.1),
-                                epsilon=1.0, rng=2, accountant=acct)
+    res = problem.solve_private(
+        dpcvx.DoubleOutputPerturbation(C=1.0, regularization=0.1),
+        epsilon=1.0,
+        rng=2,
+        accountant=acct,
+    )
     assert np.linalg.norm(res.w) <= 1.0
     assert len(res.certificates) == 2 and len(acct.ledger) == 1
     assert acct.spent.epsilon == pytest.approx(1.0)
@@ -104,18 +112,25 @@ def _audit(problem, mech, plan, runs, seed):
 
     decl = problem.declaration
     template, block = problem._compiled(mech.C)
-    first = certified_solve(decl, template, block, lam=plan.regularization, w0=plan.center,
-                            accuracy=plan.localization_accuracy, extension=mech.C)
+    first = certified_solve(
+        decl,
+        template,
+        block,
+        lam=plan.regularization,
+        w0=plan.center,
+        accuracy=plan.localization_accuracy,
+        extension=mech.C,
+    )
 
     def solve(lam, w0, alpha, localize=None, candidate=None):
         if localize is None:
             return first
-        return problem.lipschitz_extension(mech.C).solve(lam, center=w0, accuracy=alpha,
-                                                         localize=localize)
+        return problem.lipschitz_extension(mech.C).solve(
+            lam, center=w0, accuracy=alpha, localize=localize
+        )
 
     rng = np.random.default_rng(seed)
-    return np.array([mech.release(plan, solve, problem.project, rng)[0][0]
-                     for _ in range(runs)])
+    return np.array([mech.release(plan, solve, problem.project, rng)[0][0] for _ in range(runs)])
 
 
 @pytest.mark.slow
@@ -131,8 +146,9 @@ def test_privacy_audit_with_a_heavy_tailed_outlier_and_negative_control():
     thresholds = [-0.1, 0.0, 0.1]
     o0, o1 = _audit(p0, mech, plan, runs, 1), _audit(p1, mech, plan, runs, 2)
     assert epsilon_lower_bound(o0, o1, thresholds, alpha=1e-3) <= eps
-    bad = dataclasses.replace(plan, noise=noise_mod.calibrate(plan.sensitivity.value,
-                                                              10 * eps / 2, 0.0))
+    bad = dataclasses.replace(
+        plan, noise=noise_mod.calibrate(plan.sensitivity.value, 10 * eps / 2, 0.0)
+    )
     c0, c1 = _audit(p0, mech, bad, runs, 3), _audit(p1, mech, bad, runs, 4)
     assert epsilon_lower_bound(c0, c1, thresholds, alpha=1e-3) > eps
 
@@ -152,7 +168,7 @@ def test_output_pert_localize_paper_constants_are_the_printed_algorithm_2():
     mech = dpcvx.OutputPertLocalize(C=2.0, regularization=0.5, constants="paper", zeta=2.0)
     n, d, eps = 100, 3, 0.7
     plan = mech.plan(n=n, d=d, center=np.zeros(d), diameter=2.0, epsilon=eps, delta=0.0)
-    assert plan.accuracy == pytest.approx(2.0 ** 2 / (2 * 0.5 * n ** 2))
+    assert plan.accuracy == pytest.approx(2.0**2 / (2 * 0.5 * n**2))
     assert plan.noise.scale == pytest.approx(6 * 2.0 / (0.5 * n * eps))  # exp(-eps lam n|b|/6C)
     assert plan.radius == pytest.approx(100 * 2.0 * 2.0 * d / (0.5 * n * eps))
     # the printed noise covers the true sensitivity: valid (it spends 2 eps / 3, erratum E1)
@@ -162,11 +178,12 @@ def test_output_pert_localize_paper_constants_are_the_printed_algorithm_2():
 def test_output_pert_localize_is_the_first_stage_of_double_output_perturbation():
     kwargs = dict(C=2.0, regularization=0.5)
     n, d = 100, 3
-    single = dpcvx.OutputPertLocalize(**kwargs).plan(n=n, d=d, center=np.zeros(d),
-                                                      diameter=2.0, epsilon=0.5, delta=0.0)
-    double = dpcvx.DoubleOutputPerturbation(**kwargs).plan(n=n, d=d, center=np.zeros(d),
-                                                            diameter=2.0, epsilon=1.0,
-                                                            delta=0.0)
+    single = dpcvx.OutputPertLocalize(**kwargs).plan(
+        n=n, d=d, center=np.zeros(d), diameter=2.0, epsilon=0.5, delta=0.0
+    )
+    double = dpcvx.DoubleOutputPerturbation(**kwargs).plan(
+        n=n, d=d, center=np.zeros(d), diameter=2.0, epsilon=1.0, delta=0.0
+    )
     assert single.accuracy == double.localization_accuracy
     assert single.noise.scale == double.localization_noise.scale
     assert single.radius == double.radius
@@ -175,13 +192,15 @@ def test_output_pert_localize_is_the_first_stage_of_double_output_perturbation()
 def test_output_pert_localize_releases_a_center_in_the_domain_and_its_radius():
     p0, _ = _outlier_pair()
     acct = dpcvx.Accountant(1.0)
-    res = p0.solve_private(dpcvx.OutputPertLocalize(C=1.0, regularization=1.0), epsilon=1.0,
-                           rng=0, accountant=acct)
+    res = p0.solve_private(
+        dpcvx.OutputPertLocalize(C=1.0, regularization=1.0), epsilon=1.0, rng=0, accountant=acct
+    )
     assert p0.domain.contains(res.w) and res.detail["localization_radius"] > 0
     assert len(acct.ledger) == 1 and res.mechanism.startswith("OutputPertLocalize")
     with pytest.raises(dpcvx.InvalidParameterError, match="pure"):
-        p0.solve_private(dpcvx.OutputPertLocalize(C=1.0, regularization=1.0), epsilon=1.0,
-                         delta=1e-6)
+        p0.solve_private(
+            dpcvx.OutputPertLocalize(C=1.0, regularization=1.0), epsilon=1.0, delta=1e-6
+        )
 
 
 def test_default_C_comes_from_the_moment_bound():

@@ -35,31 +35,44 @@ def _quadratic_1d(z) -> dpcvx.Problem:
     """f(w, z) = (w - z)^2 / 2 on W = [-1, 1] (H = 1)."""
     w = cp.Variable(1)
     zp = cp.Parameter()
-    return dpcvx.Problem(0.5 * cp.square(w[0] - zp), w, {zp: np.asarray(z, float)},
-                         dpcvx.domains.l2_ball(w, 1.0))
+    return dpcvx.Problem(
+        0.5 * cp.square(w[0] - zp), w, {zp: np.asarray(z, float)}, dpcvx.domains.l2_ball(w, 1.0)
+    )
 
 
 def _absolute_1d(x, y) -> dpcvx.Problem:
     """f(w; x, y) = |x w - y| on W = [-1, 1]."""
     w = cp.Variable(1)
     xp, yp = cp.Parameter(), cp.Parameter()
-    return dpcvx.Problem(cp.abs(xp * w[0] - yp), w,
-                         {xp: np.asarray(x, float), yp: np.asarray(y, float)},
-                         dpcvx.domains.l2_ball(w, 1.0))
+    return dpcvx.Problem(
+        cp.abs(xp * w[0] - yp),
+        w,
+        {xp: np.asarray(x, float), yp: np.asarray(y, float)},
+        dpcvx.domains.l2_ball(w, 1.0),
+    )
 
 
 def _hinge_2d(X, Y) -> dpcvx.Problem:
     w = cp.Variable(2)
     x, y = cp.Parameter(2), cp.Parameter()
-    return dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: np.asarray(X, float),
-                                                       y: np.asarray(Y, float)},
-                         dpcvx.domains.l2_ball(w, 1.0))
+    return dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)),
+        w,
+        {x: np.asarray(X, float), y: np.asarray(Y, float)},
+        dpcvx.domains.l2_ball(w, 1.0),
+    )
 
 
 def _plan(mech, problem, epsilon):
-    return mech.plan(n=problem.n, d=problem.d, center=problem.domain.center,
-                     diameter=problem.diameter, epsilon=epsilon, delta=0.0,
-                     domain=problem.domain)
+    return mech.plan(
+        n=problem.n,
+        d=problem.d,
+        center=problem.domain.center,
+        diameter=problem.diameter,
+        epsilon=epsilon,
+        delta=0.0,
+        domain=problem.domain,
+    )
 
 
 def _distribution(mech, problem, epsilon):
@@ -82,8 +95,10 @@ def test_exact_privacy_smooth_case_matches_the_digest():
     Z2 = Z_SMOOTH.copy()
     Z2[-1] = -50.0
     mech = EM(C=1.0, regularization=0.5, center=[0.0], smoothness=1.0, spacing=0.01)
-    p, q = _distribution(mech, _quadratic_1d(Z_SMOOTH), 1.0), \
-        _distribution(mech, _quadratic_1d(Z2), 1.0)
+    p, q = (
+        _distribution(mech, _quadratic_1d(Z_SMOOTH), 1.0),
+        _distribution(mech, _quadratic_1d(Z2), 1.0),
+    )
     assert p.points.shape == (201, 1)
     assert p.points[0, 0] == pytest.approx(-1.0, abs=1e-12)
     assert p.points[-1, 0] == pytest.approx(1.0, abs=1e-12)
@@ -101,8 +116,10 @@ def test_exact_privacy_scores_move_by_at_most_the_sensitivity():
     Z2[-1] = -50.0
     mech = EM(C=1.0, regularization=0.5, center=[0.0], smoothness=1.0, spacing=0.01)
     plan = _plan(mech, _quadratic_1d(Z_SMOOTH), 1.0)
-    p, q = _distribution(mech, _quadratic_1d(Z_SMOOTH), 1.0), \
-        _distribution(mech, _quadratic_1d(Z2), 1.0)
+    p, q = (
+        _distribution(mech, _quadratic_1d(Z_SMOOTH), 1.0),
+        _distribution(mech, _quadratic_1d(Z2), 1.0),
+    )
     assert np.max(np.abs(p.scores - q.scores)) <= 2 * 1.0 / 10 + 1e-12
     assert plan.sensitivity.value >= 0.2
     assert plan.sensitivity.value / 0.2 - 1.0 < 1e-9  # the rounding allowance is tiny
@@ -117,13 +134,15 @@ def test_e6_data_dependent_step_size_breaks_privacy_public_one_does_not():
     X2[-1], Y2[-1] = 1000.0, 3000.0
 
     def dist(x, y, H):
-        mech = EM(C=1.0, regularization=0.05, center=[0.0], smoothness=H, smoothing=tau,
-                  spacing=0.01)
+        mech = EM(
+            C=1.0, regularization=0.05, center=[0.0], smoothness=H, smoothing=tau, spacing=0.01
+        )
         return _distribution(mech, _absolute_1d(x, y), 1.0)
 
     # Proposition E.4 as printed: gamma = 1/(lam + H_Z^tau), H_Z^tau = max_i |x_i| / tau
-    leaky = _max_log_ratio(dist(X, Y, np.max(np.abs(X)) / tau),
-                           dist(X2, Y2, np.max(np.abs(X2)) / tau))
+    leaky = _max_log_ratio(
+        dist(X, Y, np.max(np.abs(X)) / tau), dist(X2, Y2, np.max(np.abs(X2)) / tau)
+    )
     assert leaky == pytest.approx(7.90, abs=0.01)
     assert leaky > 1.0
     # erratum E6: one public Hbar for both datasets
@@ -141,8 +160,10 @@ def test_exact_privacy_nonsmooth_public_hbar_heavy_tailed_outlier():
     X2[0], Y2[0] = 1e4, -1e4
     mech = EM(C=1.5, regularization=0.2, second_moment=2.0, spacing=0.01)
     for epsilon in (0.5, 1.0, 4.0):
-        ratio = _max_log_ratio(_distribution(mech, _absolute_1d(X, Y), epsilon),
-                               _distribution(mech, _absolute_1d(X2, Y2), epsilon))
+        ratio = _max_log_ratio(
+            _distribution(mech, _absolute_1d(X, Y), epsilon),
+            _distribution(mech, _absolute_1d(X2, Y2), epsilon),
+        )
         assert ratio <= epsilon + 1e-12
 
 
@@ -162,11 +183,14 @@ def test_exact_privacy_on_a_disc():
 
 
 # ---------------------------------------------------------------- the net
-@pytest.mark.parametrize("make", [
-    lambda w: dpcvx.domains.l2_ball(w, 1.0),
-    lambda w: dpcvx.domains.box(w, [-1.0, 0.0], [1.0, 0.5]),
-    lambda w: dpcvx.domains.l1_ball(w, 1.0, center=[0.2, 0.0]),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda w: dpcvx.domains.l2_ball(w, 1.0),
+        lambda w: dpcvx.domains.box(w, [-1.0, 0.0], [1.0, 0.5]),
+        lambda w: dpcvx.domains.l1_ball(w, 1.0, center=[0.2, 0.0]),
+    ],
+)
 def test_net_lies_in_the_domain_and_covers_it(make):
     w = cp.Variable(2)
     domain = Domain(w, make(w))
@@ -184,8 +208,10 @@ def test_net_lies_in_the_domain_and_covers_it(make):
 
 def test_net_of_an_interval_has_both_endpoints_and_the_requested_spacing():
     w = cp.Variable(1)
-    for constraints, lo, hi in ((dpcvx.domains.box(w, -0.3, 0.75), -0.3, 0.75),
-                                (dpcvx.domains.l2_ball(w, 2.0, center=[1.0]), -1.0, 3.0)):
+    for constraints, lo, hi in (
+        (dpcvx.domains.box(w, -0.3, 0.75), -0.3, 0.75),
+        (dpcvx.domains.l2_ball(w, 2.0, center=[1.0]), -1.0, 3.0),
+    ):
         net = net_points(Domain(w, constraints), 0.1)[:, 0]
         assert net[0] == pytest.approx(lo, abs=1e-12) and net[-1] == pytest.approx(hi, abs=1e-12)
         assert np.max(np.diff(net)) <= 0.1 + 1e-12
@@ -244,9 +270,9 @@ def test_clipping_and_non_finite_values_keep_every_contribution_within_C():
         return vals
 
     g = EM(C=1.0, regularization=1.0, smoothness=0.0).clipped_gradients(
-        _manual_plan(2, 3, C=1.0), _FakeContext(None, loss), np.zeros((1, 2)))
-    np.testing.assert_allclose(g[0], (np.array([0.6, 0.8]) + np.array([0.0, 0.5])) / 3,
-                               atol=1e-12)
+        _manual_plan(2, 3, C=1.0), _FakeContext(None, loss), np.zeros((1, 2))
+    )
+    np.testing.assert_allclose(g[0], (np.array([0.6, 0.8]) + np.array([0.0, 0.5])) / 3, atol=1e-12)
 
 
 # ---------------------------------------------------------------- utility
@@ -255,8 +281,9 @@ def test_large_epsilon_concentrates_at_the_regularized_minimizer_in_one_dimensio
     z = rng.normal(0.3, 0.5, size=40)
     problem = _quadratic_1d(z)
     sol = problem.solve(regularization=0.2, center=np.zeros(1))
-    mech = EM(C=5.0, regularization=0.2, center=[0.0], smoothness=1.0, smoothing=1e-3,
-              spacing=0.002)
+    mech = EM(
+        C=5.0, regularization=0.2, center=[0.0], smoothness=1.0, smoothing=1e-3, spacing=0.002
+    )
     dist = _distribution(mech, problem, 200.0)
     near = np.abs(dist.points[:, 0] - sol.w[0]) <= 0.02
     assert np.exp(dist.log_probabilities[near]).sum() >= 0.99
@@ -272,12 +299,20 @@ def test_large_epsilon_concentrates_at_the_regularized_minimizer_on_a_disc():
     Y = np.sign(X @ np.array([1.0, -0.5]) + 0.3 * rng.normal(size=n))
     w = cp.Variable(2)
     x, y = cp.Parameter(2), cp.Parameter()
-    problem = dpcvx.Problem(cp.logistic(-y * (x @ w)), w, {x: X, y: Y},
-                            dpcvx.domains.l2_ball(w, 1.0))
+    problem = dpcvx.Problem(
+        cp.logistic(-y * (x @ w)), w, {x: X, y: Y}, dpcvx.domains.l2_ball(w, 1.0)
+    )
     sol = problem.solve(regularization=0.1, center=np.zeros(2))
-    H = 0.25 * float(np.max(np.sum(X ** 2, axis=1)))  # public here: a test's own bound
-    mech = EM(C=10.0, regularization=0.1, center=[0.0, 0.0], smoothness=H, smoothing=0.01,
-              spacing=0.05, quadrature_nodes=8)
+    H = 0.25 * float(np.max(np.sum(X**2, axis=1)))  # public here: a test's own bound
+    mech = EM(
+        C=10.0,
+        regularization=0.1,
+        center=[0.0, 0.0],
+        smoothness=H,
+        smoothing=0.01,
+        spacing=0.05,
+        quadrature_nodes=8,
+    )
     dist = _distribution(mech, problem, 100.0)
     near = np.linalg.norm(dist.points - sol.w, axis=1) <= 0.1
     assert np.exp(dist.log_probabilities[near]).sum() >= 0.99
@@ -306,8 +341,9 @@ def test_release_is_one_pure_event_and_returns_a_net_point():
 def test_sampler_follows_the_exact_probabilities():
     """Chi-square goodness of fit of 20000 draws over 8 cells; the test fails with probability
     1e-4 when the sampler is right (seeded, so it is deterministic in CI)."""
-    logp = exponential_log_probabilities(np.array([0.0, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 50.0]),
-                                         1.0, 0.1)
+    logp = exponential_log_probabilities(
+        np.array([0.0, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 50.0]), 1.0, 0.1
+    )
     rng = np.random.default_rng(11)
     N = 20_000
     counts = np.bincount([sample_index(logp, rng) for _ in range(N)], minlength=8)
@@ -323,19 +359,33 @@ def test_bad_input_raises_before_anything_is_spent():
     problem = _quadratic_1d(Z_SMOOTH)
     acct = dpcvx.Accountant(1.0)
     with pytest.raises(InvalidParameterError, match="delta"):
-        problem.solve_private(EM(C=1.0, regularization=0.5, smoothness=1.0, spacing=0.01),
-                              epsilon=1.0, delta=1e-6, rng=0, accountant=acct)
+        problem.solve_private(
+            EM(C=1.0, regularization=0.5, smoothness=1.0, spacing=0.01),
+            epsilon=1.0,
+            delta=1e-6,
+            rng=0,
+            accountant=acct,
+        )
     with pytest.raises(InvalidParameterError, match="spacing"):
-        problem.solve_private(EM(C=1.0, regularization=0.5, second_moment=1.0,
-                                 max_points=100), epsilon=1.0, rng=0, accountant=acct)
+        problem.solve_private(
+            EM(C=1.0, regularization=0.5, second_moment=1.0, max_points=100),
+            epsilon=1.0,
+            rng=0,
+            accountant=acct,
+        )
     assert len(acct.ledger) == 0
     w = cp.Variable(3)
     z = cp.Parameter(3)
-    big = dpcvx.Problem(cp.sum_squares(w - z), w, {z: np.zeros((5, 3))},
-                        dpcvx.domains.l2_ball(w, 1.0))
+    big = dpcvx.Problem(
+        cp.sum_squares(w - z), w, {z: np.zeros((5, 3))}, dpcvx.domains.l2_ball(w, 1.0)
+    )
     with pytest.raises(InvalidParameterError, match="d <= 2"):
-        big.solve_private(EM(C=1.0, regularization=0.5, smoothness=2.0, spacing=0.5),
-                          epsilon=1.0, rng=0, accountant=acct)
+        big.solve_private(
+            EM(C=1.0, regularization=0.5, smoothness=2.0, spacing=0.5),
+            epsilon=1.0,
+            rng=0,
+            accountant=acct,
+        )
     assert len(acct.ledger) == 0
 
 
@@ -346,26 +396,35 @@ def test_the_suggested_spacing_fits_the_cap(d, cap):
         mech.plan(n=100, d=d, center=np.zeros(d), diameter=2.0, epsilon=1.0, delta=0.0)
     coarsest = float(str(info.value).split("at least ")[1].split(";")[0])
     ok = EM(C=1.0, regularization=0.5, second_moment=1.0, max_points=cap, spacing=coarsest)
-    assert ok.plan(n=100, d=d, center=np.zeros(d), diameter=2.0, epsilon=1.0,
-                   delta=0.0).net_bound <= cap
+    assert (
+        ok.plan(n=100, d=d, center=np.zeros(d), diameter=2.0, epsilon=1.0, delta=0.0).net_bound
+        <= cap
+    )
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"C": 0.0, "regularization": 1.0, "smoothness": 1.0}, "C"),
-    ({"C": 1.0, "regularization": -1.0, "smoothness": 1.0}, "regularization"),
-    ({"C": 1.0, "regularization": 1.0}, "neither"),
-    ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "second_moment": 1.0}, "both"),
-    ({"C": 1.0, "regularization": 1.0, "smoothness": -1.0}, "smoothness"),
-    ({"C": 1.0, "regularization": 1.0, "second_moment": 1.0, "smoothness_failure": 1.0},
-     "smoothness_failure"),
-    ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "smoothing": 0.0}, "smoothing"),
-    ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "spacing": float("nan")}, "spacing"),
-    ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "quadrature_nodes": 7}, "even"),
-    ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "quadrature_nodes": 2},
-     "quadrature_nodes"),
-    ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "max_points": 3}, "max_points"),
-    ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "center": [np.inf]}, "center"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"C": 0.0, "regularization": 1.0, "smoothness": 1.0}, "C"),
+        ({"C": 1.0, "regularization": -1.0, "smoothness": 1.0}, "regularization"),
+        ({"C": 1.0, "regularization": 1.0}, "neither"),
+        ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "second_moment": 1.0}, "both"),
+        ({"C": 1.0, "regularization": 1.0, "smoothness": -1.0}, "smoothness"),
+        (
+            {"C": 1.0, "regularization": 1.0, "second_moment": 1.0, "smoothness_failure": 1.0},
+            "smoothness_failure",
+        ),
+        ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "smoothing": 0.0}, "smoothing"),
+        ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "spacing": float("nan")}, "spacing"),
+        ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "quadrature_nodes": 7}, "even"),
+        (
+            {"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "quadrature_nodes": 2},
+            "quadrature_nodes",
+        ),
+        ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "max_points": 3}, "max_points"),
+        ({"C": 1.0, "regularization": 1.0, "smoothness": 1.0, "center": [np.inf]}, "center"),
+    ],
+)
 def test_bad_parameters(kwargs, match):
     with pytest.raises(InvalidParameterError, match=match):
         EM(**kwargs)
@@ -374,8 +433,9 @@ def test_bad_parameters(kwargs, match):
 def test_unsupported_domain_is_refused():
     w = cp.Variable(2)
     z = cp.Parameter(2)
-    problem = dpcvx.Problem(cp.sum_squares(w - z), w, {z: np.zeros((4, 2))},
-                            [w >= 0, w[0] + 2 * w[1] <= 1])  # a triangle: no exact projection
+    problem = dpcvx.Problem(
+        cp.sum_squares(w - z), w, {z: np.zeros((4, 2))}, [w >= 0, w[0] + 2 * w[1] <= 1]
+    )  # a triangle: no exact projection
     mech = EM(C=1.0, regularization=0.5, smoothness=2.0, spacing=0.1)
     with pytest.raises(InvalidParameterError, match="exact Euclidean projection"):
         _plan(mech, problem, 1.0)  # early, when the domain is passed to plan

@@ -48,16 +48,20 @@ def _square_1d(z) -> dpcvx.Problem:
     large z."""
     w = cp.Variable(1)
     zp = cp.Parameter()
-    return dpcvx.Problem(cp.square(w[0] - zp), w, {zp: np.asarray(z, float)},
-                         dpcvx.domains.box(w, -1.0, 1.0))
+    return dpcvx.Problem(
+        cp.square(w[0] - zp), w, {zp: np.asarray(z, float)}, dpcvx.domains.box(w, -1.0, 1.0)
+    )
 
 
 def _norm_2d(Z, domain="box") -> dpcvx.Problem:
     """f(w, z) = ||w - z||_2 on W = [-1, 1]^2 (or the unit disc): L = 1."""
     w = cp.Variable(2)
     zp = cp.Parameter(2)
-    dom = (dpcvx.domains.box(w, [-1.0, -1.0], [1.0, 1.0]) if domain == "box"
-           else dpcvx.domains.l2_ball(w, 1.0))
+    dom = (
+        dpcvx.domains.box(w, [-1.0, -1.0], [1.0, 1.0])
+        if domain == "box"
+        else dpcvx.domains.l2_ball(w, 1.0)
+    )
     return dpcvx.Problem(cp.norm(w - zp, 2), w, {zp: np.asarray(Z, float)}, dom)
 
 
@@ -65,14 +69,24 @@ def _sq_2d(Z) -> dpcvx.Problem:
     """f(w, z) = ||w - z||^2 / 2 on W = [-1, 1]^2."""
     w = cp.Variable(2)
     zp = cp.Parameter(2)
-    return dpcvx.Problem(0.5 * cp.sum_squares(w - zp), w, {zp: np.asarray(Z, float)},
-                         dpcvx.domains.box(w, [-1.0, -1.0], [1.0, 1.0]))
+    return dpcvx.Problem(
+        0.5 * cp.sum_squares(w - zp),
+        w,
+        {zp: np.asarray(Z, float)},
+        dpcvx.domains.box(w, [-1.0, -1.0], [1.0, 1.0]),
+    )
 
 
 def _plan(mech, problem, epsilon):
-    return mech.plan(n=problem.n, d=problem.d, center=problem.domain.center,
-                     diameter=problem.diameter, epsilon=epsilon, delta=0.0,
-                     domain=problem.domain)
+    return mech.plan(
+        n=problem.n,
+        d=problem.d,
+        center=problem.domain.center,
+        diameter=problem.diameter,
+        epsilon=epsilon,
+        delta=0.0,
+        domain=problem.domain,
+    )
 
 
 def _context(problem):
@@ -86,8 +100,9 @@ def _log_ratio(a, b) -> float:
 
 def _halved(p, q, epsilon, plan) -> float:
     """Negative control: the same scores with the sensitivity halved."""
-    a, b = (exponential_log_probabilities(x.scores, epsilon, plan.sensitivity.value / 2)
-            for x in (p, q))
+    a, b = (
+        exponential_log_probabilities(x.scores, epsilon, plan.sensitivity.value / 2) for x in (p, q)
+    )
     return float(np.max(np.abs(a - b)))
 
 
@@ -134,8 +149,7 @@ def test_score_sensitivity_allowance_is_tiny_and_rounded_up():
         assert value > base
         assert value / base - 1 <= 2.3e-16 * n * (n + 12 + 4 * P / (L * r)) + 1e-15
         assert n > 1000 or value / base - 1 < 3e-10
-    assert clipped_score_sensitivity(n=5, lipschitz=1.0, radius=0.0,
-                                     regularization_bound=0.0) > 0.0
+    assert clipped_score_sensitivity(n=5, lipschitz=1.0, radius=0.0, regularization_bound=0.0) > 0.0
     with pytest.raises(InvalidParameterError, match="lipschitz"):
         clipped_score_sensitivity(n=5, lipschitz=0.0, radius=1.0, regularization_bound=0.0)
     with pytest.raises(InvalidParameterError, match="`n`"):
@@ -143,8 +157,9 @@ def test_score_sensitivity_allowance_is_tiny_and_rounded_up():
 
 
 # ---------------------------------------------------------------- exact privacy
-@pytest.mark.parametrize("epsilon,expected", [(0.5, 0.3724), (1.0, 0.8558), (4.0, 3.8366),
-                                              (20.0, 19.8144)])
+@pytest.mark.parametrize(
+    "epsilon,expected", [(0.5, 0.3724), (1.0, 0.8558), (4.0, 3.8366), (20.0, 19.8144)]
+)
 def test_exact_privacy_1d_worst_case_neighbors(epsilon, expected):
     """One example moved from -1 to +1 moves every score by (|w + 1| - |w - 1|)/n = 2w/n, up
     to Delta_s = 2/n at w = +-1: the bound is attained there. Measured max log-ratios: 0.3724,
@@ -179,8 +194,9 @@ def test_exact_privacy_2d_worst_case_neighbors(epsilon, expected):
     ratio = _log_ratio(p, q)
     assert ratio <= epsilon + 1e-9
     assert ratio == pytest.approx(expected, abs=1e-4)
-    assert audit_exact(mech, (_norm_2d(Z), _norm_2d(Z2)), epsilon=epsilon).lower_bound \
-        == pytest.approx(ratio, abs=1e-12)
+    assert audit_exact(
+        mech, (_norm_2d(Z), _norm_2d(Z2)), epsilon=epsilon
+    ).lower_bound == pytest.approx(ratio, abs=1e-12)
     assert _halved(p, q, epsilon, plan) > epsilon
 
 
@@ -194,8 +210,10 @@ def test_exact_privacy_on_a_disc_with_regularization():
     mech = EM(lipschitz=1.0, regularization=0.5, center=[0.3, 0.0], spacing=0.1)
     plan = _plan(mech, _norm_2d(Z, "disc"), 2.0)
     assert all(_norm_2d(Z, "disc").domain.contains(p) for p in plan.net)
-    ratio = _log_ratio(mech.distribution(plan, _context(_norm_2d(Z, "disc"))),
-                       mech.distribution(plan, _context(_norm_2d(Z2, "disc"))))
+    ratio = _log_ratio(
+        mech.distribution(plan, _context(_norm_2d(Z, "disc"))),
+        mech.distribution(plan, _context(_norm_2d(Z2, "disc"))),
+    )
     assert 0.05 < ratio <= 2.0 + 1e-9
 
 
@@ -219,8 +237,9 @@ def test_a_false_lipschitz_claim_is_clipped(epsilon):
         ctx = _context(problem)
         values = ctx.loss_values(plan.net)
         anchor = ctx.loss_values(plan.anchor[None, :])[0]
-        return exponential_log_probabilities(np.mean(values - anchor[None, :], axis=1),
-                                             epsilon, plan.sensitivity.value)
+        return exponential_log_probabilities(
+            np.mean(values - anchor[None, :], axis=1), epsilon, plan.sensitivity.value
+        )
 
     leak = float(np.max(np.abs(unclipped(_square_1d(z)) - unclipped(_square_1d(z2)))))
     assert leak > 10 * epsilon
@@ -300,8 +319,10 @@ def test_release_draws_from_the_exact_distribution():
     dist = mech.distribution(plan, context)
     rng = np.random.default_rng(12)
     N = 3000
-    index = [int(np.flatnonzero(np.all(dist.points == mech.release(plan, context, rng)[0],
-                                       axis=1))[0]) for _ in range(N)]
+    index = [
+        int(np.flatnonzero(np.all(dist.points == mech.release(plan, context, rng)[0], axis=1))[0])
+        for _ in range(N)
+    ]
     counts = np.bincount(index, minlength=len(dist.points))
     expected = N * np.exp(dist.log_probabilities)
     keep = expected >= 5
@@ -310,26 +331,40 @@ def test_release_draws_from_the_exact_distribution():
 
 
 # ---------------------------------------------------------------- planning and bad input
-@pytest.mark.parametrize("d,cap", [(1, 4), (1, 10_000), (2, 500), (2, 10_000), (3, 10_000),
-                                   (3, 12_345)])
+@pytest.mark.parametrize(
+    "d,cap", [(1, 4), (1, 10_000), (2, 500), (2, 10_000), (3, 10_000), (3, 12_345)]
+)
 def test_default_spacing_is_the_finest_that_fits(d, cap):
     w = cp.Variable(d)
     domain = Domain(w, dpcvx.domains.box(w, -np.ones(d), np.ones(d)))
     plan = EM(lipschitz=1.0, max_points=cap).plan(
-        n=50, d=d, center=domain.center, diameter=domain.diameter, epsilon=1.0, delta=0.0,
-        domain=domain)
+        n=50,
+        d=d,
+        center=domain.center,
+        diameter=domain.diameter,
+        epsilon=1.0,
+        delta=0.0,
+        domain=domain,
+    )
     # the public bound of em_pgm, (ceil(D/h) + 1)^d, with D the diameter bound (for a box the
     # per-axis extent is below D, so the net itself is smaller)
     side = math.ceil(domain.diameter / plan.spacing) + 1
-    assert len(plan.net) <= plan.net_bound == side ** d <= cap < (side + 1) ** d
+    assert len(plan.net) <= plan.net_bound == side**d <= cap < (side + 1) ** d
 
 
 @pytest.mark.parametrize("d,cap", [(1, 4), (1, 1000), (2, 500), (3, 10_000)])
 def test_a_too_fine_spacing_is_refused_with_the_coarsest_that_fits(d, cap):
     w = cp.Variable(d)
     domain = Domain(w, dpcvx.domains.box(w, -np.ones(d), np.ones(d)))
-    kwargs = dict(n=50, d=d, center=domain.center, diameter=domain.diameter, epsilon=1.0,
-                  delta=0.0, domain=domain)
+    kwargs = dict(
+        n=50,
+        d=d,
+        center=domain.center,
+        diameter=domain.diameter,
+        epsilon=1.0,
+        delta=0.0,
+        domain=domain,
+    )
     with pytest.raises(InvalidParameterError, match="at least") as info:
         EM(lipschitz=1.0, spacing=1e-4, max_points=cap).plan(**kwargs)
     coarsest = float(str(info.value).split("at least ")[1].split(";")[0])
@@ -340,60 +375,64 @@ def test_refusals_spend_nothing():
     problem = _absolute_1d(Z_1D)
     acct = dpcvx.Accountant(1.0)
     with pytest.raises(InvalidParameterError, match="delta"):
-        problem.solve_private(EM(lipschitz=1.0, spacing=0.01), epsilon=1.0, delta=1e-6,
-                              rng=0, accountant=acct)
+        problem.solve_private(
+            EM(lipschitz=1.0, spacing=0.01), epsilon=1.0, delta=1e-6, rng=0, accountant=acct
+        )
     with pytest.raises(InvalidParameterError, match="spacing"):
-        problem.solve_private(EM(lipschitz=1.0, spacing=1e-5), epsilon=1.0, rng=0,
-                              accountant=acct)
+        problem.solve_private(EM(lipschitz=1.0, spacing=1e-5), epsilon=1.0, rng=0, accountant=acct)
     w = cp.Variable(4)
     z = cp.Parameter(4)
-    big = dpcvx.Problem(cp.norm(w - z, 2), w, {z: np.zeros((5, 4))},
-                        dpcvx.domains.l2_ball(w, 1.0))
+    big = dpcvx.Problem(cp.norm(w - z, 2), w, {z: np.zeros((5, 4))}, dpcvx.domains.l2_ball(w, 1.0))
     with pytest.raises(InvalidParameterError, match="d <= 3"):
         big.solve_private(EM(lipschitz=1.0), epsilon=1.0, rng=0, accountant=acct)
     tri = cp.Variable(2)
     zz = cp.Parameter(2)
-    triangle = dpcvx.Problem(cp.norm(tri - zz, 2), tri, {zz: np.zeros((4, 2))},
-                             [tri >= 0, tri[0] + 2 * tri[1] <= 1])
+    triangle = dpcvx.Problem(
+        cp.norm(tri - zz, 2), tri, {zz: np.zeros((4, 2))}, [tri >= 0, tri[0] + 2 * tri[1] <= 1]
+    )
     with pytest.raises(InvalidParameterError, match="ExponentialMechanism.*exact Euclidean"):
-        triangle.solve_private(EM(lipschitz=1.0, spacing=0.1), epsilon=1.0, rng=0,
-                               accountant=acct)
+        triangle.solve_private(EM(lipschitz=1.0, spacing=0.1), epsilon=1.0, rng=0, accountant=acct)
     assert len(acct.ledger) == 0
 
 
 def test_plan_needs_the_domain():
     with pytest.raises(InvalidParameterError, match="domain"):
-        EM(lipschitz=1.0).plan(n=5, d=1, center=np.zeros(1), diameter=2.0, epsilon=1.0,
-                               delta=0.0)
+        EM(lipschitz=1.0).plan(n=5, d=1, center=np.zeros(1), diameter=2.0, epsilon=1.0, delta=0.0)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"lipschitz": 0.0}, "lipschitz"),
-    ({"lipschitz": -1.0}, "lipschitz"),
-    ({"lipschitz": float("nan")}, "lipschitz"),
-    ({"lipschitz": 1.0, "regularization": -1.0}, "regularization"),
-    ({"lipschitz": 1.0, "spacing": 0.0}, "spacing"),
-    ({"lipschitz": 1.0, "spacing": -0.1}, "spacing"),
-    ({"lipschitz": 1.0, "max_points": 3}, "max_points"),
-    ({"lipschitz": 1.0, "max_points": 4.5}, "max_points"),
-    ({"lipschitz": 1.0, "max_points": True}, "max_points"),
-    ({"lipschitz": 1.0, "center": [np.inf]}, "center"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"lipschitz": 0.0}, "lipschitz"),
+        ({"lipschitz": -1.0}, "lipschitz"),
+        ({"lipschitz": float("nan")}, "lipschitz"),
+        ({"lipschitz": 1.0, "regularization": -1.0}, "regularization"),
+        ({"lipschitz": 1.0, "spacing": 0.0}, "spacing"),
+        ({"lipschitz": 1.0, "spacing": -0.1}, "spacing"),
+        ({"lipschitz": 1.0, "max_points": 3}, "max_points"),
+        ({"lipschitz": 1.0, "max_points": 4.5}, "max_points"),
+        ({"lipschitz": 1.0, "max_points": True}, "max_points"),
+        ({"lipschitz": 1.0, "center": [np.inf]}, "center"),
+    ],
+)
 def test_bad_parameters(kwargs, match):
     with pytest.raises(InvalidParameterError, match=match):
         EM(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"lipschitz": 0.0, "regularization": 1.0}, "lipschitz"),
-    ({"lipschitz": 1.0, "regularization": 0.0}, "regularization"),
-    ({"lipschitz": 1.0, "regularization": -2.0}, "regularization"),
-    ({"lipschitz": 1.0, "regularization": 1.0, "spacing": 0.0}, "spacing"),
-    ({"lipschitz": 1.0, "regularization": 1.0, "xi": 0.0}, "xi"),
-    ({"lipschitz": 1.0, "regularization": 1.0, "accuracy": -1e-6}, "accuracy"),
-    ({"lipschitz": 1.0, "regularization": 1.0, "max_points": 3}, "max_points"),
-    ({"lipschitz": 1.0, "regularization": 1.0, "solver": 3}, "solver"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"lipschitz": 0.0, "regularization": 1.0}, "lipschitz"),
+        ({"lipschitz": 1.0, "regularization": 0.0}, "regularization"),
+        ({"lipschitz": 1.0, "regularization": -2.0}, "regularization"),
+        ({"lipschitz": 1.0, "regularization": 1.0, "spacing": 0.0}, "spacing"),
+        ({"lipschitz": 1.0, "regularization": 1.0, "xi": 0.0}, "xi"),
+        ({"lipschitz": 1.0, "regularization": 1.0, "accuracy": -1e-6}, "accuracy"),
+        ({"lipschitz": 1.0, "regularization": 1.0, "max_points": 3}, "max_points"),
+        ({"lipschitz": 1.0, "regularization": 1.0, "solver": 3}, "solver"),
+    ],
+)
 def test_bad_parameters_localized(kwargs, match):
     with pytest.raises(InvalidParameterError, match=match):
         LEM(**kwargs)
@@ -409,7 +448,7 @@ def test_localized_plan_matches_the_closed_forms():
     plan = _plan(LEM(lipschitz=L, regularization=lam), problem, eps)
     alpha = max((0.025 * 2 * L / (lam * n)) ** 2 * lam / 2, 1e-9 * (1 + L * D))
     delta_F = 2 * L / (lam * n) + 2 * math.sqrt(2 * alpha / lam)
-    xi = math.log(eps ** 2 * lam * (D / 2) / (d * L))
+    xi = math.log(eps**2 * lam * (D / 2) / (d * L))
     R0 = xi * delta_F * d / (eps / 2)
     assert plan.accuracy == pytest.approx(alpha, rel=1e-15)
     assert plan.localization_sensitivity.value == pytest.approx(delta_F, rel=1e-15)
@@ -444,8 +483,7 @@ def test_localized_release_lies_in_the_domain_and_the_localized_ball(seed):
     assert cert.accuracy == res.detail["accuracy"] and cert.regularization == 2.0
     (event,) = list(res.ledger)
     assert event.epsilon == 8.0 and event.delta == 0.0 and event.kind == "pure"
-    assert "epsilon/2 localization + epsilon/2 exponential mechanism" \
-        in event.detail["composition"]
+    assert "epsilon/2 localization + epsilon/2 exponential mechanism" in event.detail["composition"]
     assert "adaptive" in event.detail["adaptive"]
 
 
@@ -480,44 +518,55 @@ def test_localized_refuses_a_non_positive_default_xi_before_spending():
     problem = _absolute_1d(Z_1D)
     acct = dpcvx.Accountant(1.0)
     with pytest.raises(InvalidParameterError, match="xi") as info:
-        problem.solve_private(LEM(lipschitz=1.0, regularization=0.1), epsilon=0.5, rng=0,
-                              accountant=acct)
+        problem.solve_private(
+            LEM(lipschitz=1.0, regularization=0.1), epsilon=0.5, rng=0, accountant=acct
+        )
     assert "ExponentialMechanism" in str(info.value) and "Nothing was spent" in str(info.value)
     assert len(acct.ledger) == 0 and acct.spent.epsilon == 0.0
     with pytest.raises(InvalidParameterError, match="delta"):
-        problem.solve_private(LEM(lipschitz=1.0, regularization=1.0), epsilon=4.0,
-                              delta=1e-6, rng=0, accountant=acct)
+        problem.solve_private(
+            LEM(lipschitz=1.0, regularization=1.0), epsilon=4.0, delta=1e-6, rng=0, accountant=acct
+        )
     w = cp.Variable(4)
     z = cp.Parameter(4)
-    big = dpcvx.Problem(cp.norm(w - z, 2), w, {z: np.zeros((5, 4))},
-                        dpcvx.domains.l2_ball(w, 1.0))
+    big = dpcvx.Problem(cp.norm(w - z, 2), w, {z: np.zeros((5, 4))}, dpcvx.domains.l2_ball(w, 1.0))
     with pytest.raises(InvalidParameterError, match="d <= 3"):
-        big.solve_private(LEM(lipschitz=1.0, regularization=1.0, xi=1.0), epsilon=1.0, rng=0,
-                          accountant=acct)
+        big.solve_private(
+            LEM(lipschitz=1.0, regularization=1.0, xi=1.0), epsilon=1.0, rng=0, accountant=acct
+        )
     with pytest.raises(InvalidParameterError, match="spacing"):
-        problem.solve_private(LEM(lipschitz=1.0, regularization=1.0, spacing=1e-9),
-                              epsilon=4.0, rng=0, accountant=acct)
+        problem.solve_private(
+            LEM(lipschitz=1.0, regularization=1.0, spacing=1e-9),
+            epsilon=4.0,
+            rng=0,
+            accountant=acct,
+        )
     assert len(acct.ledger) == 0
     # a public xi makes the same release possible (utility only)
-    res = problem.solve_private(LEM(lipschitz=1.0, regularization=0.1, xi=1.0), epsilon=0.5,
-                                rng=0, accountant=acct)
+    res = problem.solve_private(
+        LEM(lipschitz=1.0, regularization=0.1, xi=1.0), epsilon=0.5, rng=0, accountant=acct
+    )
     assert res.detail["xi"] == 1.0 and len(acct.ledger) == 1
 
 
 def test_localized_one_point_net_releases_the_localization():
     """A spacing far above R0 leaves only w_loc in the net: stage 2 is then deterministic."""
     problem = _absolute_1d(np.zeros(9))
-    res = problem.solve_private(LEM(lipschitz=1.0, regularization=1.0, xi=1e-3, spacing=1.5),
-                                epsilon=4.0, rng=0)
+    res = problem.solve_private(
+        LEM(lipschitz=1.0, regularization=1.0, xi=1e-3, spacing=1.5), epsilon=4.0, rng=0
+    )
     assert res.detail["net_size"] == 1
     assert res.w[0] == res.detail["localization_center"][0]
 
 
-@pytest.mark.parametrize("make", [
-    lambda w: dpcvx.domains.l2_ball(w, 1.0),
-    lambda w: dpcvx.domains.box(w, [-1.0, 0.0], [1.0, 0.5]),
-    lambda w: dpcvx.domains.l1_ball(w, 1.0, center=[0.2, 0.0]),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda w: dpcvx.domains.l2_ball(w, 1.0),
+        lambda w: dpcvx.domains.box(w, [-1.0, 0.0], [1.0, 0.5]),
+        lambda w: dpcvx.domains.l1_ball(w, 1.0, center=[0.2, 0.0]),
+    ],
+)
 def test_localized_net_lies_in_the_domain_and_the_ball(make):
     w = cp.Variable(2)
     domain = Domain(w, make(w))

@@ -38,8 +38,10 @@ def _mech(**kw):
 
 
 # ---------------------------------------------------------------- public plan
-@pytest.mark.parametrize("p,T,J", [(0.7, 10, 31), (0.7, 14, 35), (0.7, 17, 37),
-                                   (0.6, 10, 133), (0.6, 14, 147), (0.6, 17, 155)])
+@pytest.mark.parametrize(
+    "p,T,J",
+    [(0.7, 10, 31), (0.7, 14, 35), (0.7, 17, 37), (0.6, 10, 133), (0.6, 14, 147), (0.6, 17, 155)],
+)
 def test_blocks_follow_the_exact_binomial_rule(p, T, J):
     assert blocks_for_confidence(T, 0.1, p) == J
     assert binom.cdf(J // 2, J, p) <= 0.1 / T < binom.cdf((J - 1) // 2, J - 1, p)
@@ -60,7 +62,7 @@ def test_partition_is_disjoint_and_covers_what_the_paper_says():
     # each phase takes the next n_t entries of the permutation; blocks are their first J m_t
     start = 0
     for t, phase in enumerate(blocks):
-        assert np.array_equal(np.concatenate(phase), perm[start: start + J * block[t]])
+        assert np.array_equal(np.concatenate(phase), perm[start : start + J * block[t]])
         start += batch[t]
 
 
@@ -71,14 +73,16 @@ def test_plan_is_public_and_matches_the_digest_formulas():
     plan = mech.plan(n=n, d=d, center=np.zeros(d), diameter=D, epsilon=eps, delta=0.0)
     det = plan.detail
     assert plan.blocks == 35 and det["phases_paper"] == 14 and det["phases_blocks"] == 8
-    assert tuple(p.block_size for p in plan.phases) == (142, 71, 35, 17, 8, 4, 2, 1)[
-        : len(plan.phases)]
+    assert (
+        tuple(p.block_size for p in plan.phases)
+        == (142, 71, 35, 17, 8, 4, 2, 1)[: len(plan.phases)]
+    )
     rbar = det["noise_constant"] * G4 * (d / (142 * eps)) ** 0.75 + G2 / math.sqrt(142)
     assert det["error_scale"] == pytest.approx(rbar)
     assert det["base_regularization"] == pytest.approx(math.sqrt(2 * COUPLING) * rbar / D)
     assert math.sqrt(2 * COUPLING) == pytest.approx(18.14, abs=0.01)
     for t, phase in enumerate(plan.phases):
-        assert phase.regularization == pytest.approx(det["base_regularization"] * 32.0 ** t)
+        assert phase.regularization == pytest.approx(det["base_regularization"] * 32.0**t)
         assert phase.C == pytest.approx(G4 * (phase.block_size * eps / d) ** 0.25)
         assert phase.C / phase.regularization >= 1e-6 * D  # T_move
     assert plan.phases[0].C == pytest.approx(10.25, abs=0.01)
@@ -144,16 +148,16 @@ def test_unaffordable_release_spends_nothing_and_touches_no_data(monkeypatch):
     import dpcvx.problem as problem_module
 
     touched = []
-    monkeypatch.setattr(problem_module, "certified_solve",
-                        lambda *a, **k: touched.append(1))
+    monkeypatch.setattr(problem_module, "certified_solve", lambda *a, **k: touched.append(1))
     acct = dpcvx.Accountant(0.999)
     with pytest.raises(PrivacyBudgetError):
         problem.solve_private(_mech(), epsilon=1.0, accountant=acct)
     assert not touched and acct.spent.epsilon == 0.0
 
 
-@pytest.mark.parametrize("executor_kind", [
-    "threads", "dask", pytest.param("dask-processes", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "executor_kind", ["threads", "dask", pytest.param("dask-processes", marks=pytest.mark.slow)]
+)
 def test_executors_give_the_same_release_for_the_same_seed(executor_kind):
     problem = _hinge_problem(n=300)
     expected = problem.solve_private(_mech(), epsilon=1.0, rng=11).w
@@ -163,11 +167,15 @@ def test_executors_give_the_same_release_for_the_same_seed(executor_kind):
     else:
         distributed = pytest.importorskip("distributed")
         processes = executor_kind == "dask-processes"  # blocks pickled to other processes
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
-                                      dashboard_address=None) as cluster, \
-                distributed.Client(cluster) as client:
-            got = problem.solve_private(_mech(executor=client.get_executor()), epsilon=1.0,
-                                        rng=11).w
+        with (
+            distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=None
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
+            got = problem.solve_private(
+                _mech(executor=client.get_executor()), epsilon=1.0, rng=11
+            ).w
     assert np.array_equal(got, expected)
 
 
@@ -199,18 +207,32 @@ def test_a_failed_block_raises_fixed_text_and_keeps_the_budget_spent(monkeypatch
 
 
 # ---------------------------------------------------------------- bad input
-@pytest.mark.parametrize("kwargs,match", [
-    ({"k": 1.5}, "k"), ({"k": math.inf}, "k"), ({"k": float("nan")}, "k"),
-    ({"moment": 0.0}, "moment"), ({"moment": -1.0}, "moment"), ({"moment": math.nan}, "moment"),
-    ({"moment": math.inf}, "moment"), ({"second_moment": 0.0}, "second_moment"),
-    ({"second_moment": 5.0}, "Lyapunov"), ({"failure_probability": 0.5}, "failure"),
-    ({"failure_probability": 0.0}, "failure"), ({"block_success": 0.5}, "block_success"),
-    ({"block_success": 1.0}, "block_success"), ({"blocks": 0}, "blocks"),
-    ({"blocks": 2.5}, "blocks"), ({"min_block_size": 0}, "min_block_size"),
-    ({"base_regularization": 0.0}, "base_regularization"), ({"zeta": 0.0}, "zeta"),
-    ({"constants": "loose"}, "constants"), ({"executor": object()}, "executor"),
-    ({"move_tolerance": -1.0}, "move_tolerance"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"k": 1.5}, "k"),
+        ({"k": math.inf}, "k"),
+        ({"k": float("nan")}, "k"),
+        ({"moment": 0.0}, "moment"),
+        ({"moment": -1.0}, "moment"),
+        ({"moment": math.nan}, "moment"),
+        ({"moment": math.inf}, "moment"),
+        ({"second_moment": 0.0}, "second_moment"),
+        ({"second_moment": 5.0}, "Lyapunov"),
+        ({"failure_probability": 0.5}, "failure"),
+        ({"failure_probability": 0.0}, "failure"),
+        ({"block_success": 0.5}, "block_success"),
+        ({"block_success": 1.0}, "block_success"),
+        ({"blocks": 0}, "blocks"),
+        ({"blocks": 2.5}, "blocks"),
+        ({"min_block_size": 0}, "min_block_size"),
+        ({"base_regularization": 0.0}, "base_regularization"),
+        ({"zeta": 0.0}, "zeta"),
+        ({"constants": "loose"}, "constants"),
+        ({"executor": object()}, "executor"),
+        ({"move_tolerance": -1.0}, "move_tolerance"),
+    ],
+)
 def test_bad_parameters(kwargs, match):
     base = {"k": 4, "moment": 3.0, "second_moment": 2.0}
     base.update(kwargs)
@@ -298,8 +320,10 @@ def _audit_pair(n: int = 40, outlier: float = 1e4):
     Y = np.zeros(n)
     Y[0] = outlier  # |x w - y| is minimized at w = -1 on one side, +1 on the other
     dom = dpcvx.domains.box(w, -1.0, 1.0)
-    return (dpcvx.Problem(cp.abs(x @ w - y), w, {x: X0, y: Y}, dom),
-            dpcvx.Problem(cp.abs(x @ w - y), w, {x: X1, y: Y}, dom))
+    return (
+        dpcvx.Problem(cp.abs(x @ w - y), w, {x: X0, y: Y}, dom),
+        dpcvx.Problem(cp.abs(x @ w - y), w, {x: X1, y: Y}, dom),
+    )
 
 
 def _ldop_outputs(problem, mech, plan, runs, seed):
@@ -331,11 +355,15 @@ def test_privacy_audit_of_ldop_with_a_heavy_tailed_outlier_and_negative_control(
 
     def louder(block):
         return dataclasses.replace(
-            block, noise=noise_mod.calibrate(block.sensitivity.value, 10 * eps / 2, 0.0),
-            localization_noise=noise_mod.calibrate(block.localization_sensitivity,
-                                                   10 * eps / 2, 0.0))
+            block,
+            noise=noise_mod.calibrate(block.sensitivity.value, 10 * eps / 2, 0.0),
+            localization_noise=noise_mod.calibrate(
+                block.localization_sensitivity, 10 * eps / 2, 0.0
+            ),
+        )
 
-    bad = dataclasses.replace(plan, phases=tuple(
-        dataclasses.replace(p, block=louder(p.block)) for p in plan.phases))
+    bad = dataclasses.replace(
+        plan, phases=tuple(dataclasses.replace(p, block=louder(p.block)) for p in plan.phases)
+    )
     c0, c1 = _ldop_outputs(p0, mech, bad, runs, 3), _ldop_outputs(p1, mech, bad, runs, 4)
     assert epsilon_lower_bound(c0, c1, thresholds, alpha=1e-3) > eps

@@ -19,24 +19,29 @@ def test_noise_constants_match_the_closed_forms():
     n, d, tau, m, rho, eps = 1000, 4, 12.0, 7, 0.3, 0.8
     cw = CoordinatewiseMedianOfMeans(k=4, tau=tau, buckets=m)
     assert cw.plan(n, d, rho=rho).scale ** 2 == pytest.approx(
-        72 * tau ** 2 * m ** 2 * d / (rho * n ** 2), rel=1e-14)
-    assert cw.plan(n, d, epsilon=eps).scale == pytest.approx(12 * tau * m * d / (eps * n),
-                                                            rel=1e-14)
+        72 * tau**2 * m**2 * d / (rho * n**2), rel=1e-14
+    )
+    assert cw.plan(n, d, epsilon=eps).scale == pytest.approx(
+        12 * tau * m * d / (eps * n), rel=1e-14
+    )
     # the default bucket count: m = ceil(4 log(2d/beta)); with the unrounded m the Gaussian
     # variance is the digest's 1152 tau^2 d log^2(2d/beta) / (rho n^2)
     default = CoordinatewiseMedianOfMeans(k=4, tau=tau).plan(n, d, rho=rho)
     assert default.buckets == math.ceil(4 * math.log(2 * d / 0.1))
     ns = NoiseSmoothingMean(k=4, tau=tau)
     assert ns.plan(n, d, rho=rho).scale ** 2 == pytest.approx(
-        16 * tau ** 2 * d / (9 * rho * n ** 2), rel=1e-14)
+        16 * tau**2 * d / (9 * rho * n**2), rel=1e-14
+    )
     assert NoiseSmoothingMean.printed_sigma(tau, n, d, rho) ** 2 == pytest.approx(
-        tau ** 2 * d / (rho * n ** 2), rel=1e-14)
+        tau**2 * d / (rho * n**2), rel=1e-14
+    )
     # the printed calibration is (16/9) rho-zCDP: the erratum
-    ratio = (ns.plan(n, d, rho=rho).scale / NoiseSmoothingMean.printed_sigma(tau, n, d, rho))
-    assert ratio ** 2 == pytest.approx(16 / 9)
+    ratio = ns.plan(n, d, rho=rho).scale / NoiseSmoothingMean.printed_sigma(tau, n, d, rho)
+    assert ratio**2 == pytest.approx(16 / 9)
     # Cor 4.2's tau, clamped to >= 10
-    assert CoordinatewiseMedianOfMeans(k=4).plan(10 ** 8, 2, epsilon=1.0).tau == pytest.approx(
-        (1e8 / 2) ** 0.25)
+    assert CoordinatewiseMedianOfMeans(k=4).plan(10**8, 2, epsilon=1.0).tau == pytest.approx(
+        (1e8 / 2) ** 0.25
+    )
     assert CoordinatewiseMedianOfMeans(k=4).plan(100, 2, epsilon=1.0).tau == 10.0
 
 
@@ -68,8 +73,7 @@ def test_noise_smoothing_sensitivity_and_the_printed_error():
     # with a small smoothing variance c the soft truncation saturates: the bound is attained.
     # (With c = 1 the sign flips of 1 + N keep |E phi| <= 0.643 and the printed calibration
     # happens to suffice; the paper leaves c unspecified, so dpcvx uses the bound for every c.)
-    diff = (smoothed_truncation_mean(hi, tau, 0.0001)
-            - smoothed_truncation_mean(lo, tau, 0.0001))
+    diff = smoothed_truncation_mean(hi, tau, 0.0001) - smoothed_truncation_mean(lo, tau, 0.0001)
     plan = NoiseSmoothingMean(k=4, tau=tau, smoothing=0.0001).plan(n, d, rho=1.0)
     assert np.linalg.norm(diff) <= plan.l2_sensitivity * (1 + 1e-12)
     assert np.linalg.norm(diff) == pytest.approx(plan.l2_sensitivity, rel=1e-3)  # attained
@@ -82,8 +86,7 @@ def test_closed_form_smoothing_matches_monte_carlo():
     noise = rng.normal(size=(400_000, 1))
 
     def phi(y):
-        return np.where(np.abs(y) <= math.sqrt(2), y - y ** 3 / 6,
-                        np.sign(y) * 2 * math.sqrt(2) / 3)
+        return np.where(np.abs(y) <= math.sqrt(2), y - y**3 / 6, np.sign(y) * 2 * math.sqrt(2) / 3)
 
     for x in (0.0, 0.3, -2.5, 7.0, -40.0, 150.0, -3000.0):
         mc = 2.0 * np.mean(phi(x * (1 + noise) / 2.0))
@@ -98,8 +101,13 @@ def test_release_ledger_and_bad_input():
     NoiseSmoothingMean(k=4).release(X, rho=0.2, rng=0, accountant=acct)
     with pytest.raises(dpcvx.PrivacyBudgetError):
         CoordinatewiseMedianOfMeans(k=4).release(X, rho=0.2, rng=0, accountant=acct)
-    for bad in (dict(k=1.5), dict(k=4, moment=0.0), dict(k=4, tau=-1.0),
-                dict(k=4, constants="loose"), dict(k=4, buckets=0)):
+    for bad in (
+        dict(k=1.5),
+        dict(k=4, moment=0.0),
+        dict(k=4, tau=-1.0),
+        dict(k=4, constants="loose"),
+        dict(k=4, buckets=0),
+    ):
         with pytest.raises(dpcvx.InvalidParameterError):
             CoordinatewiseMedianOfMeans(**bad)
     with pytest.raises(dpcvx.InvalidParameterError, match="exactly one"):
@@ -153,11 +161,12 @@ def test_noise_smoothing_zcdp_audit_catches_the_printed_calibration():
     rng = np.random.default_rng(5)
     out = np.array([est.release(X, rho=rho, rng=rng).mean[0] for _ in range(runs)])
     sigma = float(np.std(out, ddof=1))
-    assert shift ** 2 / (2 * sigma ** 2) <= 1.05 * rho
+    assert shift**2 / (2 * sigma**2) <= 1.05 * rho
     printed = smoothed_truncation_mean(X, 10.0, c)[0] + rng.normal(
-        0, NoiseSmoothingMean.printed_sigma(10.0, 30, 1, rho), size=runs)
+        0, NoiseSmoothingMean.printed_sigma(10.0, 30, 1, rho), size=runs
+    )
     sigma_p = float(np.std(printed, ddof=1))
-    assert shift ** 2 / (2 * sigma_p ** 2) > 1.5 * rho
+    assert shift**2 / (2 * sigma_p**2) > 1.5 * rho
 
 
 def _lomax_sampler(shape: float, k: int):
@@ -181,7 +190,7 @@ def test_error_rate_in_the_privacy_dominated_regime(law):
     deterministic."""
     nu, k = 5.0, 4
     if law == "student-t":
-        scale = (3 * nu ** 2 / ((nu - 2) * (nu - 4))) ** 0.25
+        scale = (3 * nu**2 / ((nu - 2) * (nu - 4))) ** 0.25
 
         def draw(rng, n):
             return rng.standard_t(nu, size=(n, 1)) / scale
@@ -192,8 +201,7 @@ def test_error_rate_in_the_privacy_dominated_regime(law):
     errors = []
     for n in ns:
         rng = np.random.default_rng(n)
-        errs = [abs(est.release(draw(rng, n), epsilon=1.0, rng=rng).mean[0])
-                for _ in range(40)]
+        errs = [abs(est.release(draw(rng, n), epsilon=1.0, rng=rng).mean[0]) for _ in range(40)]
         errors.append(float(np.median(errs)))
     slope = np.polyfit(np.log(ns), np.log(errors), 1)[0]
     assert abs(slope + 0.75) <= 0.1, (slope, errors)

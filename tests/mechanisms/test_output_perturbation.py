@@ -39,8 +39,7 @@ def _hinge_problem(n=40, d=3, seed=0):
     w = cp.Variable(d)
     x = cp.Parameter(d)
     y = cp.Parameter()
-    return dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
-                         domain=[cp.norm(w, 2) <= 1])
+    return dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1])
 
 
 def test_plan_constants_match_paper_002():
@@ -48,16 +47,16 @@ def test_plan_constants_match_paper_002():
     plan = mech.plan(n=100, d=3, center=np.zeros(3), diameter=2.0, epsilon=1.5, delta=0.0)
     base = 2 * 2.0 / (0.5 * 100)
     assert plan.base_sensitivity == pytest.approx(base, rel=1e-15)
-    assert plan.sensitivity.value == pytest.approx(base + 2 * math.sqrt(2 * 1e-6 / 0.5),
-                                                   rel=1e-14)
+    assert plan.sensitivity.value == pytest.approx(base + 2 * math.sqrt(2 * 1e-6 / 0.5), rel=1e-14)
     assert plan.sensitivity.value >= base + 2 * math.sqrt(2 * 1e-6 / 0.5)  # rounded up
     assert plan.noise.kind == "l2_laplace"
     assert plan.noise.scale >= plan.sensitivity.value / 1.5
 
 
 def test_gaussian_plan_uses_correct_sigma_not_the_algorithm_6_typo():
-    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1.0, accuracy=1e-8,
-                                    gaussian="zwb")
+    mech = dpcvx.OutputPerturbation(
+        lipschitz=1.0, regularization=1.0, accuracy=1e-8, gaussian="zwb"
+    )
     plan = mech.plan(n=50, d=2, center=np.zeros(2), diameter=2.0, epsilon=1.0, delta=1e-5)
     delta_prime = plan.sensitivity.value
     c = math.sqrt(math.log(2 / (math.sqrt(16e-5 + 1) - 1)))
@@ -65,8 +64,7 @@ def test_gaussian_plan_uses_correct_sigma_not_the_algorithm_6_typo():
     assert plan.noise.scale == pytest.approx(sigma, rel=1e-12)
     assert plan.noise.scale > sigma / math.sqrt(2) * 1.1  # not the Alg 6 value
     analytic = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1.0, accuracy=1e-8)
-    plan2 = analytic.plan(n=50, d=2, center=np.zeros(2), diameter=2.0, epsilon=1.0,
-                          delta=1e-5)
+    plan2 = analytic.plan(n=50, d=2, center=np.zeros(2), diameter=2.0, epsilon=1.0, delta=1e-5)
     assert noise_mod.gaussian_delta(plan2.noise.scale, delta_prime, 1.0) <= 1e-5
 
 
@@ -202,8 +200,9 @@ def test_worst_case_pair_sensitivity_is_attained_and_bounded():
 def _audit_outputs(problem, mech, plan, runs, seed):
     """Run the mechanism's own release `runs` times; the certified solve is deterministic for
     fixed data, so it is computed once and reused (the noise and projection are redrawn)."""
-    cert = problem.solve(regularization=plan.regularization, center=plan.center,
-                         accuracy=plan.accuracy)
+    cert = problem.solve(
+        regularization=plan.regularization, center=plan.center, accuracy=plan.accuracy
+    )
     rng = np.random.default_rng(seed)
     out = np.empty(runs)
     for i in range(runs):
@@ -230,7 +229,8 @@ def test_privacy_audit_output_perturbation_and_negative_control():
     assert eps_hat >= 0.8  # the audit has power: the true epsilon of this pair is 1/1.05
 
     half = dataclasses.replace(
-        plan, noise=noise_mod.calibrate(plan.sensitivity.value, 2 * epsilon, 0.0))
+        plan, noise=noise_mod.calibrate(plan.sensitivity.value, 2 * epsilon, 0.0)
+    )
     c0 = _audit_outputs(p0, mech, half, runs, 13)
     c1 = _audit_outputs(p1, mech, half, runs, 14)
     assert epsilon_lower_bound(c0, c1, thresholds, alpha=1e-6) > epsilon
@@ -245,8 +245,9 @@ def test_algorithm_1_strongly_convex_loss_without_regularization():
     X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True)) * 2
     w = cp.Variable(d)
     x = cp.Parameter(d)
-    problem = dpcvx.Problem(0.5 * cp.sum_squares(w - x), w, data={x: X},
-                            domain=dpcvx.domains.l2_ball(w, 1.0))
+    problem = dpcvx.Problem(
+        0.5 * cp.sum_squares(w - x), w, data={x: X}, domain=dpcvx.domains.l2_ball(w, 1.0)
+    )
     mech = dpcvx.OutputPerturbation(lipschitz=2.0, regularization=0.0, strong_convexity=1.0)
     plan = mech.plan(n=n, d=d, center=np.zeros(d), diameter=2.0, epsilon=1.0, delta=0.0)
     assert plan.base_sensitivity == pytest.approx(4.0 / n)
@@ -274,8 +275,9 @@ def test_choose_regularization_follows_paper_002():
     lam, _ = choose_regularization(L, R, n, d, eps, smoothness=4.0)
     assert lam == pytest.approx((4.0 * L * L / (R * R)) ** (1 / 3) * rho ** (2 / 3))
     lam, _ = choose_regularization(L, R, n, d, eps, task="sco", smoothness=4.0)
-    assert lam == pytest.approx((4.0 * L * L / (R * R)) ** (1 / 3)
-                                * (rho ** (2 / 3) + 1 / math.sqrt(n)))
+    assert lam == pytest.approx(
+        (4.0 * L * L / (R * R)) ** (1 / 3) * (rho ** (2 / 3) + 1 / math.sqrt(n))
+    )
     # approx: rho = sqrt(d) s_delta / (eps n) with s_delta = c_delta + sqrt(c_delta^2 + eps)
     from dpcvx.mechanisms.noise import c_delta
 
@@ -304,8 +306,9 @@ def test_strong_convexity_is_accepted_only_where_dpcvx_verifies_it():
     dom = dpcvx.domains.l2_ball(w, 1.0)
     mean = dpcvx.Problem(0.5 * cp.sum_squares(w - x), w, data={x: X}, domain=dom)
     assert strong_convexity_bound(mean.declaration) == pytest.approx(1.0, rel=1e-12)
-    scaled = dpcvx.Problem(cp.sum_squares(2 * w - x) / 4 + cp.abs(x @ w), w, data={x: X},
-                           domain=dom)
+    scaled = dpcvx.Problem(
+        cp.sum_squares(2 * w - x) / 4 + cp.abs(x @ w), w, data={x: X}, domain=dom
+    )
     assert strong_convexity_bound(scaled.declaration) == pytest.approx(2.0, rel=1e-12)
     regression = dpcvx.Problem(cp.square(x @ w - y), w, data={x: X, y: Y}, domain=dom)
     assert strong_convexity_bound(regression.declaration) == 0.0
@@ -314,9 +317,12 @@ def test_strong_convexity_is_accepted_only_where_dpcvx_verifies_it():
     with pytest.raises(dpcvx.InvalidParameterError, match="regularization"):
         mean.solve_private(too_much, epsilon=1.0, rng=0, accountant=acct)
     with pytest.raises(dpcvx.InvalidParameterError, match="verify only 0"):
-        regression.solve_private(dpcvx.OutputPerturbation(
-            lipschitz=5.0, regularization=0.1, strong_convexity=0.1), epsilon=1.0, rng=0,
-            accountant=acct)
+        regression.solve_private(
+            dpcvx.OutputPerturbation(lipschitz=5.0, regularization=0.1, strong_convexity=0.1),
+            epsilon=1.0,
+            rng=0,
+            accountant=acct,
+        )
     assert acct.ledger.events == ()  # nothing spent
     ok = dpcvx.OutputPerturbation(lipschitz=3.0, regularization=0.0, strong_convexity=1.0)
     assert np.all(np.isfinite(mean.solve_private(ok, epsilon=1.0, rng=0).w))
@@ -332,20 +338,23 @@ def test_a_false_lipschitz_claim_is_enforced_and_the_curator_warned():
     w = cp.Variable(3)
     x = cp.Parameter(3)
     y = cp.Parameter()
-    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1]
+    )
     mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1)
     with pytest.warns(dpcvx.LipschitzClaimWarning, match="could not be shown"):
         res = problem.solve_private(mech, epsilon=1.0, rng=0)
     assert res.detail["lipschitz_claim"].startswith("enforced")
     assert "zero loss" in res.detail["universe"]
     # the certified solve behind it is the extension's: same target, same C
-    ext = problem.lipschitz_extension(1.0).solve(regularization=0.1,
-                                                 accuracy=res.detail["accuracy"])
+    ext = problem.lipschitz_extension(1.0).solve(
+        regularization=0.1, accuracy=res.detail["accuracy"]
+    )
     assert ext.gap <= res.detail["accuracy"]
     Xn = X / np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
-    honest = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: Xn, y: Y},
-                           domain=[cp.norm(w, 2) <= 1])
+    honest = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)), w, data={x: Xn, y: Y}, domain=[cp.norm(w, 2) <= 1]
+    )
     import warnings
 
     with warnings.catch_warnings(record=True) as caught:

@@ -35,13 +35,19 @@ def test_certified_tilted_solve_brackets_an_independent_solve(loss, tau):
     problem = dpcvx.Problem(expr, w, {x: X, y: Y}, [cp.norm(w, 2) <= 2])
     template, block = problem._compiled()
     lam = 0.1
-    sol = certified_tilted_solve(problem.declaration, template, block, tilt=tau, lam=lam,
-                                 w0=np.zeros(d), accuracy=None)
+    sol = certified_tilted_solve(
+        problem.declaration, template, block, tilt=tau, lam=lam, w0=np.zeros(d), accuracy=None
+    )
     W = cp.Variable(d)
-    f = (cp.pos(1 - cp.multiply(Y, X @ W)) if loss == "hinge"
-         else cp.logistic(-cp.multiply(Y, X @ W)))
-    ref = cp.Problem(cp.Minimize((cp.log_sum_exp(tau * f) - math.log(n)) / tau
-                                 + lam / 2 * cp.sum_squares(W)), [cp.norm(W, 2) <= 2])
+    f = (
+        cp.pos(1 - cp.multiply(Y, X @ W))
+        if loss == "hinge"
+        else cp.logistic(-cp.multiply(Y, X @ W))
+    )
+    ref = cp.Problem(
+        cp.Minimize((cp.log_sum_exp(tau * f) - math.log(n)) / tau + lam / 2 * cp.sum_squares(W)),
+        [cp.norm(W, 2) <= 2],
+    )
     ref.solve(solver=cp.CLARABEL)
     # the reference is feasible, so it is above the true minimum and hence above `lower`; it is
     # accurate to about 1e-7, so it can sit slightly above dpcvx's (exact, feasible) upper bound
@@ -53,8 +59,12 @@ def test_certified_tilted_solve_brackets_an_independent_solve(loss, tau):
 def _tilted_minimizer(x, y, tau, lam):
     w = cp.Variable(1)
     f = cp.logistic(-cp.multiply(y, x * w))
-    prob = cp.Problem(cp.Minimize((cp.log_sum_exp(tau * f) - math.log(len(x))) / tau
-                                  + lam / 2 * cp.sum_squares(w)), [cp.abs(w) <= 1])
+    prob = cp.Problem(
+        cp.Minimize(
+            (cp.log_sum_exp(tau * f) - math.log(len(x))) / tau + lam / 2 * cp.sum_squares(w)
+        ),
+        [cp.abs(w) <= 1],
+    )
     prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-9, tol_gap_rel=1e-9, tol_feas=1e-9)
     return float(w.value[0])
 
@@ -87,16 +97,21 @@ def test_mechanism_plan_ledger_and_bad_input():
     x = cp.Parameter(d)
     y = cp.Parameter()
     problem = dpcvx.Problem(cp.logistic(-y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
-    mech = dpcvx.TiltedOutputPerturbation(lipschitz=1.0, regularization=0.1, tilt=1.0,
-                                          loss_bounds=(0.0, math.log(1 + math.e)))
+    mech = dpcvx.TiltedOutputPerturbation(
+        lipschitz=1.0, regularization=0.1, tilt=1.0, loss_bounds=(0.0, math.log(1 + math.e))
+    )
     plan = mech.plan(n=300, d=d, center=np.zeros(d), diameter=2.0, epsilon=1.0, delta=0.0)
     base = (2 * 1.0 / 0.1) * math.exp(math.log(1 + math.e)) / 300
     assert plan.detail["base_sensitivity"] == pytest.approx(base)
     assert plan.noise.scale == pytest.approx(plan.sensitivity.value / 1.0)
     res = problem.solve_private(mech, epsilon=1.0, rng=0)
     assert len(res.ledger) == 1 and np.linalg.norm(res.w) <= 1.0
-    for bad in (dict(tilt=0.0), dict(loss_bounds=(1.0, 0.0)), dict(loss_bounds="x"),
-                dict(regularization=-1.0)):
+    for bad in (
+        dict(tilt=0.0),
+        dict(loss_bounds=(1.0, 0.0)),
+        dict(loss_bounds="x"),
+        dict(regularization=-1.0),
+    ):
         kwargs = dict(lipschitz=1.0, regularization=0.1, tilt=1.0)
         kwargs.update(bad)
         with pytest.raises(dpcvx.InvalidParameterError):
@@ -117,17 +132,27 @@ def test_the_lipschitz_claim_is_enforced_with_the_extension():
     w = cp.Variable(d)
     x = cp.Parameter(d)
     y = cp.Parameter()
-    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1]
+    )
     plain, block = problem._compiled(None)
     ext, _ = problem._compiled(L)
-    cert = certified_tilted_solve(problem.declaration, ext, block, tilt=tau, lam=lam,
-                                  w0=np.zeros(d), accuracy=1e-6, extension=L,
-                                  plain_template=plain)
+    cert = certified_tilted_solve(
+        problem.declaration,
+        ext,
+        block,
+        tilt=tau,
+        lam=lam,
+        w0=np.zeros(d),
+        accuracy=1e-6,
+        extension=L,
+        plain_template=plain,
+    )
     v = cp.Variable(d)
     Ys = cp.Variable((n, d))
-    losses = cp.hstack([cp.pos(1 - Y[i] * (X[i] @ Ys[i])) + L * cp.norm(v - Ys[i])
-                        for i in range(n)])
+    losses = cp.hstack(
+        [cp.pos(1 - Y[i] * (X[i] @ Ys[i])) + L * cp.norm(v - Ys[i]) for i in range(n)]
+    )
     obj = (cp.log_sum_exp(tau * losses) - np.log(n)) / tau + lam / 2 * cp.sum_squares(v)
     cons = [cp.norm(v, 2) <= 1] + [cp.norm(Ys[i], 2) <= 1 for i in range(n)]
     ref = cp.Problem(cp.Minimize(obj), cons)
@@ -156,13 +181,22 @@ def test_an_example_outside_the_universe_enters_with_the_zero_loss():
     w = cp.Variable(d)
     x = cp.Parameter(d)
     y = cp.Parameter()
-    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y},
-                            domain=[cp.norm(w, 2) <= 1])
+    problem = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1]
+    )
     plain, block = problem._compiled(None)
     ext, _ = problem._compiled(L)
-    cert = certified_tilted_solve(problem.declaration, ext, block, tilt=tau, lam=lam,
-                                  w0=np.zeros(d), accuracy=1e-7, extension=L,
-                                  plain_template=plain)
+    cert = certified_tilted_solve(
+        problem.declaration,
+        ext,
+        block,
+        tilt=tau,
+        lam=lam,
+        w0=np.zeros(d),
+        accuracy=1e-7,
+        extension=L,
+        plain_template=plain,
+    )
     assert cert.solver_stats["null_examples"] == 1
     v = cp.Variable(d)
     # the other examples are 1-Lipschitz on the ball (||x|| <= 1): f_L = f for them

@@ -306,9 +306,7 @@ def test_a_nonnegative_weight_is_pushed_through_positive_homogeneity(setup, make
     decl = Declaration(loss, w, {x: X, s: S}, _ball(w))
     point = np.array([0.3, -0.2, 0.1])[: X.shape[1]]
     got = decl.loss_values(point)
-    lifted = [
-        float(make(point, X[i], S[i]).value) for i in range(N)
-    ]
+    lifted = [float(make(point, X[i], S[i]).value) for i in range(N)]
     np.testing.assert_allclose(got, lifted, rtol=1e-12, atol=1e-12)
     assert all(t.kind != "generic" for t in decl.terms)
 

@@ -57,8 +57,12 @@ EXPRESSIONS = {
     "reshape-C": (lambda w, p: cp.reshape(cp.hstack([w, p["x"]]), (2, 3), order="C"), True),
     "reshape-F": (lambda w, p: cp.reshape(cp.hstack([w, p["x"]]), (2, 3), order="F"), True),
     "reshape-C-3x2": (lambda w, p: cp.reshape(cp.hstack([w, p["x"]]), (3, 2), order="C"), True),
-    "reshape-F-back": (lambda w, p: cp.reshape(cp.reshape(cp.hstack([w, p["x"]]), (3, 2),
-                                                          order="F"), (6,), order="C"), True),
+    "reshape-F-back": (
+        lambda w, p: cp.reshape(
+            cp.reshape(cp.hstack([w, p["x"]]), (3, 2), order="F"), (6,), order="C"
+        ),
+        True,
+    ),
     "matrix-param": (lambda w, p: p["A"] @ w - p["x"][:K], True),
     "matrix-param-index": (lambda w, p: (p["A"] @ w)[1] + p["M"][0, 2] * w[2], True),
     "promote": (lambda w, p: w + p["y"], True),
@@ -73,8 +77,10 @@ EXPRESSIONS = {
     "constant-matrix": (lambda w, p: np.arange(6.0).reshape(2, 3) @ w + p["x"][:2], True),
     "variable-left-matmul": (lambda w, p: w @ p["x"] - 2 * (w[1:] @ p["x"][:2]), True),
     "reversed-slice-with-stop": (lambda w, p: w[2:0:-1] - p["x"][-1:-3:-1], True),
-    "sum-axis": (lambda w, p: cp.sum(cp.reshape(cp.hstack([w, p["x"]]), (2, 3), order="F"),
-                                     axis=0), False),
+    "sum-axis": (
+        lambda w, p: cp.sum(cp.reshape(cp.hstack([w, p["x"]]), (2, 3), order="F"), axis=0),
+        False,
+    ),
     "cumsum": (lambda w, p: cp.cumsum(w), False),
     "transpose-matmul": (lambda w, p: _col(w).T @ p["x"], False),
     # non-affine: evaluate only
@@ -183,8 +189,10 @@ def test_lift_is_equal_and_dpp(name):
     # every parameter of the lifted loss is a derived one
     assert {q.id for q in lifted.parameters()} <= {d.parameter.id for d in derived}
     leaves = _leaves(data)
-    values = {d.parameter.id: np.broadcast_to(evaluate(d.expression, leaves, N),
-                                              (N,) + d.parameter.shape) for d in derived}
+    values = {
+        d.parameter.id: np.broadcast_to(evaluate(d.expression, leaves, N), (N,) + d.parameter.shape)
+        for d in derived
+    }
     for _ in range(2):
         wv = rng.normal(size=D)
         ref = _per_example_values(expr, w, data, wv, N)
@@ -194,8 +202,7 @@ def test_lift_is_equal_and_dpp(name):
                 d.parameter.value = values[d.parameter.id][i]
             w.value = wv
             got.append(lifted.value)
-        np.testing.assert_allclose(np.asarray(got).reshape(ref.shape), ref, rtol=1e-12,
-                                   atol=1e-12)
+        np.testing.assert_allclose(np.asarray(got).reshape(ref.shape), ref, rtol=1e-12, atol=1e-12)
 
 
 def test_lift_reuses_a_parameter_used_twice():
@@ -232,8 +239,9 @@ def test_reshape_orders_random_shapes(rows, cols, order, order2, seed):
     rng = np.random.default_rng(seed)
     data = {x: rng.normal(size=(N, size))}
     stacked = cp.hstack([w, x])  # (2 size,)
-    expr = cp.reshape(cp.reshape(stacked, (2 * rows, cols), order=order), (cols, 2 * rows),
-                      order=order2)
+    expr = cp.reshape(
+        cp.reshape(stacked, (2 * rows, cols), order=order), (cols, 2 * rows), order=order2
+    )
     wv = rng.normal(size=size)
     ref = _per_example_values(expr, w, data, wv, N)
     got = evaluate(expr, _leaves(data, w, wv), N)
@@ -260,8 +268,7 @@ def test_matrix_parameter_jets_random_shapes(k, d, n, seed):
     wv = rng.normal(size=d)
     ref = _per_example_values(expr, w, data, wv, n)
     np.testing.assert_allclose(offset + jac @ wv, ref, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(evaluate(expr, _leaves(data, w, wv), n), ref, rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(evaluate(expr, _leaves(data, w, wv), n), ref, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("key", [slice(None, None, -1), slice(1, None, -1)])

@@ -31,7 +31,8 @@ def _reference_projection(dom: Domain, c, r, y) -> np.ndarray:
 
     cons = [substitute(k, dom.variable, v) for k in dom.constraints] + [cp.norm(v - c) <= r]
     cp.Problem(cp.Minimize(cp.sum_squares(v - y)), cons).solve(
-        solver=cp.CLARABEL, tol_gap_abs=1e-9, tol_gap_rel=1e-9, tol_feas=1e-9)
+        solver=cp.CLARABEL, tol_gap_abs=1e-9, tol_gap_rel=1e-9, tol_feas=1e-9
+    )
     return np.asarray(v.value, float)
 
 
@@ -41,7 +42,7 @@ def test_lemma_c6_one_dimension_closed_form():
     xi = 1e-6
     point, calls = inexact_projection(np.array([-3.0]), dom.project, np.array([0.9]), 0.5, xi)
     # Pi_W0(-3) = 0.4 (W0 = [0.4, 1]); N = ceil(log2(1 + 3.9^2/(0.5 xi))) bisection steps
-    steps = math.ceil(math.log2(1 + 3.9 ** 2 / (0.5 * xi)))
+    steps = math.ceil(math.log2(1 + 3.9**2 / (0.5 * xi)))
     assert steps == 25
     assert calls <= steps + 2
     assert 0.4 <= point[0] <= 0.4 + xi
@@ -56,7 +57,7 @@ def test_lemma_c6_disc_with_both_constraints_active(xi):
     exact = np.array([139 / 160, math.sqrt(6279) / 160])  # intersection of the two circles
     point, calls = inexact_projection(np.array([3.0, 3.0]), dom.project, c, r, xi)
     R = np.linalg.norm(np.array([3.0, 3.0]) - c)
-    assert calls <= math.ceil(math.log2(1 + R ** 2 / (r * xi))) + 2
+    assert calls <= math.ceil(math.log2(1 + R**2 / (r * xi))) + 2
     assert np.linalg.norm(point - exact) <= xi
     out = loc.make_feasible(loc.project(np.array([3.0, 3.0]), xi))
     assert loc.contains(out)
@@ -102,14 +103,20 @@ def test_lemma_c6_box_against_an_independent_kkt_root():
         c = rng.uniform(-0.9, 0.9, size=5)
         r = float(rng.uniform(0.05, 0.5))
         y = rng.normal(scale=3.0, size=5)
+
         def at(mu, y=y, c=c):
             return np.clip((y + mu * c) / (1 + mu), -1, 1)
 
         if np.linalg.norm(at(0.0) - c) <= r:
             ref = at(0.0)
         else:
-            mu = brentq(lambda m, c=c, r=r: np.linalg.norm(at(m) - c) - r, 0.0,
-                        np.linalg.norm(y - c) / r, xtol=1e-15, rtol=4 * np.finfo(float).eps)
+            mu = brentq(
+                lambda m, c=c, r=r: np.linalg.norm(at(m) - c) - r,
+                0.0,
+                np.linalg.norm(y - c) / r,
+                xtol=1e-15,
+                rtol=4 * np.finfo(float).eps,
+            )
             ref = at(mu)
         out = LocalizedDomain(dom, c, r).project(y, 1e-8)
         assert np.linalg.norm(out - ref) <= 1e-8 + 1e-12
@@ -178,10 +185,10 @@ def test_localized_block_matches_cvxpy_compilation_of_the_intersection():
         u = rng.uniform(-1.2, 1.2, size=3)
         s = block.b - block.A @ u  # the slack; membership: each cone group holds
         z, nn = block.cones.zero, block.cones.nonneg
-        ok = np.all(np.abs(s[:z]) <= 1e-12) and np.all(s[z: z + nn] >= -1e-12)
+        ok = np.all(np.abs(s[:z]) <= 1e-12) and np.all(s[z : z + nn] >= -1e-12)
         start = z + nn
         for size in block.cones.soc:
-            seg = s[start: start + size]
+            seg = s[start : start + size]
             ok = ok and seg[0] >= np.linalg.norm(seg[1:]) - 1e-12
             start += size
         inside = np.all(np.abs(u) <= 1) and np.linalg.norm(u - c) <= r
