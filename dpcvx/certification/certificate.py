@@ -244,9 +244,7 @@ def _max_terms_minorant(term: Term, jets, duals, w_hat, center, radius):
         jac = np.broadcast_to(np.asarray(jac, float).reshape(n, -1, d), (n, 1, d)).reshape(n, d)
         offs.append(off)
         jacs.append(jac)
-        E.append(
-            off + _apply(jac[:, None, :], w_hat)[:, 0] if w_hat.ndim == 2 else off + jac @ w_hat
-        )
+        E.append(off + _apply(jac[:, None, :], w_hat)[:, 0])
     GD = [part_values(p, b, e) for p, b, e in zip(term.parts, term.offsets, E)]
     G = np.stack([g for g, _ in GD], axis=1)
     D = np.stack([g_ for _, g_ in GD], axis=1)
@@ -266,17 +264,8 @@ def _max_terms_minorant(term: Term, jets, duals, w_hat, center, radius):
             theta = D[:, j] / wj
             if part.kind == "abs" and duals[j] is not None:
                 # at abs's own kink the multiplier is the solver's: split dual = mu w theta
-                near = np.abs(E[j]) <= 1e-9 * (
-                    1.0
-                    + np.abs(offs[j])
-                    + np.abs(jacs[j]) @ (np.abs(w_hat) if w_hat.ndim == 1 else np.zeros(d))
-                )
-                if w_hat.ndim == 2:
-                    near = np.abs(E[j]) <= 1e-9 * (
-                        1.0
-                        + np.abs(offs[j])
-                        + np.einsum("nd,nd->n", np.abs(jacs[j]), np.abs(w_hat))
-                    )
+                scale = np.abs(offs[j]) + _apply(np.abs(jacs[j])[:, None, :], np.abs(w_hat))[:, 0]
+                near = np.abs(E[j]) <= 1e-9 * (1.0 + scale)
                 rawj = np.nan_to_num(np.asarray(duals[j], float).reshape(n))
                 ok = near & (mu[:, j] > 1e-12)
                 theta = np.where(ok, rawj / np.where(ok, mu[:, j] * wj, 1.0), theta)

@@ -523,14 +523,21 @@ def analytic_rung_applies(
     """Whether paper 002's Algorithm 2 can be the ladder's last rung (public inputs only): a
     private solve of a plain program (every example's loss certified ``extension``-Lipschitz
     on W, the enforced claim's case) over a domain with an exact projection, with a fixed
-    iteration count within :data:`~dpcvx.certification.subgradient.DEFAULT_WORK_BUDGET`."""
+    iteration count within :data:`ANALYTIC_MAX_STEPS` and :data:`ANALYTIC_BUDGET`."""
+    return _analytic_steps(decl, lam, w0, accuracy, extension, w_domain) is not None
+
+
+def _analytic_steps(decl, lam, w0, accuracy, extension, w_domain) -> int | None:
+    """The rung's fixed ``T = ceil(2 G^2 / (lam alpha/2))``, or None where it does not apply."""
     if extension is None or w_domain is not None or accuracy is None or lam <= 0:
-        return False
+        return None
     if decl.domain.kind not in ("l2_ball", "box", "l1_ball", "simplex"):
-        return False
+        return None
     G = regularized_subgradient_bound(decl, float(extension), lam, w0)
     T = subgradient_iterations(G, lam, accuracy / 2)
-    return T <= ANALYTIC_MAX_STEPS and affordable(T, decl.n, decl.d, ANALYTIC_BUDGET)
+    if T > ANALYTIC_MAX_STEPS or not affordable(T, decl.n, decl.d, ANALYTIC_BUDGET):
+        return None
+    return T
 
 
 def _analytic_rung(
@@ -544,15 +551,12 @@ def _analytic_rung(
     try:
         if parts is not None and len(parts) != 1:
             return None  # some example needs the extension's copy: no exact subgradients
-        if not analytic_rung_applies(
-            decl, lam=lam, w0=w0, accuracy=accuracy, extension=extension, w_domain=w_domain
-        ):
+        T = _analytic_steps(decl, lam, w0, accuracy, extension, w_domain)
+        if T is None:
             return None
         # the analysis needs every loss C-Lipschitz: bounds rounded up, compared with C itself
         if not bool(np.all(lipschitz_bounds(decl) * (1 + 1e-12) <= float(extension))):
             return None
-        G = regularized_subgradient_bound(decl, float(extension), lam, w0)
-        T = subgradient_iterations(G, lam, accuracy / 2)
         result = solve_declaration(
             decl, regularization=lam, lipschitz=float(extension), T=T, center=w0, average=True
         )
@@ -566,10 +570,11 @@ def _analytic_rung(
         from dataclasses import replace
 
         stats.update(certified_by="analysis (paper 002, Prop 3.2)")
+        # the gap is the analytic bound; the certificate's own lower bound stays (upper minus
+        # that bound would not be a lower bound: upper carries a rounding margin)
         return replace(
             cert,
             gap=float(result.bound),
-            lower=cert.upper - float(result.bound),
             distance_bound=float(np.sqrt(2 * result.bound / lam)),
             solver_stats=MappingProxyType(stats),
         )

@@ -118,17 +118,11 @@ def test_mechanism_plan_ledger_and_bad_input():
             dpcvx.TiltedOutputPerturbation(**kwargs)
 
 
-def test_the_lipschitz_claim_is_enforced_with_the_extension():
-    """With a claim L far below the data's slopes, the tilted release solves tilted ERM on the
-    L-Lipschitz extension: its certified bracket contains an independent CVXPY solve of
-    min_{w, y_i in W} (1/tau) log mean exp(tau (f(y_i) + L ||w - y_i||)) + (lam/2)||w - w0||^2
-    (f_L is increasing inside, so minimizing the copies jointly is exact)."""
+def _hinge_tilted_on_extension(X, Y, tau, lam, L, accuracy):
+    """A hinge problem on the unit ball and its certified tilted solve on the L-extension."""
     from dpcvx.certification.tilted import certified_tilted_solve
 
-    rng = np.random.default_rng(9)
-    n, d, tau, lam, L = 20, 2, 2.0, 0.5, 0.5
-    X = rng.normal(size=(n, d)) * 5.0
-    Y = np.sign(X[:, 0] + 0.3)
+    d = X.shape[1]
     w = cp.Variable(d)
     x = cp.Parameter(d)
     y = cp.Parameter()
@@ -144,10 +138,23 @@ def test_the_lipschitz_claim_is_enforced_with_the_extension():
         tilt=tau,
         lam=lam,
         w0=np.zeros(d),
-        accuracy=1e-6,
+        accuracy=accuracy,
         extension=L,
         plain_template=plain,
     )
+    return problem, cert
+
+
+def test_the_lipschitz_claim_is_enforced_with_the_extension():
+    """With a claim L far below the data's slopes, the tilted release solves tilted ERM on the
+    L-Lipschitz extension: its certified bracket contains an independent CVXPY solve of
+    min_{w, y_i in W} (1/tau) log mean exp(tau (f(y_i) + L ||w - y_i||)) + (lam/2)||w - w0||^2
+    (f_L is increasing inside, so minimizing the copies jointly is exact)."""
+    rng = np.random.default_rng(9)
+    n, d, tau, lam, L = 20, 2, 2.0, 0.5, 0.5
+    X = rng.normal(size=(n, d)) * 5.0
+    Y = np.sign(X[:, 0] + 0.3)
+    problem, cert = _hinge_tilted_on_extension(X, Y, tau, lam, L, accuracy=1e-6)
     v = cp.Variable(d)
     Ys = cp.Variable((n, d))
     losses = cp.hstack(
@@ -170,33 +177,13 @@ def test_an_example_outside_the_universe_enters_with_the_zero_loss():
     """One example 1e9 times steeper than the claim: it leaves the public universe of the
     extension solve and enters the tilted sum as exp(0). The certified bracket contains an
     independent solve of exactly that objective, and the release happens."""
-    from dpcvx.certification.tilted import certified_tilted_solve
-
     rng = np.random.default_rng(11)
     n, d, tau, lam, L = 16, 2, 1.0, 0.5, 1.0
     X = rng.normal(size=(n, d))
     X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
     Y = np.sign(X[:, 0] + 0.2)
     X[0] *= 1e9
-    w = cp.Variable(d)
-    x = cp.Parameter(d)
-    y = cp.Parameter()
-    problem = dpcvx.Problem(
-        cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1]
-    )
-    plain, block = problem._compiled(None)
-    ext, _ = problem._compiled(L)
-    cert = certified_tilted_solve(
-        problem.declaration,
-        ext,
-        block,
-        tilt=tau,
-        lam=lam,
-        w0=np.zeros(d),
-        accuracy=1e-7,
-        extension=L,
-        plain_template=plain,
-    )
+    problem, cert = _hinge_tilted_on_extension(X, Y, tau, lam, L, accuracy=1e-7)
     assert cert.solver_stats["null_examples"] == 1
     v = cp.Variable(d)
     # the other examples are 1-Lipschitz on the ball (||x|| <= 1): f_L = f for them

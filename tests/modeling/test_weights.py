@@ -88,12 +88,13 @@ def test_weighted_losses_are_certified_against_a_reference(name):
     assert np.all(np.isfinite(res.w))
 
 
+def _leaves():
+    return cp.Variable(D), cp.Parameter(D), cp.Parameter(), cp.Parameter(nonneg=True)
+
+
 def test_a_weight_on_a_loss_without_a_homogeneous_form_is_refused_with_a_hint():
     X, Y, R, S = _data()
-    w = cp.Variable(D)
-    x = cp.Parameter(D)
-    y = cp.Parameter()
-    s = cp.Parameter(nonneg=True)
+    w, x, y, s = _leaves()
     with pytest.raises(dpcvx.ModelingError, match="per-example weight"):
         dpcvx.Problem(
             s * cp.logistic(-y * (x @ w)), w, data={x: X, y: Y, s: S}, domain=[cp.norm(w, 2) <= 1]
@@ -102,10 +103,7 @@ def test_a_weight_on_a_loss_without_a_homogeneous_form_is_refused_with_a_hint():
 
 def test_negative_weights_are_refused():
     X, Y, R, S = _data()
-    w = cp.Variable(D)
-    x = cp.Parameter(D)
-    y = cp.Parameter()
-    s = cp.Parameter(nonneg=True)
+    w, x, y, s = _leaves()
     with pytest.raises(dpcvx.DataError, match="nonneg"):
         dpcvx.Problem(
             s * cp.abs(x @ w - y), w, data={x: X, y: R, s: S - 1.0}, domain=[cp.norm(w, 2) <= 1]
