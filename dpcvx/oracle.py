@@ -38,7 +38,7 @@ import numpy as np
 
 from dpcvx._validation import check_nonnegative, check_positive
 from dpcvx.accounting.ledger import Accountant
-from dpcvx.certification.certificate import ROUNDING, CertifiedSolution
+from dpcvx.certification.certificate import ROUNDING, CertifiedSolution, still_certified
 from dpcvx.certification.first_order import (
     adaptive_projected_subgradient,
     biased_projected_subgradient,
@@ -46,7 +46,8 @@ from dpcvx.certification.first_order import (
 from dpcvx.errors import CertificationError, DataError, InvalidParameterError, ModelingError
 from dpcvx.modeling.domains import Domain
 from dpcvx.modeling.localized import EXACT_PROJECTION, LocalizedDomain, inexact_projection
-from dpcvx.problem import LipschitzExtension, _still_certified, release, resolve_center
+from dpcvx.pipeline import release
+from dpcvx.problem import LipschitzExtension, resolve_center
 from dpcvx.results import PrivateResult
 
 __all__ = ["OracleProblem", "OracleReleaseContext", "structured_solve"]
@@ -533,6 +534,12 @@ class OracleProblem:
             self, mechanism, epsilon=epsilon, delta=delta, rng=rng, accountant=accountant
         )
 
+    @property
+    def declared(self) -> None:
+        """An oracle's loss is not declared: dpcvx cannot verify claims about it (see
+        :class:`dpcvx.pipeline.DataSource`)."""
+        return None
+
     def release_context(
         self, *, extension: float | None, solver: str | None, base: bool = False
     ) -> OracleReleaseContext:
@@ -568,6 +575,9 @@ class OracleReleaseContext:
         self.extension = extension
         self._base = base
 
+    def prepare(self) -> None:
+        """Nothing to compile: Algorithm 3 runs on the oracles."""
+
     def solver(self, indices=None, C: float | None = None):
         """``solve(lam, w0, alpha, localize=None, candidate=None) -> CertifiedSolution`` on the
         examples ``indices`` (default all), on the extension with ``C`` (default this
@@ -585,7 +595,7 @@ class OracleReleaseContext:
             candidate: CertifiedSolution | None = None,
         ) -> CertifiedSolution:
             try:
-                if localize is not None and _still_certified(
+                if localize is not None and still_certified(
                     candidate, LocalizedDomain(problem.domain, *localize), lam, w0, alpha
                 ):
                     return candidate

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from dpcvx._validation import check_delta, check_nonnegative, check_positive
-from dpcvx.accounting.ledger import Accountant, PrivacyEvent
-from dpcvx.certification.certificate import CertifiedSolution
+from dpcvx._validation import check_nonnegative, check_positive
+from dpcvx.accounting.ledger import Accountant
+from dpcvx.certification.certificate import CertifiedSolution, still_certified
 from dpcvx.certification.extension import ExtensionValues, extension_bounds
-from dpcvx.certification.lipschitz import lipschitz_bounds, strong_convexity_bound
-from dpcvx.certification.solve import certified_solve, universe_slope
+from dpcvx.certification.solve import certified_solve
 from dpcvx.certification.tilted import certified_tilted_solve
 from dpcvx.compilation.solvers import _check_solver, solve_program
 from dpcvx.compilation.stamp import stamp
@@ -28,15 +25,22 @@ from dpcvx.compilation.template import (
     localized_block,
     with_extension,
 )
-from dpcvx.errors import InvalidParameterError, LipschitzClaimWarning
+from dpcvx.errors import InvalidParameterError
 from dpcvx.modeling._expressions import evaluate, substitute
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
 from dpcvx.modeling.localized import EXACT_PROJECTION, LocalizedDomain
+from dpcvx.pipeline import UNIVERSE_TEXT, release
 from dpcvx.results import PrivateResult
-from dpcvx.rng import make_rng
 
-__all__ = ["DeclaredSource", "LipschitzExtension", "Problem", "ReleaseContext", "release"]
+__all__ = [
+    "UNIVERSE_TEXT",
+    "DeclaredSource",
+    "LipschitzExtension",
+    "Problem",
+    "ReleaseContext",
+    "release",
+]
 
 
 class DeclaredSource:
@@ -109,6 +113,12 @@ class Problem(DeclaredSource):
     @property
     def declaration(self) -> Declaration:
         """The validated declaration (lifted loss, terms, data)."""
+        return self._decl
+
+    @property
+    def declared(self) -> Declaration:
+        """The declaration the release pipeline verifies claims against (see
+        :class:`dpcvx.pipeline.DataSource`)."""
         return self._decl
 
     def _compiled(self, extension: float | None = None):
@@ -263,247 +273,6 @@ def resolve_center(source, center) -> np.ndarray:
     return c
 
 
-def release(source, mechanism, *, epsilon, delta, rng, accountant, extension=None):
-    """Validate, plan, reserve the budget, then release (the body of every ``solve_private``).
-
-    ``source`` is a :class:`Problem` or any object with ``n``, ``d``, ``diameter``, ``domain``
-    (a :class:`~dpcvx.modeling.domains.Domain`) and ``release_context(extension=, solver=,
-    base=)`` returning an object with the :class:`ReleaseContext` interface.
-    """
-    owner = "Problem.solve_private"
-    if extension is None and getattr(mechanism, "extension_C", None) is not None:
-        extension = float(mechanism.extension_C)
-    epsilon = check_positive(epsilon, "epsilon", owner)
-    delta = check_delta(delta, owner)
-    if not hasattr(mechanism, "plan") or not hasattr(mechanism, "release"):
-        raise InvalidParameterError(
-            f"The `mechanism` must be a dpcvx mechanism such as dpcvx.OutputPerturbation. "
-            f"Got {type(mechanism).__name__}."
-        )
-    lipschitz = getattr(mechanism, "lipschitz", None)
-    if extension is not None and lipschitz is not None and lipschitz < extension:
-        raise InvalidParameterError(
-            f"The Lipschitz extension with C = {extension:g} is C-Lipschitz; the mechanism's "
-            f"`lipschitz` must be at least C. Got {mechanism.lipschitz:g}. Use "
-            f"OutputPerturbation(lipschitz={extension:g}, ...)."
-        )
-    composite = bool(getattr(mechanism, "composite", False))
-    enforced = _enforces_claim(source, mechanism, extension, composite)
-    _check_strong_convexity(source, mechanism)
-    if composite and extension is not None and not getattr(mechanism, "extension_C", None):
-        raise InvalidParameterError(
-            f"`{type(mechanism).__name__}` works on the problem's own loss (it builds any "
-            "Lipschitz extension it needs itself): call `problem.solve_private(...)` on the "
-            "problem, not on `problem.lipschitz_extension(C)`."
-        )
-    generator, seeded = make_rng(rng)
-    if accountant is not None and not isinstance(accountant, Accountant):
-        raise InvalidParameterError(
-            f"The `accountant` must be a dpcvx.Accountant or None. Got {type(accountant).__name__}."
-        )
-    checks = {"domain": source.domain} if composite else {}  # composite plans check W too
-    plan = mechanism.plan(
-        n=source.n,
-        d=source.d,
-        center=source.domain.center,
-        diameter=source.diameter,
-        epsilon=epsilon,
-        delta=delta,
-        **checks,
-    )
-    planned_C = getattr(plan, "extension_C", None)
-    if extension is None and planned_C is not None:
-        extension = float(planned_C)  # C computed from public quantities by the plan
-    elif extension is not None and planned_C is not None and planned_C < extension:
-        raise InvalidParameterError(
-            f"The Lipschitz extension with C = {extension:g} is C-Lipschitz, but the mechanism "
-            f"planned its noise for C = {planned_C:g}. Give the mechanism C={extension:g}, or "
-            "call `problem.solve_private(...)` and let it build its own extension."
-        )
-    if enforced:
-        # the claim is enforced, not trusted: examples not certified L-Lipschitz on W run on
-        # the L-Lipschitz extension (the others keep their plain block, so a true claim costs
-        # nothing); the release is private whatever the data
-        extension = float(lipschitz)
-    if composite:
-        name = type(mechanism).__name__
-        event_detail = dict(plan.ledger_detail)
-    else:
-        name = type(mechanism).__name__ + (
-            "" if extension is None or enforced else f"[f_C, C={extension:g}]"
-        )
-        event_detail = {
-            "sensitivity": plan.sensitivity.value,
-            "noise": plan.noise.kind,
-            "scale": plan.noise.scale,
-        }
-    steps = tuple(getattr(plan, "events", ()) or ())
-    if steps:  # an iterative mechanism: one event per step, labelled with the release
-        steps = tuple(
-            PrivacyEvent(**{**dict(e), "label": f"{name}(n={source.n}, d={source.d}) {e['label']}"})
-            for e in steps
-        )
-        event = None
-    else:
-        event = PrivacyEvent(
-            label=f"{name}(n={source.n}, d={source.d})",
-            epsilon=epsilon,
-            delta=delta,
-            kind="pure" if delta == 0 else "gaussian",
-            noise_multiplier=None if delta == 0 else plan.noise.noise_multiplier,
-            detail=event_detail,
-        )
-    context = source.release_context(
-        extension=extension,
-        solver=getattr(mechanism, "solver", None),
-        base=composite and bool(getattr(mechanism, "uses_extension", True)),
-    )
-    if getattr(mechanism, "uses_extension", True) and hasattr(context, "prepare"):
-        context.prepare()  # compile before anything is spent (data-independent)
-    missing = [r for r in getattr(mechanism, "context_requirements", ()) if not hasattr(context, r)]
-    if missing:  # checked before anything is spent
-        raise InvalidParameterError(
-            f"`{type(mechanism).__name__}` needs {', '.join(missing)} from the data source, "
-            f"which a {type(source).__name__} does not provide."
-        )
-    budget = accountant if accountant is not None else Accountant(epsilon, delta)
-    # raises PrivacyBudgetError (and spends nothing) if unaffordable; an iterative mechanism
-    # records one event per step, all or nothing
-    if steps:
-        budget.reserve_all(steps)
-    else:
-        budget.reserve(event)
-
-    if composite:
-        w, certificates, extra = mechanism.release(plan, context, generator)
-        detail = dict(plan.detail)
-        detail.update(extra)
-    else:
-        w, certificates = mechanism.release(
-            plan, context.solver(), context.project, generator, domain=source.domain.kind
-        )
-        detail = dict(plan.detail)
-        detail.update(
-            sensitivity=plan.sensitivity.value,
-            base_sensitivity=plan.base_sensitivity,
-            accuracy=plan.accuracy,
-            noise=plan.noise.kind,
-            noise_scale=plan.noise.scale,
-            regularization=plan.regularization,
-        )
-    if extension is not None:
-        detail.update(extension_C=extension)
-    if extension is not None or (composite and getattr(mechanism, "uses_extension", True)):
-        problem = _problem_of(source)
-        if problem is not None:
-            detail.update(universe=UNIVERSE_TEXT.format(slope=universe_slope(problem.declaration)))
-    if enforced:
-        detail.update(lipschitz_claim="enforced by the L-Lipschitz extension")
-        _warn_if_claim_unverified(_problem_of(source), float(lipschitz))
-    return PrivateResult(
-        w=w,
-        epsilon=epsilon,
-        delta=delta,
-        certificates=certificates,
-        ledger=budget.ledger,
-        seeded=seeded,
-        mechanism=name,
-        detail=MappingProxyType(detail),
-    )
-
-
-#: the data universe of every release that solves on a Lipschitz extension (public text)
-UNIVERSE_TEXT = (
-    "every example; one whose loss dpcvx cannot show to be {slope:g} C-Lipschitz "
-    "on the domain enters with the zero loss (a per-example map: neighbours stay "
-    "neighbours)"
-)
-
-
-def _check_strong_convexity(source, mechanism) -> None:
-    """A ``strong_convexity`` claim is accepted on a :class:`Problem` only up to what dpcvx
-    verifies from the loss's public structure (checked before anything is spent)."""
-    mu = float(getattr(mechanism, "strong_convexity", 0.0) or 0.0)
-    problem = _problem_of(source)
-    if mu <= 0.0 or problem is None:
-        return
-    verified = strong_convexity_bound(problem.declaration)
-    if mu > verified * (1 + 1e-12):  # covers the eigenvalue's rounding
-        raise InvalidParameterError(
-            f"`{type(mechanism).__name__}` claims `strong_convexity={mu:g}` for every "
-            f"example, but dpcvx can verify only {verified:g} from the loss's public "
-            "structure (squared terms whose coefficient of the variable reads no data, e.g. "
-            "`0.5 * cp.sum_squares(w - x)`). A claim dpcvx cannot check would rest the "
-            "guarantee on trust: use `regularization` (added by dpcvx, always exact) instead, "
-            "or lower `strong_convexity`."
-        )
-
-
-def _problem_of(source) -> Problem | None:
-    """The declared :class:`Problem` behind a data source (itself, or the problem a wrapper
-    such as the audit's memoizing source releases from), or None."""
-    if isinstance(source, Problem):
-        return source
-    inner = getattr(source, "_problem", None)
-    return inner if isinstance(inner, Problem) else None
-
-
-def _enforces_claim(source, mechanism, extension, composite: bool) -> bool:
-    """Whether this release enforces the mechanism's Lipschitz claim with the extension: an
-    output-perturbation release (one certified solve, a ``lipschitz`` claim, no per-example
-    strong convexity, which the extension would not keep) on a declared :class:`Problem`
-    whose terms dpcvx bounds structurally. Losses with generic terms (certified by tangent
-    cuts only) keep the plain program and the claim is trusted, as ``strong_convexity``
-    claims are: the extension's certificate for them is too loose to release."""
-    problem = _problem_of(source)
-    return (
-        problem is not None
-        and extension is None
-        and not composite
-        and getattr(mechanism, "lipschitz", None) is not None
-        and float(getattr(mechanism, "strong_convexity", 0.0) or 0.0) == 0.0
-        and getattr(mechanism, "uses_extension", True)
-        and not any(t.kind == "generic" for t in problem.declaration.terms)
-    )
-
-
-def _warn_if_claim_unverified(problem: Problem, lipschitz: float) -> None:
-    """Tell the curator (a warning, not part of the release) when some examples could not be
-    shown to be ``lipschitz``-Lipschitz on the domain by dpcvx's structural bounds."""
-    bounds = lipschitz_bounds(problem.declaration)
-    count = int(np.sum(~(bounds <= lipschitz * (1 + 1e-12))))
-    if not count:
-        return
-    # a diagnostic for the curator: never turned into an exception by a warnings filter
-    # (it would replace the result after the budget is spent)
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", LipschitzClaimWarning)
-        warnings.warn(
-            f"{count} of {problem.n} examples could not be shown to have a loss that is "
-            f"{lipschitz:g}-Lipschitz on the domain (the claimed `lipschitz`). The release is "
-            "private anyway: dpcvx ran those examples on the L-Lipschitz extension of their "
-            "loss. Check the claim (clip or normalize features with public bounds) if this is "
-            "unexpected; this warning is for the curator and is not part of the release.",
-            LipschitzClaimWarning,
-            stacklevel=4,
-        )
-
-
-def _still_certified(candidate, w_domain, lam, w0, alpha) -> bool:
-    """Whether a certificate over W (same data, same objective) also certifies ``alpha`` over
-    ``W0``: its point lies in W0 exactly, and ``min_W F <= min_W0 F`` makes its lower bound
-    valid over W0, so ``F(w_hat) - min_W0 F <= gap <= alpha``. Output perturbation needs only
-    *some* certified point on each dataset (the sensitivity bound holds for any of them), so
-    reusing it leaves the guarantee unchanged and saves a solve (paper 000, Algorithm 4)."""
-    return (
-        candidate is not None
-        and candidate.gap <= alpha
-        and candidate.regularization == lam
-        and np.array_equal(candidate.center, np.asarray(w0, float))
-        and w_domain.contains(candidate.w)
-    )
-
-
 class ReleaseContext:
     """What a mechanism may do with the data during a release (after the budget is reserved):
     certified solves (always private: any failure is one fixed :class:`CertificationError`
@@ -555,7 +324,7 @@ class ReleaseContext:
             w_domain, w_block = None, block
             if localize is not None:  # a public W0 = W intersect B(c, r) for w only
                 w_domain = LocalizedDomain(domain, *localize)
-                if _still_certified(candidate, w_domain, lam, w0, alpha):
+                if still_certified(candidate, w_domain, lam, w0, alpha):
                     return candidate
                 w_block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
             return certified_solve(

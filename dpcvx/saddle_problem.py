@@ -23,7 +23,8 @@ from dpcvx.certification.saddle import MAX_ROUNDS, InnerBounds, SaddleSolver, in
 from dpcvx.compilation.solvers import _check_solver
 from dpcvx.errors import InvalidParameterError
 from dpcvx.modeling.saddle import SaddleDeclaration
-from dpcvx.problem import DeclaredSource, project_point, release, resolve_center
+from dpcvx.pipeline import release
+from dpcvx.problem import DeclaredSource, project_point, resolve_center
 from dpcvx.results import PrivateResult
 
 __all__ = ["SaddleProblem"]
@@ -164,6 +165,12 @@ class SaddleProblem(DeclaredSource):
             self, mechanism, epsilon=epsilon, delta=delta, rng=rng, accountant=accountant
         )
 
+    @property
+    def declared(self) -> None:
+        """A saddle declaration's claims are trusted, not verified (see
+        :class:`dpcvx.pipeline.DataSource`)."""
+        return None
+
     def release_context(self, *, extension, solver, base=False) -> _SaddleReleaseContext:
         """The data access of a release (internal)."""
         return _SaddleReleaseContext(self, solver)
@@ -178,12 +185,21 @@ class _SaddleReleaseContext:
 
     def __init__(self, problem: SaddleProblem, solver: str | None) -> None:
         self.problem = problem
+        self.n, self.d = problem.n, problem.d
+        self.domain = problem.domain
         self._runner = problem._solver(solver)
 
     def prepare(self) -> None:
         self._runner.prepare()  # data-independent compilation, before the budget is reserved
 
-    def solver(self):
+    def solver(self, indices=None, C: float | None = None):
+        """``solve(lam, w0, alpha)``: the certified saddle solve on every example (blocks and
+        extensions are not available for saddle problems)."""
+        if indices is not None or C is not None:
+            raise InvalidParameterError(
+                "A SaddleProblem release solves on every example and on the declared loss: "
+                "block solves and Lipschitz extensions are not available."
+            )
         runner = self._runner
 
         def solve(lam: float, w0: np.ndarray, alpha: float) -> CertifiedSolution:
@@ -191,5 +207,8 @@ class _SaddleReleaseContext:
 
         return solve
 
-    def project(self, point) -> np.ndarray:
+    def project(self, point, localize=None, xi: float | None = None) -> np.ndarray:
+        """Euclidean projection onto ``W`` (localized domains are not available here)."""
+        if localize is not None:
+            raise InvalidParameterError("A SaddleProblem release projects onto W only.")
         return self.problem.project(point)

@@ -36,7 +36,7 @@ from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet, sub
 from dpcvx.modeling._structure import ELEMENTWISE, MONOTONE, Term
 from dpcvx.modeling.declaration import Declaration
 
-__all__ = ["CertifiedSolution", "ReleaseCertificate", "certify"]
+__all__ = ["CertifiedSolution", "ReleaseCertificate", "certify", "still_certified"]
 
 _EPS = np.finfo(float).eps
 #: relative rounding margin applied to both bounds (covers float64 evaluation of sums of
@@ -573,4 +573,19 @@ def certify(
         center=w0.copy(),
         accuracy=accuracy,
         solver_stats=MappingProxyType(stats),
+    )
+
+
+def still_certified(candidate, w_domain, lam, w0, alpha) -> bool:
+    """Whether a certificate over W (same data, same objective) also certifies ``alpha`` over
+    ``W0``: its point lies in W0 exactly, and ``min_W F <= min_W0 F`` makes its lower bound
+    valid over W0, so ``F(w_hat) - min_W0 F <= gap <= alpha``. Output perturbation needs only
+    *some* certified point on each dataset (the sensitivity bound holds for any of them), so
+    reusing it leaves the guarantee unchanged and saves a solve (paper 000, Algorithm 4)."""
+    return (
+        candidate is not None
+        and candidate.gap <= alpha
+        and candidate.regularization == lam
+        and np.array_equal(candidate.center, np.asarray(w0, float))
+        and w_domain.contains(candidate.w)
     )

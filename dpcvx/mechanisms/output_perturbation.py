@@ -24,17 +24,21 @@ public domain is post-processing.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from dpcvx._validation import check_center, check_delta, check_nonnegative, check_positive
-from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
-from dpcvx.errors import InvalidParameterError
-from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
+from dpcvx.accounting.ledger import PrivacyEvent
+from dpcvx.certification.certificate import ReleaseCertificate
+from dpcvx.errors import CertificationError, InvalidParameterError
+from dpcvx.mechanisms.base import PLAIN, ExtensionUse, Release, noise_event, perturb
+from dpcvx.mechanisms.noise import NoiseSpec, calibrate
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee, Sensitivity
 
 __all__ = ["OutputPerturbation", "ReleasePlan", "choose_regularization", "default_accuracy"]
@@ -69,6 +73,38 @@ class ReleasePlan:
     base_sensitivity: float
     noise: NoiseSpec
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def extension_C(self) -> None:
+        """Output perturbation solves the declared loss (the pipeline may enforce the claim)."""
+        return None
+
+    def events(self, label: str) -> tuple[PrivacyEvent, ...]:
+        """One event: pure, or Gaussian with the noise's multiplier."""
+        return noise_event(
+            label,
+            self.guarantee,
+            self.noise,
+            {
+                "sensitivity": self.sensitivity.value,
+                "noise": self.noise.kind,
+                "scale": self.noise.scale,
+            },
+        )
+
+    def facts(self) -> Mapping[str, Any]:
+        """The plan's public numbers."""
+        return MappingProxyType(
+            {
+                **self.detail,
+                "sensitivity": self.sensitivity.value,
+                "base_sensitivity": self.base_sensitivity,
+                "accuracy": self.accuracy,
+                "noise": self.noise.kind,
+                "noise_scale": self.noise.scale,
+                "regularization": self.regularization,
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,6 +166,11 @@ class OutputPerturbation:
     solver: str | None = None
     project: bool = True
 
+    requirements: ClassVar[tuple[str, ...]] = ()
+    extension: ClassVar[ExtensionUse] = PLAIN
+    enforces_lipschitz: ClassVar[bool] = True
+    neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
+
     def __post_init__(self) -> None:
         owner = "OutputPerturbation"
         object.__setattr__(self, "lipschitz", check_positive(self.lipschitz, "lipschitz", owner))
@@ -153,7 +194,15 @@ class OutputPerturbation:
 
     # ------------------------------------------------------------------ public planning
     def plan(
-        self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float, delta: float
+        self,
+        *,
+        n: int,
+        d: int,
+        center: np.ndarray,
+        diameter: float,
+        epsilon: float,
+        delta: float,
+        domain: Any = None,
     ) -> ReleasePlan:
         """Fix ``alpha``, the sensitivity and the noise from public quantities only."""
         owner = "OutputPerturbation"
@@ -194,30 +243,34 @@ class OutputPerturbation:
         )
 
     # ------------------------------------------------------------------ release
-    def release(
-        self,
-        plan: ReleasePlan,
-        solve: Callable[[float, np.ndarray, float], CertifiedSolution],
-        project: Callable[[np.ndarray], np.ndarray],
-        rng: np.random.Generator,
-        *,
-        domain: str = "declared",
-    ) -> tuple[np.ndarray, tuple[ReleaseCertificate, ...]]:
+    def release(self, plan: ReleasePlan, context: Any, rng: Any, *args: Any, **kwargs: Any):
         """Solve to the planned accuracy (raises ``CertificationError`` otherwise), add noise,
-        project. ``solve(lam, w0, alpha)`` must return a certificate with ``gap <= alpha``.
+        project. ``context`` is the release's :class:`~dpcvx.mechanisms.base.DataAccess`.
 
-        Returns the released point and the *public* certificate of the solve (the certified
-        point and its bounds stay inside: they are not private).
+        Returns a :class:`~dpcvx.mechanisms.base.Release`: the released point and the *public*
+        certificate of the solve (the certified point and its bounds stay inside: they are not
+        private). The earlier form ``release(plan, solve, project, rng, domain=...)`` still
+        works, with a :class:`DeprecationWarning`, and returns ``(w, certificates)``.
         """
+        if callable(context):  # deprecated: release(plan, solve, project, rng, domain=...)
+            warnings.warn(
+                "OutputPerturbation.release(plan, solve, project, rng) is deprecated: pass the "
+                "release context, release(plan, context, rng).",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            out = self._release(plan, context, rng, args[0], kwargs.get("domain", "declared"))
+            return out.w, out.certificates
+        return self._release(plan, context.solver(), context.project, rng, context.domain.kind)
+
+    def _release(self, plan: ReleasePlan, solve, project, rng, domain: str) -> Release:
         cert = solve(plan.regularization, plan.center, plan.accuracy)
         if not cert.gap <= plan.accuracy:  # defensive: the solve contract guarantees this
-            from dpcvx.errors import CertificationError
-
             raise CertificationError(
                 "Internal: a certificate above the accuracy target reached the release step; "
                 "nothing was released."
             )
-        noisy = cert.w + sample(plan.noise, cert.w.size, rng)
+        noisy = perturb(cert.w, plan.noise, rng)
         out = project(noisy) if self.project else noisy
         modulus = self.regularization + self.strong_convexity
         public = ReleaseCertificate(
@@ -228,7 +281,7 @@ class OutputPerturbation:
             center=np.asarray(plan.center, float).copy(),
             domain=domain,
         )
-        return np.asarray(out, float), (public,)
+        return Release(np.asarray(out, float), (public,))
 
 
 def choose_regularization(

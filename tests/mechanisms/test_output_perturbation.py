@@ -6,6 +6,8 @@ import dataclasses
 import math
 
 import cvxpy as cp
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -204,11 +206,24 @@ def _audit_outputs(problem, mech, plan, runs, seed):
         regularization=plan.regularization, center=plan.center, accuracy=plan.accuracy
     )
     rng = np.random.default_rng(seed)
+    context = SimpleNamespace(
+        solver=lambda: lambda lam, w0, a: cert, project=problem.project, domain=problem.domain
+    )
     out = np.empty(runs)
     for i in range(runs):
-        w, _ = mech.release(plan, lambda lam, w0, a: cert, problem.project, rng)
+        w, _, _ = mech.release(plan, context, rng)
         out[i] = w[0]
     return out
+
+
+def test_the_earlier_release_form_still_works_with_a_deprecation_warning():
+    problem = _worst_case_pair()[0]
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=1.0)
+    plan = mech.plan(n=10, d=1, center=np.zeros(1), diameter=2.0, epsilon=1.0, delta=0.0)
+    cert = problem.solve(regularization=1.0, center=plan.center, accuracy=plan.accuracy)
+    with pytest.warns(DeprecationWarning, match="release context"):
+        w, certs = mech.release(plan, lambda lam, w0, a: cert, problem.project, np.random.default_rng(0))
+    assert w.shape == (1,) and len(certs) == 1
 
 
 @pytest.mark.statistical

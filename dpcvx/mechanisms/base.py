@@ -1,0 +1,179 @@
+"""The typed boundary between the release pipeline and the mechanisms.
+
+A mechanism is a frozen dataclass of public parameters with two methods and three class
+attributes (the :class:`Mechanism` protocol):
+
+- ``plan(*, n, d, center, diameter, epsilon, delta, domain=None) -> Plan`` fixes every number
+  of the release from public quantities only and validates the request (it raises
+  :class:`~dpcvx.InvalidParameterError` on bad input, before anything is spent);
+- ``release(plan, context, rng) -> Release`` runs the release once the budget is reserved,
+  reading the data only through ``context`` (the :class:`DataAccess` protocol);
+- ``requirements`` names the methods of :class:`DataAccess` beyond ``solver`` and ``project``
+  that it calls (checked before anything is spent); ``extension`` says which loss it solves
+  (:data:`PLAIN`, :data:`PLANNED`, :data:`PER_SOLVE`); ``enforces_lipschitz`` asks the
+  pipeline to enforce its ``lipschitz`` claim with the Lipschitz extension (paper 000, eq. (5)).
+
+A plan (the :class:`Plan` protocol) carries its guarantee and emits its own privacy events
+(:meth:`Plan.events`) and its public facts (:meth:`Plan.facts`), so what a plan contains is
+known in one file: the mechanism's. :mod:`dpcvx.pipeline` owns validate -> plan -> reserve ->
+release -> result for every data source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from dpcvx.accounting.ledger import PrivacyEvent
+from dpcvx.neighbors import NeighborRelation
+
+if TYPE_CHECKING:
+    from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
+    from dpcvx.mechanisms.noise import NoiseSpec
+    from dpcvx.modeling.domains import Domain
+    from dpcvx.types import Guarantee
+
+__all__ = [
+    "PER_SOLVE",
+    "PLAIN",
+    "PLANNED",
+    "DataAccess",
+    "ExtensionUse",
+    "Mechanism",
+    "Plan",
+    "Release",
+    "noise_event",
+    "perturb",
+]
+
+#: which loss a mechanism's solves use
+ExtensionUse = Literal["plain", "planned", "per-solve"]
+#: the declared loss itself (a ``lipschitz`` claim may still be enforced by the pipeline)
+PLAIN: ExtensionUse = "plain"
+#: the Lipschitz extension ``f_C`` with the plan's ``extension_C``
+PLANNED: ExtensionUse = "planned"
+#: Lipschitz extensions whose ``C`` the mechanism gives with every solve (phases of paper 000's
+#: Localized Double Output Perturbation)
+PER_SOLVE: ExtensionUse = "per-solve"
+
+#: a certified solve: ``solve(lam, w0, alpha, localize=None, candidate=None)``
+Solve = Callable[..., "CertifiedSolution"]
+
+
+@runtime_checkable
+class DataAccess(Protocol):
+    """What a mechanism may do with the data once its budget is reserved.
+
+    Every data source's release context provides these; the optional methods a mechanism
+    needs (``gradients``, ``smooth``, ``loss_values``, ``tilted_solver``) are named in its
+    ``requirements`` and checked before anything is spent. Every failure of a certified solve
+    is one fixed :class:`~dpcvx.CertificationError` text.
+    """
+
+    n: int
+    d: int
+
+    @property
+    def domain(self) -> Domain: ...
+
+    def solver(self, indices: Any = None, C: float | None = None) -> Solve: ...
+
+    def project(self, point: Any, localize: Any = None, xi: float | None = None) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Plan(Protocol):
+    """A mechanism's public plan: every number of the release, fixed before any data is read."""
+
+    @property
+    def guarantee(self) -> Guarantee: ...
+
+    @property
+    def extension_C(self) -> float | None:
+        """The Lipschitz extension's ``C`` the solves use (``None``: the declared loss)."""
+        ...
+
+    def events(self, label: str) -> tuple[PrivacyEvent, ...]:
+        """The privacy events this release records, labelled ``label`` (all or nothing)."""
+        ...
+
+    def facts(self) -> Mapping[str, Any]:
+        """Public facts of the plan for :attr:`dpcvx.PrivateResult.detail`."""
+        ...
+
+
+@runtime_checkable
+class Mechanism(Protocol):
+    """A differentially private mechanism (see the module docstring)."""
+
+    requirements: ClassVar[tuple[str, ...]]
+    extension: ClassVar[ExtensionUse]
+    enforces_lipschitz: ClassVar[bool]
+    neighbors: ClassVar[NeighborRelation]
+
+    def plan(
+        self,
+        *,
+        n: int,
+        d: int,
+        center: np.ndarray,
+        diameter: float,
+        epsilon: float,
+        delta: float,
+        domain: Domain | None = None,
+    ) -> Plan: ...
+
+    def release(self, plan: Any, context: Any, rng: np.random.Generator) -> Release: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """What a mechanism's ``release`` returns: the released point, the public certificate of
+    every solve behind it, and public facts of the run (e.g. every block's output of paper
+    000's Algorithm 5, all covered by the guarantee). Unpacks as ``w, certificates, facts``."""
+
+    w: np.ndarray
+    certificates: tuple[ReleaseCertificate, ...]
+    facts: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.w, self.certificates, self.facts))
+
+
+def noise_event(
+    label: str,
+    guarantee: Guarantee,
+    noise: NoiseSpec | None = None,
+    detail: Mapping[str, Any] | None = None,
+) -> tuple[PrivacyEvent, ...]:
+    """The one event of a release whose guarantee is ``guarantee``: pure, or Gaussian with the
+    multiplier of ``noise`` (exact composition), or a generic approximate one."""
+    if guarantee.delta == 0:
+        kind, multiplier = "pure", None
+    elif noise is not None and noise.kind == "gaussian":
+        kind, multiplier = "gaussian", noise.noise_multiplier
+    else:
+        kind, multiplier = "approx", None
+    return (
+        PrivacyEvent(
+            label=label,
+            epsilon=guarantee.epsilon,
+            delta=guarantee.delta,
+            kind=kind,
+            noise_multiplier=multiplier,
+            detail=dict(detail or {}),
+        ),
+    )
+
+
+def perturb(w: np.ndarray, noise: NoiseSpec, rng: np.random.Generator) -> np.ndarray:
+    """``w + b`` with ``b`` drawn from ``noise``: the one place every mechanism adds its noise
+    to a certified point."""
+    from dpcvx.mechanisms.noise import sample
+
+    w = np.asarray(w, float)
+    return w + sample(noise, w.size, rng)

@@ -1,0 +1,270 @@
+"""The release pipeline: validate -> plan -> reserve -> release -> result, for every data source.
+
+Every ``solve_private`` of dpcvx (:class:`~dpcvx.Problem`, its Lipschitz extension,
+:class:`~dpcvx.OracleProblem`, :class:`~dpcvx.SaddleProblem`, the audits) runs
+:func:`release`. The pipeline talks to a mechanism only through the typed boundary of
+:mod:`dpcvx.mechanisms.base` and to the data only through a :class:`DataSource`:
+
+1. **validate** ``epsilon``, ``delta``, the mechanism, the generator and the accountant;
+2. **plan** from public quantities only (``n``, ``d``, the domain, the budget); the plan fixes
+   every number of the release and emits its own privacy events;
+3. check that the data source provides what the mechanism needs and compile what the solves
+   need (data-independent), so bad input raises before anything is spent;
+4. **reserve** every event in the accountant (all or nothing: an unaffordable release raises
+   :class:`~dpcvx.PrivacyBudgetError` and records nothing);
+5. **release**: only now is the data read, through the release context;
+6. the **result**: the released point, the guarantee with its neighboring relation, the public
+   certificates, the ledger and the public facts of the plan and the run.
+
+A failure after step 4 keeps the budget spent and releases nothing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from dpcvx._validation import check_delta, check_positive
+from dpcvx.accounting.ledger import Accountant
+from dpcvx.certification.lipschitz import lipschitz_bounds, strong_convexity_bound
+from dpcvx.certification.solve import universe_slope
+from dpcvx.errors import InvalidParameterError, LipschitzClaimWarning
+from dpcvx.mechanisms.base import PER_SOLVE, PLAIN, PLANNED, DataAccess, Mechanism, Release
+from dpcvx.results import PrivateResult
+from dpcvx.rng import make_rng
+
+if TYPE_CHECKING:
+    from dpcvx.modeling.declaration import Declaration
+    from dpcvx.modeling.domains import Domain
+
+__all__ = ["UNIVERSE_TEXT", "DataSource", "release"]
+
+#: the data universe of every release that solves on a Lipschitz extension (public text)
+UNIVERSE_TEXT = (
+    "every example; one whose loss dpcvx cannot show to be {slope:g} C-Lipschitz "
+    "on the domain enters with the zero loss (a per-example map: neighbours stay "
+    "neighbours)"
+)
+
+
+@runtime_checkable
+class DataSource(Protocol):
+    """What :func:`release` needs from a data source: its public shape and, once the budget is
+    reserved, a release context (:class:`~dpcvx.mechanisms.base.DataAccess`).
+
+    ``declared`` is the validated declaration of a :class:`~dpcvx.Problem` (dpcvx then
+    verifies or enforces a mechanism's claims about the loss from its structure), or None
+    for sources dpcvx cannot inspect (oracles, saddle problems: the claims are trusted).
+    """
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def d(self) -> int: ...
+
+    @property
+    def domain(self) -> Domain: ...
+
+    @property
+    def diameter(self) -> float: ...
+
+    @property
+    def declared(self) -> Declaration | None: ...
+
+    def release_context(
+        self, *, extension: float | None, solver: str | None, base: bool = False
+    ) -> DataAccess: ...
+
+
+def release(
+    source: DataSource,
+    mechanism: Mechanism,
+    *,
+    epsilon: float,
+    delta: float,
+    rng: Any,
+    accountant: Accountant | None,
+    extension: float | None = None,
+) -> PrivateResult:
+    """Validate, plan, reserve the budget, then release (the body of every ``solve_private``).
+
+    Parameters
+    ----------
+    source : DataSource
+        The data: a :class:`~dpcvx.Problem` or any object with the :class:`DataSource`
+        interface.
+    mechanism : Mechanism
+        A dpcvx mechanism (:class:`~dpcvx.mechanisms.base.Mechanism`).
+    epsilon, delta : float
+        The guarantee asked for.
+    rng : None, int or numpy.random.Generator
+        See :func:`dpcvx.rng.make_rng`.
+    accountant : Accountant or None
+        Charge the release to this budget; None: a fresh one holding exactly the guarantee.
+    extension : float, optional
+        Solve on the Lipschitz extension with this ``C`` (a
+        :meth:`~dpcvx.Problem.lipschitz_extension` source).
+    """
+    owner = f"{type(source).__name__}.solve_private"
+    epsilon = check_positive(epsilon, "epsilon", owner)
+    delta = check_delta(delta, owner)
+    if not isinstance(mechanism, Mechanism):
+        raise InvalidParameterError(
+            f"The `mechanism` must be a dpcvx mechanism such as dpcvx.OutputPerturbation. "
+            f"Got {type(mechanism).__name__}."
+        )
+    mode = mechanism.extension
+    claim = float(mechanism.lipschitz) if mechanism.enforces_lipschitz else None  # type: ignore[attr-defined]
+    if extension is not None:
+        _check_extension_source(mechanism, mode, claim, extension)
+    declared = source.declared
+    _check_strong_convexity(declared, mechanism)
+    generator, seeded = make_rng(rng)
+    if accountant is not None and not isinstance(accountant, Accountant):
+        raise InvalidParameterError(
+            f"The `accountant` must be a dpcvx.Accountant or None. Got {type(accountant).__name__}."
+        )
+
+    plan = mechanism.plan(
+        n=source.n,
+        d=source.d,
+        center=source.domain.center,
+        diameter=source.diameter,
+        epsilon=epsilon,
+        delta=delta,
+        domain=source.domain,
+    )
+    C = _extension_of(mechanism, mode, plan.extension_C, extension)
+    enforced = (
+        claim is not None
+        and C is None
+        and declared is not None
+        and float(getattr(mechanism, "strong_convexity", 0.0)) == 0.0
+        and not any(t.kind == "generic" for t in declared.terms)
+    )
+    if enforced:
+        # the claim is enforced, not trusted: examples not certified L-Lipschitz on W run on
+        # the L-Lipschitz extension (the others keep their plain block, so a true claim costs
+        # nothing); the release is private whatever the data
+        C = claim
+    name = type(mechanism).__name__
+    if C is not None and not enforced and mode != PER_SOLVE:
+        name += f"[f_C, C={C:g}]"
+    events = plan.events(f"{name}(n={source.n}, d={source.d})")
+
+    context = source.release_context(
+        extension=C, solver=getattr(mechanism, "solver", None), base=mode == PER_SOLVE
+    )
+    missing = [r for r in mechanism.requirements if not hasattr(context, r)]
+    if missing:  # checked before anything is spent
+        raise InvalidParameterError(
+            f"`{name}` needs {', '.join(missing)} from the data source, which a "
+            f"{type(source).__name__} does not provide."
+        )
+    if "solver" in mechanism.requirements and hasattr(context, "prepare"):
+        context.prepare()  # compile before anything is spent (data-independent)
+    budget = accountant if accountant is not None else Accountant(epsilon, delta)
+    budget.reserve_all(events)  # PrivacyBudgetError, nothing recorded, if unaffordable
+
+    out = mechanism.release(plan, context, generator)
+    if not isinstance(out, Release):  # pragma: no cover - a mechanism contract violation
+        raise InvalidParameterError(
+            f"`{name}.release` must return a dpcvx.mechanisms.base.Release. Got "
+            f"{type(out).__name__}."
+        )
+    detail = dict(plan.facts())
+    detail.update(out.facts)
+    if C is not None:
+        detail.update(extension_C=C)
+    if declared is not None and (C is not None or mode == PER_SOLVE):
+        detail.update(universe=UNIVERSE_TEXT.format(slope=universe_slope(declared)))
+    if enforced:
+        detail.update(lipschitz_claim="enforced by the L-Lipschitz extension")
+        _warn_if_claim_unverified(declared, claim)
+    guarantee = plan.guarantee
+    return PrivateResult(
+        w=np.asarray(out.w, float),
+        epsilon=guarantee.epsilon,
+        delta=guarantee.delta,
+        certificates=tuple(out.certificates),
+        ledger=budget.ledger,
+        seeded=seeded,
+        mechanism=name,
+        detail=MappingProxyType(detail),
+    )
+
+
+def _check_extension_source(mechanism: Mechanism, mode: str, claim, extension: float) -> None:
+    """A :meth:`~dpcvx.Problem.lipschitz_extension` source runs output perturbation (whose
+    ``lipschitz`` must be at least ``C``) or a mechanism that plans on ``f_C`` itself."""
+    if mode == PLANNED:
+        return
+    if claim is None or mode != PLAIN:
+        raise InvalidParameterError(
+            f"`{type(mechanism).__name__}` works on the problem's own loss (it builds any "
+            "Lipschitz extension it needs itself): call `problem.solve_private(...)` on the "
+            "problem, not on `problem.lipschitz_extension(C)`."
+        )
+    if claim < extension:
+        raise InvalidParameterError(
+            f"The Lipschitz extension with C = {extension:g} is C-Lipschitz; the mechanism's "
+            f"`lipschitz` must be at least C. Got {claim:g}. Use "
+            f"OutputPerturbation(lipschitz={extension:g}, ...)."
+        )
+
+
+def _extension_of(mechanism: Mechanism, mode: str, planned, extension) -> float | None:
+    """The ``C`` of the release's extension: the source's, or the plan's (public)."""
+    if mode != PLANNED:
+        return extension
+    if extension is not None and planned is not None and planned < extension:
+        raise InvalidParameterError(
+            f"The Lipschitz extension with C = {extension:g} is C-Lipschitz, but the mechanism "
+            f"planned its noise for C = {planned:g}. Give the mechanism C={extension:g}, or "
+            "call `problem.solve_private(...)` and let it build its own extension."
+        )
+    return float(extension if extension is not None else planned)
+
+
+def _check_strong_convexity(declared, mechanism: Mechanism) -> None:
+    """A ``strong_convexity`` claim is accepted on a declared problem only up to what dpcvx
+    verifies from the loss's public structure (checked before anything is spent)."""
+    mu = float(getattr(mechanism, "strong_convexity", 0.0))
+    if mu <= 0.0 or declared is None:
+        return
+    verified = strong_convexity_bound(declared)
+    if mu > verified * (1 + 1e-12):  # covers the eigenvalue's rounding
+        raise InvalidParameterError(
+            f"`{type(mechanism).__name__}` claims `strong_convexity={mu:g}` for every "
+            f"example, but dpcvx can verify only {verified:g} from the loss's public "
+            "structure (squared terms whose coefficient of the variable reads no data, e.g. "
+            "`0.5 * cp.sum_squares(w - x)`). A claim dpcvx cannot check would rest the "
+            "guarantee on trust: use `regularization` (added by dpcvx, always exact) instead, "
+            "or lower `strong_convexity`."
+        )
+
+
+def _warn_if_claim_unverified(declared, lipschitz: float) -> None:
+    """Tell the curator (a warning, not part of the release) when some examples could not be
+    shown to be ``lipschitz``-Lipschitz on the domain by dpcvx's structural bounds."""
+    bounds = lipschitz_bounds(declared)
+    count = int(np.sum(~(bounds <= lipschitz * (1 + 1e-12))))
+    if not count:
+        return
+    # a diagnostic for the curator: never turned into an exception by a warnings filter
+    # (it would replace the result after the budget is spent)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", LipschitzClaimWarning)
+        warnings.warn(
+            f"{count} of {declared.n} examples could not be shown to have a loss that is "
+            f"{lipschitz:g}-Lipschitz on the domain (the claimed `lipschitz`). The release is "
+            "private anyway: dpcvx ran those examples on the L-Lipschitz extension of their "
+            "loss. Check the claim (clip or normalize features with public bounds) if this is "
+            "unexpected; this warning is for the curator and is not part of the release.",
+            LipschitzClaimWarning,
+            stacklevel=4,
+        )
