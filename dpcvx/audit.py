@@ -41,6 +41,7 @@ every release through the mechanism's own code path (:func:`dpcvx.problem.releas
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 import re
@@ -58,6 +59,8 @@ from dpcvx._validation import check_delta, check_positive
 from dpcvx.errors import CertificationError, InvalidParameterError
 from dpcvx.mechanisms.em_pgm import ExponentialMechanismPlan
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate
+from dpcvx.mechanisms.registry import REGISTRY, WorstCasePair
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 
 __all__ = [
     "AuditCase",
@@ -642,6 +645,7 @@ class _MemoizedSource:
         self.n, self.d = problem.n, problem.d
         self.diameter = problem.diameter
         self.domain = problem.domain
+        self.declared = problem.declared
         self._contexts: dict = {}
 
     def release_context(self, *, extension, solver, base: bool = False):
@@ -660,7 +664,8 @@ def _is_mechanism(obj) -> bool:
 def _releaser(mechanism, dataset, epsilon: float, delta: float) -> Callable:
     """``rng -> released point``: the full release path of ``problem.solve_private`` (plan,
     budget, release), with the deterministic solves memoized."""
-    from dpcvx.problem import LipschitzExtension, Problem, release
+    from dpcvx.pipeline import release
+    from dpcvx.problem import LipschitzExtension, Problem
 
     if isinstance(dataset, LipschitzExtension):
         problem, extension = dataset.problem, dataset.C
@@ -1062,6 +1067,10 @@ class AuditCase:
         Default releases per dataset: enough to catch the control with a wide margin.
     exact : bool
         Whether the exact audit is available (and the default).
+    delta : float
+        The delta of the audited release (0: pure).
+    neighbors : NeighborRelation
+        The relation under which the pair is neighboring.
     """
 
     name: str
@@ -1074,6 +1083,8 @@ class AuditCase:
     thresholds: tuple[float, ...]
     runs: int
     exact: bool = False
+    delta: float = 0.0
+    neighbors: NeighborRelation = REPLACE_ONE
 
     @property
     def control(self) -> NegativeControl:
@@ -1081,98 +1092,36 @@ class AuditCase:
         return negative_control(self.mechanism, self.control_factor)
 
 
-def _catalogue() -> tuple[AuditCase, ...]:
-    from dpcvx.mechanisms.double_output_perturbation import (
-        DoubleOutputPerturbation,
-        OutputPertLocalize,
+def build_pair(pair: WorstCasePair) -> tuple[Any, Any]:
+    """The two data sources of a registered worst-case pair (see
+    :class:`dpcvx.mechanisms.registry.WorstCasePair`)."""
+    if pair.source == "problem" and pair.loss == "linear":
+        return _linear_pair(pair.n, pair.value, others=pair.others)
+    if pair.source == "problem" and pair.loss == "absolute":
+        return _absolute_outlier_pair(pair.n, pair.value)
+    raise InvalidParameterError(  # pragma: no cover - a registry entry the audit cannot build
+        f"The audit cannot build a {pair.loss!r} pair on a {pair.source!r} source."
     )
-    from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
-    from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
-    from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 
-    return (
+
+def _catalogue() -> tuple[AuditCase, ...]:
+    """One audit per registered release path (:data:`dpcvx.mechanisms.registry.REGISTRY`)."""
+    return tuple(
         AuditCase(
-            name="output-perturbation",
-            aliases=("OutputPerturbation", "op"),
-            description=(
-                "linear loss x*w on W = [-1, 1], n = 10, |x| <= 1 (L = 1), lam = 1; the "
-                "neighbors differ in the last example (+1 vs -1), so the minimizers are "
-                "exactly 2L/(lam n) apart: the sensitivity bound is attained"
-            ),
-            mechanism=OutputPerturbation(lipschitz=1.0, regularization=1.0),
-            make_pair=lambda: _linear_pair(10, 1.0),
-            epsilon=1.0,
-            control_factor=2.0,
-            thresholds=(-0.1, 0.0, 0.1),
-            runs=5000,
-        ),
-        AuditCase(
-            name="output-pert-localize",
-            aliases=("OutputPertLocalize", "opl"),
-            description=(
-                "linear loss x*w on [-1, 1], n = 10, a heavy-tailed outlier x = +1e4 vs -1e4 "
-                "(no Lipschitz bound) in the last example; on the extension f_C (C = 1, "
-                "lam = 1) the minimizers are exactly 2C/(lam n) apart"
-            ),
-            mechanism=OutputPertLocalize(C=1.0, regularization=1.0),
-            make_pair=lambda: _linear_pair(10, 1e4),
-            epsilon=1.0,
-            control_factor=2.0,
-            thresholds=(-0.1, 0.0, 0.1),
-            runs=5000,
-        ),
-        AuditCase(
-            name="double-output-perturbation",
-            aliases=("DoubleOutputPerturbation", "dop"),
-            description=(
-                "linear loss x*w on [-1, 1], n = 10, a heavy-tailed outlier x = +1e4 vs -1e4 "
-                "in the last example; C = 1, lam = 1 (both stages' minimizers 2C/(lam n) "
-                "apart). The control's stage 1 only moves the localization ball, so its "
-                "factor is 4 (stage 2 alone then leaks about 1.9 epsilon)"
-            ),
-            mechanism=DoubleOutputPerturbation(C=1.0, regularization=1.0),
-            make_pair=lambda: _linear_pair(10, 1e4),
-            epsilon=1.0,
-            control_factor=4.0,
-            thresholds=(-0.1, 0.0, 0.1),
-            runs=2000,
-        ),
-        AuditCase(
-            name="localized-double-output-perturbation",
-            aliases=("LocalizedDoubleOutputPerturbation", "ldop"),
-            description=(
-                "absolute loss |x w - y| on [-1, 1], n = 40, 39 zero records and one "
-                "heavy-tailed outlier (gradient 1e4) pulling to -1 vs +1, first in the "
-                "unshuffled partition (phase 1's block: the worst case); k = 4, G_k = 1, "
-                "one block per phase"
-            ),
-            mechanism=LocalizedDoubleOutputPerturbation(k=4, moment=1.0, blocks=1, shuffle=False),
-            make_pair=lambda: _absolute_outlier_pair(40, 1e4),
-            epsilon=1.0,
-            control_factor=10.0,
-            thresholds=(-0.1, -0.05, 0.0, 0.05, 0.1),
-            runs=300,
-        ),
-        AuditCase(
-            name="em-pgm",
-            aliases=("ProjectedGradientExponentialMechanism", "em"),
-            description=(
-                "linear loss x*w on [-1, 1], n = 10, every record a heavy-tailed x = 1e4 "
-                "(gradient clipped to C = 1) and the last flipped to -1e4; lam = 1, H = 0, "
-                "a 201-point net. The privacy loss sits at the boundary point w = -1 (exact: "
-                "0.82 epsilon); the control's factor 4 lets the sampled audit (--method "
-                "sampled, slow: the net is rebuilt every release) catch it too"
-            ),
-            mechanism=ProjectedGradientExponentialMechanism(
-                C=1.0, regularization=1.0, center=[0.0], smoothness=0.0, spacing=0.01
-            ),
-            make_pair=lambda: _linear_pair(10, 1e4, others=1e4),
-            epsilon=1.0,
-            control_factor=4.0,
-            thresholds=(-0.95, -0.9),
-            runs=1000,
-            exact=True,
-        ),
+            name=entry.name,
+            aliases=entry.aliases,
+            description=entry.description,
+            mechanism=entry.mechanism,
+            make_pair=functools.partial(build_pair, entry.pair),
+            epsilon=entry.epsilon,
+            delta=entry.delta,
+            control_factor=entry.control_factor,
+            thresholds=entry.thresholds,
+            runs=entry.runs,
+            exact=entry.exact,
+            neighbors=entry.neighbors,
+        )
+        for entry in REGISTRY
     )
 
 
@@ -1278,6 +1227,7 @@ def audit_mechanism(
                     mech,
                     pair,
                     epsilon=case.epsilon,
+                    delta=case.delta,
                     runs=runs,
                     thresholds=case.thresholds,
                     alpha=alpha,

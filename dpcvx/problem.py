@@ -15,7 +15,7 @@ from dpcvx.certification.certificate import CertifiedSolution, still_certified
 from dpcvx.certification.extension import ExtensionValues, extension_bounds
 from dpcvx.certification.solve import certified_solve
 from dpcvx.certification.tilted import certified_tilted_solve
-from dpcvx.compilation.solvers import _check_solver, solve_program
+from dpcvx.compilation.solvers import check_solver, solve_program
 from dpcvx.compilation.stamp import stamp
 from dpcvx.compilation.template import (
     ConeLayout,
@@ -168,7 +168,7 @@ class Problem(DeclaredSource):
         lam = check_nonnegative(regularization, "regularization", "Problem.solve")
         if accuracy is not None:
             accuracy = check_positive(accuracy, "accuracy", "Problem.solve")
-        _check_solver(solver)
+        check_solver(solver)
         w0 = self._center(center)
         template, block = self._compiled()
         return certified_solve(
@@ -501,7 +501,7 @@ class LipschitzExtension:
         lam = check_positive(regularization, "regularization", owner)
         if accuracy is not None:
             accuracy = check_positive(accuracy, "accuracy", owner)
-        _check_solver(solver)
+        check_solver(solver)
         w0 = self.problem._center(center)
         template, block = self.problem._compiled(self.C)
         w_domain = None

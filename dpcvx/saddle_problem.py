@@ -20,7 +20,7 @@ from dpcvx._validation import check_nonnegative, check_positive
 from dpcvx.accounting.ledger import Accountant
 from dpcvx.certification.certificate import CertifiedSolution
 from dpcvx.certification.saddle import MAX_ROUNDS, InnerBounds, SaddleSolver, inner_bounds
-from dpcvx.compilation.solvers import _check_solver
+from dpcvx.compilation.solvers import check_solver
 from dpcvx.errors import InvalidParameterError
 from dpcvx.modeling.saddle import SaddleDeclaration
 from dpcvx.pipeline import release
@@ -128,7 +128,7 @@ class SaddleProblem(DeclaredSource):
         lam = check_nonnegative(regularization, "regularization", "SaddleProblem.solve")
         if accuracy is not None:
             accuracy = check_positive(accuracy, "accuracy", "SaddleProblem.solve")
-        _check_solver(solver)
+        check_solver(solver)
         w0 = resolve_center(self, center)
         return self._solver(solver).solve(lam, w0, accuracy)
 

@@ -2,8 +2,10 @@
 
 Every module under ``dpcvx/`` is parsed with ``ast`` (imports inside functions and under
 ``TYPE_CHECKING`` count too), each dpcvx import is resolved to a module, and the module's stage
-must not be below the imported one's. The accountant may import only the core, and mechanisms
-never import the compilation stage (the solvers' internals).
+must not be below the imported one's: core < accounting < modeling < compilation <
+certification < mechanisms < pipeline < problems < front ends (audit, estimators, cli) < the
+package. Mechanisms never import the compilation stage (the solvers' internals), and no module
+imports a private name from another package.
 """
 
 from __future__ import annotations
@@ -17,43 +19,59 @@ import dpcvx
 
 PACKAGE = Path(dpcvx.__file__).resolve().parent
 
+#: the stages, in order (DESIGN section 1): a module imports only its own stage and earlier
+#: ones. core < accounting < modeling < compilation < certification < mechanisms < pipeline <
+#: problems < front ends < the package itself.
 CORE = {
     "dpcvx.errors",
     "dpcvx.rng",
     "dpcvx._validation",
     "dpcvx.types",
-    "dpcvx._profiles",
-    "dpcvx._zcdp",
+    "dpcvx.neighbors",
     "dpcvx._progress",
 }
-TOP = {
-    "dpcvx",
+PIPELINE = {"dpcvx.pipeline", "dpcvx.results"}
+PROBLEMS = {
     "dpcvx.problem",
     "dpcvx.oracle",
+    "dpcvx.saddle_problem",
+    "dpcvx.arrays",
     "dpcvx.losses",
     "dpcvx.domains",
-    "dpcvx.estimators",
-    "dpcvx.audit",
-    "dpcvx.cli",
-    "dpcvx.__main__",
-    "dpcvx.mean_estimation",
-    "dpcvx.saddle_problem",
 }
+FRONT_ENDS = {"dpcvx.audit", "dpcvx.estimators", "dpcvx.cli"}
+PACKAGE_LEVEL = {"dpcvx", "dpcvx.__main__"}
 PREFIX_STAGES = [
-    ("dpcvx.modeling", 1),
-    ("dpcvx.compilation", 2),
-    ("dpcvx.certification", 3),
-    ("dpcvx.mechanisms", 4),
-    ("dpcvx.accounting", 4),
-    ("dpcvx.results", 5),
+    ("dpcvx.accounting", 1),
+    ("dpcvx.modeling", 2),
+    ("dpcvx.compilation", 3),
+    ("dpcvx.certification", 4),
+    ("dpcvx.mechanisms", 5),
 ]
+STAGE_NAMES = (
+    "core",
+    "accounting",
+    "modeling",
+    "compilation",
+    "certification",
+    "mechanisms",
+    "pipeline",
+    "problems",
+    "front ends",
+    "package",
+)
 
 
 def stage(module: str) -> int:
-    if module in CORE:
-        return 0
-    if module in TOP:
-        return 6
+    for members, k in (
+        (CORE, 0),
+        (PIPELINE, 6),
+        (PROBLEMS, 7),
+        (FRONT_ENDS, 8),
+        (PACKAGE_LEVEL, 9),
+    ):
+        if module in members:
+            return k
     for prefix, k in PREFIX_STAGES:
         if module == prefix or module.startswith(prefix + "."):
             return k
@@ -124,19 +142,42 @@ def test_imports_only_earlier_stages(module):
     assert not bad, f"{module} (stage {k}) imports later stages: {bad}"
 
 
-@pytest.mark.parametrize("module", sorted(m for m in IMPORTS if stage(m) == 4))
-def test_accounting_and_mechanisms_rules(module):
-    targets = IMPORTS[module]
-    if module.startswith("dpcvx.accounting"):
-        bad = [t for t in targets if stage(t) != 0 and not t.startswith("dpcvx.accounting")]
-        assert not bad, f"the accountant may import only the core: {module} imports {bad}"
-    else:
-        bad = [
-            t
-            for t in targets
-            if t.startswith("dpcvx.compilation") or t.startswith("dpcvx.accounting")
-        ]
-        assert not bad, f"mechanisms must not import solvers' internals: {module} imports {bad}"
+@pytest.mark.parametrize("module", sorted(m for m in IMPORTS if stage(m) == 5))
+def test_mechanisms_never_import_the_solvers_internals(module):
+    bad = [t for t in IMPORTS[module] if t.startswith("dpcvx.compilation")]
+    assert not bad, f"mechanisms must not import solvers' internals: {module} imports {bad}"
+
+
+def _package(module: str) -> str:
+    """The package a module belongs to: its subpackage, or itself for a top-level module."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def _private_imports():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = _module_name(path)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                if node.module.split(".")[0] != "dpcvx":
+                    continue
+                for alias in node.names:
+                    private = alias.name.startswith("_") and not alias.name.startswith("__")
+                    if private and _package(node.module) != _package(name):
+                        yield name, node.module, alias.name
+
+
+def test_no_private_name_is_imported_across_packages():
+    found = sorted(set(_private_imports()))
+    assert not found, f"private names imported across packages: {found}"
+
+
+def test_every_stage_is_populated_and_every_file_has_a_stage():
+    stages = {stage(m) for m in IMPORTS}
+    assert stages == set(range(len(STAGE_NAMES))), sorted(stages)
+    files = sorted(PACKAGE.rglob("*.py"))
+    assert len(files) == len(IMPORTS)
 
 
 def test_the_checker_sees_relative_and_nested_imports():

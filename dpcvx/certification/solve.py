@@ -22,7 +22,7 @@ from dpcvx.certification.subgradient import (
     solve_declaration,
     subgradient_iterations,
 )
-from dpcvx.compilation.solvers import SOLVERS, _check_solver, solve_program
+from dpcvx.compilation.solvers import SOLVERS, check_solver, solve_program
 from dpcvx.compilation.stamp import StampedProgram, stamp, stamp_parts
 from dpcvx.compilation.template import DomainBlock, Template
 from dpcvx.errors import CertificationError, SolverError
@@ -51,7 +51,7 @@ def refinement_ladder(
     solver: str | None, accuracy: float | None = None
 ) -> tuple[tuple[str, bool], ...]:
     """The (solver, tight) steps tried in order (a function of public inputs only)."""
-    first = _check_solver(solver)
+    first = check_solver(solver)
     start = () if accuracy is not None and accuracy < TIGHT_FIRST else ((first, False),)
     return start + ((first, True),) + tuple((s, True) for s in SOLVERS if s != first)
 

@@ -29,7 +29,7 @@ from dpcvx.certification.certificate import ROUNDING, CertifiedSolution, _minora
 from dpcvx.certification.extension import extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
 from dpcvx.compilation.solvers import solve_program
-from dpcvx.compilation.stamp import StampedProgram, _segments, stamp, stamp_parts
+from dpcvx.compilation.stamp import StampedProgram, segments, stamp, stamp_parts
 from dpcvx.compilation.template import ConeLayout, DomainBlock, Template
 from dpcvx.errors import CertificationError
 from dpcvx.modeling.declaration import Declaration
@@ -54,7 +54,7 @@ def _tilted_program(
     n_var = A.shape[1]
     cols = n_var + 2 * n + 1 + (1 if null else 0)
     s0, t0, v0 = n_var, n_var + n, n_var + n + 1
-    segs = {kind: (start, size) for kind, start, size in _segments(prog.cones)}
+    segs = {kind: (start, size) for kind, start, size in segments(prog.cones)}
 
     def widen(block):
         return sp.hstack([block, sp.csr_matrix((block.shape[0], cols - n_var))], format="csr")

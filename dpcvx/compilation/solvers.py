@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from dpcvx.compilation.stamp import StampedProgram
 from dpcvx.errors import InvalidParameterError, SolverError
 
-__all__ = ["SOLVERS", "RawSolution", "solve_program"]
+__all__ = ["SOLVERS", "RawSolution", "check_solver", "solve_program"]
 
 SOLVERS = ("CLARABEL", "ECOS", "SCS")
 
@@ -32,7 +32,7 @@ class RawSolution:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def _check_solver(solver: str | None) -> str:
+def check_solver(solver: str | None) -> str:
     name = "CLARABEL" if solver is None else str(solver).upper()
     if name not in SOLVERS:
         raise InvalidParameterError(
@@ -46,7 +46,7 @@ def solve_program(
     prog: StampedProgram, solver: str | None = None, *, tight: bool = False
 ) -> RawSolution:
     """Solve ``prog`` with ``solver``; ``tight`` asks for the solver's strictest tolerances."""
-    name = _check_solver(solver)
+    name = check_solver(solver)
     start = time.perf_counter()
     try:
         if name == "CLARABEL":

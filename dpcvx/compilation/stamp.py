@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from dpcvx.compilation.template import ConeLayout, DomainBlock, Template
 
-__all__ = ["StampedProgram", "stamp", "stamp_parts"]
+__all__ = ["StampedProgram", "segments", "stamp", "stamp_parts"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,7 +49,7 @@ class StampedProgram:
     c0_obj: np.ndarray | None = None
 
 
-def _segments(layout: ConeLayout) -> list[tuple[str, int, int]]:
+def segments(layout: ConeLayout) -> list[tuple[str, int, int]]:
     """(kind, start, size) of each cone group of a block, in block row order."""
     out = []
     start = 0
@@ -121,8 +121,8 @@ def stamp_parts(
     n_var = col
 
     # --- row maps: group rows by cone kind across the domain block and all examples
-    seg_d = _segments(domain.cones)
-    segs = [_segments(template.cones) for template, _ in parts]
+    seg_d = segments(domain.cones)
+    segs = [segments(template.cones) for template, _ in parts]
     row_global = [
         np.empty((theta.shape[0], template.cones.rows), dtype=np.int64) for template, theta in parts
     ]
