@@ -143,7 +143,7 @@ def release(
         claim is not None
         and C is None
         and declared is not None
-        and float(getattr(mechanism, "strong_convexity", 0.0)) == 0.0
+        and float(getattr(mechanism, "strong_convexity", 0.0) or 0.0) == 0.0
         and not any(t.kind == "generic" for t in declared.terms)
     )
     if enforced:
@@ -233,7 +233,7 @@ def _extension_of(mechanism: Mechanism, mode: str, planned, extension) -> float 
 def _check_strong_convexity(declared, mechanism: Mechanism) -> None:
     """A ``strong_convexity`` claim is accepted on a declared problem only up to what dpcvx
     verifies from the loss's public structure (checked before anything is spent)."""
-    mu = float(getattr(mechanism, "strong_convexity", 0.0))
+    mu = float(getattr(mechanism, "strong_convexity", 0.0) or 0.0)
     if mu <= 0.0 or declared is None:
         return
     verified = strong_convexity_bound(declared)

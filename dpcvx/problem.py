@@ -290,7 +290,7 @@ class ReleaseContext:
         self.domain = problem.declaration.domain
         self.extension = extension
         self._solver = solver
-        # a composite mechanism (base=True) runs extensions with its own C per phase
+        # a PER_SOLVE mechanism (base=True) runs extensions with its own C per phase
         self._key = 1.0 if base else extension
         self._base = base
         self._compiled = None  # compiled on the first solver() call (on the calling thread)
@@ -307,7 +307,7 @@ class ReleaseContext:
         template, block, plain = self._compiled
         if self._base and C is None:
             raise InvalidParameterError(
-                "Internal: a composite release must give the extension's C for every solve."
+                "Internal: a per-solve extension release must give C for every solve."
             )
         extension, domain = self.extension, self.domain
         if C is not None:

@@ -22,6 +22,7 @@ from dpcvx.certification.certificate import CertifiedSolution
 from dpcvx.certification.saddle import MAX_ROUNDS, InnerBounds, SaddleSolver, inner_bounds
 from dpcvx.compilation.solvers import check_solver
 from dpcvx.errors import InvalidParameterError
+from dpcvx.mechanisms.base import Mechanism
 from dpcvx.modeling.saddle import SaddleDeclaration
 from dpcvx.pipeline import release
 from dpcvx.problem import DeclaredSource, project_point, resolve_center
@@ -156,7 +157,7 @@ class SaddleProblem(DeclaredSource):
         """Release a private minimizer of ``G`` with :class:`~dpcvx.OutputPerturbation`
         (paper 002, Algorithm 8; see :meth:`dpcvx.Problem.solve_private` for the arguments and
         the failure semantics)."""
-        if getattr(mechanism, "composite", False) or not hasattr(mechanism, "lipschitz"):
+        if not (isinstance(mechanism, Mechanism) and mechanism.enforces_lipschitz):
             raise InvalidParameterError(
                 "A SaddleProblem is released with dpcvx.OutputPerturbation (paper 002, "
                 f"Algorithm 8). Got {type(mechanism).__name__}."

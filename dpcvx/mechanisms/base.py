@@ -21,8 +21,11 @@ release -> result for every data source.
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -44,10 +47,15 @@ __all__ = [
     "DataAccess",
     "ExtensionUse",
     "Mechanism",
+    "OneEventPlan",
     "Plan",
     "Release",
     "noise_event",
+    "exact_share",
     "perturb",
+    "perturb_steps",
+    "round_up",
+    "single_solve_release",
 ]
 
 #: which loss a mechanism's solves use
@@ -143,6 +151,42 @@ class Release:
     def __iter__(self) -> Iterator[Any]:
         return iter((self.w, self.certificates, self.facts))
 
+    def __getitem__(self, index: int) -> Any:
+        return (self.w, self.certificates, self.facts)[index]
+
+    def __len__(self) -> int:
+        return 3
+
+
+class OneEventPlan:
+    """A mixin for a plan (a frozen dataclass) with the fields ``guarantee``, ``detail`` (its
+    public facts) and ``ledger_detail`` (the detail of its one ledger event), on the declared
+    loss. A plan whose Gaussian noise allows exact composition overrides ``event_noise``."""
+
+    __slots__ = ()
+
+    guarantee: Guarantee
+    detail: Mapping[str, Any]
+    ledger_detail: Mapping[str, Any]
+
+    @property
+    def extension_C(self) -> float | None:
+        """The solves use the declared loss (or extensions the mechanism builds itself)."""
+        return None
+
+    @property
+    def event_noise(self) -> NoiseSpec | None:
+        """The noise whose multiplier the event carries (None: pure or generic)."""
+        return None
+
+    def events(self, label: str) -> tuple[PrivacyEvent, ...]:
+        """The release's one event."""
+        return noise_event(label, self.guarantee, self.event_noise, self.ledger_detail)
+
+    def facts(self) -> Mapping[str, Any]:
+        """The plan's public facts."""
+        return MappingProxyType(dict(self.detail))
+
 
 def noise_event(
     label: str,
@@ -168,6 +212,59 @@ def noise_event(
             detail=dict(detail or {}),
         ),
     )
+
+
+def single_solve_release(
+    mechanism: Any,
+    plan: Any,
+    context: Any,
+    rng: Any,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    run: Callable[..., Release],
+) -> Any:
+    """The ``release`` of a mechanism that runs ``run(plan, solve, project, rng, domain)`` on
+    the release's solve and projection. The earlier call form ``release(plan, solve, project,
+    rng, domain=...)`` (a solve function in place of the context) still works, with a
+    :class:`DeprecationWarning`, and returns ``(w, certificates)`` as it did."""
+    if callable(context):
+        warnings.warn(
+            f"{type(mechanism).__name__}.release(plan, solve, project, rng) is deprecated: "
+            "pass the release context, release(plan, context, rng).",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        out = run(plan, context, rng, args[0], kwargs.get("domain", "declared"))
+        return out.w, out.certificates
+    return run(plan, context.solver(), context.project, rng, context.domain.kind)
+
+
+def exact_share(total: float, parts: int) -> float:
+    """The largest float ``s <= total / parts`` with ``parts * s <= total`` in exact arithmetic:
+    the per-step budget of an iterative mechanism, so that its events never add up to more
+    than its guarantee (the ledger accepts no overspend, not even a rounding error)."""
+    share = total / parts
+    while Fraction(share) * parts > Fraction(total):
+        share = math.nextafter(share, 0.0)
+    return share
+
+
+def round_up(value: float) -> float:
+    """``value`` rounded up to the next float: a noise scale computed in floating point, moved
+    to the safe side of its exact value."""
+    return math.nextafter(float(value), math.inf)
+
+
+def perturb_steps(
+    point: np.ndarray, kind: str, scale: float, rng: np.random.Generator
+) -> np.ndarray:
+    """``point + b`` with ``b`` iid ``Laplace(0, scale)`` (``kind="laplace"``) or
+    ``N(0, scale^2)`` (``kind="gaussian"``) per coordinate: the noise of an iterative
+    mechanism's step or a per-coordinate estimate."""
+    point = np.asarray(point, float)
+    if kind == "laplace":
+        return point + rng.laplace(0.0, scale, size=point.shape)
+    return point + rng.normal(0.0, scale, size=point.shape)
 
 
 def perturb(w: np.ndarray, noise: NoiseSpec, rng: np.random.Generator) -> np.ndarray:

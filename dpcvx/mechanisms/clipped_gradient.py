@@ -42,16 +42,28 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any, ClassVar
 
 import numpy as np
 
 from dpcvx._progress import progress_bar
 from dpcvx._validation import check_center, check_moment_order, check_positive, check_real
 from dpcvx._zcdp import dp_to_zcdp, zcdp_to_dp
+from dpcvx.accounting.ledger import PrivacyEvent
 from dpcvx.errors import InvalidParameterError
+from dpcvx.mechanisms.base import (
+    PLAIN,
+    ExtensionUse,
+    Release,
+    exact_share,
+    perturb_steps,
+    round_up,
+)
 from dpcvx.mechanisms.robust_means import median_of_means, sanitize, smoothed_truncation_mean
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee
 
 __all__ = ["ClippedGradientDescent", "params_thm52", "params_thm54", "params_thm56"]
@@ -146,9 +158,26 @@ class ClippedPlan:
     rho: float | None
     step_scale: float  # per-step Gaussian sigma or Laplace scale
     step_noise: str
-    events: tuple[MappingProxyType, ...]  # one ledger event per step (fields of PrivacyEvent)
+    steps: tuple[MappingProxyType, ...]  # one ledger event per step (fields of PrivacyEvent)
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     ledger_detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def extension_C(self) -> None:
+        """Gradient descent on the declared loss."""
+        return None
+
+    def events(self, label: str) -> tuple[PrivacyEvent, ...]:
+        """One event per step, ``f"{label} step t/T"``; their epsilons and deltas add up,
+        exactly, to at most the guarantee."""
+        return tuple(
+            PrivacyEvent(**{**dict(step), "label": f"{label} {step['label']}"})
+            for step in self.steps
+        )
+
+    def facts(self) -> Mapping[str, Any]:
+        """The schedule and the per-step noise."""
+        return MappingProxyType(dict(self.detail))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,10 +224,10 @@ class ClippedGradientDescent:
     initial_point: object = None
     progress: bool = True
 
-    composite = True
-    #: what the release needs from the data source (checked before anything is spent)
-    context_requirements = ("gradients", "smooth", "project")
-    uses_extension = False
+    requirements: ClassVar[tuple[str, ...]] = ("gradients", "smooth", "project")
+    extension: ClassVar[ExtensionUse] = PLAIN
+    enforces_lipschitz: ClassVar[bool] = False
+    neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
 
     def __post_init__(self) -> None:
         owner = "ClippedGradientDescent"
@@ -270,8 +299,8 @@ class ClippedGradientDescent:
         else:
             linf = 2.0 * (2.0 * math.sqrt(2.0) / 3.0) * width / rows
         if pure:
-            step_eps = epsilon / T
-            scale, kind = d * linf / step_eps, "laplace"
+            step_eps = exact_share(epsilon, T)
+            scale, kind = round_up(d * linf / step_eps), "laplace"
             events = tuple(
                 MappingProxyType(
                     {
@@ -285,16 +314,18 @@ class ClippedGradientDescent:
                 for t in range(T)
             )
         else:
-            scale, kind = math.sqrt(d) * linf / math.sqrt(2.0 * rho / T), "gaussian"
-            step_eps = zcdp_to_dp(rho / T, delta / T)
+            step_rho, step_delta = exact_share(rho, T), exact_share(delta, T)
+            scale = round_up(math.sqrt(d) * linf / math.sqrt(2.0 * step_rho))
+            kind = "gaussian"
+            step_eps = zcdp_to_dp(step_rho, step_delta)
             events = tuple(
                 MappingProxyType(
                     {
                         "label": f"step {t + 1}/{T}",
                         "epsilon": step_eps,
-                        "delta": delta / T,
+                        "delta": step_delta,
                         "kind": "zcdp",
-                        "rho": rho / T,
+                        "rho": step_rho,
                         "detail": {"sigma": scale},
                     }
                 )
@@ -317,15 +348,15 @@ class ClippedGradientDescent:
             params=MappingProxyType(p),
             step_scale=scale,
             step_noise=kind,
-            events=events,
+            steps=events,
             detail=MappingProxyType(detail),
             ledger_detail=MappingProxyType({"steps": T}),
         )
 
-    def release(self, plan: ClippedPlan, context, rng):
+    def release(self, plan: ClippedPlan, context: Any, rng: np.random.Generator) -> Release:
         """Run the T steps (``context`` gives per-example gradients and projections)."""
         p = plan.params
-        n, d, T = context.n, context.d, p["T"]
+        n, T = context.n, p["T"]
         if not context.smooth:
             warnings.warn(
                 "ClippedGradientDescent: the loss is not smooth (e.g. hinge or absolute value); "
@@ -347,12 +378,9 @@ class ClippedGradientDescent:
                 est = median_of_means(grads, width, p["buckets"])
             else:
                 est = smoothed_truncation_mean(grads, width)
-            if plan.step_noise == "laplace":
-                est = est + rng.laplace(0.0, plan.step_scale, size=d)
-            else:
-                est = est + rng.normal(0.0, plan.step_scale, size=d)
+            est = perturb_steps(est, plan.step_noise, plan.step_scale, rng)
             w = context.project(w - p["eta"] * est)
             iterates.append(w)
         out = iterates[-1] if p["batches"] else np.mean(iterates, axis=0)
         out = context.project(out)  # the average of points of W is in W; rounding aside
-        return np.asarray(out, float), (), {"steps": T}
+        return Release(np.asarray(out, float), (), MappingProxyType({"steps": T}))

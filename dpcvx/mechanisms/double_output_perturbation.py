@@ -33,19 +33,29 @@ they spend only ``19 epsilon / 36``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.stats import gamma
 
 from dpcvx._validation import check_center, check_moment_order, check_positive, check_pure_budget
+from dpcvx.accounting.ledger import PrivacyEvent
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.errors import InvalidParameterError
-from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
+from dpcvx.mechanisms.base import (
+    PLANNED,
+    ExtensionUse,
+    Release,
+    noise_event,
+    perturb,
+    single_solve_release,
+)
+from dpcvx.mechanisms.noise import NoiseSpec, calibrate
 from dpcvx.mechanisms.output_perturbation import default_accuracy
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee, Sensitivity
 
 __all__ = ["DoubleOutputPerturbation", "DoublePlan", "LocalizePlan", "OutputPertLocalize"]
@@ -76,6 +86,33 @@ class DoublePlan:
     projection_accuracy: float  # xi of the final projection onto W0 (Lemma C.6)
     extension_C: float
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+    def events(self, label: str) -> tuple[PrivacyEvent, ...]:
+        """One pure event for the whole release."""
+        return noise_event(
+            label,
+            self.guarantee,
+            self.noise,
+            {
+                "sensitivity": self.sensitivity.value,
+                "noise": self.noise.kind,
+                "scale": self.noise.scale,
+            },
+        )
+
+    def facts(self) -> Mapping[str, Any]:
+        """The plan's public numbers."""
+        return MappingProxyType(
+            {
+                **self.detail,
+                "sensitivity": self.sensitivity.value,
+                "base_sensitivity": self.base_sensitivity,
+                "accuracy": self.accuracy,
+                "noise": self.noise.kind,
+                "noise_scale": self.noise.scale,
+                "regularization": self.regularization,
+            }
+        )
 
 
 def _localization(C, lam, n, d, diameter, epsilon, zeta, constants, accuracy):
@@ -157,6 +194,33 @@ class LocalizePlan:
     extension_C: float
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
+    def events(self, label: str) -> tuple[PrivacyEvent, ...]:
+        """One pure event for the whole release."""
+        return noise_event(
+            label,
+            self.guarantee,
+            self.noise,
+            {
+                "sensitivity": self.sensitivity.value,
+                "noise": self.noise.kind,
+                "scale": self.noise.scale,
+            },
+        )
+
+    def facts(self) -> Mapping[str, Any]:
+        """The plan's public numbers."""
+        return MappingProxyType(
+            {
+                **self.detail,
+                "sensitivity": self.sensitivity.value,
+                "base_sensitivity": self.base_sensitivity,
+                "accuracy": self.accuracy,
+                "noise": self.noise.kind,
+                "noise_scale": self.noise.scale,
+                "regularization": self.regularization,
+            }
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _OnExtension:
@@ -172,8 +236,23 @@ class _OnExtension:
     moment: float | None = None
     k: float | None = None
 
+    requirements: ClassVar[tuple[str, ...]] = ("solver", "project")
+    extension: ClassVar[ExtensionUse] = PLANNED
+    enforces_lipschitz: ClassVar[bool] = False
+    neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
+
     def __post_init__(self) -> None:
         _check_common(self, type(self).__name__)
+
+    def release(self, plan: Any, context: Any, rng: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run the release on the extension's certified solve and the public projection of
+        ``context`` (the release's :class:`~dpcvx.mechanisms.base.DataAccess`); returns a
+        :class:`~dpcvx.mechanisms.base.Release`. The earlier form ``release(plan, solve,
+        project, rng, domain=...)`` still works, with a :class:`DeprecationWarning`."""
+        return single_solve_release(self, plan, context, rng, args, kwargs, self._release)
+
+    def _release(self, plan: Any, solve, project, rng, domain: str) -> Release:
+        raise NotImplementedError  # pragma: no cover - each stage mechanism defines it
 
     @property
     def extension_C(self) -> float | None:
@@ -207,7 +286,15 @@ class OutputPertLocalize(_OnExtension):
     """
 
     def plan(
-        self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float, delta: float
+        self,
+        *,
+        n: int,
+        d: int,
+        center: np.ndarray,
+        diameter: float,
+        epsilon: float,
+        delta: float,
+        domain: Any = None,
     ) -> LocalizePlan:
         """Accuracy, sensitivity, noise and radius from public quantities only."""
         epsilon, w0 = _pure_center(self, "OutputPertLocalize", d, center, epsilon, delta)
@@ -237,11 +324,11 @@ class OutputPertLocalize(_OnExtension):
             ),
         )
 
-    def release(self, plan: LocalizePlan, solve, project, rng, *, domain: str = "declared"):
+    def _release(self, plan: LocalizePlan, solve, project, rng, domain: str) -> Release:
         """``w_loc`` and the public certificate of the solve."""
         first = solve(plan.regularization, plan.center, plan.accuracy)
-        w_loc = project(first.w + sample(plan.noise, first.w.size, rng))
-        return np.asarray(w_loc, float), (_public(plan.accuracy, plan, domain),)
+        w_loc = project(perturb(first.w, plan.noise, rng))
+        return Release(np.asarray(w_loc, float), (_public(plan.accuracy, plan, domain),))
 
 
 def _public(accuracy: float, plan, domain: str) -> ReleaseCertificate:
@@ -293,7 +380,15 @@ class DoubleOutputPerturbation(_OnExtension):
     """
 
     def plan(
-        self, *, n: int, d: int, center: np.ndarray, diameter: float, epsilon: float, delta: float
+        self,
+        *,
+        n: int,
+        d: int,
+        center: np.ndarray,
+        diameter: float,
+        epsilon: float,
+        delta: float,
+        domain: Any = None,
     ) -> DoublePlan:
         """Public planning: both accuracies, sensitivities, noises and the radius."""
         epsilon, w0 = _pure_center(self, "DoubleOutputPerturbation", d, center, epsilon, delta)
@@ -344,29 +439,28 @@ class DoubleOutputPerturbation(_OnExtension):
             ),
         )
 
-    def release(
+    def _release(
         self,
         plan: DoublePlan,
         solve: Callable[..., CertifiedSolution],
         project: Callable[..., np.ndarray],
         rng: np.random.Generator,
-        *,
         domain: str = "declared",
-    ) -> tuple[np.ndarray, tuple[ReleaseCertificate, ...]]:
+    ) -> Release:
         """Run both stages; ``solve(lam, w0, alpha, localize=None, candidate=None)`` and
         ``project(point, localize=None, xi=None)`` are the extension's certified solve and the
         public projection supplied by :class:`dpcvx.Problem` (the last one is paper 000's
         ``xi``-inexact projection onto W0, Lemma C.6, with ``xi = C/(6 lam n)``)."""
         lam = plan.regularization
         first = solve(lam, plan.center, plan.localization_accuracy)
-        w_loc = project(first.w + sample(plan.localization_noise, first.w.size, rng))
+        w_loc = project(perturb(first.w, plan.localization_noise, rng))
         localize = (w_loc, plan.radius)
         # stage 1's certificate over W also certifies stage 2 when its point lies in W0 and its
         # gap meets alpha_2 (a point of W0 within alpha_2 of min over W is within alpha_2 of
         # min over W0): the solve is then skipped, with the same guarantee
         second = solve(lam, plan.center, plan.accuracy, localize=localize, candidate=first)
         out = project(
-            second.w + sample(plan.noise, second.w.size, rng),
+            perturb(second.w, plan.noise, rng),
             localize=localize,
             xi=plan.projection_accuracy,
         )
@@ -374,4 +468,4 @@ class DoubleOutputPerturbation(_OnExtension):
             _public(plan.localization_accuracy, plan, domain),
             _public(plan.accuracy, plan, f"{domain} ∩ ball"),
         )
-        return np.asarray(out, float), certs
+        return Release(np.asarray(out, float), certs)

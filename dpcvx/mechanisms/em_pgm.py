@@ -63,7 +63,7 @@ import math
 import numbers
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.special import logsumexp
@@ -75,6 +75,8 @@ from dpcvx._validation import (
     check_pure_budget,
 )
 from dpcvx.errors import InvalidParameterError, SolverError
+from dpcvx.mechanisms.base import PLAIN, ExtensionUse, OneEventPlan, Release
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee, Sensitivity
 
 __all__ = [
@@ -267,7 +269,7 @@ class NetDistribution:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExponentialMechanismPlan:
+class ExponentialMechanismPlan(OneEventPlan):
     """Everything a release uses, fixed from public quantities before any data is touched."""
 
     guarantee: Guarantee
@@ -373,14 +375,12 @@ class ProjectedGradientExponentialMechanism:
     spacing: float | None = None
     max_points: int = 10_000
     quadrature_nodes: int = 32
-
-    #: tells :func:`dpcvx.problem.release` that this mechanism plans its own ledger event and
-    #: asks for a release context (it needs loss values, not certified solves)
-    composite = True
     #: what the release needs from the data source (checked before anything is spent)
-    context_requirements = ("loss_values", "project")
+    requirements: ClassVar[tuple[str, ...]] = ("loss_values", "project")
+    extension: ClassVar[ExtensionUse] = PLAIN
+    enforces_lipschitz: ClassVar[bool] = False
+    neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
     #: needs only loss values, not the Lipschitz-extension template
-    uses_extension = False
 
     def __post_init__(self) -> None:
         owner = _OWNER
@@ -623,7 +623,9 @@ class ProjectedGradientExponentialMechanism:
         return NetDistribution(points=net, scores=s, log_probabilities=logp)
 
     # ------------------------------------------------------------------ release
-    def release(self, plan: ExponentialMechanismPlan, context, rng: np.random.Generator):
+    def release(
+        self, plan: ExponentialMechanismPlan, context: Any, rng: np.random.Generator
+    ) -> Release:
         """Sample the net point (``context`` is :class:`dpcvx.problem.ReleaseContext`).
         Returns the released point, no certificates (nothing is solved), and public detail."""
         _check_domain(context.domain)  # public: raised before the data is touched
@@ -633,4 +635,4 @@ class ProjectedGradientExponentialMechanism:
             w = np.asarray(dist.points[index], float).copy()
         except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private release
             raise SolverError(_FAILURE) from None
-        return w, (), {"net_size": int(dist.points.shape[0])}
+        return Release(w, (), MappingProxyType({"net_size": int(dist.points.shape[0])}))

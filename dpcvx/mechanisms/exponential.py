@@ -64,7 +64,7 @@ import math
 import numbers
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -76,6 +76,7 @@ from dpcvx._validation import (
 )
 from dpcvx.certification.certificate import ReleaseCertificate
 from dpcvx.errors import CertificationError, InvalidParameterError, SolverError
+from dpcvx.mechanisms.base import PLAIN, ExtensionUse, OneEventPlan, Release, perturb
 from dpcvx.mechanisms.em_pgm import (
     NetDistribution,
     _check_domain,
@@ -84,7 +85,8 @@ from dpcvx.mechanisms.em_pgm import (
     net_points,
     sample_index,
 )
-from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
+from dpcvx.mechanisms.noise import NoiseSpec, calibrate
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee, Sensitivity
 
 __all__ = [
@@ -328,7 +330,7 @@ def _log_probabilities(scores: np.ndarray, epsilon: float, sensitivity: float) -
 
 # -------------------------------------------------------------------------------- records
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExponentialPlan:
+class ExponentialPlan(OneEventPlan):
     """Everything an :class:`ExponentialMechanism` release uses, fixed from public quantities
     (including the public net) before any data is touched."""
 
@@ -349,7 +351,7 @@ class ExponentialPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LocalizedExponentialPlan:
+class LocalizedExponentialPlan(OneEventPlan):
     """Everything a :class:`LocalizedExponentialMechanism` release uses that can be fixed
     before any data is touched (the stage-2 net and its radius follow from the public
     ``w_loc`` at release)."""
@@ -449,14 +451,12 @@ class ExponentialMechanism:
     center: Any = None
     spacing: float | None = None
     max_points: int = 10_000
-
-    #: tells :func:`dpcvx.problem.release` that this mechanism plans its own ledger event and
-    #: asks for a release context (it needs loss values, not certified solves)
-    composite = True
     #: what the release needs from the data source (checked before anything is spent)
-    context_requirements = ("loss_values", "project")
+    requirements: ClassVar[tuple[str, ...]] = ("loss_values", "project")
+    extension: ClassVar[ExtensionUse] = PLAIN
+    enforces_lipschitz: ClassVar[bool] = False
+    neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
     #: works on the problem's own loss (no Lipschitz-extension template)
-    uses_extension = False
 
     def __post_init__(self) -> None:
         owner = "ExponentialMechanism"
@@ -574,7 +574,7 @@ class ExponentialMechanism:
         return NetDistribution(points=plan.net, scores=s, log_probabilities=logp)
 
     # ------------------------------------------------------------------ release
-    def release(self, plan: ExponentialPlan, context, rng: np.random.Generator):
+    def release(self, plan: ExponentialPlan, context: Any, rng: np.random.Generator) -> Release:
         """Sample the net point (``context`` is :class:`dpcvx.problem.ReleaseContext`).
         Returns the released point, no certificates (nothing is solved), and public detail."""
         _check_supported(context.domain, "ExponentialMechanism")  # public, before the data
@@ -584,7 +584,7 @@ class ExponentialMechanism:
             w = np.asarray(dist.points[index], float).copy()
         except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private release
             raise SolverError(_FAILURE) from None
-        return w, (), {"net_size": int(plan.net.shape[0])}
+        return Release(w, (), MappingProxyType({"net_size": int(plan.net.shape[0])}))
 
 
 # -------------------------------------------------------------------------------- Algorithm 11
@@ -672,14 +672,12 @@ class LocalizedExponentialMechanism:
     spacing: float | None = None
     max_points: int = 10_000
     solver: str | None = None
-
-    #: tells :func:`dpcvx.problem.release` that this mechanism plans its own ledger event and
-    #: asks for a release context
-    composite = True
     #: a certified solve (stage 1), loss values (stage 2) and the public projection
-    context_requirements = ("solver", "loss_values", "project")
+    requirements: ClassVar[tuple[str, ...]] = ("solver", "loss_values", "project")
+    extension: ClassVar[ExtensionUse] = PLAIN
+    enforces_lipschitz: ClassVar[bool] = False
+    neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
     #: works on the problem's own loss (no Lipschitz-extension template)
-    uses_extension = False
 
     def __post_init__(self) -> None:
         owner = "LocalizedExponentialMechanism"
@@ -856,7 +854,9 @@ class LocalizedExponentialMechanism:
         return self._local_distribution(plan, context, w_loc, setup)
 
     # ------------------------------------------------------------------ release
-    def release(self, plan: LocalizedExponentialPlan, context, rng: np.random.Generator):
+    def release(
+        self, plan: LocalizedExponentialPlan, context: Any, rng: np.random.Generator
+    ) -> Release:
         """Localize (certified solve, noise, projection), then sample the localized net.
         Returns the released point, the public certificate of the stage-1 solve and public
         detail (``w_loc``, ``R0``, ``xi``, the net's size and radius, the stage-2 score
@@ -872,7 +872,7 @@ class LocalizedExponentialMechanism:
                 "Internal: a certificate above the accuracy target reached the release step; "
                 "nothing was released."
             )
-        noisy = np.asarray(cert.w, float) + sample(plan.noise, plan.d, rng)
+        noisy = perturb(cert.w, plan.noise, rng)
         w_loc = np.asarray(context.project(noisy), float).reshape(plan.d)  # post-processing
         # stage 2 (Algorithm 9 at epsilon/2 on W cap B(w_loc, R0)): everything but the scores
         # is a function of the public w_loc
@@ -900,4 +900,4 @@ class LocalizedExponentialMechanism:
             "net_radius": r,
             "score_sensitivity": delta_s,
         }
-        return w, (public,), extra
+        return Release(w, (public,), MappingProxyType(extra))

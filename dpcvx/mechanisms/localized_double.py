@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.stats import binom, gamma
@@ -58,7 +58,9 @@ from dpcvx._validation import (
     check_real,
 )
 from dpcvx.errors import CertificationError, InvalidParameterError
+from dpcvx.mechanisms.base import PER_SOLVE, ExtensionUse, OneEventPlan, Release
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, DoublePlan
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee
 
 __all__ = [
@@ -151,7 +153,7 @@ class PhasePlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LocalizedPlan:
+class LocalizedPlan(OneEventPlan):
     """Everything the release uses, fixed from public quantities before any data is touched."""
 
     guarantee: Guarantee
@@ -235,9 +237,11 @@ class LocalizedDoubleOutputPerturbation:
     solver: str | None = None
     progress: bool = True
 
-    #: tells :class:`dpcvx.Problem` that this mechanism plans its own ledger event and asks
-    #: for a release context (block solves on extensions with its own ``C_t``)
-    composite = True
+    #: block solves on Lipschitz extensions with each phase's own ``C_t``
+    requirements: ClassVar[tuple[str, ...]] = ("solver", "project")
+    extension: ClassVar[ExtensionUse] = PER_SOLVE
+    enforces_lipschitz: ClassVar[bool] = False
+    neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
 
     def __post_init__(self) -> None:
         owner = "LocalizedDoubleOutputPerturbation"
@@ -454,7 +458,7 @@ class LocalizedDoubleOutputPerturbation:
         )
 
     # ------------------------------------------------------------------ release
-    def release(self, plan: LocalizedPlan, context, rng: np.random.Generator):
+    def release(self, plan: LocalizedPlan, context: Any, rng: np.random.Generator) -> Release:
         """Run the phases (``context`` is :class:`dpcvx.problem.ReleaseContext`). Returns the
         released point, the public certificates of every block solve, and public detail (every
         block output and the aggregation's choices: all covered by the guarantee)."""
@@ -501,15 +505,16 @@ class LocalizedDoubleOutputPerturbation:
                 for idx, child in zip(index_blocks, children)
             ]
             results = self._run(tasks)
-            points = np.stack([np.asarray(r[0], float) for r in results])
+            points = np.stack([np.asarray(r.w, float) for r in results])
             j_star = aggregate(points)
             w_bar = points[j_star]
             outputs.append(points)
             chosen.append(j_star)
-            for _, certs in results:
-                certificates.extend(certs)
+            for r in results:
+                certificates.extend(r.certificates)
         extra = {"block_outputs": tuple(outputs), "aggregated_indices": tuple(chosen)}
-        return np.asarray(w_bar, float).copy(), tuple(certificates), extra
+        w_out = np.asarray(w_bar, float).copy()
+        return Release(w_out, tuple(certificates), MappingProxyType(extra))
 
     def _run(self, tasks):
         if self.executor is None:
@@ -525,4 +530,4 @@ class LocalizedDoubleOutputPerturbation:
 
 def _run_block(mechanism, plan, solve, project, rng, domain):
     """One Double-OutputPert block (a module-level function, so executors can ship it)."""
-    return mechanism.release(plan, solve, project, rng, domain=domain)
+    return mechanism._release(plan, solve, project, rng, domain)

@@ -24,7 +24,6 @@ public domain is post-processing.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -36,7 +35,14 @@ from dpcvx._validation import check_center, check_delta, check_nonnegative, chec
 from dpcvx.accounting.ledger import PrivacyEvent
 from dpcvx.certification.certificate import ReleaseCertificate
 from dpcvx.errors import CertificationError, InvalidParameterError
-from dpcvx.mechanisms.base import PLAIN, ExtensionUse, Release, noise_event, perturb
+from dpcvx.mechanisms.base import (
+    PLAIN,
+    ExtensionUse,
+    Release,
+    noise_event,
+    perturb,
+    single_solve_release,
+)
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee, Sensitivity
@@ -252,16 +258,7 @@ class OutputPerturbation:
         private). The earlier form ``release(plan, solve, project, rng, domain=...)`` still
         works, with a :class:`DeprecationWarning`, and returns ``(w, certificates)``.
         """
-        if callable(context):  # deprecated: release(plan, solve, project, rng, domain=...)
-            warnings.warn(
-                "OutputPerturbation.release(plan, solve, project, rng) is deprecated: pass the "
-                "release context, release(plan, context, rng).",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            out = self._release(plan, context, rng, args[0], kwargs.get("domain", "declared"))
-            return out.w, out.certificates
-        return self._release(plan, context.solver(), context.project, rng, context.domain.kind)
+        return single_solve_release(self, plan, context, rng, args, kwargs, self._release)
 
     def _release(self, plan: ReleasePlan, solve, project, rng, domain: str) -> Release:
         cert = solve(plan.regularization, plan.center, plan.accuracy)

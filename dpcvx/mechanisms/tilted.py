@@ -15,14 +15,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from dpcvx._validation import check_center, check_delta, check_positive, check_real
 from dpcvx.certification.certificate import ReleaseCertificate
 from dpcvx.errors import InvalidParameterError
-from dpcvx.mechanisms.noise import NoiseSpec, calibrate, sample
+from dpcvx.mechanisms.base import PLAIN, ExtensionUse, OneEventPlan, Release, perturb
+from dpcvx.mechanisms.noise import NoiseSpec, calibrate
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee, Sensitivity
 
 __all__ = ["TiltedOutputPerturbation", "tilted_sensitivity"]
@@ -47,7 +49,7 @@ def tilted_sensitivity(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TiltedPlan:
+class TiltedPlan(OneEventPlan):
     guarantee: Guarantee
     regularization: float
     center: np.ndarray
@@ -57,6 +59,11 @@ class TiltedPlan:
     tilt: float
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     ledger_detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def event_noise(self) -> NoiseSpec:
+        """Gaussian noise (``delta > 0``) composes exactly through its multiplier."""
+        return self.noise
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,10 +110,10 @@ class TiltedOutputPerturbation:
     center: Any = None
     accuracy: float | None = None
     solver: str | None = None
-
-    composite = True
-    uses_extension = False
-    context_requirements = ("tilted_solver", "project")
+    requirements: ClassVar[tuple[str, ...]] = ("tilted_solver", "project")
+    extension: ClassVar[ExtensionUse] = PLAIN
+    enforces_lipschitz: ClassVar[bool] = False
+    neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
 
     def __post_init__(self) -> None:
         owner = "TiltedOutputPerturbation"
@@ -167,11 +174,11 @@ class TiltedOutputPerturbation:
             ),
         )
 
-    def release(self, plan: TiltedPlan, context, rng):
+    def release(self, plan: TiltedPlan, context: Any, rng: np.random.Generator) -> Release:
         # the data source enforces the Lipschitz claim (a declared problem: the L-extension)
         solve = context.tilted_solver(plan.tilt, self.solver, lipschitz=self.lipschitz)
         cert = solve(plan.regularization, plan.center, plan.accuracy)
-        out = context.project(cert.w + sample(plan.noise, cert.w.size, rng))
+        out = context.project(perturb(cert.w, plan.noise, rng))
         public = ReleaseCertificate(
             accuracy=plan.accuracy,
             distance_bound=math.sqrt(2 * plan.accuracy / plan.regularization),
@@ -180,4 +187,4 @@ class TiltedOutputPerturbation:
             center=plan.center.copy(),
             domain=f"{context.domain.kind} (tilted ERM)",
         )
-        return np.asarray(out, float), (public,), {}
+        return Release(np.asarray(out, float), (public,))

@@ -175,7 +175,7 @@ def test_runs_on_an_oracle_problem_and_missing_capabilities_spend_nothing():
 
     @dataclasses.dataclass(frozen=True)
     class Needy(ClippedGradientDescent):
-        context_requirements = ("hessians",)
+        requirements = ("hessians",)
 
     acct = dpcvx.Accountant(5.0, 1e-5)
     with pytest.raises(dpcvx.InvalidParameterError, match="hessians"):
