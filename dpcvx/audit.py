@@ -56,7 +56,7 @@ from scipy.stats import beta
 
 from dpcvx._progress import progress_bar
 from dpcvx._validation import check_delta, check_positive
-from dpcvx.errors import CertificationError, InvalidParameterError
+from dpcvx.errors import CertificationError, InvalidParameterError, SolverError
 from dpcvx.mechanisms.em_pgm import ExponentialMechanismPlan
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate
 from dpcvx.mechanisms.registry import REGISTRY, WorstCasePair
@@ -496,6 +496,30 @@ def _scaled(value, factor: float):
     return value, False
 
 
+class _ControlPlan:
+    """A negative control's plan: the louder plan for the release, the mechanism's own events
+    for the ledger (the control is charged what the mechanism is charged)."""
+
+    __slots__ = ("_charged", "_louder")
+
+    def __init__(self, louder, charged) -> None:
+        self._louder, self._charged = louder, charged
+
+    def __getattr__(self, name: str):
+        if name in self.__slots__:
+            raise AttributeError(name)
+        return getattr(self._louder, name)
+
+    def events(self, label: str):
+        """The mechanism's events (what the control is charged)."""
+        return self._charged.events(label)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ControlPlan) and other._louder == self._louder
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class NegativeControl:
     """A mechanism whose noise is calibrated to ``factor * epsilon`` while it is charged
     ``epsilon``: a deliberately broken copy that an audit with power must catch.
@@ -548,8 +572,9 @@ class NegativeControl:
                 "exponential mechanism's plan; write the control by hand with "
                 "dataclasses.replace on the plan."
             )
-        self._last = (key, louder)
-        return louder
+        control = _ControlPlan(louder, plan)
+        self._last = (key, control)
+        return control
 
     def __repr__(self) -> str:
         return f"NegativeControl({self.mechanism!r}, factor={self.factor:g})"
@@ -747,7 +772,7 @@ def _sample(release_fns, generators, runs, statistic, bar) -> list[np.ndarray]:
         for i in range(runs):
             try:
                 point = release_fn(rng)
-            except CertificationError:
+            except (CertificationError, SolverError):
                 # an abort is an output of the mechanism: it is recorded as +inf, so it falls
                 # in every event {T >= t} and only there (a threshold at +inf, which the pilot
                 # quantiles produce whenever aborts are common, isolates it)

@@ -31,7 +31,7 @@ from dpcvx._validation import check_delta, check_positive
 from dpcvx.accounting.ledger import Accountant
 from dpcvx.certification.lipschitz import lipschitz_bounds, strong_convexity_bound
 from dpcvx.certification.solve import universe_slope
-from dpcvx.errors import InvalidParameterError, LipschitzClaimWarning
+from dpcvx.errors import InvalidParameterError, LipschitzClaimWarning, PrivacyBudgetError
 from dpcvx.mechanisms.base import PER_SOLVE, PLAIN, PLANNED, DataAccess, Mechanism, Release
 from dpcvx.results import PrivateResult
 from dpcvx.rng import make_rng
@@ -155,6 +155,7 @@ def release(
     if C is not None and not enforced and mode != PER_SOLVE:
         name += f"[f_C, C={C:g}]"
     events = plan.events(f"{name}(n={source.n}, d={source.d})")
+    _check_events(name, events, epsilon, delta)
 
     context = source.release_context(
         extension=C, solver=getattr(mechanism, "solver", None), base=mode == PER_SOLVE
@@ -185,17 +186,31 @@ def release(
     if enforced:
         detail.update(lipschitz_claim="enforced by the L-Lipschitz extension")
         _warn_if_claim_unverified(declared, claim)
-    guarantee = plan.guarantee
     return PrivateResult(
         w=np.asarray(out.w, float),
-        epsilon=guarantee.epsilon,
-        delta=guarantee.delta,
+        epsilon=epsilon,
+        delta=delta,
         certificates=tuple(out.certificates),
         ledger=budget.ledger,
         seeded=seeded,
         mechanism=name,
         detail=MappingProxyType(detail),
     )
+
+
+def _check_events(name: str, events, epsilon: float, delta: float) -> None:
+    """The plan's events must compose to at most the requested guarantee (checked on a scratch
+    accountant, before anything is spent: a plan that would overspend is a bug, never a
+    release)."""
+    if not events:
+        raise InvalidParameterError(f"Internal: the plan of `{name}` records no privacy event.")
+    try:
+        Accountant(epsilon, delta).reserve_all(events)
+    except PrivacyBudgetError:
+        raise InvalidParameterError(
+            f"Internal: the plan of `{name}` records more than the requested guarantee "
+            f"({epsilon:g}, {delta:g}); nothing was spent."
+        ) from None
 
 
 def _check_extension_source(mechanism: Mechanism, mode: str, claim, extension: float) -> None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-
-import cvxpy as cp
 from types import SimpleNamespace
 
+import cvxpy as cp
 import numpy as np
 import pytest
 
@@ -222,7 +221,9 @@ def test_the_earlier_release_form_still_works_with_a_deprecation_warning():
     plan = mech.plan(n=10, d=1, center=np.zeros(1), diameter=2.0, epsilon=1.0, delta=0.0)
     cert = problem.solve(regularization=1.0, center=plan.center, accuracy=plan.accuracy)
     with pytest.warns(DeprecationWarning, match="release context"):
-        w, certs = mech.release(plan, lambda lam, w0, a: cert, problem.project, np.random.default_rng(0))
+        w, certs = mech.release(
+            plan, lambda lam, w0, a: cert, problem.project, np.random.default_rng(0)
+        )
     assert w.shape == (1,) and len(certs) == 1
 
 
