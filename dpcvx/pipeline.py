@@ -155,7 +155,7 @@ def release(
     if C is not None and not enforced and mode != PER_SOLVE:
         name += f"[f_C, C={C:g}]"
     events = plan.events(f"{name}(n={source.n}, d={source.d})")
-    _check_events(name, events, epsilon, delta)
+    _check_events(name, events, epsilon, delta, mechanism.neighbors)
 
     context = source.release_context(
         extension=C, solver=getattr(mechanism, "solver", None), base=mode == PER_SOLVE
@@ -168,7 +168,11 @@ def release(
         )
     if "solver" in mechanism.requirements and hasattr(context, "prepare"):
         context.prepare()  # compile before anything is spent (data-independent)
-    budget = accountant if accountant is not None else Accountant(epsilon, delta)
+    budget = (
+        accountant
+        if accountant is not None
+        else Accountant(epsilon, delta, neighbors=mechanism.neighbors)
+    )
     budget.reserve_all(events)  # PrivacyBudgetError, nothing recorded, if unaffordable
 
     out = mechanism.release(plan, context, generator)
@@ -195,17 +199,18 @@ def release(
         seeded=seeded,
         mechanism=name,
         detail=MappingProxyType(detail),
+        neighbors=mechanism.neighbors,
     )
 
 
-def _check_events(name: str, events, epsilon: float, delta: float) -> None:
+def _check_events(name: str, events, epsilon: float, delta: float, neighbors) -> None:
     """The plan's events must compose to at most the requested guarantee (checked on a scratch
     accountant, before anything is spent: a plan that would overspend is a bug, never a
     release)."""
     if not events:
         raise InvalidParameterError(f"Internal: the plan of `{name}` records no privacy event.")
     try:
-        Accountant(epsilon, delta).reserve_all(events)
+        Accountant(epsilon, delta, neighbors=neighbors).reserve_all(events)
     except PrivacyBudgetError:
         raise InvalidParameterError(
             f"Internal: the plan of `{name}` records more than the requested guarantee "

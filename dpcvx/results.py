@@ -11,6 +11,8 @@ import numpy as np
 
 from dpcvx.accounting.ledger import Ledger
 from dpcvx.certification.certificate import ReleaseCertificate
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
+from dpcvx.types import Guarantee
 
 __all__ = ["PrivateResult"]
 
@@ -24,7 +26,7 @@ class PrivateResult:
     w : ndarray
         The released parameter vector.
     epsilon, delta : float
-        The guarantee of this release (``delta == 0``: pure epsilon-DP), replace-one neighbors.
+        The guarantee of this release (``delta == 0``: pure epsilon-DP), under ``neighbors``.
     certificates : tuple of ReleaseCertificate
         The public certificate of every solve behind the release: dpcvx certified each solve
         to the stated accuracy. (The certified points and objective values are data-dependent
@@ -36,7 +38,12 @@ class PrivateResult:
     mechanism : str
         The mechanism's name.
     detail : mapping
-        Public quantities the release used: sensitivity, accuracy target, noise kind and scale.
+        The mechanism-specific public facts of the release: the plan's numbers (sensitivity,
+        accuracy target, noise kind and scale, ...; see each mechanism's plan) and the run's
+        (e.g. every block's output), all covered by the guarantee. Every mechanism's result
+        has the same fields; what differs between mechanisms lives here only.
+    neighbors : NeighborRelation
+        The neighboring relation of the guarantee.
     """
 
     w: np.ndarray
@@ -47,6 +54,12 @@ class PrivateResult:
     seeded: bool
     mechanism: str = ""
     detail: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    neighbors: NeighborRelation = REPLACE_ONE
+
+    @property
+    def guarantee(self) -> Guarantee:
+        """The release's guarantee, with its neighboring relation."""
+        return Guarantee(epsilon=self.epsilon, delta=self.delta, neighbors=self.neighbors)
 
     def summary(self) -> str:
         """A human-readable account of the release."""
@@ -54,7 +67,7 @@ class PrivateResult:
         lines = [
             f"{self.mechanism}: {kind} with epsilon = {self.epsilon:g}"
             + ("" if self.delta == 0 else f", delta = {self.delta:g}")
-            + " (replace-one neighbors)"
+            + f" ({self.neighbors} neighbors)"
             + ("  [SEEDED: reproducible noise]" if self.seeded else ""),
         ]
         for key in (

@@ -6,6 +6,8 @@ import copyreg
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation, as_relation
+
 __all__ = ["Guarantee", "Sensitivity"]
 
 
@@ -29,13 +31,17 @@ copyreg.pickle(MappingProxyType, _reduce_mapping_proxy)
 class Guarantee:
     """A differential-privacy guarantee ``(epsilon, delta)`` under a neighboring relation.
 
-    ``delta == 0`` is pure epsilon-DP. ``neighbors`` names the relation: ``"replace-one"``
-    (same n, one record differs) is the one every mechanism here uses.
+    ``delta == 0`` is pure epsilon-DP. ``neighbors`` is the neighboring relation
+    (:mod:`dpcvx.neighbors`; default replace-one: same n, one record differs); the names
+    ``"replace-one"`` and ``"add-remove-one"`` are accepted and converted.
     """
 
     epsilon: float
     delta: float = 0.0
-    neighbors: str = "replace-one"
+    neighbors: NeighborRelation = REPLACE_ONE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "neighbors", as_relation(self.neighbors))
 
     @property
     def pure(self) -> bool:

@@ -10,8 +10,15 @@ the budget stays spent.
 Composition
 -----------
 All events are composed by basic (sequential) composition: the epsilons add and the deltas add.
-This is valid for any mix of pure and approximate events, adaptively chosen, under the
-replace-one neighboring relation every dpcvx mechanism uses.
+This is valid for any mix of pure and approximate events, adaptively chosen, under one
+neighboring relation: every event carries its relation (:mod:`dpcvx.neighbors`) and an
+accountant refuses an event under another relation than its own.
+
+Budgets are held exactly: sums of epsilons and deltas are computed in exact rational arithmetic
+(:class:`fractions.Fraction` of the float values) and rounded up, and an event is accepted only
+when the composed total is at most the budget, with no tolerance. Ten releases of the float
+``0.1`` do not fit a budget of ``1.0`` (the float ``0.1`` is slightly more than a tenth): split a
+budget with :meth:`Accountant.share`, whose shares add up to at most the budget exactly.
 
 zCDP events (kind ``"zcdp"``, with ``rho``) state their ``(epsilon, delta)`` at a delta of their
 choice; the ledger also composes every event's zCDP form additively (pure epsilon is
@@ -32,14 +39,16 @@ import math
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpcvx._profiles import gaussian_delta
 from dpcvx._validation import check_delta, check_nonnegative, check_positive, check_real
+from dpcvx.accounting.profiles import gaussian_delta
 from dpcvx.errors import InvalidParameterError, PrivacyBudgetError
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation, as_relation
 from dpcvx.types import Guarantee
 
 if TYPE_CHECKING:
@@ -48,11 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["Accountant", "Ledger", "PrivacyEvent", "ZcdpAccountant"]
 
 _EVENT_KINDS = ("pure", "gaussian", "approx", "zcdp")
-# Relative slack for float sums when comparing a composed total with a budget.
-_RELATIVE_TOLERANCE = 1e-12
-# Relative slack when checking that a Gaussian event's (epsilon, delta) matches its multiplier
-# (absorbs the rounding of sigma / sensitivity).
-_GAUSSIAN_CONSISTENCY_TOLERANCE = 1e-9
 # Discretization of the PLD accountant (dp_accounting's default).
 _PLD_DISCRETIZATION = 1e-4
 
@@ -62,10 +66,20 @@ def _empty_mapping() -> Mapping[str, object]:
 
 
 def _round_up(value: float) -> float:
-    """Round a positive sum up to the next float (safe side); leave 0 alone."""
+    """Round a positive computed value up to the next float (safe side); leave 0 alone."""
     if value <= 0.0:
         return 0.0
     return float(np.nextafter(value, math.inf))
+
+
+def _sum_up(values) -> float:
+    """The exact sum of floats, as the smallest float at least as large (exact when the sum
+    is a float)."""
+    exact = sum((Fraction(v) for v in values), Fraction(0))
+    out = float(exact)
+    if Fraction(out) < exact:
+        out = math.nextafter(out, math.inf)
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +108,8 @@ class PrivacyEvent:
         ``(epsilon, delta)`` must be implied by ``rho``-zCDP (see :meth:`zcdp`).
     detail : Mapping[str, object]
         Free-form public metadata (stored as a read-only copy). Excluded from hashing.
+    neighbors : NeighborRelation
+        The neighboring relation of the guarantee (default replace-one).
 
     Raises
     ------
@@ -108,13 +124,14 @@ class PrivacyEvent:
     noise_multiplier: float | None = None
     rho: float | None = None
     detail: Mapping[str, object] = field(default_factory=_empty_mapping, hash=False)
+    neighbors: NeighborRelation = REPLACE_ONE
 
     @classmethod
     def zcdp(
         cls, label: str, rho: float, delta: float, detail: Mapping[str, object] | None = None
     ) -> PrivacyEvent:
         """A ``rho``-zCDP release, with its ``(epsilon, delta)`` from :func:`zcdp_to_dp`."""
-        from dpcvx._zcdp import zcdp_to_dp
+        from dpcvx.accounting.zcdp import zcdp_to_dp
 
         return cls(
             label=label,
@@ -138,6 +155,7 @@ class PrivacyEvent:
 
     def __post_init__(self) -> None:
         owner = "PrivacyEvent"
+        object.__setattr__(self, "neighbors", as_relation(self.neighbors))
         if not isinstance(self.label, str):
             raise InvalidParameterError(
                 f"The `label` parameter of `{owner}` must be a str. "
@@ -164,7 +182,7 @@ class PrivacyEvent:
         object.__setattr__(self, "detail", MappingProxyType(dict(self.detail)))
 
         if self.kind == "zcdp":
-            from dpcvx._zcdp import zcdp_to_dp
+            from dpcvx.accounting.zcdp import zcdp_to_dp
 
             rho = check_positive(self.rho, "rho", owner)
             object.__setattr__(self, "rho", rho)
@@ -174,7 +192,7 @@ class PrivacyEvent:
                     f"(zCDP does not imply pure DP). Got delta={self.delta!r}. Use "
                     "PrivacyEvent.zcdp(label, rho, delta)."
                 )
-            if epsilon < zcdp_to_dp(rho, delta) * (1.0 - 1e-12):
+            if epsilon < zcdp_to_dp(rho, delta):
                 raise InvalidParameterError(
                     f"A {rho!r}-zCDP `{owner}` is not ({epsilon!r}, {delta!r})-DP: the smallest "
                     f"valid epsilon at that delta is {zcdp_to_dp(rho, delta)!r}."
@@ -210,7 +228,7 @@ class PrivacyEvent:
                 f"Got epsilon={self.epsilon!r}, delta={self.delta!r}."
             )
         actual = gaussian_delta(multiplier, 1.0, epsilon)
-        if actual > delta * (1.0 + _GAUSSIAN_CONSISTENCY_TOLERANCE):
+        if actual > delta:
             raise InvalidParameterError(
                 f"A Gaussian `{owner}` with noise_multiplier={multiplier!r} is only "
                 f"({epsilon!r}, {actual!r})-DP, not ({epsilon!r}, {delta!r})-DP. Declare the "
@@ -219,8 +237,8 @@ class PrivacyEvent:
 
     @property
     def guarantee(self) -> Guarantee:
-        """The event's own ``(epsilon, delta)`` guarantee."""
-        return Guarantee(epsilon=self.epsilon, delta=self.delta)
+        """The event's own ``(epsilon, delta)`` guarantee, under its relation."""
+        return Guarantee(epsilon=self.epsilon, delta=self.delta, neighbors=self.neighbors)
 
     def dp_event(self) -> dp_accounting.DpEvent:
         """The matching ``dp_accounting`` event.
@@ -304,10 +322,15 @@ class Ledger:
         return iter(self.events)
 
     def basic_total(self) -> Guarantee:
-        """Basic composition: the sum of the epsilons and the sum of the deltas (rounded up)."""
-        epsilon = _round_up(math.fsum(e.epsilon for e in self.events))
-        delta = _round_up(math.fsum(e.delta for e in self.events))
-        return Guarantee(epsilon=epsilon, delta=delta)
+        """Basic composition: the exact sum of the epsilons and of the deltas (rounded up)."""
+        epsilon = _sum_up(e.epsilon for e in self.events)
+        delta = _sum_up(e.delta for e in self.events)
+        return Guarantee(epsilon=epsilon, delta=delta, neighbors=self.neighbors)
+
+    @property
+    def neighbors(self) -> NeighborRelation:
+        """The relation of the ledger's events (replace-one for an empty ledger)."""
+        return self.events[0].neighbors if self.events else REPLACE_ONE
 
     def total(self) -> Guarantee:
         """The composed guarantee of every event in the ledger.
@@ -332,22 +355,22 @@ class Ledger:
         """
         other_eps = [e.epsilon for e in self.events if e.kind != "gaussian"]
         gaussians = [e for e in self.events if e.kind == "gaussian"]
-        gaussian_eps = math.fsum(e.epsilon for e in gaussians)
+        gaussian_eps = _sum_up(e.epsilon for e in gaussians)
         if len(gaussians) >= 2:
-            gaussian_delta_total = math.fsum(e.delta for e in gaussians)
+            gaussian_delta_total = _sum_up(e.delta for e in gaussians)
             multipliers = tuple(sorted(float(e.noise_multiplier) for e in gaussians))
             pld_eps = _round_up(_pld_gaussian_epsilon(multipliers, gaussian_delta_total))
             if math.isfinite(pld_eps) and pld_eps < gaussian_eps:
                 gaussian_eps = pld_eps
-        epsilon = _round_up(math.fsum([*other_eps, gaussian_eps]))
-        delta = _round_up(math.fsum(e.delta for e in self.events))
+        epsilon = _sum_up([*other_eps, gaussian_eps])
+        delta = _sum_up(e.delta for e in self.events)
         rho = self.total_rho()
         if rho is not None and rho > 0 and 0.0 < delta < 1.0:
-            from dpcvx._zcdp import zcdp_to_dp
+            from dpcvx.accounting.zcdp import zcdp_to_dp
 
             # zCDP composes additively: the whole ledger is rho-zCDP, hence (eps_z, delta)-DP
             epsilon = min(epsilon, _round_up(zcdp_to_dp(rho, delta)))
-        return Guarantee(epsilon=epsilon, delta=delta)
+        return Guarantee(epsilon=epsilon, delta=delta, neighbors=self.neighbors)
 
     def total_rho(self) -> float | None:
         """The ledger's zCDP parameter (additive composition), or None when some event has no
@@ -355,7 +378,7 @@ class Ledger:
         rhos = [e.implied_rho() for e in self.events]
         if any(r is None for r in rhos):
             return None
-        return _round_up(math.fsum(rhos))
+        return _sum_up(rhos)
 
     def __str__(self) -> str:
         rows = [(e.label, f"{e.epsilon:.6g}", f"{e.delta:.6g}", e.kind) for e in self.events]
@@ -381,8 +404,38 @@ class Ledger:
 
 
 def _within(value: float, bound: float) -> bool:
-    """``value <= bound`` up to a relative float-sum tolerance (exact when ``bound == 0``)."""
-    return value <= bound * (1.0 + _RELATIVE_TOLERANCE)
+    """``value <= bound``, exactly: the ledger accepts no overspend, not even a rounding
+    error (the totals it compares are exact sums rounded up)."""
+    return value <= bound
+
+
+def _share(total: float, parts: int) -> float:
+    """The largest float ``s`` with ``parts * s <= total`` exactly."""
+    share = total / parts
+    while Fraction(share) * parts > Fraction(total):
+        share = math.nextafter(share, 0.0)
+    return share
+
+
+def _difference_down(total: float, spent: float) -> float:
+    """``total - spent`` rounded down, clipped at 0: an event within it fits exactly."""
+    exact = Fraction(total) - Fraction(spent)
+    if exact <= 0:
+        return 0.0
+    out = float(exact)
+    if Fraction(out) > exact:
+        out = math.nextafter(out, 0.0)
+    return out
+
+
+def _check_relation(event: PrivacyEvent, relation: NeighborRelation) -> None:
+    if event.neighbors != relation:
+        raise InvalidParameterError(
+            f"The event {event.label!r} is stated under {event.neighbors} neighbors, but the "
+            f"accountant's budget is under {relation} neighbors: guarantees under different "
+            "relations do not compose. Nothing was reserved. Use an accountant whose "
+            "`neighbors` is the event's relation."
+        )
 
 
 class Accountant:
@@ -394,6 +447,9 @@ class Accountant:
         Positive finite total epsilon.
     delta : float, optional
         Total delta in ``[0, 1)``; ``0`` (default) allows pure releases only.
+    neighbors : NeighborRelation, optional
+        The relation of the budget (default replace-one); events under another relation are
+        refused (composition across relations is not defined).
 
     Raises
     ------
@@ -415,11 +471,13 @@ class Accountant:
 
     __slots__ = ("_budget", "_ledger", "_lock", "_spent_epsilon")
 
-    def __init__(self, epsilon: float, delta: float = 0.0) -> None:
+    def __init__(
+        self, epsilon: float, delta: float = 0.0, *, neighbors: NeighborRelation = REPLACE_ONE
+    ) -> None:
         owner = "Accountant"
         eps = check_positive(epsilon, "epsilon", owner)
         d = check_delta(delta, owner)
-        self._budget = Guarantee(epsilon=eps, delta=d)
+        self._budget = Guarantee(epsilon=eps, delta=d, neighbors=as_relation(neighbors))
         self._ledger = Ledger()
         self._spent_epsilon = 0.0
         self._lock = threading.Lock()
@@ -435,9 +493,33 @@ class Accountant:
         return self._ledger
 
     @property
+    def neighbors(self) -> NeighborRelation:
+        """The relation of the budget."""
+        return self._budget.neighbors
+
+    def share(self, parts: int) -> Guarantee:
+        """One of ``parts`` equal shares of the *remaining* budget: ``parts`` releases at this
+        ``(epsilon, delta)`` fit the budget exactly (the ledger accepts no rounding overspend,
+        so ``epsilon / parts`` may be a float or two below the real quotient)."""
+        if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+            raise InvalidParameterError(
+                f"`Accountant.share` takes a positive integer number of parts. Got {parts!r}."
+            )
+        left = self.remaining
+        return Guarantee(
+            epsilon=_share(left.epsilon, parts),
+            delta=_share(left.delta, parts),
+            neighbors=self.neighbors,
+        )
+
+    @property
     def spent(self) -> Guarantee:
         """The composed guarantee of every reservation so far."""
-        return Guarantee(epsilon=self._spent_epsilon, delta=self._ledger.basic_total().delta)
+        return Guarantee(
+            epsilon=self._spent_epsilon,
+            delta=self._ledger.basic_total().delta,
+            neighbors=self.neighbors,
+        )
 
     @property
     def remaining(self) -> Guarantee:
@@ -445,8 +527,9 @@ class Accountant:
         still be reserved."""
         spent = self.spent
         return Guarantee(
-            epsilon=max(0.0, self._budget.epsilon - spent.epsilon),
-            delta=max(0.0, self._budget.delta - spent.delta),
+            epsilon=_difference_down(self._budget.epsilon, spent.epsilon),
+            delta=_difference_down(self._budget.delta, spent.delta),
+            neighbors=self.neighbors,
         )
 
     def _candidate(self, event: PrivacyEvent) -> tuple[Ledger, Guarantee]:
@@ -454,9 +537,10 @@ class Accountant:
             raise InvalidParameterError(
                 f"`Accountant.reserve` takes a PrivacyEvent. Got {type(event).__name__}: {event!r}."
             )
+        _check_relation(event, self.neighbors)
         ledger = self._ledger.append(event)
         composed = ledger.total()
-        running = _round_up(self._spent_epsilon + event.epsilon)
+        running = _sum_up([self._spent_epsilon, event.epsilon])
         epsilon = min(composed.epsilon, running)
         return ledger, Guarantee(epsilon=epsilon, delta=composed.delta)
 
@@ -479,8 +563,8 @@ class Accountant:
         Raises
         ------
         PrivacyBudgetError
-            If the composed total after adding ``event`` would exceed the budget (up to a
-            relative tolerance of 1e-12 for float sums). Nothing is recorded then.
+            If the composed total after adding ``event`` would exceed the budget (exact
+            sums, no tolerance: see :meth:`share`). Nothing is recorded then.
         InvalidParameterError
             If ``event`` is not a PrivacyEvent.
         """
@@ -496,8 +580,9 @@ class Accountant:
                     f"budget {self._budget}: already spent epsilon={spent.epsilon:.6g}, "
                     f"delta={spent.delta:.6g}; composed total would be "
                     f"epsilon={total.epsilon:.6g}, delta={total.delta:.6g}. Nothing was "
-                    "reserved. Lower the release's epsilon/delta, or use a new accountant with "
-                    "a larger budget (for new data)."
+                    "reserved. Lower the release's epsilon/delta (split a budget into k equal "
+                    "releases with `accountant.share(k)`: the float epsilon/k can add up to more "
+                    "than epsilon), or use a new accountant with a larger budget (for new data)."
                 )
             self._ledger = ledger
             self._spent_epsilon = total.epsilon
@@ -551,11 +636,11 @@ class ZcdpAccountant(Accountant):
 
     __slots__ = ("_rho",)
 
-    def __init__(self, rho: float) -> None:
+    def __init__(self, rho: float, *, neighbors: NeighborRelation = REPLACE_ONE) -> None:
         self._rho = check_positive(rho, "rho", "ZcdpAccountant")
-        super().__init__(epsilon=1.0, delta=0.0)
+        super().__init__(epsilon=1.0, delta=0.0, neighbors=neighbors)
         # no (epsilon, delta) cap of its own: the cap is rho (any delta may be stated later)
-        self._budget = Guarantee(epsilon=math.inf, delta=1.0)
+        self._budget = Guarantee(epsilon=math.inf, delta=1.0, neighbors=self.neighbors)
 
     @property
     def rho(self) -> float:
@@ -583,6 +668,7 @@ class ZcdpAccountant(Accountant):
             raise InvalidParameterError(
                 f"`ZcdpAccountant.reserve` takes a PrivacyEvent. Got {type(event).__name__}."
             )
+        _check_relation(event, self.neighbors)
         rho = event.implied_rho()
         if rho is None:
             raise InvalidParameterError(

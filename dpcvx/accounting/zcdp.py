@@ -1,6 +1,86 @@
-"""Zero-concentrated DP conversions (see :mod:`dpcvx._zcdp`, where they live so that
-mechanisms can plan in zCDP without importing the accounting stage)."""
+"""Zero-concentrated DP (rho-zCDP, Bun-Steinke 2016) conversions.
 
-from dpcvx._zcdp import dp_to_zcdp, gaussian_to_zcdp, pure_to_zcdp, zcdp_to_dp
+- ``rho``-zCDP implies ``(rho + 2 sqrt(rho log(1/delta)), delta)``-DP for every ``delta`` in
+  (0, 1) (Bun-Steinke Prop 1.3; paper 003, Lemma 2.3): :func:`zcdp_to_dp` with ``method="bs16"``.
+- A tighter conversion goes through Renyi DP: a rho-zCDP mechanism has RDP curve
+  ``epsilon(alpha) <= rho alpha``, exactly the curve of a Gaussian mechanism with noise
+  multiplier ``1/sqrt(2 rho)``, so dp_accounting's RDP accountant on that Gaussian event gives a
+  valid (and smaller) epsilon: ``method="rdp"``.
+- ``epsilon``-DP implies ``epsilon^2 / 2``-zCDP (Bun-Steinke Prop 1.4): :func:`pure_to_zcdp`.
+- A Gaussian mechanism with noise multiplier ``m`` (sigma / l2 sensitivity) is
+  ``1/(2 m^2)``-zCDP: :func:`gaussian_to_zcdp`.
+- :func:`dp_to_zcdp` inverts the BS16 conversion: the largest ``rho`` whose BS16 epsilon at
+  ``delta`` is at most ``epsilon``, ``(sqrt(log(1/delta) + epsilon) - sqrt(log(1/delta)))^2``.
+
+Worked numbers (paper 003 digest, section 4): ``rho = 1, delta = 1e-5`` gives
+``epsilon = 7.7861`` by BS16; ``epsilon = 1, delta = 1e-5`` gives ``rho = 0.020820``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from dpcvx._validation import check_positive
+from dpcvx.errors import InvalidParameterError
 
 __all__ = ["dp_to_zcdp", "gaussian_to_zcdp", "pure_to_zcdp", "zcdp_to_dp"]
+
+
+def _check_delta_open(delta: float, owner: str) -> float:
+    d = check_positive(delta, "delta", owner)
+    if not d < 1.0:
+        raise InvalidParameterError(f"`delta` of `{owner}` must lie in (0, 1). Got {delta!r}.")
+    return d
+
+
+def zcdp_to_dp(rho: float, delta: float, method: str = "best") -> float:
+    """The epsilon of ``(epsilon, delta)``-DP implied by ``rho``-zCDP.
+
+    ``method``: ``"bs16"`` (the closed form), ``"rdp"`` (dp_accounting's RDP conversion of the
+    curve ``rho alpha``) or ``"best"`` (the smaller of the two; both are valid).
+    """
+    owner = "zcdp_to_dp"
+    rho = check_positive(rho, "rho", owner)
+    delta = _check_delta_open(delta, owner)
+    if method not in ("bs16", "rdp", "best"):
+        raise InvalidParameterError(
+            f"`method` of `{owner}` must be 'bs16', 'rdp' or 'best'. Got {method!r}."
+        )
+    bs16 = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    if method == "bs16":
+        return bs16
+    rdp = _rdp_epsilon(rho, delta)
+    return rdp if method == "rdp" else min(bs16, rdp)
+
+
+@functools.lru_cache(maxsize=256)
+def _rdp_epsilon(rho: float, delta: float) -> float:
+    import dp_accounting
+    from dp_accounting.rdp import RdpAccountant
+
+    orders = [1.0 + x / 20.0 for x in range(1, 200)] + [12.0 + x for x in range(0, 500)]
+    accountant = RdpAccountant(orders=orders)
+    accountant.compose(dp_accounting.GaussianDpEvent(1.0 / math.sqrt(2.0 * rho)))
+    return float(accountant.get_epsilon(delta))
+
+
+def pure_to_zcdp(epsilon: float) -> float:
+    """``epsilon``-DP implies ``epsilon^2 / 2``-zCDP."""
+    eps = check_positive(epsilon, "epsilon", "pure_to_zcdp")
+    return eps * eps / 2.0
+
+
+def gaussian_to_zcdp(noise_multiplier: float) -> float:
+    """A Gaussian mechanism with ``sigma = m * sensitivity`` is ``1/(2 m^2)``-zCDP."""
+    m = check_positive(noise_multiplier, "noise_multiplier", "gaussian_to_zcdp")
+    return 1.0 / (2.0 * m * m)
+
+
+def dp_to_zcdp(epsilon: float, delta: float) -> float:
+    """The largest ``rho`` whose BS16 conversion at ``delta`` gives at most ``epsilon``."""
+    owner = "dp_to_zcdp"
+    eps = check_positive(epsilon, "epsilon", owner)
+    delta = _check_delta_open(delta, owner)
+    log = math.log(1.0 / delta)
+    return (math.sqrt(log + eps) - math.sqrt(log)) ** 2

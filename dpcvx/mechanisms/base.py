@@ -210,6 +210,7 @@ def noise_event(
             kind=kind,
             noise_multiplier=multiplier,
             detail=dict(detail or {}),
+            neighbors=guarantee.neighbors,
         ),
     )
 

@@ -51,8 +51,8 @@ import numpy as np
 
 from dpcvx._progress import progress_bar
 from dpcvx._validation import check_center, check_moment_order, check_positive, check_real
-from dpcvx._zcdp import dp_to_zcdp, zcdp_to_dp
 from dpcvx.accounting.ledger import PrivacyEvent
+from dpcvx.accounting.zcdp import dp_to_zcdp, zcdp_to_dp
 from dpcvx.errors import InvalidParameterError
 from dpcvx.mechanisms.base import (
     PLAIN,

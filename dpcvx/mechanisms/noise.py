@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpcvx._profiles import gaussian_delta
 from dpcvx._validation import check_delta, check_positive, check_real
+from dpcvx.accounting.profiles import gaussian_delta
 from dpcvx.errors import InvalidParameterError
 from dpcvx.types import Sensitivity
 

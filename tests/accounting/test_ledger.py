@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import dp_accounting
 import numpy as np
@@ -227,15 +228,38 @@ def test_delta_budget_is_enforced():
     assert accountant.remaining.delta == pytest.approx(0.0, abs=1e-18)
 
 
-def test_budget_can_be_filled_exactly_despite_float_sums():
+def test_the_ledger_accepts_no_overspend_not_even_a_rounding_error():
+    """The float 0.1 is slightly more than a tenth: ten of them exceed a budget of 1.0 in exact
+    arithmetic, so the tenth is refused (and nothing recorded); `share(10)` gives ten shares
+    whose exact sum fits."""
     accountant = Accountant(1.0)
-    for i in range(10):
-        accountant.reserve(PrivacyEvent(label=f"tenth {i}", epsilon=0.1))  # 0.1 is not exact
-    assert accountant.spent.epsilon == pytest.approx(1.0, rel=1e-12)
-    assert accountant.remaining.epsilon == pytest.approx(0.0, abs=1e-12)
+    for i in range(9):
+        accountant.reserve(PrivacyEvent(label=f"tenth {i}", epsilon=0.1))
+    with pytest.raises(PrivacyBudgetError, match="share"):
+        accountant.reserve(PrivacyEvent(label="tenth 9", epsilon=0.1))
+    assert len(accountant.ledger) == 9
+    last = accountant.remaining.epsilon
+    assert Fraction(accountant.spent.epsilon) + Fraction(last) <= 1
+    accountant.reserve(PrivacyEvent(label="the rest", epsilon=last))
     with pytest.raises(PrivacyBudgetError):
-        accountant.reserve(PrivacyEvent(label="one too many", epsilon=1e-6))
-    assert len(accountant.ledger) == 10
+        accountant.reserve(PrivacyEvent(label="one too many", epsilon=1e-9))
+    assert sum(Fraction(e.epsilon) for e in accountant.ledger) <= 1
+
+    split = Accountant(1.0, 1e-6)
+    share = split.share(10)
+    assert share.epsilon <= 0.1 and 10 * Fraction(share.epsilon) <= 1
+    for i in range(10):
+        split.reserve(PrivacyEvent(label=f"share {i}", epsilon=share.epsilon))
+    assert split.spent.epsilon <= 1.0
+
+
+def test_an_overspend_by_one_float_is_refused_and_records_nothing():
+    accountant = Accountant(1.0)
+    with pytest.raises(PrivacyBudgetError):
+        accountant.reserve(PrivacyEvent(label="x", epsilon=math.nextafter(1.0, 2.0)))
+    assert len(accountant.ledger) == 0
+    accountant.reserve(PrivacyEvent(label="x", epsilon=1.0))  # exactly the budget fits
+    assert accountant.spent.epsilon == 1.0 and accountant.remaining.epsilon == 0.0
 
 
 def test_several_releases_compose_against_one_accountant():
