@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dpcvx import audit, domains, estimators, losses
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent, ZcdpAccountant
+from dpcvx.arrays import ArraySource, MeanEstimate
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.certification.extension import ExtensionValues
 from dpcvx.errors import (
@@ -25,14 +26,15 @@ from dpcvx.estimators import (
     PrivateQuantileRegressor,
     PrivateRidgeRegressor,
 )
-from dpcvx.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.clipped_gradient import ClippedGradientDescent
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, OutputPertLocalize
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.exponential import ExponentialMechanism, LocalizedExponentialMechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
+from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation, choose_regularization
 from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
+from dpcvx.neighbors import AddRemoveOne, NeighborRelation, ReplaceOne, ReplaceOneUser
 from dpcvx.oracle import OracleProblem, structured_solve
 from dpcvx.problem import LipschitzExtension, Problem
 from dpcvx.results import PrivateResult
@@ -43,6 +45,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Accountant",
+    "AddRemoveOne",
+    "ArraySource",
+    "MeanEstimate",
+    "NeighborRelation",
+    "ReplaceOne",
+    "ReplaceOneUser",
     "CertificationError",
     "ClippedGradientDescent",
     "CertifiedSolution",

@@ -67,7 +67,7 @@ class DataSource(Protocol):
     def d(self) -> int: ...
 
     @property
-    def domain(self) -> Domain: ...
+    def domain(self) -> Domain | None: ...
 
     @property
     def diameter(self) -> float: ...
@@ -129,14 +129,15 @@ def release(
             f"The `accountant` must be a dpcvx.Accountant or None. Got {type(accountant).__name__}."
         )
 
+    domain = source.domain
     plan = mechanism.plan(
         n=source.n,
         d=source.d,
-        center=source.domain.center,
+        center=None if domain is None else domain.center,
         diameter=source.diameter,
         epsilon=epsilon,
         delta=delta,
-        domain=source.domain,
+        domain=domain,
     )
     C = _extension_of(mechanism, mode, plan.extension_C, extension)
     enforced = (

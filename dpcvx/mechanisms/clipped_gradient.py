@@ -3,7 +3,7 @@ Algorithms 1 and 2 with Theorems 5.2, 5.4 and 5.6).
 
 SCOF (Algorithm 1): ``w^t = Pi_W(w^{t-1} - eta g_t)``, where ``g_t`` is a private heavy-tailed
 mean estimate (:mod:`dpcvx.mechanisms.robust_means` plus noise, as in
-:mod:`dpcvx.mean_estimation`) of the per-example gradients at ``w^{t-1}``: over the whole
+:mod:`dpcvx.mechanisms.mean_estimation`) of the per-example gradients at ``w^{t-1}``: over the whole
 dataset every step (convex; output the average iterate) or over disjoint batches of ``n/T``
 rows (strongly convex; output the last iterate). Algorithm 2 gives every step the budget
 ``rho/T`` (T-fold zCDP composition, Lemma 5.1); the ledger records every step.

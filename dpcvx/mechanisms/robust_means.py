@@ -1,5 +1,6 @@
 """The noiseless heavy-tailed mean estimators of paper 003 (Algorithms 3 and 4), shared by the
-private mean estimators (:mod:`dpcvx.mean_estimation`) and the clipped gradient methods."""
+private mean estimators (:mod:`dpcvx.mechanisms.mean_estimation`) and the clipped gradient
+methods."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dpcvx
-from dpcvx.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
+from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.robust_means import median_of_means, smoothed_truncation_mean
 from tests.audit_tools import epsilon_lower_bound
 
@@ -222,3 +222,48 @@ def test_tiny_or_extreme_finite_values_never_produce_nan():
     Z = X.copy()
     Z[0, 0] = np.nan  # the release refuses non-finite data; the noiseless core maps it to 0
     assert np.all(np.isfinite(median_of_means(np.nan_to_num(Z, nan=np.nan), 10.0, 5)))
+
+
+# ---------------------------------------------------------------- the typed boundary
+def test_estimators_are_frozen_mechanisms_released_through_the_pipeline():
+    from dpcvx.mechanisms.base import Mechanism
+
+    X = np.random.default_rng(3).standard_t(5, size=(400, 3))
+    est = CoordinatewiseMedianOfMeans(k=4)
+    assert isinstance(est, Mechanism)
+    with pytest.raises((AttributeError, TypeError)):
+        est.k = 3  # frozen
+    new = dpcvx.ArraySource(X).solve_private(est, epsilon=1.0, rng=11)
+    old = est.release(X, epsilon=1.0, rng=11)
+    assert isinstance(new, dpcvx.PrivateResult) and isinstance(old, dpcvx.MeanEstimate)
+    np.testing.assert_array_equal(new.w, old.mean)
+    assert old.mean is old.w and old.rho is None and old.epsilon == 1.0
+    assert new.detail["noise"] == "laplace" and len(new.ledger) == 1
+
+
+def test_noise_scales_are_rounded_up_and_zcdp_events_carry_rho():
+    est = NoiseSmoothingMean(k=4)
+    plan = est.plan(1000, 4, rho=0.5)
+    exact = plan.l2_sensitivity / math.sqrt(2 * 0.5)
+    assert plan.scale == math.nextafter(exact, math.inf)
+    res = est.release(np.zeros((1000, 4)), rho=0.5, delta=1e-6, rng=0)
+    (event,) = res.ledger.events
+    assert event.kind == "zcdp" and event.rho == 0.5 and res.rho == 0.5
+    pure = CoordinatewiseMedianOfMeans(k=4).plan(1000, 4, epsilon=1.0)
+    assert pure.scale == math.nextafter(pure.l1_sensitivity / 1.0, math.inf)
+
+
+def test_bad_input_through_the_array_source_spends_nothing():
+    acc = dpcvx.Accountant(5.0, 1e-5)
+    est = CoordinatewiseMedianOfMeans(k=4)
+    with pytest.raises(dpcvx.DataError):
+        dpcvx.ArraySource([[np.nan, 1.0]]).solve_private(est, epsilon=1.0, accountant=acc)
+    with pytest.raises(dpcvx.InvalidParameterError):
+        dpcvx.ArraySource(np.zeros((50, 2))).solve_private(est, epsilon=-1.0, accountant=acc)
+    with pytest.raises(dpcvx.InvalidParameterError):  # fewer examples than buckets
+        dpcvx.ArraySource(np.zeros((3, 2))).solve_private(est, epsilon=1.0, accountant=acc)
+    assert len(acc.ledger) == 0
+    res = dpcvx.ArraySource(np.zeros((50, 2))).solve_private(
+        est, epsilon=1.0, delta=1e-5, accountant=acc, rng=0
+    )
+    assert res.ledger.events[0].kind == "zcdp" and res.delta == 1e-5
