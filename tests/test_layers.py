@@ -39,8 +39,9 @@ PROBLEMS = {
     "dpcvx.losses",
     "dpcvx.domains",
 }
-FRONT_ENDS = {"dpcvx.audit", "dpcvx.estimators", "dpcvx.cli"}
-PACKAGE_LEVEL = {"dpcvx", "dpcvx.__main__"}
+FRONT_ENDS = {"dpcvx.audit", "dpcvx.estimators"}
+PACKAGE_LEVEL = {"dpcvx"}
+COMMAND_LINE = {"dpcvx.cli", "dpcvx.__main__"}
 PREFIX_STAGES = [
     ("dpcvx.accounting", 1),
     ("dpcvx.modeling", 2),
@@ -59,6 +60,7 @@ STAGE_NAMES = (
     "problems",
     "front ends",
     "package",
+    "command line",
 )
 
 
@@ -69,6 +71,7 @@ def stage(module: str) -> int:
         (PROBLEMS, 7),
         (FRONT_ENDS, 8),
         (PACKAGE_LEVEL, 9),
+        (COMMAND_LINE, 10),
     ):
         if module in members:
             return k
