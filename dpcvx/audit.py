@@ -57,10 +57,10 @@ from scipy.stats import beta
 from dpcvx._progress import progress_bar
 from dpcvx._validation import check_delta, check_positive
 from dpcvx.errors import CertificationError, InvalidParameterError, SolverError
-from dpcvx.mechanisms.em_pgm import ExponentialMechanismPlan
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate
 from dpcvx.mechanisms.registry import REGISTRY, WorstCasePair
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
+from dpcvx.types import Sensitivity
 
 __all__ = [
     "AuditCase",
@@ -475,11 +475,6 @@ def _scaled(value, factor: float):
             norm=value.norm,
             gaussian=gaussian,
         ), True
-    if isinstance(value, ExponentialMechanismPlan):
-        g = value.guarantee
-        return dataclasses.replace(
-            value, guarantee=dataclasses.replace(g, epsilon=factor * g.epsilon)
-        ), True
     if isinstance(value, tuple):
         pairs = [_scaled(v, factor) for v in value]
         if any(changed for _, changed in pairs):
@@ -488,9 +483,19 @@ def _scaled(value, factor: float):
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         changes = {}
         for f in dataclasses.fields(value):
-            new, changed = _scaled(getattr(value, f.name), factor)
-            if changed:
-                changes[f.name] = new
+            item = getattr(value, f.name)
+            if f.name.endswith("scale") and isinstance(item, float):
+                changes[f.name] = item / factor  # a noise scale: Laplace scale or sigma
+            elif f.name.endswith("_epsilon") and isinstance(item, float):
+                changes[f.name] = item * factor  # a stage's own budget
+            else:
+                new, changed = _scaled(item, factor)
+                if changed:
+                    changes[f.name] = new
+        if not changes and isinstance(getattr(value, "sensitivity", None), Sensitivity):
+            # an exponential mechanism: its coefficient is epsilon / (2 sensitivity)
+            g = value.guarantee  # type: ignore[attr-defined]
+            changes["guarantee"] = dataclasses.replace(g, epsilon=factor * g.epsilon)
         if changes:
             return dataclasses.replace(value, **changes), True
     return value, False
@@ -689,18 +694,19 @@ def _is_mechanism(obj) -> bool:
 def _releaser(mechanism, dataset, epsilon: float, delta: float) -> Callable:
     """``rng -> released point``: the full release path of ``problem.solve_private`` (plan,
     budget, release), with the deterministic solves memoized."""
-    from dpcvx.pipeline import release
-    from dpcvx.problem import LipschitzExtension, Problem
+    from dpcvx.pipeline import DataSource, release
+    from dpcvx.problem import LipschitzExtension
 
     if isinstance(dataset, LipschitzExtension):
         problem, extension = dataset.problem, dataset.C
-    elif isinstance(dataset, Problem):
+    elif isinstance(dataset, DataSource):
         problem, extension = dataset, None
     else:
         raise InvalidParameterError(
-            "To audit a dpcvx mechanism, each dataset must be a dpcvx.Problem (or a "
-            f"LipschitzExtension). Got {type(dataset).__name__}. To audit anything else, pass "
-            "a callable `release(dataset, rng) -> point` as `mechanism`."
+            "To audit a dpcvx mechanism, each dataset must be a dpcvx data source (a "
+            "Problem, a LipschitzExtension, a SaddleProblem, an ArraySource). Got "
+            f"{type(dataset).__name__}. To audit anything else, pass a callable "
+            "`release(dataset, rng) -> point` as `mechanism`."
         )
     source = _MemoizedSource(problem)
 
@@ -1053,6 +1059,27 @@ def _linear_pair(n: int = 10, value: float = 1.0, others: float = 0.0):
     return _box_problem(lambda w, x, y: x @ w, X0, X1)
 
 
+def _saddle_pair(n: int, value: float, others: float):
+    """The saddle loss ``x w + v w - v^2`` with an adversary ``|v| <= 1/2`` on ``[-1, 1]``
+    (``G(w) = mean(x) w + max_v (v w - v^2)``, Lipschitz ``1 + 1/2`` for ``|x| <= 1``): records
+    as for :func:`_linear_pair`."""
+    import cvxpy as cp
+
+    from dpcvx.saddle_problem import SaddleProblem
+
+    w, v, x = cp.Variable(1), cp.Variable(1), cp.Parameter(1)
+    X0 = np.full((n, 1), float(others))
+    X1 = X0.copy()
+    X0[-1], X1[-1] = value, -value
+    loss = x @ w + v @ w - cp.sum_squares(v)
+    return tuple(
+        SaddleProblem(
+            loss, w, v, data={x: X}, domain=[cp.abs(w) <= 1], perturbation_set=[cp.abs(v) <= 0.5]
+        )
+        for X in (X0, X1)
+    )
+
+
 def _absolute_outlier_pair(n: int = 40, outlier: float = 1e4):
     """Absolute loss ``|x w - y|`` on ``[-1, 1]``: ``n - 1`` zero records and, first, one
     heavy-tailed outlier pulling toward ``-1`` on one side and ``+1`` on the other."""
@@ -1124,6 +1151,24 @@ def build_pair(pair: WorstCasePair) -> tuple[Any, Any]:
         return _linear_pair(pair.n, pair.value, others=pair.others)
     if pair.source == "problem" and pair.loss == "absolute":
         return _absolute_outlier_pair(pair.n, pair.value)
+    if pair.source == "saddle" and pair.loss == "saddle-linear":
+        return _saddle_pair(pair.n, pair.value, pair.others)
+    if pair.source == "arrays" and pair.loss == "mean":
+        from dpcvx.arrays import ArraySource
+
+        X0 = np.full((pair.n, 1), float(pair.others))
+        X1 = X0.copy()
+        X0[-1], X1[-1] = pair.value, -pair.value
+        return ArraySource(X0), ArraySource(X1)
+    if pair.source == "arrays" and pair.loss == "median":
+        from dpcvx.arrays import ArraySource
+
+        half = (pair.n - 4) // 2
+        rows = [-pair.others] * half + [0.0, 0.0, 0.0, pair.value] + [pair.others] * half
+        X0 = np.asarray(rows, float)[:, None]
+        X1 = X0.copy()
+        X1[half + 3] = -pair.value
+        return ArraySource(X0), ArraySource(X1)
     raise InvalidParameterError(  # pragma: no cover - a registry entry the audit cannot build
         f"The audit cannot build a {pair.loss!r} pair on a {pair.source!r} source."
     )

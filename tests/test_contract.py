@@ -121,6 +121,19 @@ def _accountant(entry, scale: float = 1.0, spy: bool = False):
     return acc
 
 
+def _request(entry, src) -> dict:
+    """The public request the pipeline plans from (no data)."""
+    return dict(
+        n=src.n,
+        d=src.d,
+        center=None if src.domain is None else src.domain.center,
+        diameter=src.diameter,
+        epsilon=entry.epsilon,
+        delta=entry.delta,
+        domain=src.domain,
+    )
+
+
 @pytest.fixture(scope="module")
 def pairs():
     return {}
@@ -139,17 +152,9 @@ def test_the_mechanism_and_its_plan_satisfy_the_protocol(name):
     assert isinstance(mech, Mechanism)
     assert type(mech).neighbors == entry.neighbors
     src = build_pair(entry.pair)[0]
-    plan = mech.plan(
-        n=src.n,
-        d=src.d,
-        center=src.domain.center,
-        diameter=src.diameter,
-        epsilon=entry.epsilon,
-        delta=entry.delta,
-        domain=src.domain,
-    )
+    plan = mech.plan(**_request(entry, src))
     assert isinstance(plan, Plan)
-    assert plan.guarantee.epsilon == entry.epsilon and plan.guarantee.delta == entry.delta
+    assert plan.guarantee.epsilon <= entry.epsilon and plan.guarantee.delta <= entry.delta
     with pytest.raises((AttributeError, TypeError)):
         mech.regularization = 123.0  # mechanisms are frozen  # type: ignore[misc]
 
@@ -236,16 +241,7 @@ def test_an_abort_keeps_the_budget_spent_and_the_audit_counts_it(name, pairs):
 @pytest.mark.parametrize("name", NAMES)
 def test_the_negative_control_is_louder_than_it_is_charged(name):
     entry = ENTRIES[name]
-    src = build_pair(entry.pair)[0]
-    kwargs = dict(
-        n=src.n,
-        d=src.d,
-        center=src.domain.center,
-        diameter=src.diameter,
-        epsilon=entry.epsilon,
-        delta=entry.delta,
-        domain=src.domain,
-    )
+    kwargs = _request(entry, build_pair(entry.pair)[0])
     plan = entry.mechanism.plan(**kwargs)
     control = negative_control(entry.mechanism, entry.control_factor)
     louder = control.plan(**kwargs)

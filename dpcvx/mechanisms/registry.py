@@ -21,15 +21,19 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dpcvx.mechanisms.base import Mechanism
+from dpcvx.mechanisms.clipped_gradient import ClippedGradientDescent
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, OutputPertLocalize
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
+from dpcvx.mechanisms.exponential import ExponentialMechanism, LocalizedExponentialMechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
+from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
+from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 
 __all__ = ["REGISTRY", "Registered", "WorstCasePair", "registered"]
 
-PairLoss = Literal["linear", "absolute", "saddle-linear", "mean"]
+PairLoss = Literal["linear", "absolute", "saddle-linear", "mean", "median"]
 PairSource = Literal["problem", "saddle", "arrays"]
 
 
@@ -46,7 +50,9 @@ class WorstCasePair:
         pulling toward ``-1`` vs ``+1``. ``"saddle-linear"``: ``x w + v w`` with an adversary
         ``v`` in ``[-0.5, 0.5]`` on ``[-1, 1]`` (a :class:`~dpcvx.SaddleProblem`), records as
         for ``"linear"``. ``"mean"``: rows in R^1, ``n - 1`` rows ``others``, the last
-        ``+value`` vs ``-value``.
+        ``+value`` vs ``-value``. ``"median"``: rows in R^1 in consecutive buckets of 4:
+        ``(n - 4) / 2`` rows ``-others``, then ``0, 0, 0, +-value`` (the median bucket), then
+        ``(n - 4) / 2`` rows ``+others``.
     n : int
         Records per dataset.
     value, others : float
@@ -188,6 +194,143 @@ REGISTRY: tuple[Registered, ...] = (
         thresholds=(-0.95, -0.9),
         runs=1000,
         exact=True,
+    ),
+    Registered(
+        name="output-perturbation-gaussian",
+        aliases=("op-gaussian",),
+        description=(
+            "the output-perturbation pair (linear loss, n = 10, minimizers 2L/(lam n) apart) "
+            "released with Gaussian noise at (1, 1e-5)"
+        ),
+        mechanism=OutputPerturbation(lipschitz=1.0, regularization=1.0),
+        pair=WorstCasePair(loss="linear", n=10, value=1.0),
+        epsilon=1.0,
+        delta=1e-5,
+        control_factor=3.0,
+        thresholds=(-0.1, 0.0, 0.1),
+        runs=5000,
+    ),
+    Registered(
+        name="saddle-output-perturbation",
+        aliases=("saddle", "SaddleProblem"),
+        description=(
+            "Algorithm 8 on the saddle loss x w + v w - v^2, |v| <= 1/2, on [-1, 1] (L = 1.5, "
+            "lam = 1), n = 10, the last record +1 vs -1: the robust objectives' minimizers "
+            "move by the linear term's 2/(lam n)"
+        ),
+        mechanism=OutputPerturbation(lipschitz=1.5, regularization=1.0),
+        pair=WorstCasePair(loss="saddle-linear", n=10, value=1.0, source="saddle"),
+        epsilon=1.0,
+        control_factor=3.0,
+        thresholds=(-0.1, 0.0, 0.1),
+        runs=3000,
+    ),
+    Registered(
+        name="tilted-output-perturbation",
+        aliases=("TiltedOutputPerturbation", "tilted"),
+        description=(
+            "tilted ERM (tau = 1) of the linear loss x*w on [-1, 1], n = 10, the last record "
+            "+1 vs -1 (L = 1, lam = 1): the tilted minimizers move by about 2L/(lam n)"
+        ),
+        mechanism=TiltedOutputPerturbation(lipschitz=1.0, regularization=1.0, tilt=1.0),
+        pair=WorstCasePair(loss="linear", n=10, value=1.0),
+        epsilon=1.0,
+        control_factor=3.0,
+        thresholds=(-0.1, 0.0, 0.1),
+        runs=3000,
+    ),
+    Registered(
+        name="exponential-mechanism",
+        aliases=("ExponentialMechanism", "em9"),
+        description=(
+            "Appendix G's exponential mechanism over a public net of [-1, 1] (spacing 0.01), "
+            "linear loss x*w, n = 10, the last record +1 vs -1 (L = 1): the score's "
+            "difference is 2 L |w - c| / n, largest at the ends of the net"
+        ),
+        mechanism=ExponentialMechanism(lipschitz=1.0, spacing=0.01),
+        pair=WorstCasePair(loss="linear", n=10, value=1.0),
+        epsilon=1.0,
+        control_factor=4.0,
+        thresholds=(-0.9, -0.5, 0.5, 0.9),
+        runs=3000,
+    ),
+    Registered(
+        name="localized-exponential-mechanism",
+        aliases=("LocalizedExponentialMechanism", "lem"),
+        description=(
+            "Appendix G's localized exponential mechanism (stage 1 output perturbation, stage "
+            "2 a net around it), linear loss x*w on [-1, 1], n = 10, the last record +1 vs "
+            "-1 (L = 1, lam = 1)"
+        ),
+        mechanism=LocalizedExponentialMechanism(lipschitz=1.0, regularization=1.0, spacing=0.01),
+        pair=WorstCasePair(loss="linear", n=10, value=1.0),
+        epsilon=1.0,
+        control_factor=4.0,
+        thresholds=(-0.2, -0.1, 0.0, 0.1, 0.2),
+        runs=2000,
+    ),
+    Registered(
+        name="clipped-gradient-descent",
+        aliases=("ClippedGradientDescent", "cgd"),
+        description=(
+            "paper 003's private gradient descent, one step of the noise-smoothing oracle, "
+            "linear loss x*w on [-1, 1], n = 10, a heavy-tailed record x = +1e4 vs -1e4 "
+            "(truncated by the oracle): the step's estimate moves by its sensitivity"
+        ),
+        mechanism=ClippedGradientDescent(
+            k=4, oracle="nsme", allow_outside_theory=True, iteration_cap=1, progress=False
+        ),
+        pair=WorstCasePair(loss="linear", n=10, value=1e4),
+        epsilon=1.0,
+        control_factor=3.0,
+        thresholds=(-0.5, 0.0, 0.5),
+        runs=2000,
+    ),
+    Registered(
+        name="clipped-gradient-descent-zcdp",
+        aliases=("cgd-zcdp",),
+        description="the clipped-gradient pair with Gaussian (zCDP) steps at (1, 1e-5)",
+        mechanism=ClippedGradientDescent(
+            k=4, oracle="nsme", allow_outside_theory=True, iteration_cap=1, progress=False
+        ),
+        pair=WorstCasePair(loss="linear", n=10, value=1e4),
+        epsilon=1.0,
+        delta=1e-5,
+        control_factor=3.0,
+        thresholds=(-0.5, 0.0, 0.5),
+        runs=2000,
+    ),
+    Registered(
+        name="coordinatewise-median-of-means",
+        aliases=("CoordinatewiseMedianOfMeans", "cwme"),
+        description=(
+            "paper 003's clipped median of 11 bucket means (tau = 10, tight constants), 44 "
+            "rows in buckets of 4: five buckets far below, five far above (clipped), the "
+            "median bucket 0, 0, 0 and a heavy-tailed +1e4 vs -1e4: the median moves by "
+            "exactly the l_inf sensitivity 6 tau / 4"
+        ),
+        mechanism=CoordinatewiseMedianOfMeans(k=4, buckets=11, tau=10.0, constants="tight"),
+        pair=WorstCasePair(loss="median", n=44, value=1e4, others=1e4, source="arrays"),
+        epsilon=1.0,
+        control_factor=3.0,
+        thresholds=(-7.5, 0.0, 7.5),
+        runs=3000,
+    ),
+    Registered(
+        name="noise-smoothing-mean-zcdp",
+        aliases=("NoiseSmoothingMean", "nsme"),
+        description=(
+            "paper 003's noise-smoothing mean (tau = 10) with Gaussian noise at (1, 1e-5), "
+            "n = 20 rows 0 and a last heavy-tailed row +1e4 vs -1e4: the soft truncation "
+            "saturates, so the estimate moves by its full sensitivity"
+        ),
+        mechanism=NoiseSmoothingMean(k=4, tau=10.0),
+        pair=WorstCasePair(loss="mean", n=20, value=1e4, source="arrays"),
+        epsilon=1.0,
+        delta=1e-5,
+        control_factor=3.0,
+        thresholds=(-0.5, 0.0, 0.5),
+        runs=3000,
     ),
 )
 
