@@ -259,19 +259,23 @@ def round_up(value: float) -> float:
 def perturb_steps(
     point: np.ndarray, kind: str, scale: float, rng: np.random.Generator
 ) -> np.ndarray:
-    """``point + b`` with ``b`` iid ``Laplace(0, scale)`` (``kind="laplace"``) or
-    ``N(0, scale^2)`` (``kind="gaussian"``) per coordinate: the noise of an iterative
-    mechanism's step or a per-coordinate estimate."""
+    """``fl(point + b)`` with ``b`` iid ideal ``Laplace(0, scale)`` (``kind="laplace"``) or
+    ``N(0, scale^2)`` (``kind="gaussian"``) per coordinate, exactly rounded
+    (:mod:`dpcvx.mechanisms.sampling`): the noise of an iterative mechanism's step or a
+    per-coordinate estimate."""
+    from dpcvx.mechanisms.sampling import gaussian_point, laplace_point
+
     point = np.asarray(point, float)
     if kind == "laplace":
-        return point + rng.laplace(0.0, scale, size=point.shape)
-    return point + rng.normal(0.0, scale, size=point.shape)
+        return laplace_point(point.ravel(), float(scale), rng).reshape(point.shape)
+    return gaussian_point(point.ravel(), float(scale), rng).reshape(point.shape)
 
 
 def perturb(w: np.ndarray, noise: NoiseSpec, rng: np.random.Generator) -> np.ndarray:
-    """``w + b`` with ``b`` drawn from ``noise``: the one place every mechanism adds its noise
-    to a certified point."""
-    from dpcvx.mechanisms.noise import sample
+    """``fl(w + b)`` with ``b`` ideal noise of ``noise``, exactly rounded (floating-point safe,
+    :mod:`dpcvx.mechanisms.sampling`): the one place every mechanism adds its noise to a
+    certified point."""
+    from dpcvx.mechanisms.sampling import release_point
 
     w = np.asarray(w, float)
-    return w + sample(noise, w.size, rng)
+    return release_point(w.ravel(), noise, rng).reshape(w.shape)

@@ -76,6 +76,7 @@ from dpcvx._validation import (
 )
 from dpcvx.errors import InvalidParameterError, SolverError
 from dpcvx.mechanisms.base import PLAIN, ExtensionUse, OneEventPlan, Release
+from dpcvx.mechanisms.sampling import sample_index as exact_index
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee, Sensitivity
 
@@ -154,17 +155,11 @@ def exponential_log_probabilities(
 
 
 def sample_index(log_probabilities: np.ndarray, rng: np.random.Generator) -> int:
-    """One index drawn with probability ``exp(log_probabilities)`` (normalized or not): the
-    inverse CDF of one float64 uniform from ``rng``. A point of zero (underflowed) mass is never
-    drawn."""
-    logp = np.asarray(log_probabilities, float)
-    p = np.exp(logp - np.max(logp))
-    cdf = np.cumsum(p)
-    u = rng.random() * cdf[-1]
-    index = int(np.searchsorted(cdf, u, side="right"))
-    if index >= len(p):  # u rounded up to the total: the last point with mass
-        index = int(np.flatnonzero(p > 0)[-1])
-    return index
+    """One index drawn with probability exactly proportional to ``exp(log_probabilities)``
+    (normalized or not; ``-inf`` is zero mass): the exact Gumbel-max sampler of
+    :func:`dpcvx.mechanisms.sampling.sample_index`, which draws every positive mass, however
+    small, with exactly its probability."""
+    return exact_index(log_probabilities, rng)
 
 
 def smoothing_directions(d: int, nodes: int) -> np.ndarray:

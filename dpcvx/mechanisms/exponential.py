@@ -37,8 +37,9 @@ and the exponential mechanism over the public finite net is epsilon-DP (McSherry
 nothing (``|f(w, z) - f(c, z)| <= L ||w - c||`` because ``c, w in W``), and the anchor term
 ``(1/n) sum_i f(c, z_i)`` is a constant shift: the released distribution is the paper's density
 restricted to the net. The paper's continuous density has no exact sampler (digest pitfall
-P9); a finite public net has one (log-sum-exp and the inverse CDF of one uniform,
-:func:`~dpcvx.mechanisms.em_pgm.sample_index`).
+P9); a finite public net has one (the exact Gumbel-max of the log-probabilities,
+:func:`~dpcvx.mechanisms.sampling.sample_index`, which draws every positive mass with exactly
+its probability).
 
 **Privacy of Algorithm 11.** Stage 1 is certified output perturbation at ``epsilon/2``: the
 exact minimizers of ``F`` over ``W`` on neighbors differ by at most ``2L/(lam n)`` (paper 002,
@@ -421,9 +422,12 @@ class ExponentialMechanism:
     Why a net: the paper's continuous density has no exact sampler, and an approximate one
     (MCMC, a grid sampled as if it were the continuous density) breaks pure DP (digest
     pitfall P9). Over a finite public net the exponential mechanism is exact: the
-    probabilities are computed in closed form and one index is drawn by inverting their CDF
-    (:func:`~dpcvx.mechanisms.em_pgm.sample_index`). Like every floating-point sampler it is
-    exposed to the attacks on textbook float implementations (Mironov 2012; Ilvento 2020).
+    probabilities are computed in closed form and one index is drawn exactly, by the
+    Gumbel-max of the log-probabilities decided with interval arithmetic
+    (:func:`~dpcvx.mechanisms.sampling.sample_index`): no float inverse CDF, so no mass is
+    dropped and the draw is not exposed to the attacks on textbook float implementations
+    (Mironov 2012; Ilvento 2020). The log-probabilities themselves are float computations of
+    the scores, covered by the sensitivity's rounding allowance.
 
     Utility (Theorem G.1, ``[BST14, Thm 3.2]``): the continuous mechanism has expected excess
     risk ``O(L R d / (epsilon n))``; the net adds at most ``(L + lam (D + ||w0 - c||)) h

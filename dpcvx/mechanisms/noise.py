@@ -587,7 +587,10 @@ def sample(
     ``"gaussian"``: ``N(0, scale^2 I_d)``. ``"laplace"``: iid ``Laplace(0, scale)``.
 
     Floating-point samplers such as these are exposed to the attacks of Mironov (2012) on
-    textbook Laplace sampling (digest pitfall P10); no snapping is applied. Use
+    textbook Laplace sampling (digest pitfall P10) once the noise is added to a point in
+    floating point. dpcvx's mechanisms never do that: they release the correctly rounded exact
+    sum of the point and ideal noise (:func:`dpcvx.mechanisms.sampling.release_point`). This
+    function remains for noise that is studied on its own (calibration checks, audits). Use
     :func:`dpcvx.rng.make_rng` with ``None`` for cryptographic randomness in real releases.
     """
     if not isinstance(spec, NoiseSpec):
