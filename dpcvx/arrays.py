@@ -151,6 +151,7 @@ def _release_mean(
             accountant=accountant,
         )
     else:
+        assert epsilon is not None
         result = source.solve_private(
             estimator, epsilon=epsilon, delta=0.0, rng=rng, accountant=accountant
         )

@@ -190,7 +190,7 @@ def release(
         detail.update(universe=UNIVERSE_TEXT.format(slope=universe_slope(declared)))
     if enforced:
         detail.update(lipschitz_claim="enforced by the L-Lipschitz extension")
-        _warn_if_claim_unverified(declared, claim)
+        _warn_if_claim_unverified(declared, float(claim))  # type: ignore[arg-type]
     return PrivateResult(
         w=np.asarray(out.w, float),
         epsilon=epsilon,

@@ -150,6 +150,7 @@ class PrivacyEvent:
         if self.kind == "pure":
             return self.epsilon**2 / 2.0
         if self.kind == "gaussian":
+            assert self.noise_multiplier is not None  # checked in __post_init__
             return 1.0 / (2.0 * float(self.noise_multiplier) ** 2)
         return None
 
@@ -358,7 +359,7 @@ class Ledger:
         gaussian_eps = _sum_up(e.epsilon for e in gaussians)
         if len(gaussians) >= 2:
             gaussian_delta_total = _sum_up(e.delta for e in gaussians)
-            multipliers = tuple(sorted(float(e.noise_multiplier) for e in gaussians))
+            multipliers = tuple(sorted(float(e.noise_multiplier or 0.0) for e in gaussians))
             pld_eps = _round_up(_pld_gaussian_epsilon(multipliers, gaussian_delta_total))
             if math.isfinite(pld_eps) and pld_eps < gaussian_eps:
                 gaussian_eps = pld_eps
@@ -399,7 +400,8 @@ class Ledger:
         for event, row in zip(self.events, rows):
             body.append(line(row))
             # a composite release shows how its epsilon splits (e.g. disjoint blocks)
-            body += [f"  | {part}" for part in event.detail.get("split", ())]
+            split = event.detail.get("split", ())
+            body += [f"  | {part}" for part in split]  # type: ignore[attr-defined]
         return "\n".join([line(header), rule, *body, rule, line(footer)])
 
 
@@ -680,14 +682,14 @@ class ZcdpAccountant(Accountant):
     def can_afford(self, event: PrivacyEvent) -> bool:
         with self._lock:
             ledger = self._fits(event)
-            return _within(ledger.total_rho(), self._rho)
+            return _within(ledger.total_rho() or 0.0, self._rho)
 
     def reserve(self, event: PrivacyEvent) -> None:
         """Record ``event`` if the rho budget allows it (raises PrivacyBudgetError otherwise,
         recording nothing)."""
         with self._lock:
             ledger = self._fits(event)
-            total = ledger.total_rho()
+            total = ledger.total_rho() or 0.0
             if not _within(total, self._rho):
                 raise PrivacyBudgetError(
                     f"Reserving {event.label!r} (rho = {event.implied_rho():.6g}) would exceed "
@@ -699,7 +701,7 @@ class ZcdpAccountant(Accountant):
 
     def _reserve_unlocked(self, event: PrivacyEvent) -> None:
         ledger = self._fits(event)
-        if not _within(ledger.total_rho(), self._rho):
+        if not _within(ledger.total_rho() or 0.0, self._rho):
             raise PrivacyBudgetError(
                 f"Reserving {event.label!r} would exceed the zCDP budget rho = {self._rho:.6g}. "
                 "Nothing of this release was reserved."

@@ -128,12 +128,15 @@ class Mechanism(Protocol):
         *,
         n: int,
         d: int,
-        center: np.ndarray,
+        center: Any,
         diameter: float,
         epsilon: float,
         delta: float,
-        domain: Domain | None = None,
-    ) -> Plan: ...
+        domain: Any = None,
+    ) -> Plan:
+        """Every number of the release from public quantities: ``center`` is the source's
+        domain's center (None for a source without a domain, e.g. an array of examples)."""
+        ...
 
     def release(self, plan: Any, context: Any, rng: np.random.Generator) -> Release: ...
 

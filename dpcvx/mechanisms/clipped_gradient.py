@@ -272,10 +272,10 @@ class ClippedGradientDescent:
         else:
             p = params_thm52(n, d, rho, self.k, M, R, cap)
         _check_validity(p, self.allow_outside_theory, owner)
-        if self.initial_point is not None and self.initial_point.shape != (d,):
+        start = None if self.initial_point is None else np.asarray(self.initial_point, float)
+        if start is not None and start.shape != (d,):
             raise InvalidParameterError(
-                f"The `initial_point` of `{owner}` must have shape ({d},). "
-                f"Got {self.initial_point.shape}."
+                f"The `initial_point` of `{owner}` must have shape ({d},). Got {start.shape}."
             )
         T = p["T"]
         rows = n // T if p["batches"] else n

@@ -264,10 +264,12 @@ class _OnExtension:
         """``C``, or paper 000's default ``G_k (n epsilon / d)^(1/k)`` (public)."""
         if self.C is not None:
             return self.C
+        assert self.moment is not None and self.k is not None  # checked in __post_init__
         return float(self.moment * (n * epsilon / d) ** (1.0 / self.k))
 
     @property
-    def lipschitz(self) -> float:
+    def lipschitz(self) -> float | None:
+        """The extension's ``C`` (None: planned from the moment bound)."""
         return self.C
 
 

@@ -466,7 +466,8 @@ class ProjectedGradientExponentialMechanism:
         if self.smoothness is not None:
             Hbar, case = self.smoothness, "smooth (Theorem E.1)"
         else:
-            Hbar = d * self.second_moment * math.sqrt(n / self.smoothness_failure) / tau
+            G2 = float(self.second_moment)  # type: ignore[arg-type]  # set when smoothness is None
+            Hbar = d * G2 * math.sqrt(n / self.smoothness_failure) / tau
             case = "nonsmooth (Section E.2, public Hbar = d G_2 sqrt(n/rho)/tau, erratum E6)"
         gamma = 1.0 / (lam + Hbar)
         if not (math.isfinite(gamma) and gamma > 0.0):

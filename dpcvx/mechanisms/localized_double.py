@@ -331,7 +331,8 @@ class LocalizedDoubleOutputPerturbation:
             raise InvalidParameterError(
                 f"The `initial_point` of `{owner}` must have shape ({d},). Got {start.shape}."
             )
-        k, Gk, G2, D = self.k, self.moment, self.second_moment, float(diameter)
+        k, Gk, D = self.k, self.moment, float(diameter)
+        G2 = float(self.second_moment)  # type: ignore[arg-type]  # set in __post_init__
         T_paper = max(1, math.ceil(math.log2(n))) if n > 1 else 1
         J = self.blocks or blocks_for_confidence(
             T_paper, self.failure_probability, self.block_success

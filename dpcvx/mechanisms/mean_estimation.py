@@ -226,7 +226,7 @@ class _MeanEstimator:
         accountant=None) -> MeanEstimate`` still works: it releases through
         ``dpcvx.ArraySource(X).solve_private``.
         """
-        if isinstance(plan, MeanPlan):
+        if hasattr(plan, "events"):  # a plan (a MeanPlan, or an audit's control of one)
             estimate = self._estimate(np.asarray(context.rows(), float), plan)
             return Release(perturb_steps(estimate, plan.noise, plan.scale, rng), ())
         if array_release is None:  # pragma: no cover - dpcvx/__init__ installs it
@@ -352,6 +352,7 @@ class CoordinatewiseMedianOfMeans(_MeanEstimator):
         return self._plan(n, d, epsilon, rho, delta or 1e-6, tau, m, linf)
 
     def _estimate(self, X: np.ndarray, plan: MeanPlan) -> np.ndarray:
+        assert plan.buckets is not None  # the median of means plans its buckets
         return median_of_means(X, plan.tau * self.scale, plan.buckets, self.center)
 
 

@@ -200,14 +200,15 @@ REGISTRY: tuple[Registered, ...] = (
         aliases=("op-gaussian",),
         description=(
             "the output-perturbation pair (linear loss, n = 10, minimizers 2L/(lam n) apart) "
-            "released with Gaussian noise at (1, 1e-5)"
+            "released with Gaussian noise at (1, 1e-5); the Gaussian's likelihood ratio grows in "
+            "the tails, so the thresholds sit there"
         ),
         mechanism=OutputPerturbation(lipschitz=1.0, regularization=1.0),
         pair=WorstCasePair(loss="linear", n=10, value=1.0),
         epsilon=1.0,
         delta=1e-5,
-        control_factor=3.0,
-        thresholds=(-0.1, 0.0, 0.1),
+        control_factor=5.0,
+        thresholds=(0.3, 0.5, 0.7),
         runs=5000,
     ),
     Registered(
@@ -216,28 +217,32 @@ REGISTRY: tuple[Registered, ...] = (
         description=(
             "Algorithm 8 on the saddle loss x w + v w - v^2, |v| <= 1/2, on [-1, 1] (L = 1.5, "
             "lam = 1), n = 10, the last record +1 vs -1: the robust objectives' minimizers "
-            "move by the linear term's 2/(lam n)"
+            "move by 2/((lam + 1/2) n), below the bound 2L/(lam n) of the claimed L = 1.5: "
+            "the control's factor 5 makes up for the slack"
         ),
         mechanism=OutputPerturbation(lipschitz=1.5, regularization=1.0),
         pair=WorstCasePair(loss="saddle-linear", n=10, value=1.0, source="saddle"),
         epsilon=1.0,
-        control_factor=3.0,
+        control_factor=5.0,
         thresholds=(-0.1, 0.0, 0.1),
-        runs=3000,
+        runs=4000,
     ),
     Registered(
         name="tilted-output-perturbation",
         aliases=("TiltedOutputPerturbation", "tilted"),
         description=(
-            "tilted ERM (tau = 1) of the linear loss x*w on [-1, 1], n = 10, the last record "
-            "+1 vs -1 (L = 1, lam = 1): the tilted minimizers move by about 2L/(lam n)"
+            "tilted ERM (tau = 0.1, public loss bounds [-1, 1]: C_tau = e^0.2) of the linear "
+            "loss x*w on [-1, 1], n = 10, the last record +1 vs -1 (L = 1, lam = 1): the "
+            "tilted minimizers move by about 2L/(lam n), the bound is 2L C_tau/(lam n)"
         ),
-        mechanism=TiltedOutputPerturbation(lipschitz=1.0, regularization=1.0, tilt=1.0),
+        mechanism=TiltedOutputPerturbation(
+            lipschitz=1.0, regularization=1.0, tilt=0.1, loss_bounds=(-1.0, 1.0)
+        ),
         pair=WorstCasePair(loss="linear", n=10, value=1.0),
         epsilon=1.0,
-        control_factor=3.0,
+        control_factor=5.0,
         thresholds=(-0.1, 0.0, 0.1),
-        runs=3000,
+        runs=4000,
     ),
     Registered(
         name="exponential-mechanism",
@@ -289,14 +294,18 @@ REGISTRY: tuple[Registered, ...] = (
     Registered(
         name="clipped-gradient-descent-zcdp",
         aliases=("cgd-zcdp",),
-        description="the clipped-gradient pair with Gaussian (zCDP) steps at (1, 1e-5)",
+        description=(
+            "the clipped-gradient pair with Gaussian (zCDP) steps at (1, 1e-5): zCDP noise is "
+            "calibrated for the worst delta, far above what a sampled audit resolves, so the "
+            "control's factor is 20"
+        ),
         mechanism=ClippedGradientDescent(
             k=4, oracle="nsme", allow_outside_theory=True, iteration_cap=1, progress=False
         ),
         pair=WorstCasePair(loss="linear", n=10, value=1e4),
         epsilon=1.0,
         delta=1e-5,
-        control_factor=3.0,
+        control_factor=20.0,
         thresholds=(-0.5, 0.0, 0.5),
         runs=2000,
     ),
@@ -322,13 +331,14 @@ REGISTRY: tuple[Registered, ...] = (
         description=(
             "paper 003's noise-smoothing mean (tau = 10) with Gaussian noise at (1, 1e-5), "
             "n = 20 rows 0 and a last heavy-tailed row +1e4 vs -1e4: the soft truncation "
-            "saturates, so the estimate moves by its full sensitivity"
+            "saturates, so the estimate moves by its full sensitivity; zCDP noise, so the "
+            "control's factor is 20 (as for the zCDP gradient descent)"
         ),
         mechanism=NoiseSmoothingMean(k=4, tau=10.0),
         pair=WorstCasePair(loss="mean", n=20, value=1e4, source="arrays"),
         epsilon=1.0,
         delta=1e-5,
-        control_factor=3.0,
+        control_factor=20.0,
         thresholds=(-0.5, 0.0, 0.5),
         runs=3000,
     ),
