@@ -9,8 +9,8 @@ stays clean and byte-for-byte reproducible. The bar never affects what is comput
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 __all__ = ["progress_bar", "progress_enabled"]
 
@@ -35,7 +35,7 @@ def progress_bar(
     desc: str | None = None,
     unit: str = "it",
     enabled: bool = True,
-) -> Iterator[T]:
+) -> Any:
     """A ``tqdm`` bar over ``iterable`` (or a manual bar with ``update``), silent unless
     ``enabled`` and standard error is a terminal.
 

@@ -167,7 +167,7 @@ def _check_level(alpha: object, owner: str) -> float:
 
 def _check_thresholds(thresholds: object, owner: str) -> tuple[float, ...]:
     try:
-        values = tuple(float(t) for t in thresholds)  # type: ignore[union-attr]
+        values = tuple(float(t) for t in thresholds)  # type: ignore[attr-defined]
     except (TypeError, ValueError):
         raise InvalidParameterError(
             f"The `thresholds` of `{owner}` must be a non-empty sequence of finite numbers. "
@@ -697,6 +697,7 @@ def _releaser(mechanism, dataset, epsilon: float, delta: float) -> Callable:
     from dpcvx.pipeline import DataSource, release
     from dpcvx.problem import LipschitzExtension
 
+    problem: Any
     if isinstance(dataset, LipschitzExtension):
         problem, extension = dataset.problem, dataset.C
     elif isinstance(dataset, DataSource):

@@ -372,8 +372,8 @@ def _demo(args) -> int:
 
     epsilons = args.epsilons
     grid = [(e, r) for e in epsilons for r in range(args.repeats)]
-    risks = {e: [] for e in epsilons}
-    accs = {e: [] for e in epsilons}
+    risks: dict[float, list[float]] = {e: [] for e in epsilons}
+    accs: dict[float, list[float]] = {e: [] for e in epsilons}
     for k, (e, _) in enumerate(
         progress_bar(grid, desc="demo: epsilon grid", unit="fit", enabled=not args.quiet)
     ):
@@ -509,8 +509,8 @@ def _bench(args, extra: list[str]) -> int:
         for name in names:
             path = folder / f"{name}.py"
             doc = _first_doc_line(path)
-            smoke = "" if _smoke_args(path) is not None else "  [no smoke configuration]"
-            print(f"  {name:24s} {doc}{smoke}")
+            note = "" if _smoke_args(path) is not None else "  [no smoke configuration]"
+            print(f"  {name:24s} {doc}{note}")
         return EXIT_OK
     if args.name is None:
         if extra:

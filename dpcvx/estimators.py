@@ -44,6 +44,7 @@ from dpcvx import domains, losses
 from dpcvx._validation import check_delta, check_moment_order, check_positive, check_real
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent
 from dpcvx.errors import DataError, InvalidParameterError, PrivacyLeakWarning
+from dpcvx.mechanisms.base import Mechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.noise import calibrate
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
@@ -468,6 +469,7 @@ class _PrivateLinearModel(BaseEstimator):
         if hasattr(self, "label_bound"):
             bounds["label_bound"] = settings.label_bound
         if settings.mechanism == "output_perturbation":
+            assert bound is not None  # set above for output perturbation
             row_bound = math.nextafter(math.hypot(bound, s), math.inf)
             L = math.nextafter(
                 self._lipschitz(row_bound, settings, taken, target, bounds), math.inf
@@ -483,7 +485,9 @@ class _PrivateLinearModel(BaseEstimator):
                 )
                 per_unit = unit.scale * (p if settings.delta == 0 else math.sqrt(p))
                 lam = 2.0 * L * math.sqrt(per_unit / n) / R
-            mech = OutputPerturbation(lipschitz=L, regularization=lam, **settings.options)
+            mech: Mechanism = OutputPerturbation(
+                lipschitz=L, regularization=lam, **settings.options
+            )
             bounds.update(lipschitz=L, regularization=lam)
         else:
             k = settings.moment_order

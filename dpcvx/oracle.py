@@ -199,7 +199,7 @@ def _check_data(data: object) -> tuple[dict[str, np.ndarray], int]:
             )
         arr.setflags(write=False)
         out[key] = arr
-    if n == 0:
+    if n is None or n == 0:
         raise DataError("The `data` of an OracleProblem has no examples (first axis 0).")
     return out, int(n)
 
@@ -383,12 +383,12 @@ class OracleProblem:
         if extension is None:
             D_K = D0
 
-            def subgradient(w: np.ndarray) -> np.ndarray:
-                G = self._subgradients(np.tile(w, (m, 1)), rows, m)
-                return G.mean(axis=0) + lam * (w - w0)
+            def subgradient(u: np.ndarray) -> np.ndarray:
+                G = self._subgradients(np.tile(u, (m, 1)), rows, m)
+                return G.mean(axis=0) + lam * (u - w0)
 
-            def project(y: np.ndarray, xi: float) -> np.ndarray:
-                out, err = proj.block(y, xi)
+            def project(u: np.ndarray, xi: float) -> np.ndarray:
+                out, err = proj.block(u, xi)
                 if err > xi:
                     raise _over_budget(err, xi)
                 return out
@@ -595,8 +595,12 @@ class OracleReleaseContext:
             candidate: CertifiedSolution | None = None,
         ) -> CertifiedSolution:
             try:
-                if localize is not None and still_certified(
-                    candidate, LocalizedDomain(problem.domain, *localize), lam, w0, alpha
+                if (
+                    localize is not None
+                    and candidate is not None
+                    and still_certified(
+                        candidate, LocalizedDomain(problem.domain, *localize), lam, w0, alpha
+                    )
                 ):
                     return candidate
                 return problem._solve(

@@ -20,6 +20,7 @@ from dpcvx.compilation.stamp import stamp
 from dpcvx.compilation.template import (
     ConeLayout,
     DomainBlock,
+    Template,
     compile_domain,
     compile_template,
     localized_block,
@@ -107,8 +108,8 @@ class Problem(DeclaredSource):
         domain: list[cp.Constraint],
     ) -> None:
         self._decl = Declaration(loss, variable, data, domain)
-        self._templates: dict[float | None, object] = {}
-        self._domain_block = None
+        self._templates: dict[float | None, Template] = {}
+        self._domain_block: DomainBlock | None = None
 
     @property
     def declaration(self) -> Declaration:
@@ -121,7 +122,7 @@ class Problem(DeclaredSource):
         :class:`dpcvx.pipeline.DataSource`)."""
         return self._decl
 
-    def _compiled(self, extension: float | None = None):
+    def _compiled(self, extension: float | None = None) -> tuple[Template, DomainBlock]:
         if self._domain_block is None:
             self._domain_block = compile_domain(self._decl)
         if extension not in self._templates:
@@ -249,9 +250,9 @@ def project_point(decl: Declaration, point, localize=None, xi: float | None = No
     dom = base if localize is None else LocalizedDomain(base, *localize)
     point = np.asarray(point, float)
     if base.kind in EXACT_PROJECTION:
-        if localize is None:
-            return dom.make_feasible(dom.project(point))
-        return dom.make_feasible(dom.project(point, xi))
+        if isinstance(dom, LocalizedDomain):
+            return dom.make_feasible(dom.project(point, xi))
+        return dom.make_feasible(dom.project(point))
     v = cp.Variable(decl.d)
     cons = [substitute(c, decl.variable, v) for c in dom.constraints]
     cp.Problem(cp.Minimize(cp.sum_squares(v - point)), cons).solve(solver=cp.CLARABEL)
@@ -293,7 +294,8 @@ class ReleaseContext:
         # a PER_SOLVE mechanism (base=True) runs extensions with its own C per phase
         self._key = 1.0 if base else extension
         self._base = base
-        self._compiled = None  # compiled on the first solver() call (on the calling thread)
+        # compiled on the first solver() call (on the calling thread)
+        self._compiled: tuple[Template, DomainBlock, Template | None] | None = None
 
     def solver(self, indices=None, C: float | None = None):
         """``solve(lam, w0, alpha, localize=None, candidate=None) -> CertifiedSolution`` on the
@@ -304,6 +306,7 @@ class ReleaseContext:
         if indices is not None:
             decl = decl.subset(indices)
         self.prepare()
+        assert self._compiled is not None
         template, block, plain = self._compiled
         if self._base and C is None:
             raise InvalidParameterError(
@@ -324,7 +327,7 @@ class ReleaseContext:
             w_domain, w_block = None, block
             if localize is not None:  # a public W0 = W intersect B(c, r) for w only
                 w_domain = LocalizedDomain(domain, *localize)
-                if still_certified(candidate, w_domain, lam, w0, alpha):
+                if candidate is not None and still_certified(candidate, w_domain, lam, w0, alpha):
                     return candidate
                 w_block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
             return certified_solve(
@@ -357,11 +360,12 @@ class ReleaseContext:
         with generic terms keep the plain program and the claim is trusted)."""
         template, block = self.problem._compiled(None)
         decl = self.problem.declaration
-        enforce = lipschitz is not None and not any(t.kind == "generic" for t in decl.terms)
-        ext_template = self.problem._compiled(float(lipschitz))[0] if enforce else None
+        L = None if lipschitz is None else float(lipschitz)
+        enforce = L is not None and not any(t.kind == "generic" for t in decl.terms)
+        ext_template = self.problem._compiled(L)[0] if enforce else None
 
         def solve(lam: float, w0: np.ndarray, alpha: float) -> CertifiedSolution:
-            if enforce:
+            if ext_template is not None:
                 return certified_tilted_solve(
                     decl,
                     ext_template,
@@ -372,7 +376,7 @@ class ReleaseContext:
                     accuracy=alpha,
                     solver=solver,
                     private=True,
-                    extension=float(lipschitz),
+                    extension=L,
                     plain_template=template,
                 )
             return certified_tilted_solve(
