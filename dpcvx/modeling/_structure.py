@@ -14,6 +14,7 @@ term, tight where it is differentiable).
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import cvxpy as cp
@@ -108,8 +109,9 @@ def pl_pieces(expr: cp.Expression) -> list[cp.Expression] | None:
     args = expr.args
     out: list[cp.Expression] | None = None
     if isinstance(expr, cp_maximum):
-        parts = [pl_pieces(a) for a in args]
-        if all(p is not None for p in parts):
+        found = [pl_pieces(a) for a in args]
+        parts = [p for p in found if p is not None]
+        if len(parts) == len(found):
             out = [q for p in parts for q in p]
     elif isinstance(expr, cp_abs):
         if args[0].is_affine():
@@ -120,11 +122,9 @@ def pl_pieces(expr: cp.Expression) -> list[cp.Expression] | None:
         if all(a.is_affine() for a in args[0].args):
             out = [-a for a in args[0].args]
     elif isinstance(expr, AddExpression):
-        parts = [pl_pieces(a) for a in args]
-        if (
-            all(p is not None for p in parts)
-            and int(np.prod([len(p) for p in parts])) <= MAX_PIECES
-        ):
+        found = [pl_pieces(a) for a in args]
+        parts = [p for p in found if p is not None]
+        if len(parts) == len(found) and math.prod(len(p) for p in parts) <= MAX_PIECES:
             out = []
             for combo in itertools.product(*parts):
                 total = combo[0]
@@ -166,11 +166,13 @@ def _monotone_term(
         if arg.is_affine():
             if not _is_even_integer(p):
                 return None  # the domain arg >= 0 is not known; the generic path applies
-            pieces, smooth = [arg, -arg], p >= 2.0  # x**p = |x|**p for even p
+            pieces: list[cp.Expression] = [arg, -arg]
+            smooth = p >= 2.0  # x**p = |x|**p for even p
         else:
-            pieces = pl_pieces(arg)
-            if pieces is None or not arg.is_nonneg():
+            found = pl_pieces(arg)
+            if found is None or not arg.is_nonneg():
                 return None
+            pieces = found
             constants_nonpos = all(q.is_nonpos() for q in pieces if not q.variables())
             smooth = p >= 2.0 and (
                 (isinstance(arg, cp_abs) and arg.args[0].is_affine())
@@ -188,10 +190,10 @@ def _monotone_term(
         )
     if isinstance(expr, cp_huber) and not arg.is_affine() and arg.is_nonneg():
         m = _const(expr.M) if isinstance(expr.M, cp.Expression) else float(expr.M)
-        pieces = pl_pieces(arg)
-        if m is not None and m > 0 and pieces is not None:
+        huber_pieces = pl_pieces(arg)
+        if m is not None and m > 0 and huber_pieces is not None:
             return Term(
-                "pos_huber", weight, tuple(pieces), whole, atom=expr, param=m, summed=summed
+                "pos_huber", weight, tuple(huber_pieces), whole, atom=expr, param=m, summed=summed
             )
     return None
 
@@ -248,9 +250,9 @@ def _atom_term(
         if isinstance(expr, cp_lse) and axis_none:
             return Term("log_sum_exp", weight, (a,), whole, atom=expr)
     if isinstance(expr, (cp_maximum, cp_abs, NegExpression)):
-        pieces = pl_pieces(expr)
-        if pieces is not None and len(pieces) > 1:
-            return Term("pieces", weight, tuple(pieces), whole, atom=expr, summed=summed)
+        found = pl_pieces(expr)
+        if found is not None and len(found) > 1:
+            return Term("pieces", weight, tuple(found), whole, atom=expr, summed=summed)
     if isinstance(expr, cp_maximum) and not summed and expr.size == 1:
         return _max_terms(expr, weight, whole)
     return None
