@@ -630,34 +630,104 @@ def _key(array) -> bytes:
 class _MemoizedContext:
     """A :class:`~dpcvx.problem.ReleaseContext` whose deterministic calls are memoized:
     certified solves over the whole domain (keyed by examples, ``C``, ``lam``, ``w0`` and
-    ``alpha``) and loss values. Localized solves (their ball is random) are not cached."""
+    ``alpha``) and loss values. Localized solves (their ball is random) are not cached.
 
-    def __init__(self, context) -> None:
+    With a ``partner`` (the same context on the neighboring dataset: an adversarial-but-valid
+    solver), a certified solve over the whole domain on all examples returns its point moved
+    away from the partner's point, as far as the certificate still allows: the moved point
+    stays in the domain and its objective, bounded above independently (the loss values, or
+    the Lipschitz extension's certified upper values), stays within ``alpha`` of the
+    certificate's own lower bound on the optimum. The mechanism then sees a valid
+    ``alpha``-accurate solve at the worst place, which exercises the ``2 sqrt(2 alpha / lam)``
+    part of the sensitivity."""
+
+    def __init__(self, context, problem=None, partner: Callable[[], Any] | None = None) -> None:
         self._context = context
         self._solvers: dict = {}
         self._values: dict = {}
+        self._exact: dict = {}
+        self._problem = problem
+        self._partner = partner
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self._context, name)
 
+    def exact(self, indices, C, lam, w0, alpha):
+        """The memoized certified solve, never moved."""
+        key = (None if indices is None else _key(indices), C, float(lam), _key(w0), float(alpha))
+        if key not in self._exact:
+            self._exact[key] = self._context.solver(indices=indices, C=C)(lam, w0, alpha)
+        return self._exact[key]
+
     def solver(self, indices=None, C: float | None = None):
         key = (None if indices is None else _key(indices), C)
         if key not in self._solvers:
             inner = self._context.solver(indices=indices, C=C)
             cache: dict = {}
+            pushed = self._partner is not None and indices is None and self._problem is not None
+            extension = C if C is not None else getattr(self._context, "extension", None)
 
             def solve(lam, w0, alpha, localize=None, candidate=None):
                 if localize is not None:
                     return inner(lam, w0, alpha, localize=localize, candidate=candidate)
                 k = (float(lam), _key(w0), float(alpha))
                 if k not in cache:
-                    cache[k] = inner(lam, w0, alpha)
+                    cert = self.exact(indices, C, lam, w0, alpha)
+                    if pushed:
+                        other = self._partner().exact(indices, C, lam, w0, alpha)  # type: ignore[misc]
+                        cert = self._pushed(
+                            cert, other.w, float(lam), np.asarray(w0, float), alpha, extension
+                        )
+                    cache[k] = cert
                 return cache[k]
 
             self._solvers[key] = solve
         return self._solvers[key]
+
+    def _objective(self, w: np.ndarray, lam: float, w0: np.ndarray, extension) -> float:
+        """An upper bound on the solved objective at ``w`` (independent of the solver)."""
+        if extension is None:
+            values = self._context.loss_values(w[None, :])[0]
+        else:
+            from dpcvx.problem import LipschitzExtension
+
+            values = LipschitzExtension(self._problem, extension).evaluate(w).upper
+        return float(np.mean(values)) + 0.5 * lam * float(np.sum((w - w0) ** 2))
+
+    def _pushed(self, cert, away: np.ndarray, lam: float, w0: np.ndarray, alpha: float, extension):
+        """``cert`` with its point moved away from ``away`` as far as it stays certified."""
+        from dpcvx.certification.solve import universe_indices
+
+        decl = self._problem.declared
+        if decl is None or lam <= 0:
+            return cert
+        if extension is not None and universe_indices(decl, extension) is not None:
+            return cert  # some examples sit outside the universe: the objective differs
+        domain = self._context.domain
+        target = alpha * (1.0 - 1e-6)  # room for the float evaluation of the objective
+        step = cert.w - np.asarray(away, float)
+        norm = float(np.linalg.norm(step))
+        if not norm > 0:
+            return cert
+        direction = step / norm
+
+        def fits(t: float) -> bool:
+            w = cert.w + t * direction
+            return (
+                domain.contains(w) and self._objective(w, lam, w0, extension) - cert.lower <= target
+            )
+
+        lo, hi = 0.0, math.sqrt(2.0 * alpha / lam)  # no alpha-accurate point lies further
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        if lo == 0.0:
+            return cert
+        w = cert.w + lo * direction
+        gap = self._objective(w, lam, w0, extension) - cert.lower
+        return dataclasses.replace(cert, w=w, gap=max(gap, 0.0), upper=cert.lower + max(gap, 0.0))
 
     def loss_values(self, points, indices=None):
         key = (_key(points), None if indices is None else _key(indices))
@@ -672,6 +742,7 @@ class _MemoizedSource:
 
     def __init__(self, problem) -> None:
         self._problem = problem
+        self.partner: _MemoizedSource | None = None  # the neighboring dataset's source
         self.n, self.d = problem.n, problem.d
         self.diameter = problem.diameter
         self.domain = problem.domain
@@ -681,14 +752,29 @@ class _MemoizedSource:
     def release_context(self, *, extension, solver, base: bool = False):
         key = (extension, solver, base)
         if key not in self._contexts:
+            partner = self.partner
             self._contexts[key] = _MemoizedContext(
-                self._problem.release_context(extension=extension, solver=solver, base=base)
+                self._problem.release_context(extension=extension, solver=solver, base=base),
+                problem=self._problem if self.declared is not None else None,
+                partner=None
+                if partner is None
+                else lambda: partner.release_context(extension=extension, solver=solver, base=base),
             )
         return self._contexts[key]
 
 
 def _is_mechanism(obj) -> bool:
     return hasattr(obj, "plan") and hasattr(obj, "release")
+
+
+def _releasers(mechanism, pair, epsilon: float, delta: float, adversarial: bool) -> list:
+    """One ``rng -> released point`` per dataset of ``pair`` (see :func:`_releaser`); with
+    ``adversarial``, each dataset's certified solves move away from the other's."""
+    runs = [_releaser(mechanism, z, epsilon, delta) for z in pair]
+    if adversarial:
+        first, second = (run.source for run in runs)  # type: ignore[attr-defined]
+        first.partner, second.partner = second, first
+    return runs
 
 
 def _releaser(mechanism, dataset, epsilon: float, delta: float) -> Callable:
@@ -722,6 +808,7 @@ def _releaser(mechanism, dataset, epsilon: float, delta: float) -> Callable:
             extension=extension,
         ).w
 
+    run.source = source  # type: ignore[attr-defined]
     return run
 
 
@@ -815,6 +902,7 @@ def audit(
     seed: int = 0,
     progress: bool = True,
     label: str | None = None,
+    adversarial_solves: bool = True,
 ) -> AuditResult:
     """Empirical epsilon lower bound of a mechanism on a neighboring pair, from seeded
     releases.
@@ -854,6 +942,12 @@ def audit(
         Show a progress bar over the releases (only when standard error is a terminal).
     label : str, optional
         Name in the report (default: the mechanism's class name).
+    adversarial_solves : bool
+        For a dpcvx mechanism (default True): every certified solve over the whole domain
+        returns, instead of the solver's near-exact point, a point moved away from the
+        neighboring dataset's as far as the certificate still allows (still within the
+        accuracy target ``alpha``), so the audit exercises the ``2 sqrt(2 alpha / lam)`` part of
+        the sensitivity. False: the near-exact points (memoized).
 
     Returns
     -------
@@ -891,7 +985,7 @@ def audit(
         )
     z0, z1 = _check_pair(datasets, owner)
     if _is_mechanism(mechanism):
-        fns = [_releaser(mechanism, z, epsilon, delta) for z in (z0, z1)]
+        fns = _releasers(mechanism, (z0, z1), epsilon, delta, adversarial_solves)
         name = (
             f"NegativeControl[{type(mechanism.mechanism).__name__} x {mechanism.factor:g}]"
             if isinstance(mechanism, NegativeControl)

@@ -414,3 +414,33 @@ def test_em_pgm_sampled_audit_agrees_with_the_exact_one():
     r = audit_mechanism("em", method="sampled", seed=1, progress=False)
     assert r.mechanism.method == "sampled" and r.mechanism.lower_bound <= 0.8235
     assert r.caught
+
+
+# ---------------------------------------------------------------- adversarial solves
+def test_adversarial_solves_move_each_point_away_by_the_certified_slack():
+    """On the output-perturbation pair (F(w) = mean(x) w + w^2 / 2 on [-1, 1], exactly
+    quadratic), the audit's solver returns each dataset's point moved away from the other's
+    by about sqrt(2 alpha / lam), and the moved point is still alpha-accurate by the closed
+    form F(w) - F* = (w - w*)^2 / 2 (independent of dpcvx's certificate)."""
+    from dpcvx.audit import _releasers
+
+    case = audit_case("op")
+    pair = case.make_pair()
+    mech = case.mechanism
+    runs = _releasers(mech, pair, 1.0, 0.0, adversarial=True)
+    plan = mech.plan(n=10, d=1, center=np.zeros(1), diameter=2.0, epsilon=1.0, delta=0.0)
+    lam, w0, alpha = plan.regularization, plan.center, plan.accuracy
+    moved = []
+    for run, sign in zip(runs, (-1.0, 1.0)):  # dataset 0 (last x = +1) has w* = -0.1
+        ctx = run.source.release_context(extension=1.0, solver=None)
+        cert = ctx.solver()(lam, w0, alpha)
+        w_star = sign * 0.1
+        assert (cert.w[0] - w_star) ** 2 / 2 <= alpha  # still alpha-accurate, exactly
+        assert cert.gap <= alpha
+        assert sign * (cert.w[0] - w_star) >= 0.9 * math.sqrt(2 * alpha / lam)
+        moved.append(cert.w[0])
+    assert moved[1] - moved[0] >= 0.2 + 1.8 * math.sqrt(2 * alpha / lam)
+    # without adversarial solves the points are the near-exact minimizers
+    plain = _releasers(mech, pair, 1.0, 0.0, adversarial=False)
+    ctx = plain[0].source.release_context(extension=1.0, solver=None)
+    assert abs(ctx.solver()(lam, w0, alpha).w[0] + 0.1) <= math.sqrt(2 * alpha / lam) / 10
