@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
     from dpcvx.mechanisms.noise import NoiseSpec
     from dpcvx.modeling.domains import Domain
-    from dpcvx.types import Guarantee
+    from dpcvx.types import Guarantee, Sensitivity
 
 __all__ = [
     "PER_SOLVE",
@@ -48,6 +48,7 @@ __all__ = [
     "ExtensionUse",
     "Mechanism",
     "OneEventPlan",
+    "PerturbedSolvePlan",
     "Plan",
     "Release",
     "noise_event",
@@ -159,6 +160,50 @@ class Release:
 
     def __len__(self) -> int:
         return 3
+
+
+class PerturbedSolvePlan:
+    """A mixin for the plan (a frozen dataclass) of one certified solve perturbed by noise:
+    fields ``guarantee``, ``noise``, ``sensitivity``, ``base_sensitivity``, ``accuracy``,
+    ``regularization`` and ``detail``. One event (pure, or Gaussian with the noise's
+    multiplier); the public facts are the plan's numbers."""
+
+    __slots__ = ()
+
+    guarantee: Guarantee
+    noise: NoiseSpec
+    sensitivity: Sensitivity
+    base_sensitivity: float
+    accuracy: float
+    regularization: float
+    detail: Mapping[str, Any]
+
+    def events(self, label: str) -> tuple[PrivacyEvent, ...]:
+        """One event: pure, or Gaussian with the noise's multiplier."""
+        return noise_event(
+            label,
+            self.guarantee,
+            self.noise,
+            {
+                "sensitivity": self.sensitivity.value,
+                "noise": self.noise.kind,
+                "scale": self.noise.scale,
+            },
+        )
+
+    def facts(self) -> Mapping[str, Any]:
+        """The plan's public numbers."""
+        return MappingProxyType(
+            {
+                **self.detail,
+                "sensitivity": self.sensitivity.value,
+                "base_sensitivity": self.base_sensitivity,
+                "accuracy": self.accuracy,
+                "noise": self.noise.kind,
+                "noise_scale": self.noise.scale,
+                "regularization": self.regularization,
+            }
+        )
 
 
 class OneEventPlan:

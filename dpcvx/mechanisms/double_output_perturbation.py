@@ -33,7 +33,7 @@ they spend only ``19 epsilon / 36``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -42,14 +42,13 @@ import numpy as np
 from scipy.stats import gamma
 
 from dpcvx._validation import check_center, check_moment_order, check_positive, check_pure_budget
-from dpcvx.accounting.ledger import PrivacyEvent
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.errors import InvalidParameterError
 from dpcvx.mechanisms.base import (
     PLANNED,
     ExtensionUse,
+    PerturbedSolvePlan,
     Release,
-    noise_event,
     perturb,
     single_solve_release,
 )
@@ -69,7 +68,7 @@ EXTENSION_ACCURACY_FLOOR = 1e-8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DoublePlan:
+class DoublePlan(PerturbedSolvePlan):
     """Both stages' public quantities, fixed before any data is touched."""
 
     guarantee: Guarantee
@@ -86,33 +85,6 @@ class DoublePlan:
     projection_accuracy: float  # xi of the final projection onto W0 (Lemma C.6)
     extension_C: float
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
-
-    def events(self, label: str) -> tuple[PrivacyEvent, ...]:
-        """One pure event for the whole release."""
-        return noise_event(
-            label,
-            self.guarantee,
-            self.noise,
-            {
-                "sensitivity": self.sensitivity.value,
-                "noise": self.noise.kind,
-                "scale": self.noise.scale,
-            },
-        )
-
-    def facts(self) -> Mapping[str, Any]:
-        """The plan's public numbers."""
-        return MappingProxyType(
-            {
-                **self.detail,
-                "sensitivity": self.sensitivity.value,
-                "base_sensitivity": self.base_sensitivity,
-                "accuracy": self.accuracy,
-                "noise": self.noise.kind,
-                "noise_scale": self.noise.scale,
-                "regularization": self.regularization,
-            }
-        )
 
 
 def _localization(C, lam, n, d, diameter, epsilon, zeta, constants, accuracy):
@@ -180,7 +152,7 @@ def _pure_center(mech, owner, d, center, epsilon, delta):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LocalizePlan:
+class LocalizePlan(PerturbedSolvePlan):
     """Algorithm 2's public quantities."""
 
     guarantee: Guarantee
@@ -193,33 +165,6 @@ class LocalizePlan:
     radius: float
     extension_C: float
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
-
-    def events(self, label: str) -> tuple[PrivacyEvent, ...]:
-        """One pure event for the whole release."""
-        return noise_event(
-            label,
-            self.guarantee,
-            self.noise,
-            {
-                "sensitivity": self.sensitivity.value,
-                "noise": self.noise.kind,
-                "scale": self.noise.scale,
-            },
-        )
-
-    def facts(self) -> Mapping[str, Any]:
-        """The plan's public numbers."""
-        return MappingProxyType(
-            {
-                **self.detail,
-                "sensitivity": self.sensitivity.value,
-                "base_sensitivity": self.base_sensitivity,
-                "accuracy": self.accuracy,
-                "noise": self.noise.kind,
-                "noise_scale": self.noise.scale,
-                "regularization": self.regularization,
-            }
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,7 +24,6 @@ public domain is post-processing.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -32,14 +31,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpcvx._validation import check_center, check_delta, check_nonnegative, check_positive
-from dpcvx.accounting.ledger import PrivacyEvent
 from dpcvx.certification.certificate import ReleaseCertificate
 from dpcvx.errors import CertificationError, InvalidParameterError
 from dpcvx.mechanisms.base import (
     PLAIN,
     ExtensionUse,
+    PerturbedSolvePlan,
     Release,
-    noise_event,
     perturb,
     single_solve_release,
 )
@@ -68,7 +66,7 @@ def default_accuracy(lipschitz: float, regularization: float, n: int, scale: flo
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReleasePlan:
+class ReleasePlan(PerturbedSolvePlan):
     """Everything a release will use, computed from public quantities before any solve."""
 
     guarantee: Guarantee
@@ -84,33 +82,6 @@ class ReleasePlan:
     def extension_C(self) -> None:
         """Output perturbation solves the declared loss (the pipeline may enforce the claim)."""
         return None
-
-    def events(self, label: str) -> tuple[PrivacyEvent, ...]:
-        """One event: pure, or Gaussian with the noise's multiplier."""
-        return noise_event(
-            label,
-            self.guarantee,
-            self.noise,
-            {
-                "sensitivity": self.sensitivity.value,
-                "noise": self.noise.kind,
-                "scale": self.noise.scale,
-            },
-        )
-
-    def facts(self) -> Mapping[str, Any]:
-        """The plan's public numbers."""
-        return MappingProxyType(
-            {
-                **self.detail,
-                "sensitivity": self.sensitivity.value,
-                "base_sensitivity": self.base_sensitivity,
-                "accuracy": self.accuracy,
-                "noise": self.noise.kind,
-                "noise_scale": self.noise.scale,
-                "regularization": self.regularization,
-            }
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
