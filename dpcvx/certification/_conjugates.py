@@ -34,6 +34,13 @@ def _project_rows_simplex(theta: np.ndarray) -> np.ndarray:
     return np.maximum(theta - tau[:, None], 0.0)
 
 
+def _need(param: float | None, kind: str) -> float:
+    """The parameter a ``kind`` always carries (huber's ``M``, pos_power's ``p``)."""
+    if param is None:
+        raise KeyError(f"{kind} needs its parameter")
+    return float(param)
+
+
 def clip(kind: str, theta: np.ndarray, param: float | None = None) -> np.ndarray:
     """Map ``theta`` into the domain of the conjugate of atom ``kind``."""
     theta = np.nan_to_num(np.asarray(theta, float))
@@ -42,13 +49,13 @@ def clip(kind: str, theta: np.ndarray, param: float | None = None) -> np.ndarray
     if kind == "square":
         return theta
     if kind == "huber":
-        return np.clip(theta, -2 * param, 2 * param)
+        return np.clip(theta, -2 * _need(param, kind), 2 * _need(param, kind))
     if kind == "logistic":
         return np.clip(theta, 0.0, 1.0)
     if kind in ("exp", "pos_power"):
         return np.maximum(theta, 0.0)
     if kind == "pos_huber":
-        return np.clip(theta, 0.0, 2 * param)
+        return np.clip(theta, 0.0, 2 * _need(param, kind))
     if kind == "sum_squares":
         return theta
     if kind == "norm2":
@@ -77,7 +84,7 @@ def conjugate(kind: str, theta: np.ndarray, param: float | None = None) -> np.nd
         val = theta**2 / 4
         return val * (1 + 4 * eps)
     if kind == "pos_power":
-        p = float(param)
+        p = _need(param, kind)
         q = p / (p - 1.0)
         base = np.maximum(theta, 0.0) / p
         with np.errstate(divide="ignore", over="ignore"):

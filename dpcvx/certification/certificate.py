@@ -193,7 +193,7 @@ def _minorants(
             beta += wgt * _sum_elems(off, False)
             continue
         rows = prog.split_rows[t] if prog is not None else (None,) * len(term.args)
-        duals = []
+        duals: list[np.ndarray | None] = []
         for (off, _), r in zip(jets, rows):
             if r is None or z is None:
                 duals.append(None)
@@ -292,7 +292,7 @@ def _term_duals(
         if prog is None or z is None or term.kind in ("affine", "generic"):
             out.append(None)
             continue
-        duals = []
+        duals: list[np.ndarray | None] = []
         for arg, r in zip(term.args, prog.split_rows[t]):
             if r is None:
                 duals.append(None)
@@ -311,8 +311,8 @@ def _pieces(term: Term, jets, duals, w_hat, center, radius):
     """Minorant of ``max_j P_j`` by a convex combination of the pieces (per element)."""
     n = jets[0][0].shape[0]
     d = w_hat.shape[-1]
-    shape = (n,) + term.atom.shape
-    nd = len(term.atom.shape)
+    shape = (n,) + term.atom_shape
+    nd = len(term.atom_shape)
 
     def pad(arr: np.ndarray, arg_nd: int, _tail: int) -> np.ndarray:
         # CVXPY broadcasting aligns trailing axes: insert axes after the batch axis
@@ -357,8 +357,8 @@ def _broadcast_pieces(term: Term, jets, duals):
     broadcast to the shape of the term's atom (CVXPY aligns trailing axes)."""
     n = jets[0][0].shape[0]
     d = jets[0][1].shape[-1]
-    shape = (n,) + term.atom.shape
-    nd = len(term.atom.shape)
+    shape = (n,) + term.atom_shape
+    nd = len(term.atom_shape)
 
     def pad(arr: np.ndarray, arg_nd: int) -> np.ndarray:
         return arr.reshape(arr.shape[:1] + (1,) * (nd - arg_nd) + arr.shape[1:])
@@ -384,7 +384,7 @@ def _monotone(term: Term, jets, duals, w_hat, center, radius):
     d = w_hat.shape[-1]
     offs, jacs, dls = _broadcast_pieces(term, jets, duals)
     m = len(offs)
-    kind, param = term.kind, float(term.param)
+    kind, param = term.kind, term.param_value
     vals = np.stack([off + _apply(jac, w_hat) for off, jac in zip(offs, jacs)])  # (m, n, ...)
     g_hat = np.maximum(vals.max(axis=0), 0.0)
     # the largest slope psi' can take on the bounding ball (larger multipliers never help)

@@ -60,7 +60,7 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
                 term, [off + jac @ c + nrm * R for (off, jac), nrm in zip(flat, norms)], n
             )
             reach = np.maximum(reach, 0.0)
-            p = float(term.param)
+            p = term.param_value
             with np.errstate(over="ignore"):
                 slope = (
                     p * reach ** (p - 1.0)
@@ -71,7 +71,7 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
         elif term.kind in ("abs", "logistic"):
             total += wgt * norms[0].sum(axis=1)
         elif term.kind == "huber":
-            total += wgt * 2.0 * float(term.param) * norms[0].sum(axis=1)
+            total += wgt * 2.0 * term.param_value * norms[0].sum(axis=1)
         elif term.kind in ("square", "exp"):
             off, jac = flat[0]
             reach = np.abs(off + jac @ c) + norms[0] * R  # max |E_k| over the bounding ball
@@ -88,7 +88,7 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
                 if part.kind in ("affine", "abs", "logistic"):
                     slope = np.ones(n)
                 elif part.kind == "huber":
-                    slope = np.full(n, 2.0 * float(part.param))
+                    slope = np.full(n, 2.0 * part.param_value)
                 elif part.kind == "square":
                     slope = 2.0 * reach
                 else:  # exp
@@ -117,13 +117,14 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
 def _broadcast_max(term, arrays: list[np.ndarray], n: int) -> np.ndarray:
     """Elementwise max over the pieces' per-element arrays (each ``(n, size_j)``, one per
     argument), broadcast to the atom's shape as CVXPY broadcasts them; ``(n, size)``."""
-    shape = term.atom.shape if term.atom is not None else term.args[0].shape
+    shape = term.atom_shape if term.atom is not None else term.args[0].shape
     nd = len(shape)
-    out = None
+    out: np.ndarray | None = None
     for arr, a in zip(arrays, term.args):
         full = arr.reshape((n,) + (1,) * (nd - len(a.shape)) + a.shape)
         full = np.broadcast_to(full, (n,) + shape).reshape(n, -1)
         out = full if out is None else np.maximum(out, full)
+    assert out is not None  # a term has at least one argument
     return out
 
 

@@ -177,7 +177,7 @@ class SaddleSolver:
     max_rounds: int = MAX_ROUNDS
     _inner_template: object = field(default=None, repr=False)
     _outer: dict = field(default_factory=dict, repr=False)
-    _block: object = field(default=None, repr=False)
+    _block: DomainBlock | None = field(default=None, repr=False)
 
     def prepare(self) -> None:
         """Compile the inner template and the one-cut model (data-independent)."""
@@ -210,6 +210,7 @@ class SaddleSolver:
     def _solve(self, lam, w0, accuracy) -> CertifiedSolution:
         start = time.perf_counter()
         self.prepare()
+        assert self._block is not None  # compiled by prepare()
         w0 = np.asarray(w0, float)
         cuts = [np.broadcast_to(self.sdecl.start, (self.sdecl.n, self.sdecl.p)).copy()]
         best_lower, best = -math.inf, None
@@ -259,6 +260,7 @@ class SaddleSolver:
                     f"gap {history[-1]:.3g}). Nothing was released. To fix: raise the "
                     "mechanism's `accuracy`, raise `regularization`, or raise `max_rounds`."
                 )
+        assert best is not None  # at least one round ran
         upper, w_hat, inner = best
         gap = upper - best_lower
         if not math.isfinite(gap) or gap < -1e-12 * (1.0 + abs(upper)):

@@ -113,7 +113,7 @@ def certified_solve(
                 domain_block,
                 lam=lam * scale,
                 w0=w0,
-                accuracy=accuracy * scale,
+                accuracy=None if accuracy is None else accuracy * scale,
                 solver=solver,
                 private=True,
                 extension=extension,

@@ -426,7 +426,11 @@ def projected_subgradient(
             f"`{owner}` needs exactly one of `alpha` (the accuracy target) and `T` (the number "
             f"of steps). Got alpha={alpha!r}, T={T!r}."
         )
-    T = subgradient_iterations(G, mu, alpha) if T is None else _check_count(T, "T", owner)
+    if T is None:
+        assert alpha is not None  # exactly one of them, checked above
+        T = subgradient_iterations(G, mu, alpha)
+    else:
+        T = _check_count(T, "T", owner)
     w = np.array(w0, dtype=float).reshape(-1)
     if w.size == 0 or not np.all(np.isfinite(w)):
         raise InvalidParameterError(

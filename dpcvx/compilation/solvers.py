@@ -168,7 +168,7 @@ def _ecos(prog: StampedProgram, tight: bool):
         A_eq = A[eq].tocsc()
         socs = list(c.soc)
     dims = {"l": c.nonneg, "q": socs, "e": c.exp}
-    kwargs = {"verbose": False}
+    kwargs: dict[str, Any] = {"verbose": False}
     if tight:
         kwargs.update(abstol=1e-11, reltol=1e-11, feastol=1e-11, max_iters=300)
     if c.zero:

@@ -115,11 +115,12 @@ def _rebuild(term: Term, splits: list[cp.Variable | None]) -> cp.Expression:
     if term.kind == "pieces":
         inner = cp.maximum(*args) if len(args) > 1 else args[0]
     elif term.kind == "pos_power":
-        inner = cp.power(cp.maximum(*args, 0.0), float(term.param))
+        inner = cp.power(cp.maximum(*args, 0.0), term.param_value)
     elif term.kind == "pos_huber":
-        inner = cp.huber(cp.maximum(*args, 0.0), float(term.param))
+        inner = cp.huber(cp.maximum(*args, 0.0), term.param_value)
     else:
         node = term.atom
+        assert node is not None  # elementwise and vector kinds keep their atom
         inner = node.copy([args[0]] + list(node.args[1:]))
     return term.weight * (cp.sum(inner) if term.summed else inner)
 
@@ -282,7 +283,7 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
     # CSC data is column-major; COO from CSC keeps that order, matching A_map's columns
     split_rows = []
     for cons in split_cons:
-        rows_t = []
+        rows_t: list[np.ndarray | None] = []
         for con in cons:
             if con is None:
                 rows_t.append(None)
@@ -293,6 +294,7 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
     if extension is not None:
         start_y = pp.var_id_to_col[at.id]
         y_cols = np.arange(start_y, start_y + decl.d)
+        assert soc is not None  # built with the extension
         soc_rows = offsets[_formatted_id(pp, soc)] + np.arange(soc.size)
         t_col = int(pp.var_id_to_col[t.id])
         if not np.isclose(c_map[0, t_col], extension) or np.any(c_map[1:, t_col]):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import cvxpy as cp
 import numpy as np
@@ -102,8 +103,9 @@ def _push(factor: cp.Expression, expr: cp.Expression) -> cp.Expression | None:
     if isinstance(expr, Variable):
         return cp.multiply(factor, expr)
     if isinstance(expr, AddExpression):
-        parts = [_push(factor, arg) for arg in expr.args]
-        if any(p is None for p in parts):
+        found = [_push(factor, arg) for arg in expr.args]
+        parts = [p for p in found if p is not None]
+        if len(parts) != len(found):
             return None
         out = parts[0]
         for p in parts[1:]:
@@ -513,7 +515,7 @@ def _jet(
     nd = len(expr.shape)
     args = expr.args
     if isinstance(expr, AddExpression):
-        offset = 0.0
+        offset: Any = 0.0
         jac = None
         for a in args:
             j = _jet(a, variable, leaves, n, at)
@@ -777,20 +779,25 @@ def _nonlinear_jet(
         isinstance(expr, (norm1, norm_inf, Pnorm, cp_max, cp_min, log_sum_exp))
         or (isinstance(expr, quad_over_lin) and jacs[1] is None)
     ):
-        nb = max(vals[0].shape[0], jacs[0].shape[0])
+        j0 = jacs[0]
+        if j0 is None:
+            raise Unsupported("a vector atom of an expression without the variable")
+        nb = max(vals[0].shape[0], j0.shape[0])
         flat = np.broadcast_to(vals[0], (nb,) + args[0].shape).reshape(nb, -1)
-        jm = np.broadcast_to(jacs[0], (nb,) + args[0].shape + (d,)).reshape(nb, -1, d)
+        jm = np.broadcast_to(j0, (nb,) + args[0].shape + (d,)).reshape(nb, -1, d)
+        atom_value: np.ndarray | None
+        slope: np.ndarray | None
         if isinstance(expr, quad_over_lin):
             den = vals[1].reshape(-1)
-            value = np.sum(flat**2, axis=1) / den
-            g = 2.0 * flat / den[:, None]
+            atom_value = np.sum(flat**2, axis=1) / den
+            slope = 2.0 * flat / den[:, None]
         else:
-            g = _vector_slope(expr, flat)
-            value = None if g is None else _vectorized(expr, [flat], 0)
-        if g is not None:
+            slope = _vector_slope(expr, flat)
+            atom_value = None if slope is None else _vectorized(expr, [flat], 0)
+        if slope is not None and atom_value is not None:
             return Jet(
-                value.reshape((nb,) + expr.shape),
-                np.einsum("nk,nkd->nd", g, jm).reshape((nb,) + expr.shape + (d,)),
+                atom_value.reshape((nb,) + expr.shape),
+                np.einsum("nk,nkd->nd", slope, jm).reshape((nb,) + expr.shape + (d,)),
             )
     return _grad_per_example(expr, vals, jacs, n, d)
 

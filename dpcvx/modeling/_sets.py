@@ -152,7 +152,7 @@ class Pieces:
             slack = self.b - self.A @ y
             scale = 1.0 + np.abs(self.A) @ np.abs(y) + np.abs(self.b)
             act = np.flatnonzero(slack <= 1e-7 * scale)
-            for k in act:
+            for k in map(int, act):
                 cols.append(self.A[k])
                 rhs.append(float(self.b[k]))
                 owner.append(-1)
@@ -401,8 +401,8 @@ def parse_constraint(constraint, variable: cp.Variable, pieces: Pieces, affine_r
         if rows is not None and all(e.is_affine() for e in rows):
             for e in rows:
                 M, c = affine_rows(e)
-                lim = np.broadcast_to(limit, e.shape if e.shape else (1,)).reshape(-1)
-                pieces.add_rows(M, lim - c)
+                lims = np.broadcast_to(limit, e.shape if e.shape else (1,)).reshape(-1)
+                pieces.add_rows(M, lims - c)
             return "rows"
         norm = _norm_of(inner)
         if norm is not None and limit.size == 1 and norm[1].is_affine():

@@ -78,6 +78,19 @@ class Term:
     #: ``max_terms`` only: the constant added to each sub-term (``g_j = w_j psi_j(E_j) + b_j``)
     offsets: tuple = ()
 
+    @property
+    def param_value(self) -> float:
+        """``param`` as a float, for the kinds that always carry one (huber's ``M``,
+        pos_power's ``p``, pos_huber's ``M``)."""
+        if self.param is None:
+            raise ValueError(f"a {self.kind!r} term carries no parameter")
+        return float(self.param)
+
+    @property
+    def atom_shape(self) -> tuple[int, ...]:
+        """The shape of the term's atom (of its expression when it has no atom)."""
+        return tuple((self.atom if self.atom is not None else self.expr).shape)
+
 
 def _const(expr: cp.Expression) -> float | None:
     if expr.size == 1 and not expr.variables() and not expr.parameters():

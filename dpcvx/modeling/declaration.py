@@ -188,12 +188,12 @@ class Declaration:
             )
         lifted, derived = lift(loss, frozenset(arrays))
         if not (lifted.is_dcp(dpp=True) and lifted.is_convex()):
-            bad = str(_offending_term(lifted))
+            culprit = str(_offending_term(lifted))
             for dp in derived:  # show the user's own data expressions, not internal names
-                bad = bad.replace(dp.parameter.name(), f"({dp.expression})")
+                culprit = culprit.replace(dp.parameter.name(), f"({dp.expression})")
             raise ModelingError(
                 "The `loss` is not DPP in the data: the term "
-                f"`{bad}` multiplies data with an expression that also depends on data and the "
+                f"`{culprit}` multiplies data with an expression that also depends on data and the "
                 "variable in a way dpcvx cannot separate. A nonnegative per-example weight "
                 "`s * loss` is accepted when the loss is built from maximum/abs/pos/norms and "
                 "squares of affine expressions (not logistic, huber or exp). Write data only in "

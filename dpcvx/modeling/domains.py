@@ -243,11 +243,12 @@ class Domain:
                     lo[j] = max(lo[j], bound)
         balls: list[tuple[np.ndarray, float]] = []
         l1_balls: list[tuple[np.ndarray, float]] = []
-        for piece in pieces.norms:
-            scale = _scaled_identity(piece.M)
+        for norm_piece in pieces.norms:
+            scale = _scaled_identity(norm_piece.M)
             if scale:
-                center = -piece.m / scale
-                (balls if piece.p == 2 else l1_balls).append((center, piece.r / abs(scale)))
+                center = -norm_piece.m / scale
+                radius = norm_piece.r / abs(scale)
+                (balls if norm_piece.p == 2 else l1_balls).append((center, radius))
         for pend in pieces.pending:
             scale = _scaled_identity(pend.F @ pend.M)
             if scale and pend.slack == 0.0:

@@ -61,7 +61,7 @@ def _gradients(decl: Declaration, w: np.ndarray) -> np.ndarray:
             grad += wgt * flat[0][1].sum(axis=1)
             continue
         if kind in ("pieces", "pos_power", "pos_huber"):
-            shape = term.atom.shape
+            shape = term.atom_shape
             stacked = np.stack(
                 [_to_shape(v, a.shape, shape, n) for v, a in zip(values, term.args)]
             )  # (m, n, k)
@@ -72,9 +72,9 @@ def _gradients(decl: Declaration, w: np.ndarray) -> np.ndarray:
             chosen = np.take_along_axis(jac, best[None, :, :, None], axis=0)[0]  # (n, k, d)
             top = np.maximum(np.max(stacked, axis=0), 0.0)
             if kind == "pos_power":
-                chosen = chosen * (float(term.param) * top ** (float(term.param) - 1.0))[..., None]
+                chosen = chosen * (term.param_value * top ** (term.param_value - 1.0))[..., None]
             elif kind == "pos_huber":
-                chosen = chosen * np.minimum(2.0 * top, 2.0 * float(term.param))[..., None]
+                chosen = chosen * np.minimum(2.0 * top, 2.0 * term.param_value)[..., None]
             grad += wgt * chosen.sum(axis=1)
             continue
         v, jac = values[0], flat[0][1]
@@ -85,7 +85,7 @@ def _gradients(decl: Declaration, w: np.ndarray) -> np.ndarray:
         elif kind == "square":
             theta = 2.0 * v
         elif kind == "huber":
-            theta = np.clip(2.0 * v, -2.0 * term.param, 2.0 * term.param)
+            theta = np.clip(2.0 * v, -2.0 * term.param_value, 2.0 * term.param_value)
         elif kind == "exp":
             theta = np.exp(v)
         elif kind == "norm2":

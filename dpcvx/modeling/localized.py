@@ -112,9 +112,9 @@ class LocalizedDomain:
         self.ball_radius = r
         self.constraints = tuple(base.constraints) + (cp.norm(base.variable - c, 2) <= r,)
         if r < base.radius:
-            self.center, self.radius = c.copy(), r * (1 + 4 * _EPS)
+            self.center, self.radius = c.copy(), float(r * (1 + 4 * _EPS))
         else:
-            self.center, self.radius = np.asarray(base.center, float), base.radius
+            self.center, self.radius = np.asarray(base.center, float), float(base.radius)
         self.diameter = min(base.diameter, 2 * r * (1 + 4 * _EPS))
         # a point strictly inside both sets: toward W's interior point, within r/2 of c
         gap = float(np.linalg.norm(base.interior - c))
