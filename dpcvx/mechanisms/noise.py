@@ -1,8 +1,10 @@
-"""Noise calibration and noise sampling for output perturbation.
+"""Noise calibration for output perturbation.
 
 Calibration (target guarantee + sensitivity -> noise scale) is a set of pure functions of public
-numbers; sampling is a separate function that takes an already-calibrated :class:`NoiseSpec`.
-This mirrors dp_accounting's calibration helpers (house style point 7).
+numbers, returning a checked :class:`NoiseSpec`. Sampling lives apart, in
+:mod:`dpcvx.mechanisms.sampling` (the exact, floating-point-safe release of a perturbed point;
+``sample`` is importable from here as before). This mirrors dp_accounting's calibration helpers
+(house style point 7).
 
 Three noise distributions are supported, each matched to one kind of sensitivity bound:
 
@@ -30,7 +32,6 @@ Every privacy-relevant number computed here is rounded toward the safe side (lar
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,7 +49,6 @@ __all__ = [
     "gaussian_delta",
     "l2_laplace_scale",
     "laplace_per_coordinate_scale",
-    "sample",
     "zwb_sigma",
 ]
 
@@ -522,96 +522,10 @@ def calibrate(
     )
 
 
-def _check_count(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
-        raise InvalidParameterError(
-            f"The `{name}` parameter of `sample` must be a positive int. "
-            f"Got {type(value).__name__}: {value!r}."
-        )
-    return int(value)
+def __getattr__(name: str):
+    """``sample`` moved to :mod:`dpcvx.mechanisms.sampling` (still importable from here)."""
+    if name == "sample":
+        from dpcvx.mechanisms.sampling import sample
 
-
-def _uniform_directions(rng: np.random.Generator, size: int, dim: int) -> np.ndarray:
-    """``size`` points uniform on the unit sphere of ``R^dim`` (normalized standard normals).
-
-    For ``dim == 1`` this is a fair random sign. A zero normal vector (probability zero, but
-    possible in floating point) is redrawn.
-    """
-    g = rng.standard_normal((size, dim))
-    norms = np.linalg.norm(g, axis=1)
-    bad = norms == 0.0
-    while np.any(bad):  # pragma: no cover - probability ~0
-        g[bad] = rng.standard_normal((int(bad.sum()), dim))
-        norms[bad] = np.linalg.norm(g[bad], axis=1)
-        bad = norms == 0.0
-    return g / norms[:, None]
-
-
-def sample(
-    spec: NoiseSpec,
-    dim: int,
-    rng: np.random.Generator,
-    *,
-    size: int | None = None,
-) -> np.ndarray:
-    """Draw noise from a calibrated :class:`NoiseSpec`.
-
-    Parameters
-    ----------
-    spec : NoiseSpec
-        Output of :func:`calibrate`.
-    dim : int
-        Dimension ``d >= 1`` of the released vector.
-    rng : numpy.random.Generator
-        An already-normalized generator: callers pass their ``rng`` argument through
-        :func:`dpcvx.rng.make_rng` first. Global NumPy state is never used.
-    size : int or None, optional
-        ``None`` (default) draws one vector of shape ``(dim,)``; an int draws ``size``
-        independent vectors, shape ``(size, dim)``.
-
-    Returns
-    -------
-    numpy.ndarray
-        float64 noise.
-
-    Raises
-    ------
-    InvalidParameterError
-        If ``spec``, ``dim``, ``rng`` or ``size`` is invalid.
-
-    Notes
-    -----
-    ``"l2_laplace"``: radius ``r ~ Gamma(shape=d, scale=spec.scale)`` (NumPy's second argument
-    is the scale, not the rate) times a direction uniform on the sphere (digest Section 3.1;
-    paper 002 footnote 2: in polar coordinates ``p(r) ∝ r^(d-1) exp(-r/scale)``).
-    ``"gaussian"``: ``N(0, scale^2 I_d)``. ``"laplace"``: iid ``Laplace(0, scale)``.
-
-    Floating-point samplers such as these are exposed to the attacks of Mironov (2012) on
-    textbook Laplace sampling (digest pitfall P10) once the noise is added to a point in
-    floating point. dpcvx's mechanisms never do that: they release the correctly rounded exact
-    sum of the point and ideal noise (:func:`dpcvx.mechanisms.sampling.release_point`). This
-    function remains for noise that is studied on its own (calibration checks, audits). Use
-    :func:`dpcvx.rng.make_rng` with ``None`` for cryptographic randomness in real releases.
-    """
-    if not isinstance(spec, NoiseSpec):
-        raise InvalidParameterError(
-            f"The `spec` parameter of `sample` must be a NoiseSpec (see `calibrate`). "
-            f"Got {type(spec).__name__}."
-        )
-    d = _check_count(dim, "dim")
-    if not isinstance(rng, np.random.Generator):
-        raise InvalidParameterError(
-            "The `rng` parameter of `sample` must be a numpy.random.Generator. "
-            f"Got {type(rng).__name__}: {rng!r}. Normalize it first with "
-            "`dpcvx.rng.make_rng(rng)[0]`."
-        )
-    n = 1 if size is None else _check_count(size, "size")
-    if spec.kind == "l2_laplace":
-        radius = rng.gamma(shape=float(d), scale=spec.scale, size=n)
-        out = radius[:, None] * _uniform_directions(rng, n, d)
-    elif spec.kind == "gaussian":
-        out = rng.normal(loc=0.0, scale=spec.scale, size=(n, d))
-    else:  # "laplace"
-        out = rng.laplace(loc=0.0, scale=spec.scale, size=(n, d))
-    out = np.asarray(out, dtype=np.float64)
-    return out[0] if size is None else out
+        return sample
+    raise AttributeError(name)

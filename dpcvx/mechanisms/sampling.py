@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -50,7 +51,14 @@ from dpcvx.errors import InvalidParameterError
 if TYPE_CHECKING:
     from dpcvx.mechanisms.noise import NoiseSpec
 
-__all__ = ["laplace_point", "release_point", "gaussian_point", "sample_index"]
+__all__ = [
+    "gaussian_point",
+    "l2_laplace_point",
+    "laplace_point",
+    "release_point",
+    "sample",
+    "sample_index",
+]
 
 #: random bits revealed per uniform at a time
 _BITS = 64
@@ -276,3 +284,101 @@ def sample_index(log_probabilities, rng: np.random.Generator) -> int:
     raise InvalidParameterError(  # pragma: no cover - probability below 2^-600
         "The exact sampler could not decide the exponential mechanism's index."
     )
+
+
+# ----------------------------------------------------------------- float noise, for study
+def _check_count(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise InvalidParameterError(
+            f"The `{name}` parameter of `sample` must be a positive int. "
+            f"Got {type(value).__name__}: {value!r}."
+        )
+    return int(value)
+
+
+def _uniform_directions(rng: np.random.Generator, size: int, dim: int) -> np.ndarray:
+    """``size`` points uniform on the unit sphere of ``R^dim`` (normalized standard normals).
+
+    For ``dim == 1`` this is a fair random sign. A zero normal vector (probability zero, but
+    possible in floating point) is redrawn.
+    """
+    g = rng.standard_normal((size, dim))
+    norms = np.linalg.norm(g, axis=1)
+    bad = norms == 0.0
+    while np.any(bad):  # pragma: no cover - probability ~0
+        g[bad] = rng.standard_normal((int(bad.sum()), dim))
+        norms[bad] = np.linalg.norm(g[bad], axis=1)
+        bad = norms == 0.0
+    return g / norms[:, None]
+
+
+def sample(
+    spec: NoiseSpec,
+    dim: int,
+    rng: np.random.Generator,
+    *,
+    size: int | None = None,
+) -> np.ndarray:
+    """Draw noise from a calibrated :class:`NoiseSpec`.
+
+    Parameters
+    ----------
+    spec : NoiseSpec
+        Output of :func:`calibrate`.
+    dim : int
+        Dimension ``d >= 1`` of the released vector.
+    rng : numpy.random.Generator
+        An already-normalized generator: callers pass their ``rng`` argument through
+        :func:`dpcvx.rng.make_rng` first. Global NumPy state is never used.
+    size : int or None, optional
+        ``None`` (default) draws one vector of shape ``(dim,)``; an int draws ``size``
+        independent vectors, shape ``(size, dim)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 noise.
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``spec``, ``dim``, ``rng`` or ``size`` is invalid.
+
+    Notes
+    -----
+    ``"l2_laplace"``: radius ``r ~ Gamma(shape=d, scale=spec.scale)`` (NumPy's second argument
+    is the scale, not the rate) times a direction uniform on the sphere (digest Section 3.1;
+    paper 002 footnote 2: in polar coordinates ``p(r) ∝ r^(d-1) exp(-r/scale)``).
+    ``"gaussian"``: ``N(0, scale^2 I_d)``. ``"laplace"``: iid ``Laplace(0, scale)``.
+
+    Floating-point samplers such as these are exposed to the attacks of Mironov (2012) on
+    textbook Laplace sampling (digest pitfall P10) once the noise is added to a point in
+    floating point. dpcvx's mechanisms never do that: they release the correctly rounded exact
+    sum of the point and ideal noise (:func:`dpcvx.mechanisms.sampling.release_point`). This
+    function remains for noise that is studied on its own (calibration checks, audits). Use
+    :func:`dpcvx.rng.make_rng` with ``None`` for cryptographic randomness in real releases.
+    """
+    from dpcvx.mechanisms.noise import NoiseSpec
+
+    if not isinstance(spec, NoiseSpec):
+        raise InvalidParameterError(
+            f"The `spec` parameter of `sample` must be a NoiseSpec (see `calibrate`). "
+            f"Got {type(spec).__name__}."
+        )
+    d = _check_count(dim, "dim")
+    if not isinstance(rng, np.random.Generator):
+        raise InvalidParameterError(
+            "The `rng` parameter of `sample` must be a numpy.random.Generator. "
+            f"Got {type(rng).__name__}: {rng!r}. Normalize it first with "
+            "`dpcvx.rng.make_rng(rng)[0]`."
+        )
+    n = 1 if size is None else _check_count(size, "size")
+    if spec.kind == "l2_laplace":
+        radius = rng.gamma(shape=float(d), scale=spec.scale, size=n)
+        out = radius[:, None] * _uniform_directions(rng, n, d)
+    elif spec.kind == "gaussian":
+        out = rng.normal(loc=0.0, scale=spec.scale, size=(n, d))
+    else:  # "laplace"
+        out = rng.laplace(loc=0.0, scale=spec.scale, size=(n, d))
+    out = np.asarray(out, dtype=np.float64)
+    return out[0] if size is None else out
