@@ -40,6 +40,7 @@ from dpcvx.problem import LipschitzExtension, Problem
 from dpcvx.results import PrivateResult
 from dpcvx.saddle_problem import SaddleProblem
 from dpcvx.types import Guarantee, Sensitivity
+from dpcvx.user_level import UserLevelProblem
 
 __version__ = "0.1.0"
 
@@ -85,6 +86,7 @@ __all__ = [
     "ReleaseCertificate",
     "SaddleProblem",
     "TiltedOutputPerturbation",
+    "UserLevelProblem",
     "ZcdpAccountant",
     "Sensitivity",
     "SolverError",

@@ -19,6 +19,7 @@ from dpcvx.accounting.zcdp import zcdp_to_dp
 from dpcvx.errors import DataError, InvalidParameterError
 from dpcvx.mechanisms import mean_estimation
 from dpcvx.mechanisms.mean_estimation import with_rho
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.pipeline import release
 from dpcvx.results import PrivateResult
 
@@ -87,6 +88,11 @@ class ArraySource:
     @property
     def declared(self) -> None:
         return None
+
+    @property
+    def neighbors(self) -> NeighborRelation:
+        """One row is one unit of privacy (replace-one neighbors)."""
+        return REPLACE_ONE
 
     def release_context(
         self, *, extension: float | None, solver: str | None, base: bool = False

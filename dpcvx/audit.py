@@ -747,6 +747,7 @@ class _MemoizedSource:
         self.diameter = problem.diameter
         self.domain = problem.domain
         self.declared = problem.declared
+        self.neighbors = problem.neighbors
         self._contexts: dict = {}
 
     def release_context(self, *, extension, solver, base: bool = False):
@@ -1154,6 +1155,25 @@ def _linear_pair(n: int = 10, value: float = 1.0, others: float = 0.0):
     return _box_problem(lambda w, x, y: x @ w, X0, X1)
 
 
+def _user_pair(n: int, items: int, value: float, others: float):
+    """The linear pair of :func:`_linear_pair` as user-level data: ``n`` users of ``items``
+    items, every item of a user equal to its record."""
+    import cvxpy as cp
+
+    from dpcvx import domains
+    from dpcvx.user_level import UserLevelProblem
+
+    w, x = cp.Variable(1), cp.Parameter(1)
+    X0 = np.full((n * items, 1), float(others))
+    X1 = X0.copy()
+    X0[-items:], X1[-items:] = value, -value
+    users = np.repeat(np.arange(n), items)
+    dom = domains.box(w, -1.0, 1.0)
+    return tuple(
+        UserLevelProblem(x @ w, w, {x: X}, dom, users=users, items_per_user=items) for X in (X0, X1)
+    )
+
+
 def _saddle_pair(n: int, value: float, others: float):
     """The saddle loss ``x w + v w - v^2`` with an adversary ``|v| <= 1/2`` on ``[-1, 1]``
     (``G(w) = mean(x) w + max_v (v w - v^2)``, Lipschitz ``1 + 1/2`` for ``|x| <= 1``): records
@@ -1246,6 +1266,8 @@ def build_pair(pair: WorstCasePair) -> tuple[Any, Any]:
         return _linear_pair(pair.n, pair.value, others=pair.others)
     if pair.source == "problem" and pair.loss == "absolute":
         return _absolute_outlier_pair(pair.n, pair.value)
+    if pair.source == "users" and pair.loss == "linear":
+        return _user_pair(pair.n, pair.items, pair.value, pair.others)
     if pair.source == "saddle" and pair.loss == "saddle-linear":
         return _saddle_pair(pair.n, pair.value, pair.others)
     if pair.source == "arrays" and pair.loss == "mean":

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dpcvx.errors import DpcvxError, InvalidParameterError, ModelingError
@@ -51,7 +51,7 @@ class Failure(Exception):
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the epilogs' line breaks and shows defaults where they are set."""
 
-    def _get_help_string(self, action):
+    def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if (
             "%(default)" not in text
@@ -297,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ============================================================================ demo
-def _demo(args) -> int:
+def _demo(args: argparse.Namespace) -> int:
     import cvxpy as cp
     import numpy as np
     from sklearn.datasets import load_breast_cancer
@@ -318,7 +318,7 @@ def _demo(args) -> int:
     )
     scaler = StandardScaler().fit(X_train)
 
-    def prepare(X, y):
+    def prepare(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         Z = scaler.transform(X)
         Z /= np.maximum(1.0, np.linalg.norm(Z, axis=1, keepdims=True))
         return Z, 2.0 * y - 1.0
@@ -335,10 +335,10 @@ def _demo(args) -> int:
     )
     mechanism = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam)
 
-    def accuracy(v, A, b) -> float:
+    def accuracy(v: np.ndarray, A: np.ndarray, b: np.ndarray) -> float:
         return float(np.mean(np.where(A @ v >= 0, 1.0, -1.0) == b))
 
-    def risk(v, A, b) -> float:
+    def risk(v: np.ndarray, A: np.ndarray, b: np.ndarray) -> float:
         return float(np.mean(np.maximum(0.0, 1.0 - b * (A @ v))))
 
     exact = problem.solve(regularization=lam)
@@ -411,7 +411,15 @@ def _plot_path(text: str) -> Path:
     return path.resolve()
 
 
-def _save_plot(path: Path, epsilons, risks, accs, exact_risk, exact_acc, args) -> None:
+def _save_plot(
+    path: Path,
+    epsilons: Sequence[float],
+    risks: Mapping[float, Sequence[float]],
+    accs: Mapping[float, Sequence[float]],
+    exact_risk: float,
+    exact_acc: float,
+    args: argparse.Namespace,
+) -> None:
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -501,7 +509,7 @@ def _smoke_args(path: Path) -> tuple[str, ...] | None:
     return SMOKE_ARGS.get(path.stem)
 
 
-def _bench(args, extra: list[str]) -> int:
+def _bench(args: argparse.Namespace, extra: list[str]) -> int:
     folder = _find_benchmarks(args.dir)
     names = _benchmark_names(folder)
     if args.list:
@@ -582,7 +590,7 @@ def _first_doc_line(path: Path) -> str:
 
 
 # ============================================================================ audit
-def _audit(args) -> int:
+def _audit(args: argparse.Namespace) -> int:
     from dpcvx.audit import audit_case, audit_cases, audit_mechanism
 
     cases = audit_cases()

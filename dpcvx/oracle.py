@@ -32,9 +32,10 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpcvx._validation import check_nonnegative, check_positive
 from dpcvx.accounting.ledger import Accountant
@@ -46,9 +47,15 @@ from dpcvx.certification.first_order import (
 from dpcvx.errors import CertificationError, DataError, InvalidParameterError, ModelingError
 from dpcvx.modeling.domains import Domain
 from dpcvx.modeling.localized import EXACT_PROJECTION, LocalizedDomain, inexact_projection
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.pipeline import release
 from dpcvx.problem import LipschitzExtension, resolve_center
 from dpcvx.results import PrivateResult
+
+if TYPE_CHECKING:
+    import cvxpy as cp
+
+    from dpcvx.mechanisms.base import Mechanism, Solve
 
 __all__ = ["OracleProblem", "OracleReleaseContext", "structured_solve"]
 
@@ -268,8 +275,8 @@ class OracleProblem:
         value: Callable,
         subgradient: Callable,
         data: Mapping[str, Any],
-        variable,
-        domain,
+        variable: cp.Variable,
+        domain: list[cp.Constraint],
         *,
         max_iter: int = DEFAULT_MAX_ITER,
     ) -> None:
@@ -329,13 +336,13 @@ class OracleProblem:
         return MappingProxyType(self._data)
 
     # ------------------------------------------------------------------ oracles
-    def _rows(self, indices) -> tuple[dict[str, np.ndarray], int]:
+    def _rows(self, indices: ArrayLike | None) -> tuple[dict[str, np.ndarray], int]:
         if indices is None:
             return self._data, self._n
         idx = np.asarray(indices)
         return {key: arr[idx] for key, arr in self._data.items()}, int(idx.size)
 
-    def _values(self, W: np.ndarray, rows, k: int) -> np.ndarray:
+    def _values(self, W: np.ndarray, rows: Mapping[str, np.ndarray], k: int) -> np.ndarray:
         out = np.asarray(self._value(W, rows), dtype=float)
         if out.shape != (k,) or not np.all(np.isfinite(out)):
             bad = "non-finite values" if out.shape == (k,) else f"shape {out.shape}"
@@ -345,7 +352,7 @@ class OracleProblem:
             )
         return out
 
-    def _subgradients(self, W: np.ndarray, rows, k: int) -> np.ndarray:
+    def _subgradients(self, W: np.ndarray, rows: Mapping[str, np.ndarray], k: int) -> np.ndarray:
         out = np.asarray(self._subgradient(W, rows), dtype=float)
         if out.shape != (k, self.d) or not np.all(np.isfinite(out)):
             bad = "non-finite entries" if out.shape == (k, self.d) else f"shape {out.shape}"
@@ -355,7 +362,7 @@ class OracleProblem:
             )
         return out
 
-    def _center(self, center) -> np.ndarray:
+    def _center(self, center: ArrayLike | None) -> np.ndarray:
         return resolve_center(self, center)
 
     # ------------------------------------------------------------------ solving
@@ -366,10 +373,10 @@ class OracleProblem:
         alpha: float,
         *,
         extension: float | None,
-        localize,
-        indices,
+        localize: tuple | None,
+        indices: ArrayLike | None,
         max_iter: int,
-        callback=None,
+        callback: Callable[[int, float], None] | None = None,
     ) -> CertifiedSolution:
         """Algorithm 3 on the plain or joint program (see the class Notes)."""
         start = time.perf_counter()
@@ -472,13 +479,13 @@ class OracleProblem:
     def solve(
         self,
         regularization: float = 0.0,
-        center=None,
+        center: ArrayLike | None = None,
         accuracy: float = 1e-2,
         *,
         extension: float | None = None,
         localize: tuple | None = None,
         max_iter: int | None = None,
-        callback=None,
+        callback: Callable[[int, float], None] | None = None,
     ) -> CertifiedSolution:
         """Certified non-private solve with Algorithm 3 (see the class Notes).
 
@@ -519,11 +526,11 @@ class OracleProblem:
 
     def solve_private(
         self,
-        mechanism,
+        mechanism: Mechanism,
         *,
         epsilon: float,
         delta: float = 0.0,
-        rng=None,
+        rng: int | np.random.Generator | None = None,
         accountant: Accountant | None = None,
     ) -> PrivateResult:
         """A private release, exactly as :meth:`dpcvx.Problem.solve_private` (the same
@@ -533,6 +540,11 @@ class OracleProblem:
         return release(
             self, mechanism, epsilon=epsilon, delta=delta, rng=rng, accountant=accountant
         )
+
+    @property
+    def neighbors(self) -> NeighborRelation:
+        """One example is one unit of privacy (replace-one neighbors)."""
+        return REPLACE_ONE
 
     @property
     def declared(self) -> None:
@@ -551,7 +563,9 @@ class OracleProblem:
             )
         return OracleReleaseContext(self, extension=extension, base=base)
 
-    def project(self, point, localize=None, xi: float | None = None) -> np.ndarray:
+    def project(
+        self, point: ArrayLike, localize: tuple | None = None, xi: float | None = None
+    ) -> np.ndarray:
         """Euclidean projection onto the domain, made exactly feasible; with
         ``localize=(c, r)`` onto ``W intersect B(c, r)`` (Lemma C.6 to within ``xi``)."""
         point = np.asarray(point, float).reshape(self.d)
@@ -578,7 +592,7 @@ class OracleReleaseContext:
     def prepare(self) -> None:
         """Nothing to compile: Algorithm 3 runs on the oracles."""
 
-    def solver(self, indices=None, C: float | None = None):
+    def solver(self, indices: ArrayLike | None = None, C: float | None = None) -> Solve:
         """``solve(lam, w0, alpha, localize=None, candidate=None) -> CertifiedSolution`` on the
         examples ``indices`` (default all), on the extension with ``C`` (default this
         release's own). ``candidate``: an earlier certificate of the same objective over W,
@@ -591,7 +605,7 @@ class OracleReleaseContext:
             lam: float,
             w0: np.ndarray,
             alpha: float,
-            localize=None,
+            localize: tuple | None = None,
             candidate: CertifiedSolution | None = None,
         ) -> CertifiedSolution:
             try:
@@ -620,20 +634,22 @@ class OracleReleaseContext:
     #: a user's callables carry no smoothness information: utility caveats apply
     smooth = False
 
-    def gradients(self, w, indices=None) -> np.ndarray:
+    def gradients(self, w: ArrayLike, indices: ArrayLike | None = None) -> np.ndarray:
         """The user's per-example subgradients at ``w`` (rows ``indices``), ``(n, d)``."""
         rows, m = self.problem._rows(indices)
         point = np.asarray(w, float).reshape(1, self.d)
         return self.problem._subgradients(np.repeat(point, m, axis=0), rows, m)
 
-    def loss_values(self, points, indices=None) -> np.ndarray:
+    def loss_values(self, points: ArrayLike, indices: ArrayLike | None = None) -> np.ndarray:
         """``f(w_p, z_i)`` for every row ``w_p`` of ``points`` and every example ``i`` in
         ``indices`` (default all): shape ``(len(points), n)``."""
         rows, m = self.problem._rows(indices)
         pts = np.atleast_2d(np.asarray(points, float))
         return np.stack([self.problem._values(np.tile(p, (m, 1)), rows, m) for p in pts])
 
-    def project(self, point, localize=None, xi: float | None = None) -> np.ndarray:
+    def project(
+        self, point: ArrayLike, localize: tuple | None = None, xi: float | None = None
+    ) -> np.ndarray:
         """See :meth:`OracleProblem.project` (public post-processing)."""
         return self.problem.project(point, localize=localize, xi=xi)
 
@@ -642,14 +658,14 @@ class OracleReleaseContext:
 def structured_solve(
     extension: LipschitzExtension,
     regularization: float,
-    center,
+    center: ArrayLike | None,
     accuracy: float,
     localize: tuple | None = None,
     *,
     iterations: int | None = None,
     max_iter: int = DEFAULT_MAX_ITER,
     solver: str | None = None,
-    callback=None,
+    callback: Callable[[int, float, float], None] | None = None,
 ) -> CertifiedSolution:
     """Paper 000, Theorem D.4's structured path: projected subgradient with certified biased
     subgradients on ``G(w) = (1/n) sum_i f_C(w, z_i) + (lam/2)||w - w0||^2`` over W (or

@@ -21,6 +21,7 @@ A failure after step 4 keeps the budget spent and releases nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -33,6 +34,7 @@ from dpcvx.certification.lipschitz import lipschitz_bounds, strong_convexity_bou
 from dpcvx.certification.solve import universe_slope
 from dpcvx.errors import InvalidParameterError, LipschitzClaimWarning, PrivacyBudgetError
 from dpcvx.mechanisms.base import PER_SOLVE, PLAIN, PLANNED, DataAccess, Mechanism, Release
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.results import PrivateResult
 from dpcvx.rng import make_rng
 
@@ -74,6 +76,12 @@ class DataSource(Protocol):
 
     @property
     def declared(self) -> Declaration | None: ...
+
+    @property
+    def neighbors(self) -> NeighborRelation:
+        """The relation under which one of this source's examples is one unit of privacy
+        (replace-one example; replace-one user for user-level data)."""
+        ...
 
     def release_context(
         self, *, extension: float | None, solver: str | None, base: bool = False
@@ -155,8 +163,12 @@ def release(
     name = type(mechanism).__name__
     if C is not None and not enforced and mode != PER_SOLVE:
         name += f"[f_C, C={C:g}]"
-    events = plan.events(f"{name}(n={source.n}, d={source.d})")
-    _check_events(name, events, epsilon, delta, mechanism.neighbors)
+    relation = _relation(source, mechanism)
+    events = tuple(
+        e if e.neighbors == relation else dataclasses.replace(e, neighbors=relation)
+        for e in plan.events(f"{name}(n={source.n}, d={source.d})")
+    )
+    _check_events(name, events, epsilon, delta, relation)
 
     context = source.release_context(
         extension=C, solver=getattr(mechanism, "solver", None), base=mode == PER_SOLVE
@@ -170,9 +182,7 @@ def release(
     if "solver" in mechanism.requirements and hasattr(context, "prepare"):
         context.prepare()  # compile before anything is spent (data-independent)
     budget = (
-        accountant
-        if accountant is not None
-        else Accountant(epsilon, delta, neighbors=mechanism.neighbors)
+        accountant if accountant is not None else Accountant(epsilon, delta, neighbors=relation)
     )
     budget.reserve_all(events)  # PrivacyBudgetError, nothing recorded, if unaffordable
 
@@ -200,8 +210,22 @@ def release(
         seeded=seeded,
         mechanism=name,
         detail=MappingProxyType(detail),
-        neighbors=mechanism.neighbors,
+        neighbors=relation,
     )
+
+
+def _relation(source: DataSource, mechanism: Mechanism) -> NeighborRelation:
+    """The relation of the release: an example-level mechanism protects one of the source's
+    examples, which is one user of a user-level source (the source lifts the relation)."""
+    if mechanism.neighbors == REPLACE_ONE:
+        return source.neighbors
+    if source.neighbors != REPLACE_ONE:
+        raise InvalidParameterError(
+            f"`{type(mechanism).__name__}` states its guarantee under {mechanism.neighbors} "
+            f"neighbors; it runs on example-level data, not on a {type(source).__name__} "
+            f"(whose examples are already {source.neighbors} units)."
+        )
+    return mechanism.neighbors
 
 
 def _check_events(name: str, events, epsilon: float, delta: float, neighbors) -> None:

@@ -31,6 +31,7 @@ from dpcvx.modeling._expressions import evaluate, substitute
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
 from dpcvx.modeling.localized import EXACT_PROJECTION, LocalizedDomain
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.pipeline import UNIVERSE_TEXT, release
 from dpcvx.results import PrivateResult
 
@@ -69,6 +70,11 @@ class DeclaredSource:
     def diameter(self) -> float:
         """A bound ``D`` on the domain's diameter."""
         return self._decl.domain.diameter
+
+    @property
+    def neighbors(self) -> NeighborRelation:
+        """One example is one unit of privacy (replace-one neighbors)."""
+        return REPLACE_ONE
 
 
 class Problem(DeclaredSource):

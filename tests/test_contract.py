@@ -31,6 +31,7 @@ from dpcvx.errors import (
 )
 from dpcvx.mechanisms.base import Mechanism, Plan, Release
 from dpcvx.mechanisms.registry import REGISTRY
+from dpcvx.neighbors import NeighborRelation
 
 ENTRIES = {entry.name: entry for entry in REGISTRY}
 NAMES = sorted(ENTRIES)
@@ -77,7 +78,7 @@ class _SpySource:
 
     def __init__(self, source, log: _Log, fail: bool = False) -> None:
         self._source, self._log, self._fail = source, log, fail
-        for name in ("n", "d", "domain", "diameter", "declared"):
+        for name in ("n", "d", "domain", "diameter", "declared", "neighbors"):
             setattr(self, name, getattr(source, name))
 
     def release_context(self, **kwargs):
@@ -115,7 +116,8 @@ def _release(entry, source, *, accountant=None, rng=0, epsilon=None, delta=None)
 
 def _accountant(entry, scale: float = 1.0, spy: bool = False):
     cls = _SpyAccountant if spy else dpcvx.Accountant
-    acc = cls(entry.epsilon * scale, entry.delta * scale if entry.delta else 0.0)
+    delta = entry.delta * scale if entry.delta else 0.0
+    acc = cls(entry.epsilon * scale, delta, neighbors=entry.neighbors)
     if spy:
         acc.log = _Log()
     return acc
@@ -150,7 +152,7 @@ def test_the_mechanism_and_its_plan_satisfy_the_protocol(name):
     entry = ENTRIES[name]
     mech = entry.mechanism
     assert isinstance(mech, Mechanism)
-    assert type(mech).neighbors == entry.neighbors
+    assert isinstance(type(mech).neighbors, NeighborRelation)
     src = build_pair(entry.pair)[0]
     plan = mech.plan(**_request(entry, src))
     assert isinstance(plan, Plan)
@@ -215,6 +217,8 @@ def test_the_events_add_up_to_the_claimed_guarantee(name, pairs):
     assert sum(Fraction(e.epsilon) for e in events) <= Fraction(result.epsilon)
     assert sum(Fraction(e.delta) for e in events) <= Fraction(result.delta)
     assert (result.epsilon, result.delta) == (entry.epsilon, entry.delta)
+    assert result.neighbors == entry.neighbors
+    assert all(e.neighbors == entry.neighbors for e in events)
     assert all(result.mechanism.split("[")[0] in e.label for e in events)
 
 

@@ -36,6 +36,7 @@ PROBLEMS = {
     "dpcvx.oracle",
     "dpcvx.saddle_problem",
     "dpcvx.arrays",
+    "dpcvx.user_level",
     "dpcvx.losses",
     "dpcvx.domains",
 }

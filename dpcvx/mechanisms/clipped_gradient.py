@@ -153,6 +153,10 @@ def params_thm56(n, d, rho, k, lam, L, cap=10_000) -> dict:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClippedPlan:
+    """The public schedule of a run: the theorem's parameters, the per-step noise and the
+    ledger entry of every step (``steps``: the fields of one :class:`PrivacyEvent` per step,
+    labelled ``"step t/T"``), fixed before any data is read."""
+
     guarantee: Guarantee
     params: MappingProxyType
     rho: float | None
@@ -171,7 +175,13 @@ class ClippedPlan:
         """One event per step, ``f"{label} step t/T"``; their epsilons and deltas add up,
         exactly, to at most the guarantee."""
         return tuple(
-            PrivacyEvent(**{**dict(step), "label": f"{label} {step['label']}"})
+            PrivacyEvent(
+                **{
+                    **dict(step),
+                    "label": f"{label} {step['label']}",
+                    "neighbors": self.guarantee.neighbors,
+                }
+            )
             for step in self.steps
         )
 
@@ -258,7 +268,17 @@ class ClippedGradientDescent:
                 f"`iteration_cap` of `{owner}` must be a positive integer. Got {cap!r}."
             )
 
-    def plan(self, *, n, d, center, diameter, epsilon, delta, domain=None) -> ClippedPlan:
+    def plan(
+        self,
+        *,
+        n: int,
+        d: int,
+        center: Any,
+        diameter: float,
+        epsilon: float,
+        delta: float,
+        domain: Any = None,
+    ) -> ClippedPlan:
         """The schedule, the per-step noise and one ledger event per step (public only)."""
         owner = "ClippedGradientDescent"
         epsilon = check_positive(epsilon, "epsilon", owner)

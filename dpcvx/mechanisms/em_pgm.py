@@ -370,12 +370,13 @@ class ProjectedGradientExponentialMechanism:
     spacing: float | None = None
     max_points: int = 10_000
     quadrature_nodes: int = 32
-    #: what the release needs from the data source (checked before anything is spent)
-    requirements: ClassVar[tuple[str, ...]] = ("loss_values", "project")
+    #: what the release needs from the data source (checked before anything is spent): loss
+    #: values only (the net's projections are the public domain's own)
+    requirements: ClassVar[tuple[str, ...]] = ("loss_values",)
+    #: works on the problem's own loss (no Lipschitz-extension template)
     extension: ClassVar[ExtensionUse] = PLAIN
     enforces_lipschitz: ClassVar[bool] = False
     neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
-    #: needs only loss values, not the Lipschitz-extension template
 
     def __post_init__(self) -> None:
         owner = _OWNER
@@ -439,7 +440,7 @@ class ProjectedGradientExponentialMechanism:
         diameter: float,
         epsilon: float,
         delta: float,
-        domain=None,
+        domain: Any = None,
     ) -> ExponentialMechanismPlan:
         """The step size, smoothing radius, net spacing and bound, and the score's
         sensitivity, from public quantities only. ``domain`` (optional) is checked too."""

@@ -456,11 +456,12 @@ class ExponentialMechanism:
     spacing: float | None = None
     max_points: int = 10_000
     #: what the release needs from the data source (checked before anything is spent)
-    requirements: ClassVar[tuple[str, ...]] = ("loss_values", "project")
+    #: loss values only (the net's projections are the public domain's own)
+    requirements: ClassVar[tuple[str, ...]] = ("loss_values",)
+    #: works on the problem's own loss (no Lipschitz-extension template)
     extension: ClassVar[ExtensionUse] = PLAIN
     enforces_lipschitz: ClassVar[bool] = False
     neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
-    #: works on the problem's own loss (no Lipschitz-extension template)
 
     def __post_init__(self) -> None:
         owner = "ExponentialMechanism"
@@ -485,7 +486,7 @@ class ExponentialMechanism:
         diameter: float,
         epsilon: float,
         delta: float,
-        domain=None,
+        domain: Any = None,
     ) -> ExponentialPlan:
         """The net, the anchor, the net radius and the score's sensitivity, from public
         quantities only. ``domain`` is required: the net is built from it (public)."""
@@ -678,10 +679,10 @@ class LocalizedExponentialMechanism:
     solver: str | None = None
     #: a certified solve (stage 1), loss values (stage 2) and the public projection
     requirements: ClassVar[tuple[str, ...]] = ("solver", "loss_values", "project")
+    #: works on the problem's own loss (no Lipschitz-extension template)
     extension: ClassVar[ExtensionUse] = PLAIN
     enforces_lipschitz: ClassVar[bool] = False
     neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
-    #: works on the problem's own loss (no Lipschitz-extension template)
 
     def __post_init__(self) -> None:
         owner = "LocalizedExponentialMechanism"
@@ -711,7 +712,7 @@ class LocalizedExponentialMechanism:
         diameter: float,
         epsilon: float,
         delta: float,
-        domain=None,
+        domain: Any = None,
     ) -> LocalizedExponentialPlan:
         """Stage 1's accuracy, sensitivity and noise, ``xi``, ``R0`` and the stage-2 net
         spacing and bound, from public quantities only. ``domain`` (optional) is checked

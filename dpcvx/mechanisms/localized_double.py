@@ -320,7 +320,7 @@ class LocalizedDoubleOutputPerturbation:
         diameter: float,
         epsilon: float,
         delta: float,
-        domain=None,
+        domain: Any = None,
     ) -> LocalizedPlan:
         """The phases, blocks, regularizations, extension constants and every block's plan,
         from public quantities only (module docstring). ``domain`` is not needed."""

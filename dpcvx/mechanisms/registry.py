@@ -29,12 +29,12 @@ from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
-from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation, ReplaceOneUser
 
 __all__ = ["REGISTRY", "Registered", "WorstCasePair", "registered"]
 
 PairLoss = Literal["linear", "absolute", "saddle-linear", "mean", "median"]
-PairSource = Literal["problem", "saddle", "arrays"]
+PairSource = Literal["problem", "saddle", "arrays", "users"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,8 +57,12 @@ class WorstCasePair:
         Records per dataset.
     value, others : float
         See ``loss``.
-    source : {"problem", "saddle", "arrays"}
-        The data source the audit builds.
+    source : {"problem", "saddle", "arrays", "users"}
+        The data source the audit builds (``"users"``: a :class:`~dpcvx.UserLevelProblem` of
+        ``n`` users with ``items`` items each; the records above are then users, every item
+        of a user equal to its record).
+    items : int
+        Items per user of a ``"users"`` source.
     """
 
     loss: PairLoss
@@ -66,6 +70,7 @@ class WorstCasePair:
     value: float = 1.0
     others: float = 0.0
     source: PairSource = "problem"
+    items: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -341,6 +346,23 @@ REGISTRY: tuple[Registered, ...] = (
         control_factor=20.0,
         thresholds=(-0.5, 0.0, 0.5),
         runs=3000,
+    ),
+    Registered(
+        name="output-perturbation-user-level",
+        aliases=("user-level", "users"),
+        description=(
+            "output perturbation on user-level data (paper 004's model): linear loss x*w on "
+            "[-1, 1], n = 10 users of 3 items, the last user's items all +1 vs all -1 "
+            "(L = 1, lam = 1): the minimizers are exactly 2L/(lam n) apart under "
+            "replace-one-user neighbors"
+        ),
+        mechanism=OutputPerturbation(lipschitz=1.0, regularization=1.0),
+        pair=WorstCasePair(loss="linear", n=10, value=1.0, source="users", items=3),
+        epsilon=1.0,
+        control_factor=2.0,
+        thresholds=(-0.1, 0.0, 0.1),
+        runs=5000,
+        neighbors=ReplaceOneUser(3),
     ),
 )
 

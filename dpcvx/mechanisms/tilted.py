@@ -50,6 +50,8 @@ def tilted_sensitivity(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TiltedPlan(OneEventPlan):
+    """Everything a release uses, fixed from public quantities before any data is read."""
+
     guarantee: Guarantee
     regularization: float
     center: np.ndarray
@@ -135,7 +137,19 @@ class TiltedOutputPerturbation:
             object.__setattr__(self, "accuracy", check_positive(self.accuracy, "accuracy", owner))
         object.__setattr__(self, "center", check_center(self.center, owner))
 
-    def plan(self, *, n, d, center, diameter, epsilon, delta, domain=None) -> TiltedPlan:
+    def plan(
+        self,
+        *,
+        n: int,
+        d: int,
+        center: Any,
+        diameter: float,
+        epsilon: float,
+        delta: float,
+        domain: Any = None,
+    ) -> TiltedPlan:
+        """The accuracy, the sensitivity and the noise from public quantities only
+        (``domain`` is not needed)."""
         owner = "TiltedOutputPerturbation"
         epsilon = check_positive(epsilon, "epsilon", owner)
         delta = check_delta(delta, owner)

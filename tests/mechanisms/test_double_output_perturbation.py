@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import SimpleNamespace
 
 import cvxpy as cp
 import numpy as np
@@ -129,8 +130,10 @@ def _audit(problem, mech, plan, runs, seed):
             lam, center=w0, accuracy=alpha, localize=localize
         )
 
+    # the release's data access: this solve and the problem's projection
+    context = SimpleNamespace(solver=lambda: solve, project=problem.project, domain=problem.domain)
     rng = np.random.default_rng(seed)
-    return np.array([mech.release(plan, solve, problem.project, rng)[0][0] for _ in range(runs)])
+    return np.array([mech.release(plan, context, rng).w[0] for _ in range(runs)])
 
 
 @pytest.mark.slow
