@@ -8,6 +8,8 @@ negative control (false-failure rate <= 1e-3 by construction).
 
 from __future__ import annotations
 
+import warnings
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -100,3 +102,40 @@ def test_worst_case_user_pair_audit_and_negative_control():
         control, pair, epsilon=1.0, runs=2000, thresholds=thresholds, seed=1, progress=False
     )
     assert bad.lower_bound > 1.0
+
+
+@pytest.mark.parametrize(
+    "mech, delta",
+    [
+        (dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=1.0, blocks=1, progress=False), 0.0),
+        (dpcvx.DoubleOutputPerturbation(C=1.0, regularization=0.1), 0.0),
+        (dpcvx.TiltedOutputPerturbation(lipschitz=5.0, regularization=1.0, tilt=0.1), 0.0),
+        (
+            dpcvx.ClippedGradientDescent(
+                k=4, allow_outside_theory=True, iteration_cap=5, progress=False
+            ),
+            1e-6,
+        ),
+    ],
+    ids=lambda v: type(v).__name__ if not isinstance(v, float) else "",
+)
+def test_every_example_level_mechanism_runs_on_users(mech, delta):
+    """LDOP partitions users, clipped gradient descent takes per-user mean gradients, the
+    extension acts on the user loss: each release is stated for replace-one-user neighbors."""
+    rng = np.random.default_rng(0)
+    n, m = 60, 4
+    w, x, y = cp.Variable(2), cp.Parameter(2), cp.Parameter()
+    problem = dpcvx.UserLevelProblem(
+        cp.abs(x @ w - y),
+        w,
+        {x: rng.standard_t(3, size=(n * m, 2)), y: rng.normal(size=n * m)},
+        dpcvx.domains.l2_ball(w, 2.0),
+        users=np.repeat(np.arange(n), m),
+        items_per_user=m,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # clipped GD on a nonsmooth loss
+        res = problem.solve_private(mech, epsilon=1.0, delta=delta, rng=0)
+    assert res.neighbors == dpcvx.ReplaceOneUser(m)
+    assert np.linalg.norm(res.w) <= 2.0 + 1e-9
+    assert {e.neighbors for e in res.ledger.events} == {dpcvx.ReplaceOneUser(m)}
