@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TYPE_CHECKING
 
 from dpcvx.errors import InvalidParameterError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["check_center", "check_delta", "check_nonnegative", "check_positive", "check_real"]
 
@@ -57,7 +61,7 @@ def check_delta(value: object, owner: str, *, upper: float = 1.0) -> float:
     return out
 
 
-def check_center(value: object, owner: str):
+def check_center(value: object, owner: str) -> np.ndarray | None:
     """Return ``value`` as a finite float vector (or None) or raise InvalidParameterError."""
     if value is None:
         return None

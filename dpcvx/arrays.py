@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcvx._validation import check_real
 from dpcvx.accounting.ledger import Accountant
 from dpcvx.accounting.zcdp import zcdp_to_dp
 from dpcvx.errors import DataError, InvalidParameterError
@@ -148,6 +149,12 @@ def _release_mean(
         )
     source = ArraySource(X, owner)
     if rho is not None:
+        delta = check_real(delta, "delta", owner)
+        if not 0.0 < delta < 1.0:
+            raise InvalidParameterError(
+                f"A rho-zCDP release of `{owner}` states its (epsilon, delta) guarantee at a "
+                f"`delta` in (0, 1). Got delta={delta!r}."
+            )
         mech = with_rho(estimator, rho)
         result = source.solve_private(
             mech,

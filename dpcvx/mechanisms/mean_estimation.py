@@ -38,15 +38,19 @@ The estimators are frozen mechanisms (:mod:`dpcvx.mechanisms.base`) released thr
 pipeline on an array source: ``dpcvx.ArraySource(X).solve_private(estimator, epsilon=...)``.
 With ``delta > 0`` (or a ``rho`` field) the release is rho-zCDP with Gaussian noise, recorded
 as a ``"zcdp"`` ledger event; with ``delta == 0`` it is pure epsilon-DP with Laplace noise.
-``estimator.release(X, epsilon=... | rho=..., delta=...)`` is the earlier spelling and still
-works (it returns a :class:`MeanEstimate`).
+``estimator.release(X, epsilon=... | rho=..., delta=...)`` is the earlier spelling: it still
+works (it releases through the same pipeline and returns a :class:`~dpcvx.MeanEstimate`), with
+a :class:`DeprecationWarning`. This module never imports the array source (it lives above the
+mechanisms): :mod:`dpcvx.arrays` registers the earlier spelling in ``array_release`` when
+dpcvx is imported.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -54,7 +58,7 @@ import numpy as np
 
 from dpcvx._validation import check_moment_order, check_positive, check_real
 from dpcvx.accounting.ledger import PrivacyEvent
-from dpcvx.accounting.zcdp import dp_to_zcdp
+from dpcvx.accounting.zcdp import dp_to_zcdp, zcdp_to_dp
 from dpcvx.errors import InvalidParameterError
 from dpcvx.mechanisms.base import PLAIN, ExtensionUse, Release, perturb_steps, round_up
 from dpcvx.mechanisms.robust_means import PHI_MAX, median_of_means, smoothed_truncation_mean
@@ -69,8 +73,9 @@ __all__ = [
     "smoothed_truncation_mean",
 ]
 
-#: the earlier ``estimator.release(X, ...)`` spelling, installed by :mod:`dpcvx.arrays` (the
-#: array data source lives in the problems stage, above the mechanisms)
+#: the earlier ``estimator.release(X, ...)`` spelling, registered by :mod:`dpcvx.arrays` when
+#: dpcvx is imported (the array data source lives in the problems stage, above the mechanisms:
+#: the dependency is injected, never imported from here)
 array_release: Callable[..., Any] | None = None
 
 
@@ -87,7 +92,7 @@ class MeanPlan:
     scale: float  # Laplace scale or Gaussian sigma, rounded up
     epsilon: float | None
     rho: float | None
-    guarantee: Guarantee = Guarantee(epsilon=1.0)
+    guarantee: Guarantee
     constants: str = "paper"
 
     @property
@@ -128,6 +133,24 @@ class MeanPlan:
                 "rho": self.rho,
             }
         )
+
+
+def _add_noise(estimate: np.ndarray, plan: MeanPlan, rng: np.random.Generator) -> np.ndarray:
+    """``fl(estimate + b)`` with ``b`` the plan's per-coordinate noise (Laplace with scale
+    ``plan.scale``, or Gaussian with sigma ``plan.scale``): the one place mean estimation draws
+    noise (the floating-point-safe sampler of :func:`~dpcvx.mechanisms.base.perturb_steps`)."""
+    return perturb_steps(estimate, plan.noise, plan.scale, rng)
+
+
+def _safe_rho(epsilon: float, delta: float) -> float:
+    """A ``rho`` whose conversion at ``delta`` is at most ``epsilon``: the closed form of
+    :func:`~dpcvx.accounting.zcdp.dp_to_zcdp`, stepped down to the next float while float
+    rounding puts its conversion above ``epsilon`` (about one request in ten; the ledger
+    accepts no overspend, not even an ulp)."""
+    rho = dp_to_zcdp(epsilon, delta)
+    while zcdp_to_dp(rho, delta, method="bs16") > epsilon:
+        rho = math.nextafter(rho, 0.0)
+    return rho
 
 
 def _budget(epsilon, rho, owner):
@@ -194,6 +217,8 @@ class _MeanEstimator:
         return max(10.0, base ** (1.0 / self.k))  # Cor 4.2, clamped to the theorem's range
 
     def _noise(self, l1, l2, epsilon, rho) -> tuple[str, float]:
+        """``(kind, scale)``: Laplace ``Delta_1 / epsilon`` or Gaussian ``Delta_2 / sqrt(2
+        rho)``, each rounded up to the next float (rounding can only add noise)."""
         if epsilon is not None:
             return "laplace", round_up(l1 / epsilon)
         return "gaussian", round_up(l2 / math.sqrt(2.0 * rho))
@@ -215,21 +240,51 @@ class _MeanEstimator:
                 f"A zCDP release of `{owner}` states its guarantee at a delta in (0, 1). "
                 f"Got delta={delta!r}."
             )
-        rho = self.rho if self.rho is not None else dp_to_zcdp(epsilon, delta)
-        return None, rho
+        if self.rho is None:
+            return None, _safe_rho(epsilon, delta)
+        implied = zcdp_to_dp(self.rho, delta)
+        if implied > epsilon:
+            raise InvalidParameterError(
+                f"`{owner}(rho={self.rho:g})` is ({implied:g}, {delta:g})-DP, more than the "
+                f"epsilon = {epsilon:g} asked for. Ask for epsilon >= {implied:g}, or lower "
+                "`rho` (or leave it unset: the largest rho within (epsilon, delta) is used)."
+            )
+        return None, self.rho
 
-    def release(self, plan: Any, context: Any = None, rng: Any = None, **kwargs: Any) -> Any:
-        """``release(plan, context, rng) -> Release`` (the pipeline's call: the robust
-        estimate of ``context.rows()`` plus the planned noise).
+    def release(self, plan: Any = None, context: Any = None, rng: Any = None, **kwargs: Any) -> Any:
+        """``release(plan, context, rng) -> Release``: the pipeline's call (the robust
+        estimate of ``context.rows()`` plus the planned noise; the budget is already reserved).
 
-        The earlier spelling ``release(X, *, epsilon=None, rho=None, delta=1e-6, rng=None,
-        accountant=None) -> MeanEstimate`` still works: it releases through
-        ``dpcvx.ArraySource(X).solve_private``.
+        Deprecated spelling: ``release(X, *, epsilon=None, rho=None, delta=1e-6, rng=None,
+        accountant=None) -> MeanEstimate`` (no release context) still works, with a
+        :class:`DeprecationWarning`: it releases through the same pipeline as
+        ``dpcvx.ArraySource(X).solve_private(estimator, epsilon=...)``, with exactly one of
+        ``epsilon`` (pure, Laplace) and ``rho`` (rho-zCDP, Gaussian, stated at ``delta``).
         """
-        if hasattr(plan, "events"):  # a plan (a MeanPlan, or an audit's control of one)
+        if context is not None:  # the pipeline always passes the release context
+            if kwargs:
+                raise TypeError(
+                    f"{type(self).__name__}.release(plan, context, rng) takes no keyword "
+                    f"arguments. Got {sorted(kwargs)}."
+                )
             estimate = self._estimate(np.asarray(context.rows(), float), plan)
-            return Release(perturb_steps(estimate, plan.noise, plan.scale, rng), ())
-        if array_release is None:  # pragma: no cover - dpcvx/__init__ installs it
+            return Release(_add_noise(estimate, plan, rng), ())
+        if plan is None and "X" in kwargs:  # the earlier ``release(X=...)``
+            plan = kwargs.pop("X")
+        if plan is None or hasattr(plan, "events"):
+            raise InvalidParameterError(
+                f"`{type(self).__name__}.release` needs the release context: "
+                "release(plan, context, rng) (the pipeline's call), or the data: use "
+                f"dpcvx.ArraySource(X).solve_private({type(self).__name__}(...), epsilon=...)."
+            )
+        warnings.warn(
+            f"{type(self).__name__}.release(X, ...) is deprecated: use "
+            f"dpcvx.ArraySource(X).solve_private(estimator, epsilon=..., delta=...) (or give "
+            "the estimator `rho=` for a rho-zCDP release).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if array_release is None:  # pragma: no cover - registered when dpcvx is imported
             raise InvalidParameterError("Import dpcvx to release a mean from an array.")
         return array_release(self, plan, rng=rng, **kwargs)
 
@@ -276,7 +331,8 @@ class CoordinatewiseMedianOfMeans(_MeanEstimator):
     Parameters
     ----------
     k : float
-        Moment order ``k >= 2``.
+        Moment order ``k >= 2``. ``k`` and ``moment`` may be given by position, the others
+        by keyword.
     moment : float
         ``gamma``: a public bound on every coordinate's k-th central moment (the paper
         normalizes it to 1). Default 1.
@@ -296,8 +352,8 @@ class CoordinatewiseMedianOfMeans(_MeanEstimator):
         (which must then be at least the conversion of ``rho`` at its delta).
     """
 
-    k: float
-    moment: float = 1.0
+    k: float = field(kw_only=False)
+    moment: float = field(default=1.0, kw_only=False)
     failure_probability: float = 0.1
     buckets: int | None = None
     tau: float | None = None
@@ -377,8 +433,8 @@ class NoiseSmoothingMean(_MeanEstimator):
         As for :class:`CoordinatewiseMedianOfMeans`.
     """
 
-    k: float
-    moment: float = 1.0
+    k: float = field(kw_only=False)
+    moment: float = field(default=1.0, kw_only=False)
     tau: float | None = None
     smoothing: float = 1.0
     center: Any = None

@@ -354,12 +354,13 @@ REGISTRY: tuple[Registered, ...] = (
             "output perturbation on user-level data (paper 004's model): linear loss x*w on "
             "[-1, 1], n = 10 users of 3 items, the last user's items all +1 vs all -1 "
             "(L = 1, lam = 1): the minimizers are exactly 2L/(lam n) apart under "
-            "replace-one-user neighbors"
+            "replace-one-user neighbors. The control is the item-level calibration (noise for "
+            "2L/(lam n m), a factor m = 3), which must be caught"
         ),
         mechanism=OutputPerturbation(lipschitz=1.0, regularization=1.0),
         pair=WorstCasePair(loss="linear", n=10, value=1.0, source="users", items=3),
         epsilon=1.0,
-        control_factor=2.0,
+        control_factor=3.0,
         thresholds=(-0.1, 0.0, 0.1),
         runs=5000,
         neighbors=ReplaceOneUser(3),

@@ -82,7 +82,9 @@ class DerivedParameter:
     expression: cp.Expression
 
 
-def substitute(expr, old: Variable, new: cp.Expression):
+def substitute(
+    expr: cp.Expression | cp.Constraint, old: Variable, new: cp.Expression
+) -> cp.Expression | cp.Constraint:
     """``expr`` (an expression or a constraint) with the variable ``old`` replaced by ``new``."""
     if isinstance(expr, Variable) and expr.id == old.id:
         return new
@@ -258,7 +260,7 @@ def lift(
 # ----------------------------------------------------------------------------- batched evaluation
 
 
-def _key(key) -> tuple:
+def _key(key: tuple) -> tuple:
     """CVXPY's normalized index key as a numpy key (a reversed slice through index 0 has
     stop -1 in CVXPY, which numpy would read as 'the last element')."""
     out = []

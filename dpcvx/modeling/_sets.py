@@ -32,6 +32,8 @@ Validity never depends on the hint or on the fit.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import cvxpy as cp
@@ -140,7 +142,7 @@ class Pieces:
         return not self.norms and not self.generic
 
     # ------------------------------------------------------------------ decomposition
-    def _columns(self, y: np.ndarray, variable: cp.Variable, lock) -> tuple:
+    def _columns(self, y: np.ndarray, variable: cp.Variable, lock: threading.RLock) -> tuple:
         """Normals of the pieces active at ``y``: columns, their support values per unit
         multiplier, and which norm piece (if any) each column belongs to."""
         d = self.d
@@ -183,7 +185,7 @@ class Pieces:
         return G, np.asarray(rhs, float), np.asarray(owner, int), units
 
     def split(
-        self, v: np.ndarray, y: np.ndarray, variable: cp.Variable, lock
+        self, v: np.ndarray, y: np.ndarray, variable: cp.Variable, lock: threading.RLock
     ) -> tuple[float, np.ndarray, float]:
         """Split ``v`` over the pieces using the KKT fit at ``y``.
 
@@ -232,7 +234,7 @@ class Pieces:
 
 
 def tangent_rows(
-    generic: list[GenericPiece], variable: cp.Variable, y: np.ndarray, lock
+    generic: list[GenericPiece], variable: cp.Variable, y: np.ndarray, lock: threading.RLock
 ) -> tuple[list[np.ndarray], list[float]]:
     """Halfspaces ``<a, w> <= b`` containing ``{g <= 0}``, from true subgradients at ``y``
     (``g(w) >= g(y) + <a, w - y>``), for the elements of each generic piece that are nearly
@@ -381,7 +383,12 @@ def _piecewise_rows(expr: cp.Expression) -> list[cp.Expression] | None:
     return None
 
 
-def parse_constraint(constraint, variable: cp.Variable, pieces: Pieces, affine_rows) -> str:
+def parse_constraint(
+    constraint: cp.Constraint,
+    variable: cp.Variable,
+    pieces: Pieces,
+    affine_rows: Callable[[cp.Expression], tuple[np.ndarray, np.ndarray]],
+) -> str:
     """Add the pieces of one inequality ``lhs <= rhs`` to ``pieces``; return what it was read
     as (``"rows"``, ``"norm"``, ``"generic"``). ``affine_rows(expr)`` gives ``(M, c)`` with
     ``expr = M w + c`` flattened."""

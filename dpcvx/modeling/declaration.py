@@ -15,6 +15,7 @@ from types import MappingProxyType
 
 import cvxpy as cp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpcvx.errors import DataError, ModelingError
 from dpcvx.modeling._expressions import DerivedParameter, evaluate, lift
@@ -249,7 +250,7 @@ class Declaration:
                     )
         return self._derived_values
 
-    def subset(self, indices) -> Declaration:
+    def subset(self, indices: ArrayLike) -> Declaration:
         """The same declaration on the examples ``indices`` (a block of paper 000's
         Algorithm 1): loss, terms and domain are shared, the data and derived values sliced."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)

@@ -26,6 +26,7 @@ import cvxpy as cp
 import numpy as np
 from cvxpy.constraints.nonpos import Inequality
 from cvxpy.constraints.zero import Equality
+from numpy.typing import ArrayLike
 
 from dpcvx.errors import ModelingError
 from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet
@@ -47,40 +48,48 @@ _EPS = np.finfo(float).eps
 _FEAS_REL = 1e-12  # relative margin by which checked inequalities must hold
 
 
-def _center(variable: cp.Variable, center) -> np.ndarray:
+def _center(variable: cp.Variable, center: ArrayLike | None) -> np.ndarray:
     c = np.zeros(variable.shape) if center is None else np.asarray(center, dtype=float)
     return np.broadcast_to(c, variable.shape).astype(float)
 
 
-def l2_ball(variable: cp.Variable, radius: float, center=None) -> list[cp.Constraint]:
+def l2_ball(
+    variable: cp.Variable, radius: float, center: ArrayLike | None = None
+) -> list[cp.Constraint]:
     """``||w - center||_2 <= radius``."""
     return [cp.norm(variable - _center(variable, center), 2) <= radius]
 
 
-def l1_ball(variable: cp.Variable, radius: float, center=None) -> list[cp.Constraint]:
+def l1_ball(
+    variable: cp.Variable, radius: float, center: ArrayLike | None = None
+) -> list[cp.Constraint]:
     """``||w - center||_1 <= radius``."""
     return [cp.norm(variable - _center(variable, center), 1) <= radius]
 
 
-def linf_ball(variable: cp.Variable, radius: float, center=None) -> list[cp.Constraint]:
+def linf_ball(
+    variable: cp.Variable, radius: float, center: ArrayLike | None = None
+) -> list[cp.Constraint]:
     """``||w - center||_inf <= radius`` (written as a box)."""
     c = _center(variable, center)
     return box(variable, c - radius, c + radius)
 
 
-def box(variable: cp.Variable, lower, upper) -> list[cp.Constraint]:
+def box(variable: cp.Variable, lower: ArrayLike, upper: ArrayLike) -> list[cp.Constraint]:
     """``lower <= w <= upper`` elementwise."""
     return [variable >= lower, variable <= upper]
 
 
-def ellipsoid(variable: cp.Variable, shape_matrix, center=None) -> list[cp.Constraint]:
+def ellipsoid(
+    variable: cp.Variable, shape_matrix: ArrayLike, center: ArrayLike | None = None
+) -> list[cp.Constraint]:
     """``||P (w - center)||_2 <= 1`` for an invertible matrix ``P``."""
     return [
         cp.norm(np.asarray(shape_matrix, float) @ (variable - _center(variable, center)), 2) <= 1
     ]
 
 
-def polytope(variable: cp.Variable, A, b) -> list[cp.Constraint]:
+def polytope(variable: cp.Variable, A: ArrayLike, b: ArrayLike) -> list[cp.Constraint]:
     """``A w <= b`` (must be bounded)."""
     return [np.asarray(A, float) @ variable <= np.asarray(b, float)]
 
@@ -328,7 +337,9 @@ class Domain:
             raise ModelingError(f"The simplex total must be positive. Got {total}.")
         return total
 
-    def _solve(self, objective, constraints) -> cp.Problem:
+    def _solve(
+        self, objective: cp.Minimize | cp.Maximize, constraints: list[cp.Constraint]
+    ) -> cp.Problem:
         prob = cp.Problem(objective, constraints)
         try:
             prob.solve(solver=cp.CLARABEL)
@@ -336,7 +347,9 @@ class Domain:
             raise ModelingError(f"Could not analyse the domain: {exc}") from exc
         return prob
 
-    def _init_general(self, balls, lo, hi) -> None:
+    def _init_general(
+        self, balls: list[tuple[np.ndarray, float]], lo: np.ndarray, hi: np.ndarray
+    ) -> None:
         w = self.variable
         if balls:
             c, r = min(balls, key=lambda b: b[1])
@@ -591,7 +604,7 @@ class Domain:
                 out[i] = min(out[i], bound)
         return out
 
-    def _hint_problem(self, kind: str):
+    def _hint_problem(self, kind: str) -> tuple:
         """A cached parametric CVXPY problem over the domain (public; no data)."""
         if kind not in self._hint_problems:
             v = cp.Variable(self.d)
@@ -689,7 +702,9 @@ class Domain:
         return _min_ball(s, lam, w0, self.center, self.radius)
 
 
-def _min_ball(s, lam, w0, center, radius) -> float:
+def _min_ball(
+    s: np.ndarray, lam: float, w0: np.ndarray, center: np.ndarray, radius: float
+) -> float:
     """Lower bound on ``min <s, w> + (lam/2)||w - w0||^2`` over ``{||w - c|| <= r}``.
 
     Weak duality with a multiplier ``tau >= 0`` of ``(||w - c||^2 - r^2) / 2 <= 0``: the inner
@@ -714,7 +729,7 @@ def _min_ball(s, lam, w0, center, radius) -> float:
     return sum(terms) - 64 * _EPS * (mag + 1.0) * len(s)
 
 
-def _min_box(s, lam, w0, lo, hi) -> float:
+def _min_box(s: np.ndarray, lam: float, w0: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:
     if lam > 0:
         p = np.clip(w0 - s / lam, lo, hi)
     else:

@@ -14,6 +14,7 @@ import numpy as np
 from scipy.special import expit, softmax
 
 from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet, subgradient_jet
+from dpcvx.modeling._structure import Term
 from dpcvx.modeling.declaration import Declaration
 
 __all__ = ["is_smooth", "per_example_gradients"]
@@ -125,7 +126,7 @@ def _to_shape(
     return np.broadcast_to(arr, (n,) + shape + tail).reshape((n, -1) + tail)
 
 
-def _generic(decl: Declaration, term, w: np.ndarray) -> np.ndarray:
+def _generic(decl: Declaration, term: Term, w: np.ndarray) -> np.ndarray:
     """A subgradient of one term for every example: vectorized where every atom has a rule,
     else CVXPY's gradient, example by example (zero where CVXPY gives none)."""
     n, d = decl.n, decl.d

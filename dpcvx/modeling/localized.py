@@ -25,9 +25,11 @@ Two facts carry the weight:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import cvxpy as cp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpcvx._validation import check_positive
 from dpcvx.errors import InvalidParameterError, ModelingError
@@ -41,7 +43,13 @@ EXACT_PROJECTION = ("l2_ball", "box", "l1_ball", "simplex")
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
-def inexact_projection(y, project_W, center, radius: float, xi: float):
+def inexact_projection(
+    y: ArrayLike,
+    project_W: Callable[[np.ndarray], np.ndarray],
+    center: ArrayLike,
+    radius: float,
+    xi: float,
+) -> tuple[np.ndarray, int]:
     """Paper 000, Lemma C.6: a point of ``W intersect B(center, radius)`` within ``xi`` of the
     exact projection of ``y``, given an exact projection ``project_W`` onto W and
     ``center`` in W.
@@ -89,7 +97,7 @@ class LocalizedDomain:
 
     kind = "localized"
 
-    def __init__(self, base: Domain, center, radius: float) -> None:
+    def __init__(self, base: Domain, center: ArrayLike, radius: float) -> None:
         owner = "LocalizedDomain"
         r = check_positive(radius, "radius", owner)
         c = np.asarray(center, dtype=float)
@@ -131,12 +139,12 @@ class LocalizedDomain:
     def _in_ball(self, point: np.ndarray) -> bool:
         return bool(np.linalg.norm(point - self.ball_center) <= self.ball_radius * (1 - 8 * _EPS))
 
-    def contains(self, point) -> bool:
+    def contains(self, point: ArrayLike) -> bool:
         """Whether ``point`` lies in W (dpcvx's check) and in the ball (with a margin)."""
         point = np.asarray(point, float)
         return self._in_ball(point) and self.base.contains(point)
 
-    def project(self, point, xi: float | None = None) -> np.ndarray:
+    def project(self, point: ArrayLike, xi: float | None = None) -> np.ndarray:
         """Lemma C.6 (``xi``-inexact, exact ``Pi_W``) for catalogue W; ``xi`` defaults to
         ``1e-9`` times the radius. For other W the base projection is not exact: the result
         is then only a feasible point near the projection (use :meth:`dpcvx.Problem.project`,
@@ -147,7 +155,7 @@ class LocalizedDomain:
         )
         return out
 
-    def make_feasible(self, point) -> np.ndarray:
+    def make_feasible(self, point: ArrayLike) -> np.ndarray:
         """An exactly feasible point of W0 near ``point``: first feasible in W, then pulled
         toward the interior point along a segment that stays in W (convexity)."""
         q = self.base.make_feasible(np.asarray(point, float).reshape(self.d))
@@ -172,7 +180,7 @@ class LocalizedDomain:
                 )
             t = 2 * t
 
-    def support(self, V, hints=None) -> np.ndarray:
+    def support(self, V: ArrayLike, hints: np.ndarray | None = None) -> np.ndarray:
         """Upper bounds on ``max_{w in W0} <v, w>`` per row ``v`` of ``V`` (``hints``:
         near-maximizers over W, passed to the base domain)."""
         V = np.atleast_2d(np.asarray(V, float))
@@ -182,7 +190,9 @@ class LocalizedDomain:
         ball = ball + 64 * _EPS * (mag + 1.0) * self.d
         return np.minimum(self.base.support(V, hints=hints), ball)
 
-    def min_linear_quadratic(self, s, lam: float, w0, hint=None) -> float:
+    def min_linear_quadratic(
+        self, s: ArrayLike, lam: float, w0: ArrayLike, hint: np.ndarray | None = None
+    ) -> float:
         """A valid lower bound on ``min_{w in W0} <s, w> + (lam/2)||w - w0||^2`` (the
         module docstring's Lagrangian bound, maximized over the ball multiplier)."""
         s = np.asarray(s, float)

@@ -12,6 +12,7 @@ certificates dpcvx computes exactly (see :mod:`dpcvx.certification`).
 from __future__ import annotations
 
 import cvxpy as cp
+import numpy as np
 
 from dpcvx.errors import InvalidParameterError
 
@@ -31,21 +32,29 @@ __all__ = [
 ]
 
 
-def _margin(score: cp.Expression, label) -> cp.Expression:
+def _margin(
+    score: cp.Expression, label: cp.Expression | np.ndarray | float | None
+) -> cp.Expression:
     return cp.multiply(label, score) if label is not None else score
 
 
-def hinge(score: cp.Expression, label=None) -> cp.Expression:
+def hinge(
+    score: cp.Expression, label: cp.Expression | np.ndarray | float | None = None
+) -> cp.Expression:
     """``max(0, 1 - label * score)``; Lipschitz in ``w`` with constant ``max ||label * x||``."""
     return cp.pos(1 - _margin(score, label))
 
 
-def logistic(score: cp.Expression, label=None) -> cp.Expression:
+def logistic(
+    score: cp.Expression, label: cp.Expression | np.ndarray | float | None = None
+) -> cp.Expression:
     """``log(1 + exp(-label * score))``; Lipschitz constant ``max ||label * x||``."""
     return cp.logistic(-_margin(score, label))
 
 
-def absolute(score: cp.Expression, target=0.0) -> cp.Expression:
+def absolute(
+    score: cp.Expression, target: cp.Expression | np.ndarray | float = 0.0
+) -> cp.Expression:
     """``|score - target|`` (least absolute deviation); Lipschitz constant ``max ||x||``."""
     return cp.abs(score - target)
 
@@ -60,7 +69,9 @@ def affine(score: cp.Expression) -> cp.Expression:
     return score
 
 
-def pinball(score: cp.Expression, target, tau: float) -> cp.Expression:
+def pinball(
+    score: cp.Expression, target: cp.Expression | np.ndarray | float, tau: float
+) -> cp.Expression:
     """Quantile (pinball) loss ``tau * pos(r) + (1 - tau) * neg(r)`` with ``r = target - score``,
     for ``0 < tau < 1``; Lipschitz constant ``max(tau, 1 - tau) * max ||x||``."""
     if not 0 < tau < 1:
@@ -71,7 +82,9 @@ def pinball(score: cp.Expression, target, tau: float) -> cp.Expression:
     return tau * cp.pos(r) + (1 - tau) * cp.neg(r)
 
 
-def epsilon_insensitive(score: cp.Expression, target, width: float) -> cp.Expression:
+def epsilon_insensitive(
+    score: cp.Expression, target: cp.Expression | np.ndarray | float, width: float
+) -> cp.Expression:
     """``max(0, |score - target| - width)`` written as ``pos(r - width) + pos(-r - width)``
     (equal for ``width >= 0``)."""
     if width < 0:
@@ -82,12 +95,16 @@ def epsilon_insensitive(score: cp.Expression, target, width: float) -> cp.Expres
     return cp.pos(r - width) + cp.pos(-r - width)
 
 
-def squared(score: cp.Expression, target=0.0) -> cp.Expression:
+def squared(
+    score: cp.Expression, target: cp.Expression | np.ndarray | float = 0.0
+) -> cp.Expression:
     """``(score - target)^2``; Lipschitz only on a bounded domain with bounded data."""
     return cp.square(score - target)
 
 
-def huber(score: cp.Expression, target=0.0, threshold: float = 1.0) -> cp.Expression:
+def huber(
+    score: cp.Expression, target: cp.Expression | np.ndarray | float = 0.0, threshold: float = 1.0
+) -> cp.Expression:
     """CVXPY's Huber function of ``score - target``: ``r^2`` for ``|r| <= M`` and
     ``2 M |r| - M^2`` beyond; Lipschitz constant ``2 M max ||x||``."""
     return cp.huber(score - target, threshold)
@@ -102,7 +119,12 @@ def _radius(radius: float, name: str) -> float:
     return value
 
 
-def robust_hinge(features, variable: cp.Variable, label, radius: float) -> cp.Expression:
+def robust_hinge(
+    features: cp.Expression | np.ndarray,
+    variable: cp.Variable,
+    label: cp.Expression | np.ndarray | float,
+    radius: float,
+) -> cp.Expression:
     """The worst-case hinge loss of a linear model under input perturbations of l2 norm at most
     ``radius`` (paper 002, Section 5.2): ``max_{||v|| <= radius} pos(1 - label (x + v).w)
     = pos(1 - label x.w + radius ||w||)`` for ``|label| = 1``. DCP, so adversarially robust
@@ -112,7 +134,12 @@ def robust_hinge(features, variable: cp.Variable, label, radius: float) -> cp.Ex
     return cp.pos(1 - label * (features @ variable) + r * cp.norm(variable, 2))
 
 
-def robust_logistic(features, variable: cp.Variable, label, radius: float) -> cp.Expression:
+def robust_logistic(
+    features: cp.Expression | np.ndarray,
+    variable: cp.Variable,
+    label: cp.Expression | np.ndarray | float,
+    radius: float,
+) -> cp.Expression:
     """Worst-case logistic loss under l2 input perturbations of norm at most ``radius``:
     ``log(1 + exp(-label x.w + radius ||w||))`` (logistic is increasing in the negative
     margin); Lipschitz constant ``max ||x|| + radius``."""
@@ -120,7 +147,12 @@ def robust_logistic(features, variable: cp.Variable, label, radius: float) -> cp
     return cp.logistic(-label * (features @ variable) + r * cp.norm(variable, 2))
 
 
-def robust_absolute(features, variable: cp.Variable, target, radius: float) -> cp.Expression:
+def robust_absolute(
+    features: cp.Expression | np.ndarray,
+    variable: cp.Variable,
+    target: cp.Expression | np.ndarray | float,
+    radius: float,
+) -> cp.Expression:
     """Worst-case absolute error under l2 input perturbations of norm at most ``radius``:
     ``|x.w - target| + radius ||w||``; Lipschitz constant ``max ||x|| + radius``."""
     r = _radius(radius, "robust_absolute")

@@ -30,6 +30,7 @@ import numpy as np
 from cvxpy.atoms.affine.add_expr import AddExpression
 from cvxpy.atoms.affine.binary_operators import MulExpression, multiply
 from cvxpy.atoms.affine.unary_operators import NegExpression
+from numpy.typing import ArrayLike
 
 from dpcvx.errors import DataError, ModelingError
 from dpcvx.modeling._expressions import evaluate, substitute
@@ -84,7 +85,13 @@ class SaddleDeclaration:
     """
 
     def __init__(
-        self, loss, variable, perturbation, data: Mapping, domain, perturbation_set
+        self,
+        loss: cp.Expression,
+        variable: cp.Variable,
+        perturbation: cp.Variable,
+        data: Mapping,
+        domain: list[cp.Constraint],
+        perturbation_set: list[cp.Constraint],
     ) -> None:
         for name, var in (("variable", variable), ("perturbation", perturbation)):
             if not isinstance(var, cp.Variable) or len(var.shape) != 1:
@@ -172,7 +179,7 @@ class SaddleDeclaration:
         model = pieces[0] if k == 1 else cp.maximum(*pieces)
         return model if self.free is None else self.free + model
 
-    def _outer_data(self, expr, cuts: list) -> dict:
+    def _outer_data(self, expr: cp.Expression, cuts: list) -> dict:
         used = {p.id for p in expr.parameters()}
         out = {key: val for key, val in self.data.items() if key.id in used}
         n = self._n_from(out)
@@ -180,7 +187,7 @@ class SaddleDeclaration:
             out[self._cut(j)] = np.broadcast_to(self.start, (n, self.p)) if V is None else V
         return out
 
-    def _inner_data(self, expr, w_hat) -> dict:
+    def _inner_data(self, expr: cp.Expression, w_hat: ArrayLike) -> dict:
         used = {p.id for p in expr.parameters()}
         out = {key: val for key, val in self.data.items() if key.id in used}
         n = self._n_from(self.data)
