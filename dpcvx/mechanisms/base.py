@@ -8,8 +8,10 @@ attributes (the :class:`Mechanism` protocol):
   :class:`~dpcvx.InvalidParameterError` on bad input, before anything is spent);
 - ``release(plan, context, rng) -> Release`` runs the release once the budget is reserved,
   reading the data only through ``context`` (the :class:`DataAccess` protocol);
-- ``requirements`` names the methods of :class:`DataAccess` beyond ``solver`` and ``project``
-  that it calls (checked before anything is spent); ``extension`` says which loss it solves
+- ``requirements`` names every method of the release context it calls (``solver``,
+  ``project``, ``gradients``, ``loss_values``, ``rows``, ...): a source that lacks one is
+  refused before anything is spent, and when ``solver`` is named the solve templates are
+  compiled before the budget is reserved; ``extension`` says which loss it solves
   (:data:`PLAIN`, :data:`PLANNED`, :data:`PER_SOLVE`); ``enforces_lipschitz`` asks the
   pipeline to enforce its ``lipschitz`` claim with the Lipschitz extension (paper 000, eq. (5)).
 
@@ -77,10 +79,10 @@ Solve = Callable[..., "CertifiedSolution"]
 class DataAccess(Protocol):
     """What a mechanism may do with the data once its budget is reserved.
 
-    Every data source's release context provides these; the optional methods a mechanism
-    needs (``gradients``, ``smooth``, ``loss_values``, ``tilted_solver``) are named in its
-    ``requirements`` and checked before anything is spent. Every failure of a certified solve
-    is one fixed :class:`~dpcvx.CertificationError` text.
+    Every data source's release context provides these; a mechanism names every method it
+    calls (these and the optional ones: ``gradients``, ``smooth``, ``loss_values``,
+    ``tilted_solver``, ``rows``) in its ``requirements``, checked before anything is spent.
+    Every failure of a certified solve is one fixed :class:`~dpcvx.CertificationError` text.
     """
 
     n: int

@@ -143,7 +143,7 @@ class OutputPerturbation:
     solver: str | None = None
     project: bool = True
 
-    requirements: ClassVar[tuple[str, ...]] = ()
+    requirements: ClassVar[tuple[str, ...]] = ("solver", "project")
     extension: ClassVar[ExtensionUse] = PLAIN
     enforces_lipschitz: ClassVar[bool] = True
     neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
