@@ -14,6 +14,12 @@ from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseS
 from dpcvx.mechanisms.robust_means import median_of_means, smoothed_truncation_mean
 from tests.audit_tools import epsilon_lower_bound
 
+# most tests exercise the earlier ``estimator.release(X, ...)`` spelling on purpose (it must keep
+# working); its DeprecationWarning is asserted in test_the_earlier_spelling_is_deprecated_*
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:.*\.release\(X, \.\.\.\) is deprecated:DeprecationWarning"
+)
+
 
 def test_noise_constants_match_the_closed_forms():
     n, d, tau, m, rho, eps = 1000, 4, 12.0, 7, 0.3, 0.8
@@ -184,10 +190,13 @@ def _lomax_sampler(shape: float, k: int):
 @pytest.mark.parametrize("law", ["student-t", "lomax"])
 def test_error_rate_in_the_privacy_dominated_regime(law):
     """Normalized Student-t(5) or centered Lomax(6) (k-th central moment 1), k = 4, d = 1, pure
-    epsilon = 1, tight constants: the median absolute error over 40 seeds for n in
+    epsilon = 1, tight constants: the median absolute error over 300 seeds for n in
     {1e5, 3e5, 1e6, 3e6} has a log-log slope within 0.1 of -(k - 1)/k = -0.75 (there
-    tau = (eps n)^(1/4) >= 17.8 and the noise dominates the sampling error). Seeded:
-    deterministic."""
+    tau = (eps n)^(1/4) >= 17.8 and the noise dominates the sampling error). The fitted
+    slope's spread over seeds is about 0.033 (bootstrap; 0.085 with the 40 seeds used
+    earlier, which made 0.1 a 1.2-sigma band: the test passed by luck and failed once the
+    exact sampler changed the seeded draws), so 0.1 is 3 sigma: false-failure rate about 0.3%
+    per law. Seeded: deterministic."""
     nu, k = 5.0, 4
     if law == "student-t":
         scale = (3 * nu**2 / ((nu - 2) * (nu - 4))) ** 0.25
@@ -201,7 +210,7 @@ def test_error_rate_in_the_privacy_dominated_regime(law):
     errors = []
     for n in ns:
         rng = np.random.default_rng(n)
-        errs = [abs(est.release(draw(rng, n), epsilon=1.0, rng=rng).mean[0]) for _ in range(40)]
+        errs = [abs(est.release(draw(rng, n), epsilon=1.0, rng=rng).mean[0]) for _ in range(300)]
         errors.append(float(np.median(errs)))
     slope = np.polyfit(np.log(ns), np.log(errors), 1)[0]
     assert abs(slope + 0.75) <= 0.1, (slope, errors)
@@ -267,3 +276,69 @@ def test_bad_input_through_the_array_source_spends_nothing():
         est, epsilon=1.0, delta=1e-5, accountant=acc, rng=0
     )
     assert res.ledger.events[0].kind == "zcdp" and res.delta == 1e-5
+
+
+def test_the_earlier_spelling_is_deprecated_but_unchanged():
+    X = np.random.default_rng(7).standard_t(5, size=(200, 2))
+    est = NoiseSmoothingMean(4, 2.0)  # k and moment by position, as earlier
+    assert (est.k, est.moment) == (4.0, 2.0)
+    with pytest.warns(DeprecationWarning, match=r"ArraySource\(X\)\.solve_private"):
+        old = est.release(X, rho=0.3, delta=1e-6, rng=5)
+    with pytest.warns(DeprecationWarning):
+        by_name = est.release(X=X, rho=0.3, delta=1e-6, rng=5)
+    new = dpcvx.ArraySource(X).solve_private(
+        NoiseSmoothingMean(k=4, moment=2.0, rho=0.3), epsilon=old.epsilon, delta=1e-6, rng=5
+    )
+    np.testing.assert_array_equal(old.mean, new.w)
+    np.testing.assert_array_equal(by_name.mean, new.w)
+    assert old.rho == 0.3 and old.delta == 1e-6 and old.mechanism == "NoiseSmoothingMean"
+    assert set(old.detail) >= {
+        "tau",
+        "buckets",
+        "noise",
+        "scale",
+        "l1_sensitivity",
+        "l2_sensitivity",
+        "constants",
+    }
+    with pytest.raises(dpcvx.InvalidParameterError, match="delta"):  # spends nothing either
+        est.release(X, rho=0.3, delta=0.0)
+    with pytest.raises(dpcvx.InvalidParameterError, match="release context"):
+        est.release(est.plan(200, 2, epsilon=1.0))  # a plan without its context
+
+
+def test_every_epsilon_delta_request_fits_its_budget():
+    """The closed form of dp_to_zcdp rounds above epsilon for about one request in ten (e.g.
+    (0.01, 1e-8)); the plan steps rho down so the release never overspends, not even an ulp."""
+    X = np.zeros((100, 2))
+    for epsilon, delta in ((0.01, 1e-8), (0.01, 1e-9), (0.02, 1e-10), (1.0, 1e-5)):
+        acc = dpcvx.Accountant(epsilon, delta)
+        res = dpcvx.ArraySource(X).solve_private(
+            NoiseSmoothingMean(k=4), epsilon=epsilon, delta=delta, rng=0, accountant=acc
+        )
+        (event,) = res.ledger.events
+        assert event.kind == "zcdp" and event.epsilon <= epsilon and event.delta == delta
+
+
+def test_a_rho_field_beyond_the_request_raises_and_spends_nothing():
+    X = np.zeros((100, 2))
+    acc = dpcvx.Accountant(10.0, 1e-5)
+    with pytest.raises(dpcvx.InvalidParameterError, match="more than the epsilon"):
+        dpcvx.ArraySource(X).solve_private(
+            NoiseSmoothingMean(k=4, rho=5.0), epsilon=1.0, delta=1e-6, accountant=acc
+        )
+    with pytest.raises(dpcvx.InvalidParameterError, match="delta in"):
+        dpcvx.ArraySource(X).solve_private(
+            NoiseSmoothingMean(k=4, rho=0.1), epsilon=1.0, accountant=acc
+        )
+    assert len(acc.ledger) == 0
+    res = dpcvx.ArraySource(X).solve_private(
+        CoordinatewiseMedianOfMeans(k=4, rho=0.01, buckets=5),
+        epsilon=1.0,
+        delta=1e-6,
+        rng=0,
+        accountant=acc,
+    )
+    (event,) = res.ledger.events
+    assert event.rho == 0.01 and res.detail["rho"] == 0.01 and res.detail["noise"] == "gaussian"
+    assert res.detail["scale"] >= res.detail["l2_sensitivity"] / math.sqrt(2 * 0.01)

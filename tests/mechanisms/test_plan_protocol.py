@@ -72,7 +72,7 @@ CASES = {
     "OutputPerturbation": (
         lambda: OutputPerturbation(lipschitz=1.0, regularization=0.5),
         {},
-        (),
+        ("solver", "project"),
         PLAIN,
         "solve",
         {"mechanism", "paper", "lipschitz", "strong_convexity", "inflation"},
@@ -80,7 +80,7 @@ CASES = {
     "OutputPerturbation-gaussian": (
         lambda: OutputPerturbation(lipschitz=1.0, regularization=0.5),
         {"delta": 1e-6},
-        (),
+        ("solver", "project"),
         PLAIN,
         "solve",
         {"mechanism", "paper", "lipschitz", "strong_convexity", "inflation"},
