@@ -522,10 +522,25 @@ def calibrate(
     )
 
 
-def __getattr__(name: str):
-    """``sample`` moved to :mod:`dpcvx.mechanisms.sampling` (still importable from here)."""
-    if name == "sample":
-        from dpcvx.mechanisms.sampling import sample
+#: names re-exported lazily from :mod:`dpcvx.mechanisms.sampling` (which imports this module)
+_SAMPLING = (
+    "gaussian_point",
+    "l2_laplace_point",
+    "laplace_point",
+    "release_point",
+    "sample",
+    "sample_index",
+)
 
-        return sample
-    raise AttributeError(name)
+
+def __getattr__(name: str):
+    """The samplers live in :mod:`dpcvx.mechanisms.sampling` and stay importable from here:
+    ``sample`` (the textbook float sampler, for studying noise: adding its result to a point
+    in floating point is the representation-leaking route) and the exact
+    ``release_point`` / ``laplace_point`` / ``gaussian_point`` / ``l2_laplace_point`` /
+    ``sample_index`` that mechanisms use."""
+    if name in _SAMPLING:
+        from dpcvx.mechanisms import sampling
+
+        return getattr(sampling, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
