@@ -11,7 +11,7 @@ import numpy as np
 
 from dpcvx.accounting.ledger import Ledger
 from dpcvx.certification.certificate import ReleaseCertificate
-from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
+from dpcvx.neighbors import REPLACE_ONE, NeighborRelation, as_relation
 from dpcvx.types import Guarantee
 
 __all__ = ["PrivateResult"]
@@ -43,7 +43,8 @@ class PrivateResult:
         (e.g. every block's output), all covered by the guarantee. Every mechanism's result
         has the same fields; what differs between mechanisms lives here only.
     neighbors : NeighborRelation
-        The neighboring relation of the guarantee.
+        The neighboring relation of the guarantee (default replace-one; the names
+        ``"replace-one"`` and ``"add-remove-one"`` are accepted and converted).
     """
 
     w: np.ndarray
@@ -55,6 +56,9 @@ class PrivateResult:
     mechanism: str = ""
     detail: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     neighbors: NeighborRelation = REPLACE_ONE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "neighbors", as_relation(self.neighbors))
 
     @property
     def guarantee(self) -> Guarantee:

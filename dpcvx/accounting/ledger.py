@@ -11,14 +11,28 @@ Composition
 -----------
 All events are composed by basic (sequential) composition: the epsilons add and the deltas add.
 This is valid for any mix of pure and approximate events, adaptively chosen, under one
-neighboring relation: every event carries its relation (:mod:`dpcvx.neighbors`) and an
-accountant refuses an event under another relation than its own.
+neighboring relation: every event carries its relation (:mod:`dpcvx.neighbors`), a ledger holds
+events of one relation only and an accountant refuses (recording nothing) an event under another
+relation than its own budget's. Composition across relations is not defined.
 
-Budgets are held exactly: sums of epsilons and deltas are computed in exact rational arithmetic
-(:class:`fractions.Fraction` of the float values) and rounded up, and an event is accepted only
-when the composed total is at most the budget, with no tolerance. Ten releases of the float
-``0.1`` do not fit a budget of ``1.0`` (the float ``0.1`` is slightly more than a tenth): split a
-budget with :meth:`Accountant.share`, whose shares add up to at most the budget exactly.
+Exact budgets
+-------------
+A budget is held exactly: the float a user gives is the budget, to the last bit. Sums of
+epsilons, deltas and rhos are computed in exact rational arithmetic (:class:`fractions.Fraction`
+of the float values, which is exact) and an event is accepted only when the exact composed total
+is at most the budget: no tolerance, not even a rounding error. Reported totals are the exact
+sums rounded *up* to a float (once, at the end), remainders are rounded *down*.
+
+The price is that a budget split by float division need not fit: ten releases of the float
+``0.1`` do not fit a budget of ``1.0``, since the float ``0.1`` is slightly more than a tenth (the
+tenth release is refused and nothing is recorded). A user splits a budget in one of two ways:
+
+- ``accountant.share(k)``: the largest equal share of the remaining budget of which ``k``
+  releases fit exactly (``epsilon / k`` or a float or two below it);
+- ``accountant.remaining``: whatever is left; a release of exactly that fits (so the last of
+  several releases may charge the remaining budget).
+
+:class:`ZcdpAccountant` has ``share_rho(k)`` and ``remaining_rho`` for its rho budget.
 
 zCDP events (kind ``"zcdp"``, with ``rho``) state their ``(epsilon, delta)`` at a delta of their
 choice; the ledger also composes every event's zCDP form additively (pure epsilon is
@@ -37,7 +51,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
@@ -72,14 +86,33 @@ def _round_up(value: float) -> float:
     return float(np.nextafter(value, math.inf))
 
 
-def _sum_up(values) -> float:
-    """The exact sum of floats, as the smallest float at least as large (exact when the sum
-    is a float)."""
-    exact = sum((Fraction(v) for v in values), Fraction(0))
-    out = float(exact)
+def _exact_sum(values: Iterable[float | Fraction]) -> Fraction:
+    """The exact sum of finite floats (or fractions)."""
+    return sum((Fraction(v) for v in values), Fraction(0))
+
+
+def _up(exact: Fraction) -> float:
+    """The smallest float at least ``exact`` (``exact`` itself when it is a float)."""
+    out = float(exact)  # correctly rounded
     if Fraction(out) < exact:
         out = math.nextafter(out, math.inf)
     return out
+
+
+def _down(exact: Fraction) -> float:
+    """The largest float at most ``exact``, clipped at 0."""
+    if exact <= 0:
+        return 0.0
+    out = float(exact)
+    if Fraction(out) > exact:
+        out = math.nextafter(out, 0.0)
+    return out
+
+
+def _sum_up(values: Iterable[float]) -> float:
+    """The exact sum of floats, as the smallest float at least as large (exact when the sum
+    is a float)."""
+    return _up(_exact_sum(values))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,16 +133,20 @@ class PrivacyEvent:
         (PLD) composition. ``"approx"``: any other ``(epsilon, delta)``-DP release.
     noise_multiplier : float or None
         ``sigma / sensitivity`` for a ``"gaussian"`` event (required there), ``None`` otherwise.
-        The sensitivity is the replace-one l2 sensitivity. The event is checked to be
-        consistent: the exact delta of a Gaussian with this multiplier at ``epsilon`` must not
-        exceed ``delta``.
+        The sensitivity is the l2 sensitivity under the event's relation (``neighbors``): the
+        largest distance between the query on two neighboring datasets. The event is checked
+        to be consistent: the exact delta of a Gaussian with this multiplier at ``epsilon``
+        (:func:`~dpcvx.accounting.profiles.gaussian_delta`, rounded up) must not exceed
+        ``delta``.
     rho : float or None
         The zCDP parameter of a ``"zcdp"`` event (required there, ``None`` otherwise); its
         ``(epsilon, delta)`` must be implied by ``rho``-zCDP (see :meth:`zcdp`).
     detail : Mapping[str, object]
         Free-form public metadata (stored as a read-only copy). Excluded from hashing.
     neighbors : NeighborRelation
-        The neighboring relation of the guarantee (default replace-one).
+        The neighboring relation of the guarantee (default :data:`~dpcvx.neighbors.REPLACE_ONE`;
+        the names ``"replace-one"`` and ``"add-remove-one"`` are accepted and converted). Only
+        events under one relation compose.
 
     Raises
     ------
@@ -128,7 +165,13 @@ class PrivacyEvent:
 
     @classmethod
     def zcdp(
-        cls, label: str, rho: float, delta: float, detail: Mapping[str, object] | None = None
+        cls,
+        label: str,
+        rho: float,
+        delta: float,
+        detail: Mapping[str, object] | None = None,
+        *,
+        neighbors: NeighborRelation = REPLACE_ONE,
     ) -> PrivacyEvent:
         """A ``rho``-zCDP release, with its ``(epsilon, delta)`` from :func:`zcdp_to_dp`."""
         from dpcvx.accounting.zcdp import zcdp_to_dp
@@ -140,18 +183,26 @@ class PrivacyEvent:
             kind="zcdp",
             rho=rho,
             detail=detail or {},
+            neighbors=neighbors,
         )
 
     def implied_rho(self) -> float | None:
         """The event's zCDP parameter: its ``rho``, ``epsilon^2/2`` for a pure event,
-        ``1/(2 m^2)`` for a Gaussian one, None for a generic ``(epsilon, delta)`` event."""
+        ``1/(2 m^2)`` for a Gaussian one (both computed exactly and rounded up), None for a
+        generic ``(epsilon, delta)`` event."""
+        exact = self._exact_rho()
+        return None if exact is None else _up(exact)
+
+    def _exact_rho(self) -> Fraction | None:
+        """:meth:`implied_rho` in exact arithmetic."""
         if self.kind == "zcdp":
-            return self.rho
+            assert self.rho is not None  # checked in __post_init__
+            return Fraction(self.rho)
         if self.kind == "pure":
-            return self.epsilon**2 / 2.0
+            return Fraction(self.epsilon) ** 2 / 2
         if self.kind == "gaussian":
             assert self.noise_multiplier is not None  # checked in __post_init__
-            return 1.0 / (2.0 * float(self.noise_multiplier) ** 2)
+            return 1 / (2 * Fraction(self.noise_multiplier) ** 2)
         return None
 
     def __post_init__(self) -> None:
@@ -255,11 +306,12 @@ class PrivacyEvent:
 
         Notes
         -----
-        The noise multiplier is relative to the *replace-one* sensitivity, i.e. the full
-        distance between neighboring outputs. Compose it in a dp_accounting accountant with the
-        default ``ADD_OR_REMOVE_ONE`` relation (whose Gaussian PLD is a shift by exactly one
-        sensitivity). ``NeighboringRelation.REPLACE_ONE`` would double the shift and overstate
-        the epsilon.
+        The noise multiplier is relative to the sensitivity under the event's own relation
+        (``neighbors``), i.e. the full distance between the query on neighboring datasets,
+        whatever the relation is. Compose it in a dp_accounting accountant with the default
+        ``ADD_OR_REMOVE_ONE`` relation (whose Gaussian PLD is a shift by exactly one
+        sensitivity); dp_accounting's ``NeighboringRelation.REPLACE_ONE`` would double the
+        shift and overstate the epsilon.
         """
         import dp_accounting
 
@@ -283,20 +335,30 @@ def _pld_gaussian_epsilon(multipliers: tuple[float, ...], delta: float) -> float
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ledger:
-    """An immutable, append-only record of privacy events.
+    """An immutable, append-only record of privacy events under one neighboring relation.
 
     Attributes
     ----------
     events : tuple of PrivacyEvent
         In the order they were reserved.
+    neighbors : NeighborRelation
+        The relation of every event (and of the composed guarantee). Given as ``None`` (the
+        default), it is the first event's relation, or replace-one for an empty ledger.
+
+    Raises
+    ------
+    InvalidParameterError
+        If an entry is not a PrivacyEvent, or the events are not all under ``neighbors``
+        (guarantees under different relations do not compose).
 
     Notes
     -----
     ``Ledger.append`` returns a new ledger; a ledger never changes. :meth:`total` composes the
-    events (see the module docstring).
+    events (see the module docstring): exact sums, rounded up once.
     """
 
     events: tuple[PrivacyEvent, ...] = ()
+    neighbors: NeighborRelation = None  # type: ignore[assignment]  # None: the events' relation
 
     def __post_init__(self) -> None:
         events = tuple(self.events)
@@ -306,15 +368,23 @@ class Ledger:
                     "Every entry of `Ledger.events` must be a PrivacyEvent. "
                     f"Got {type(event).__name__}: {event!r}."
                 )
+        if self.neighbors is None:
+            relation = events[0].neighbors if events else REPLACE_ONE
+        else:
+            relation = as_relation(self.neighbors)
+        for event in events:
+            _check_relation(event, relation, "ledger")
         object.__setattr__(self, "events", events)
+        object.__setattr__(self, "neighbors", relation)
 
     def append(self, event: PrivacyEvent) -> Ledger:
-        """Return a new ledger with ``event`` added at the end."""
+        """Return a new ledger with ``event`` added at the end (under the ledger's relation)."""
         if not isinstance(event, PrivacyEvent):
             raise InvalidParameterError(
                 f"`Ledger.append` takes a PrivacyEvent. Got {type(event).__name__}: {event!r}."
             )
-        return Ledger(events=self.events + (event,))
+        _check_relation(event, self.neighbors, "ledger")
+        return Ledger(events=self.events + (event,), neighbors=self.neighbors)
 
     def __len__(self) -> int:
         return len(self.events)
@@ -328,13 +398,8 @@ class Ledger:
         delta = _sum_up(e.delta for e in self.events)
         return Guarantee(epsilon=epsilon, delta=delta, neighbors=self.neighbors)
 
-    @property
-    def neighbors(self) -> NeighborRelation:
-        """The relation of the ledger's events (replace-one for an empty ledger)."""
-        return self.events[0].neighbors if self.events else REPLACE_ONE
-
     def total(self) -> Guarantee:
-        """The composed guarantee of every event in the ledger.
+        """The composed guarantee of every event in the ledger, under its relation.
 
         Returns
         -------
@@ -342,44 +407,53 @@ class Ledger:
             ``delta`` is the sum of the deltas. ``epsilon`` is the sum of the epsilons of the
             non-Gaussian events plus, for the Gaussian events, the smaller of their summed
             epsilons and (when there are at least two) the PLD epsilon of their exact
-            composition at their summed delta. Sums are rounded up. When every event has a
-            zCDP form (pure, Gaussian, zCDP) and the total delta is positive, the epsilon is
-            also capped by the conversion of the summed rho at that delta.
+            composition at their summed delta. Sums are exact and rounded up once. When every
+            event has a zCDP form (pure, Gaussian, zCDP) and the total delta is positive, the
+            epsilon is also capped by the conversion of the summed rho at that delta.
 
         Notes
         -----
         Both values for the Gaussian part are valid guarantees of the composed Gaussian
         mechanisms at the same delta, so the smaller one is too; the rest is basic composition
         of that part with the other events. The PLD uses dp_accounting's pessimistic
-        discretization (interval 1e-4), so its epsilon is an upper bound on the exact one.
-        The zCDP cap is valid for the same reason: the composition is ``sum(rho)``-zCDP.
+        discretization (interval 1e-4), so its epsilon is an upper bound on the exact one; it
+        is evaluated at the Gaussian deltas' sum rounded *down* (a smaller delta, a larger
+        epsilon) and its epsilon is rounded up. The zCDP cap is valid for the same reason: the
+        composition is ``sum(rho)``-zCDP (the exact sum, rounded up).
         """
-        other_eps = [e.epsilon for e in self.events if e.kind != "gaussian"]
+        other_eps = _exact_sum(e.epsilon for e in self.events if e.kind != "gaussian")
         gaussians = [e for e in self.events if e.kind == "gaussian"]
-        gaussian_eps = _sum_up(e.epsilon for e in gaussians)
+        gaussian_eps = _exact_sum(e.epsilon for e in gaussians)
         if len(gaussians) >= 2:
-            gaussian_delta_total = _sum_up(e.delta for e in gaussians)
+            gaussian_delta_total = _down(_exact_sum(e.delta for e in gaussians))
             multipliers = tuple(sorted(float(e.noise_multiplier or 0.0) for e in gaussians))
             pld_eps = _round_up(_pld_gaussian_epsilon(multipliers, gaussian_delta_total))
-            if math.isfinite(pld_eps) and pld_eps < gaussian_eps:
-                gaussian_eps = pld_eps
-        epsilon = _sum_up([*other_eps, gaussian_eps])
+            if math.isfinite(pld_eps) and Fraction(pld_eps) < gaussian_eps:
+                gaussian_eps = Fraction(pld_eps)
+        epsilon = _up(other_eps + gaussian_eps)
         delta = _sum_up(e.delta for e in self.events)
         rho = self.total_rho()
         if rho is not None and rho > 0 and 0.0 < delta < 1.0:
             from dpcvx.accounting.zcdp import zcdp_to_dp
 
             # zCDP composes additively: the whole ledger is rho-zCDP, hence (eps_z, delta)-DP
-            epsilon = min(epsilon, _round_up(zcdp_to_dp(rho, delta)))
+            # (zcdp_to_dp is an upper bound on the real-number conversion, rho the exact sum
+            # rounded up)
+            epsilon = min(epsilon, zcdp_to_dp(rho, delta))
         return Guarantee(epsilon=epsilon, delta=delta, neighbors=self.neighbors)
 
     def total_rho(self) -> float | None:
-        """The ledger's zCDP parameter (additive composition), or None when some event has no
-        zCDP form (a generic ``(epsilon, delta)`` event)."""
-        rhos = [e.implied_rho() for e in self.events]
+        """The ledger's zCDP parameter (additive composition; the exact sum, rounded up), or
+        None when some event has no zCDP form (a generic ``(epsilon, delta)`` event)."""
+        exact = self._exact_rho()
+        return None if exact is None else _up(exact)
+
+    def _exact_rho(self) -> Fraction | None:
+        """:meth:`total_rho` in exact arithmetic."""
+        rhos = [e._exact_rho() for e in self.events]
         if any(r is None for r in rhos):
             return None
-        return _sum_up(rhos)
+        return _exact_sum(r for r in rhos if r is not None)
 
     def __str__(self) -> str:
         rows = [(e.label, f"{e.epsilon:.6g}", f"{e.delta:.6g}", e.kind) for e in self.events]
@@ -405,12 +479,6 @@ class Ledger:
         return "\n".join([line(header), rule, *body, rule, line(footer)])
 
 
-def _within(value: float, bound: float) -> bool:
-    """``value <= bound``, exactly: the ledger accepts no overspend, not even a rounding
-    error (the totals it compares are exact sums rounded up)."""
-    return value <= bound
-
-
 def _share(total: float, parts: int) -> float:
     """The largest float ``s`` with ``parts * s <= total`` exactly."""
     share = total / parts
@@ -419,24 +487,22 @@ def _share(total: float, parts: int) -> float:
     return share
 
 
-def _difference_down(total: float, spent: float) -> float:
-    """``total - spent`` rounded down, clipped at 0: an event within it fits exactly."""
-    exact = Fraction(total) - Fraction(spent)
-    if exact <= 0:
-        return 0.0
-    out = float(exact)
-    if Fraction(out) > exact:
-        out = math.nextafter(out, 0.0)
-    return out
-
-
-def _check_relation(event: PrivacyEvent, relation: NeighborRelation) -> None:
-    if event.neighbors != relation:
+def _check_parts(parts: object, owner: str) -> int:
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
         raise InvalidParameterError(
-            f"The event {event.label!r} is stated under {event.neighbors} neighbors, but the "
-            f"accountant's budget is under {relation} neighbors: guarantees under different "
-            "relations do not compose. Nothing was reserved. Use an accountant whose "
-            "`neighbors` is the event's relation."
+            f"`{owner}` takes a positive integer number of parts. Got {parts!r}."
+        )
+    return parts
+
+
+def _check_relation(event: PrivacyEvent, relation: NeighborRelation, holder: str) -> None:
+    if event.neighbors != relation:
+        what = "the ledger's events are" if holder == "ledger" else "the accountant's budget is"
+        raise InvalidParameterError(
+            f"The event {event.label!r} is stated under {event.neighbors} neighbors, but "
+            f"{what} under {relation} neighbors: guarantees under different relations do not "
+            "compose. Nothing was recorded. Use an accountant (or ledger) whose `neighbors` "
+            "is the event's relation."
         )
 
 
@@ -446,17 +512,19 @@ class Accountant:
     Parameters
     ----------
     epsilon : float
-        Positive finite total epsilon.
+        Positive finite total epsilon. It is held exactly (see Notes).
     delta : float, optional
         Total delta in ``[0, 1)``; ``0`` (default) allows pure releases only.
     neighbors : NeighborRelation, optional
-        The relation of the budget (default replace-one); events under another relation are
-        refused (composition across relations is not defined).
+        The relation of the budget (default :data:`~dpcvx.neighbors.REPLACE_ONE`; the names
+        ``"replace-one"`` and ``"add-remove-one"`` are accepted). Events under another relation
+        are refused with :class:`~dpcvx.InvalidParameterError`, recording nothing (composition
+        across relations is not defined).
 
     Raises
     ------
     InvalidParameterError
-        If ``epsilon`` or ``delta`` is out of range.
+        If ``epsilon``, ``delta`` or ``neighbors`` is out of range.
 
     Notes
     -----
@@ -464,14 +532,27 @@ class Accountant:
     atomic (a lock guards them) and permanent: nothing is ever removed, so a release that fails
     after reserving still counts as spent.
 
-    ``spent.epsilon`` is the smaller of the ledger's :meth:`Ledger.total` epsilon and the running
-    sum "previous ``spent.epsilon`` + new event epsilon" (both valid bounds). The second keeps
-    the promise that any event with ``epsilon <= remaining.epsilon`` and
+    **Exact budget.** The budget is the float given, exactly. An event is accepted only when
+    the composed total, computed in exact rational arithmetic, is at most the budget: no
+    tolerance. So splitting by float division may not fit: ``Accountant(1.0)`` refuses the
+    tenth release of ``epsilon=0.1`` (ten floats ``0.1`` add up to slightly more than 1). To
+    split a budget into ``k`` releases, charge each ``accountant.share(k)`` (computed once,
+    before the first of them), or charge the last release ``accountant.remaining``::
+
+        accountant = dpcvx.Accountant(1.0, 1e-6)
+        part = accountant.share(10)  # ten of these fit exactly
+        for i in range(10):
+            problem.solve_private(mechanism, epsilon=part.epsilon, delta=part.delta,
+                                  accountant=accountant)
+
+    ``spent.epsilon`` is (rounded up) the smaller of the ledger's :meth:`Ledger.total` epsilon
+    and the exact running sum "previous spent epsilon + new event epsilon" (both valid bounds).
+    The second keeps the promise that any event with ``epsilon <= remaining.epsilon`` and
     ``delta <= remaining.delta`` can be reserved, even though a PLD estimate need not be
     monotone in the events added.
     """
 
-    __slots__ = ("_budget", "_ledger", "_lock", "_spent_epsilon")
+    __slots__ = ("_budget", "_ledger", "_lock", "_spent_exact")
 
     def __init__(
         self, epsilon: float, delta: float = 0.0, *, neighbors: NeighborRelation = REPLACE_ONE
@@ -479,14 +560,16 @@ class Accountant:
         owner = "Accountant"
         eps = check_positive(epsilon, "epsilon", owner)
         d = check_delta(delta, owner)
-        self._budget = Guarantee(epsilon=eps, delta=d, neighbors=as_relation(neighbors))
-        self._ledger = Ledger()
-        self._spent_epsilon = 0.0
+        relation = as_relation(neighbors)
+        self._budget = Guarantee(epsilon=eps, delta=d, neighbors=relation)
+        self._ledger = Ledger(neighbors=relation)
+        # the exact spent epsilon (a valid bound on the composition of the ledger's events)
+        self._spent_exact = Fraction(0)
         self._lock = threading.Lock()
 
     @property
     def budget(self) -> Guarantee:
-        """The total budget."""
+        """The total budget, under the accountant's relation."""
         return self._budget
 
     @property
@@ -496,17 +579,36 @@ class Accountant:
 
     @property
     def neighbors(self) -> NeighborRelation:
-        """The relation of the budget."""
+        """The relation of the budget (and of every reserved event)."""
         return self._budget.neighbors
 
     def share(self, parts: int) -> Guarantee:
-        """One of ``parts`` equal shares of the *remaining* budget: ``parts`` releases at this
-        ``(epsilon, delta)`` fit the budget exactly (the ledger accepts no rounding overspend,
-        so ``epsilon / parts`` may be a float or two below the real quotient)."""
-        if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
-            raise InvalidParameterError(
-                f"`Accountant.share` takes a positive integer number of parts. Got {parts!r}."
-            )
+        """One of ``parts`` equal shares of the *remaining* budget.
+
+        Parameters
+        ----------
+        parts : int
+            The number of releases to split the remaining budget into (positive).
+
+        Returns
+        -------
+        Guarantee
+            The largest ``(epsilon, delta)`` (floats) such that ``parts`` releases at it fit the
+            remaining budget exactly: ``parts * epsilon <= remaining.epsilon`` and
+            ``parts * delta <= remaining.delta`` in exact arithmetic. The epsilon is the float
+            ``remaining.epsilon / parts`` or a float or two below it.
+
+        Raises
+        ------
+        InvalidParameterError
+            If ``parts`` is not a positive integer.
+
+        Notes
+        -----
+        Compute the share once, before the first of the ``parts`` releases: a share computed
+        later divides what is left then.
+        """
+        parts = _check_parts(parts, "Accountant.share")
         left = self.remaining
         return Guarantee(
             epsilon=_share(left.epsilon, parts),
@@ -514,45 +616,59 @@ class Accountant:
             neighbors=self.neighbors,
         )
 
+    def _spent_delta_exact(self) -> Fraction:
+        return _exact_sum(e.delta for e in self._ledger)
+
     @property
     def spent(self) -> Guarantee:
-        """The composed guarantee of every reservation so far."""
+        """The composed guarantee of every reservation so far (exact values rounded up)."""
         return Guarantee(
-            epsilon=self._spent_epsilon,
-            delta=self._ledger.basic_total().delta,
+            epsilon=_up(self._spent_exact),
+            delta=_up(self._spent_delta_exact()),
             neighbors=self.neighbors,
         )
 
     @property
     def remaining(self) -> Guarantee:
-        """The remaining budget, ``budget - spent`` clipped at 0; any event within it can
-        still be reserved."""
-        spent = self.spent
+        """The remaining budget: ``budget`` minus the exact spent values, rounded down and
+        clipped at 0. Any event within it can still be reserved (charge the last release of a
+        split budget this), and it is at least ``share(k)`` while releases at that share are
+        due. (``spent`` is rounded up for display, so ``spent + remaining`` may exceed the
+        budget by a rounding error; the exact values never do.)"""
         return Guarantee(
-            epsilon=_difference_down(self._budget.epsilon, spent.epsilon),
-            delta=_difference_down(self._budget.delta, spent.delta),
+            epsilon=_down(Fraction(self._budget.epsilon) - self._spent_exact),
+            delta=_down(Fraction(self._budget.delta) - self._spent_delta_exact()),
             neighbors=self.neighbors,
         )
 
-    def _candidate(self, event: PrivacyEvent) -> tuple[Ledger, Guarantee]:
+    def _candidate(self, event: PrivacyEvent) -> tuple[Ledger, Fraction, Fraction]:
+        """The ledger with ``event`` appended, and its exact epsilon and delta bounds."""
         if not isinstance(event, PrivacyEvent):
             raise InvalidParameterError(
                 f"`Accountant.reserve` takes a PrivacyEvent. Got {type(event).__name__}: {event!r}."
             )
-        _check_relation(event, self.neighbors)
+        _check_relation(event, self.neighbors, "accountant")
         ledger = self._ledger.append(event)
-        composed = ledger.total()
-        running = _sum_up([self._spent_epsilon, event.epsilon])
-        epsilon = min(composed.epsilon, running)
-        return ledger, Guarantee(epsilon=epsilon, delta=composed.delta)
+        composed = Fraction(ledger.total().epsilon)
+        running = self._spent_exact + Fraction(event.epsilon)
+        delta = self._spent_delta_exact() + Fraction(event.delta)
+        return ledger, min(composed, running), delta
+
+    def _fits(self, epsilon: Fraction, delta: Fraction) -> bool:
+        """Whether an exact total is within the budget (exactly: no tolerance)."""
+        return epsilon <= Fraction(self._budget.epsilon) and delta <= Fraction(self._budget.delta)
 
     def can_afford(self, event: PrivacyEvent) -> bool:
-        """Whether :meth:`reserve` would accept ``event`` now (nothing is reserved)."""
+        """Whether :meth:`reserve` would accept ``event`` now (nothing is reserved).
+
+        Raises
+        ------
+        InvalidParameterError
+            If ``event`` is not a PrivacyEvent or is under another relation.
+        """
         with self._lock:
-            _, total = self._candidate(event)
-            return _within(total.epsilon, self._budget.epsilon) and _within(
-                total.delta, self._budget.delta
-            )
+            _, epsilon, delta = self._candidate(event)
+            return self._fits(epsilon, delta)
 
     def reserve(self, event: PrivacyEvent) -> None:
         """Record ``event`` if the budget allows it, before any noise is drawn.
@@ -568,72 +684,86 @@ class Accountant:
             If the composed total after adding ``event`` would exceed the budget (exact
             sums, no tolerance: see :meth:`share`). Nothing is recorded then.
         InvalidParameterError
-            If ``event`` is not a PrivacyEvent.
+            If ``event`` is not a PrivacyEvent, or is stated under another neighboring
+            relation than the budget. Nothing is recorded then.
         """
         with self._lock:
-            ledger, total = self._candidate(event)
-            fits = _within(total.epsilon, self._budget.epsilon) and _within(
-                total.delta, self._budget.delta
-            )
-            if not fits:
+            ledger, epsilon, delta = self._candidate(event)
+            if not self._fits(epsilon, delta):
                 spent = self.spent
                 raise PrivacyBudgetError(
                     f"Reserving {event.label!r} ({event.guarantee}) would exceed the privacy "
                     f"budget {self._budget}: already spent epsilon={spent.epsilon:.6g}, "
                     f"delta={spent.delta:.6g}; composed total would be "
-                    f"epsilon={total.epsilon:.6g}, delta={total.delta:.6g}. Nothing was "
+                    f"epsilon={_up(epsilon):.17g}, delta={_up(delta):.17g}. Nothing was "
                     "reserved. Lower the release's epsilon/delta (split a budget into k equal "
                     "releases with `accountant.share(k)`: the float epsilon/k can add up to more "
-                    "than epsilon), or use a new accountant with a larger budget (for new data)."
+                    "than epsilon; or charge the last release `accountant.remaining`), or use a "
+                    "new accountant with a larger budget (for new data)."
                 )
             self._ledger = ledger
-            self._spent_epsilon = total.epsilon
+            self._spent_exact = epsilon
 
-    def reserve_all(self, events) -> None:
+    def reserve_all(self, events: Iterable[PrivacyEvent]) -> None:
         """Record every event of one release (e.g. each step of an iterative mechanism) if
-        the budget allows all of them together; otherwise raise PrivacyBudgetError and record
-        none (all or nothing)."""
+        the budget allows all of them together; otherwise raise PrivacyBudgetError (or
+        InvalidParameterError for an event under another relation) and record none (all or
+        nothing)."""
         events = tuple(events)
         if not events:
             return
         with self._lock:
-            saved = (self._ledger, self._spent_epsilon)
+            saved = (self._ledger, self._spent_exact)
             try:
                 for event in events:
                     self._reserve_unlocked(event)
             except BaseException:
-                self._ledger, self._spent_epsilon = saved
+                self._ledger, self._spent_exact = saved
                 raise
 
     def _reserve_unlocked(self, event: PrivacyEvent) -> None:
-        ledger, total = self._candidate(event)
-        if not (
-            _within(total.epsilon, self._budget.epsilon)
-            and _within(total.delta, self._budget.delta)
-        ):
+        ledger, epsilon, delta = self._candidate(event)
+        if not self._fits(epsilon, delta):
             raise PrivacyBudgetError(
                 f"Reserving {event.label!r} would exceed the privacy budget {self._budget}: "
-                f"the composed total would be epsilon={total.epsilon:.6g}, "
-                f"delta={total.delta:.6g}. Nothing of this release was reserved."
+                f"the composed total would be epsilon={_up(epsilon):.17g}, "
+                f"delta={_up(delta):.17g}. Nothing of this release was reserved."
             )
         self._ledger = ledger
-        self._spent_epsilon = total.epsilon
+        self._spent_exact = epsilon
+
+    def _relation_repr(self) -> str:
+        return "" if self.neighbors == REPLACE_ONE else f", neighbors={self.neighbors!r}"
 
     def __repr__(self) -> str:
         spent = self.spent
         return (
-            f"Accountant(epsilon={self._budget.epsilon!r}, delta={self._budget.delta!r}; "
-            f"spent epsilon={spent.epsilon:.6g}, delta={spent.delta:.6g}; "
-            f"{len(self._ledger)} events)"
+            f"Accountant(epsilon={self._budget.epsilon!r}, delta={self._budget.delta!r}"
+            f"{self._relation_repr()}; spent epsilon={spent.epsilon:.6g}, "
+            f"delta={spent.delta:.6g}; {len(self._ledger)} events)"
         )
 
 
 class ZcdpAccountant(Accountant):
     """A privacy budget in zero-concentrated DP: ``rho``-zCDP in total (additive composition).
 
+    Parameters
+    ----------
+    rho : float
+        Positive finite total rho, held exactly (like an :class:`Accountant`'s epsilon).
+    neighbors : NeighborRelation, optional
+        The relation of the budget (default replace-one); events under another relation are
+        refused, recording nothing.
+
+    Notes
+    -----
     Every reserved event must have a zCDP form (pure: ``epsilon^2/2``; Gaussian: ``1/(2 m^2)``;
-    kind ``"zcdp"``: its ``rho``). ``spent_rho`` is their sum. The ``(epsilon, delta)`` view
-    (``spent``) is the ledger's composed guarantee.
+    kind ``"zcdp"``: its ``rho``), computed exactly. An event is accepted only when the exact
+    sum of the rhos is at most ``rho``. ``spent_rho`` is that sum rounded up,
+    ``remaining_rho`` the remainder rounded down (an event of exactly that rho fits), and
+    ``share_rho(k)`` the largest rho of which ``k`` events fit. The ``(epsilon, delta)`` view
+    (``spent``) is the ledger's composed guarantee; there is no ``(epsilon, delta)`` cap, so
+    ``remaining`` is ``(inf, 1)`` and :meth:`share` is refused (use :meth:`share_rho`).
     """
 
     __slots__ = ("_rho",)
@@ -651,60 +781,90 @@ class ZcdpAccountant(Accountant):
 
     @property
     def spent_rho(self) -> float:
-        """The rho reserved so far."""
+        """The rho reserved so far (the exact sum, rounded up)."""
         return self._ledger.total_rho() or 0.0
 
     @property
     def remaining_rho(self) -> float:
-        """``rho - spent_rho`` (clipped at 0)."""
-        return max(0.0, self._rho - self.spent_rho)
+        """``rho - spent_rho`` in exact arithmetic, rounded down and clipped at 0: an event of
+        this rho still fits."""
+        return _down(Fraction(self._rho) - (self._ledger._exact_rho() or Fraction(0)))
+
+    @property
+    def remaining(self) -> Guarantee:
+        """``(inf, 1)``: a zCDP budget has no ``(epsilon, delta)`` cap (see
+        :attr:`remaining_rho`)."""
+        return Guarantee(epsilon=math.inf, delta=1.0, neighbors=self.neighbors)
+
+    def share(self, parts: int) -> Guarantee:
+        """Refused: a zCDP budget is split in rho, with :meth:`share_rho`."""
+        raise InvalidParameterError(
+            "A ZcdpAccountant's budget is in rho, not (epsilon, delta): split it with "
+            f"`share_rho({parts!r})`."
+        )
+
+    def share_rho(self, parts: int) -> float:
+        """The largest rho (a float) of which ``parts`` events fit the remaining rho budget
+        exactly (``remaining_rho / parts`` or a float or two below it).
+
+        Raises
+        ------
+        InvalidParameterError
+            If ``parts`` is not a positive integer.
+        """
+        parts = _check_parts(parts, "ZcdpAccountant.share_rho")
+        return _share(self.remaining_rho, parts)
 
     def __repr__(self) -> str:
         return (
-            f"ZcdpAccountant(rho={self._rho!r}; spent rho={self.spent_rho:.6g}; "
-            f"{len(self._ledger)} events)"
+            f"ZcdpAccountant(rho={self._rho!r}{self._relation_repr()}; "
+            f"spent rho={self.spent_rho:.6g}; {len(self._ledger)} events)"
         )
 
-    def _fits(self, event: PrivacyEvent) -> Ledger:
+    def _rho_candidate(self, event: PrivacyEvent) -> tuple[Ledger, bool]:
+        """The ledger with ``event`` appended, and whether its exact rho fits the budget."""
         if not isinstance(event, PrivacyEvent):
             raise InvalidParameterError(
                 f"`ZcdpAccountant.reserve` takes a PrivacyEvent. Got {type(event).__name__}."
             )
-        _check_relation(event, self.neighbors)
-        rho = event.implied_rho()
-        if rho is None:
+        _check_relation(event, self.neighbors, "accountant")
+        if event._exact_rho() is None:
             raise InvalidParameterError(
                 f"The event {event.label!r} ({event.kind}) has no zCDP form; a ZcdpAccountant "
                 "takes pure, Gaussian and zCDP events only."
             )
-        return self._ledger.append(event)
+        ledger = self._ledger.append(event)
+        total = ledger._exact_rho()
+        assert total is not None  # every event has a zCDP form
+        return ledger, total <= Fraction(self._rho)
 
     def can_afford(self, event: PrivacyEvent) -> bool:
         with self._lock:
-            ledger = self._fits(event)
-            return _within(ledger.total_rho() or 0.0, self._rho)
+            return self._rho_candidate(event)[1]
 
     def reserve(self, event: PrivacyEvent) -> None:
-        """Record ``event`` if the rho budget allows it (raises PrivacyBudgetError otherwise,
-        recording nothing)."""
+        """Record ``event`` if the rho budget allows it (exact sums, no tolerance); raises
+        PrivacyBudgetError otherwise (InvalidParameterError for an event without a zCDP form or
+        under another relation), recording nothing."""
         with self._lock:
-            ledger = self._fits(event)
-            total = ledger.total_rho() or 0.0
-            if not _within(total, self._rho):
+            ledger, fits = self._rho_candidate(event)
+            if not fits:
                 raise PrivacyBudgetError(
                     f"Reserving {event.label!r} (rho = {event.implied_rho():.6g}) would exceed "
                     f"the zCDP budget: rho spent {self.spent_rho:.6g} of {self._rho:.6g}. "
-                    "Nothing was reserved."
+                    "Nothing was reserved. Split a rho budget with `share_rho(k)`."
                 )
-            self._ledger = ledger
-            self._spent_epsilon = ledger.total().epsilon
+            self._commit(ledger)
 
     def _reserve_unlocked(self, event: PrivacyEvent) -> None:
-        ledger = self._fits(event)
-        if not _within(ledger.total_rho() or 0.0, self._rho):
+        ledger, fits = self._rho_candidate(event)
+        if not fits:
             raise PrivacyBudgetError(
                 f"Reserving {event.label!r} would exceed the zCDP budget rho = {self._rho:.6g}. "
                 "Nothing of this release was reserved."
             )
+        self._commit(ledger)
+
+    def _commit(self, ledger: Ledger) -> None:
         self._ledger = ledger
-        self._spent_epsilon = ledger.total().epsilon
+        self._spent_exact = Fraction(ledger.total().epsilon)
