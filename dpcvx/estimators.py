@@ -30,7 +30,7 @@ import numbers
 import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import cvxpy as cp
 import numpy as np
@@ -51,6 +51,11 @@ from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.problem import Problem
 from dpcvx.results import PrivateResult
 
+if TYPE_CHECKING:
+    from typing import Self
+
+    from numpy.typing import ArrayLike
+
 try:  # scikit-learn >= 1.6
     from sklearn.utils.validation import validate_data as _sk_validate_data
 except ImportError:  # pragma: no cover - scikit-learn 1.4 and 1.5
@@ -64,6 +69,8 @@ __all__ = [
     "PrivateQuantileRegressor",
     "PrivateRidgeRegressor",
 ]
+
+_T = TypeVar("_T")
 
 #: the mechanisms an estimator can use, by the name its ``mechanism`` parameter takes
 MECHANISMS = ("output_perturbation", "ldop")
@@ -214,7 +221,7 @@ _COMMON_ATTRIBUTES = """\
         Names of the bounds that were taken from the data (empty for a private fit)."""
 
 
-def _document(cls):
+def _document(cls: type[_T]) -> type[_T]:
     # the placeholders stand indented like the docstring; the blocks carry their own indent
     cls.__doc__ = (
         (cls.__doc__ or "")
@@ -401,7 +408,9 @@ class _PrivateLinearModel(BaseEstimator):
         return MappingProxyType(dict(options))
 
     # ------------------------------------------------------------------ data
-    def _validate(self, X, y="no_validation", *, reset: bool, **kwargs):
+    def _validate(
+        self, X: ArrayLike, y: ArrayLike | str = "no_validation", *, reset: bool, **kwargs: Any
+    ) -> Any:
         """scikit-learn's input validation, with its ValueErrors raised as :class:`DataError`
         (same message; a DataError is a ValueError)."""
         try:
@@ -574,13 +583,13 @@ class _PrivateLinearModel(BaseEstimator):
         raise NotImplementedError  # pragma: no cover
 
     # ------------------------------------------------------------------ scikit-learn plumbing
-    def _decision(self, X) -> np.ndarray:
+    def _decision(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self, "result_")
         X = self._validate(X, reset=False)
         coef = np.ravel(self.coef_)
         return X @ coef + float(np.ravel(self.intercept_)[0])
 
-    def __sklearn_clone__(self):
+    def __sklearn_clone__(self) -> Self:
         """A clone with the same parameters and the *same* accountant: every fit of every
         clone (cross-validation, grid search) is charged to the one budget. The entries of
         ``mechanism_options`` (e.g. an executor) are shared too."""
@@ -594,7 +603,7 @@ class _PrivateLinearModel(BaseEstimator):
         )
         return type(self)(accountant=accountant, mechanism_options=shared, **fresh)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         if getattr(self, "accountant", None) is not None:
             raise InvalidParameterError(
                 f"A `{self._owner()}` holding an `accountant` cannot be pickled or deep-copied: "
@@ -608,7 +617,7 @@ class _PrivateLinearModel(BaseEstimator):
             state["ledger_"] = _ledger_state(state["ledger_"])
         return state
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: Mapping[str, Any]) -> None:
         state = dict(state)
         if isinstance(state.get("result_"), dict):
             state["result_"] = _result_from_state(state["result_"])
@@ -617,23 +626,23 @@ class _PrivateLinearModel(BaseEstimator):
 
 
 def _common_init(
-    self,
+    self: _PrivateLinearModel,
     *,
-    epsilon,
-    delta,
-    mechanism,
-    feature_norm_bound,
-    domain_radius,
-    regularization,
-    fit_intercept,
-    intercept_scaling,
-    moment_order,
-    feature_moment,
-    feature_second_moment,
-    mechanism_options,
-    random_state,
-    accountant,
-    on_data_dependent_bounds,
+    epsilon: float,
+    delta: float,
+    mechanism: str,
+    feature_norm_bound: float | None,
+    domain_radius: float,
+    regularization: float | str,
+    fit_intercept: bool,
+    intercept_scaling: float,
+    moment_order: float,
+    feature_moment: float | None,
+    feature_second_moment: float | None,
+    mechanism_options: Mapping[str, Any] | None,
+    random_state: int | np.random.Generator | None,
+    accountant: Accountant | None,
+    on_data_dependent_bounds: str,
 ) -> None:
     self.epsilon = epsilon
     self.delta = delta
@@ -714,25 +723,25 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
 
     def __init__(
         self,
-        loss="logistic",
+        loss: str = "logistic",
         *,
-        classes=None,
-        epsilon=1.0,
-        delta=0.0,
-        mechanism="output_perturbation",
-        feature_norm_bound=None,
-        domain_radius=1.0,
-        regularization="auto",
-        fit_intercept=True,
-        intercept_scaling=1.0,
-        moment_order=4.0,
-        feature_moment=None,
-        feature_second_moment=None,
-        mechanism_options=None,
-        random_state=None,
-        accountant=None,
-        on_data_dependent_bounds="warn",
-    ):
+        classes: ArrayLike | None = None,
+        epsilon: float = 1.0,
+        delta: float = 0.0,
+        mechanism: str = "output_perturbation",
+        feature_norm_bound: float | None = None,
+        domain_radius: float = 1.0,
+        regularization: float | str = "auto",
+        fit_intercept: bool = True,
+        intercept_scaling: float = 1.0,
+        moment_order: float = 4.0,
+        feature_moment: float | None = None,
+        feature_second_moment: float | None = None,
+        mechanism_options: Mapping[str, Any] | None = None,
+        random_state: int | np.random.Generator | None = None,
+        accountant: Accountant | None = None,
+        on_data_dependent_bounds: str = "warn",
+    ) -> None:
         self.loss = loss
         self.classes = classes
         _common_init(
@@ -754,12 +763,12 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
             on_data_dependent_bounds=on_data_dependent_bounds,
         )
 
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
         return tags
 
-    def _more_tags(self):  # pragma: no cover - scikit-learn < 1.6
+    def _more_tags(self) -> dict[str, bool]:  # pragma: no cover - scikit-learn < 1.6
         return {"binary_only": True}
 
     def _check_loss_parameters(self, mechanism: str) -> None:
@@ -782,12 +791,12 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
     def _gradient_factor(self) -> float:
         return 1.0
 
-    def _loss(self, score, label):
+    def _loss(self, score: cp.Expression, label: cp.Parameter) -> cp.Expression:
         if self.loss == "hinge":
             return losses.hinge(score, label)
         return losses.logistic(score, label)
 
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Fit the private classifier (spends ``(epsilon, delta)``).
 
         Parameters
@@ -815,7 +824,7 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         """
         settings = self._validated_settings()
         classes = self._validated_classes()
-        X, y = self._validate(X, y, reset=True)
+        X_fit, y = self._validate(X, y, reset=True)
         try:
             check_classification_targets(y)
         except ValueError as exc:
@@ -857,18 +866,18 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
                 )
         self.classes_ = classes
         target = np.where(y == classes[1], 1.0, -1.0)
-        self._fit_private(settings, X, target, taken)
+        self._fit_private(settings, X_fit, target, taken)
         return self
 
     def _set_coefficients(self, coef: np.ndarray, intercept: float) -> None:
         self.coef_ = coef.reshape(1, -1)
         self.intercept_ = np.array([intercept])
 
-    def decision_function(self, X) -> np.ndarray:
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Signed score ``X @ coef_[0] + intercept_[0]`` (positive: ``classes_[1]``)."""
         return self._decision(X)
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Predicted class labels."""
         scores = self._decision(X)
         return self.classes_[(scores > 0).astype(int)]
@@ -877,14 +886,14 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         return self.loss == "logistic"
 
     @available_if(_has_probabilities)
-    def predict_proba(self, X) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities of the logistic model (``loss="logistic"`` only): columns in
         the order of ``classes_``."""
         p = expit(self._decision(X))
         return np.column_stack([1.0 - p, p])
 
     @available_if(_has_probabilities)
-    def predict_log_proba(self, X) -> np.ndarray:
+    def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""
         scores = self._decision(X)
         return np.column_stack([-np.logaddexp(0.0, scores), -np.logaddexp(0.0, -scores)])
@@ -900,7 +909,7 @@ class _PrivateRegressor(RegressorMixin, _PrivateLinearModel):
         """Whether the Lipschitz bound needs ``label_bound`` (the squared loss)."""
         return False
 
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Fit the private regressor (spends ``(epsilon, delta)``).
 
         Parameters
@@ -926,19 +935,19 @@ class _PrivateRegressor(RegressorMixin, _PrivateLinearModel):
             A solve could not be certified: nothing released, budget spent.
         """
         settings = self._validated_settings()
-        X, y = self._validate(X, y, reset=True, y_numeric=True)
-        y = np.asarray(y, dtype=float)
+        X_fit, y_fit = self._validate(X, y, reset=True, y_numeric=True)
+        target = np.asarray(y_fit, dtype=float)
         taken: list[_DataBound] = []
         if settings.label_bound is not None:
-            y = np.clip(y, -settings.label_bound, settings.label_bound)
-        self._fit_private(settings, X, y, taken)
+            target = np.clip(target, -settings.label_bound, settings.label_bound)
+        self._fit_private(settings, X_fit, target, taken)
         return self
 
     def _set_coefficients(self, coef: np.ndarray, intercept: float) -> None:
         self.coef_ = coef
         self.intercept_ = intercept
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Predictions ``X @ coef_ + intercept_``."""
         return self._decision(X)
 
@@ -999,25 +1008,25 @@ class PrivateQuantileRegressor(_PrivateRegressor):
 
     def __init__(
         self,
-        quantile=0.5,
+        quantile: float = 0.5,
         *,
-        label_bound=None,
-        epsilon=1.0,
-        delta=0.0,
-        mechanism="output_perturbation",
-        feature_norm_bound=None,
-        domain_radius=1.0,
-        regularization="auto",
-        fit_intercept=True,
-        intercept_scaling=1.0,
-        moment_order=4.0,
-        feature_moment=None,
-        feature_second_moment=None,
-        mechanism_options=None,
-        random_state=None,
-        accountant=None,
-        on_data_dependent_bounds="warn",
-    ):
+        label_bound: float | None = None,
+        epsilon: float = 1.0,
+        delta: float = 0.0,
+        mechanism: str = "output_perturbation",
+        feature_norm_bound: float | None = None,
+        domain_radius: float = 1.0,
+        regularization: float | str = "auto",
+        fit_intercept: bool = True,
+        intercept_scaling: float = 1.0,
+        moment_order: float = 4.0,
+        feature_moment: float | None = None,
+        feature_second_moment: float | None = None,
+        mechanism_options: Mapping[str, Any] | None = None,
+        random_state: int | np.random.Generator | None = None,
+        accountant: Accountant | None = None,
+        on_data_dependent_bounds: str = "warn",
+    ) -> None:
         self.quantile = quantile
         self.label_bound = label_bound
         _common_init(
@@ -1051,7 +1060,7 @@ class PrivateQuantileRegressor(_PrivateRegressor):
         tau = float(self.quantile)
         return max(tau, 1.0 - tau)
 
-    def _loss(self, score, label):
+    def _loss(self, score: cp.Expression, label: cp.Parameter) -> cp.Expression:
         return losses.pinball(score, label, float(self.quantile))
 
 
@@ -1117,26 +1126,26 @@ class PrivateRidgeRegressor(_PrivateRegressor):
 
     def __init__(
         self,
-        loss="huber",
+        loss: str = "huber",
         *,
-        huber_threshold=1.0,
-        label_bound=None,
-        epsilon=1.0,
-        delta=0.0,
-        mechanism="output_perturbation",
-        feature_norm_bound=None,
-        domain_radius=1.0,
-        regularization="auto",
-        fit_intercept=True,
-        intercept_scaling=1.0,
-        moment_order=4.0,
-        feature_moment=None,
-        feature_second_moment=None,
-        mechanism_options=None,
-        random_state=None,
-        accountant=None,
-        on_data_dependent_bounds="warn",
-    ):
+        huber_threshold: float = 1.0,
+        label_bound: float | None = None,
+        epsilon: float = 1.0,
+        delta: float = 0.0,
+        mechanism: str = "output_perturbation",
+        feature_norm_bound: float | None = None,
+        domain_radius: float = 1.0,
+        regularization: float | str = "auto",
+        fit_intercept: bool = True,
+        intercept_scaling: float = 1.0,
+        moment_order: float = 4.0,
+        feature_moment: float | None = None,
+        feature_second_moment: float | None = None,
+        mechanism_options: Mapping[str, Any] | None = None,
+        random_state: int | np.random.Generator | None = None,
+        accountant: Accountant | None = None,
+        on_data_dependent_bounds: str = "warn",
+    ) -> None:
         self.loss = loss
         self.huber_threshold = huber_threshold
         self.label_bound = label_bound
@@ -1172,7 +1181,14 @@ class PrivateRidgeRegressor(_PrivateRegressor):
     def _gradient_factor(self) -> float:
         return 2.0 * float(self.huber_threshold)
 
-    def _lipschitz(self, row_bound, settings, taken, target, bounds):
+    def _lipschitz(
+        self,
+        row_bound: float,
+        settings: _Settings,
+        taken: list[_DataBound],
+        target: np.ndarray,
+        bounds: dict[str, Any],
+    ) -> float:
         if self.loss == "huber":
             return self._gradient_factor() * row_bound
         Y = settings.label_bound
@@ -1190,7 +1206,7 @@ class PrivateRidgeRegressor(_PrivateRegressor):
         # ||grad|| = 2 |<x, w> - y| ||x|| <= 2 ||x|| (R ||x|| + Y) on the ball ||w|| <= R
         return 2.0 * row_bound * (settings.domain_radius * row_bound + Y)
 
-    def _loss(self, score, label):
+    def _loss(self, score: cp.Expression, label: cp.Parameter) -> cp.Expression:
         if self.loss == "squared":
             return losses.squared(score, label)
         return losses.huber(score, label, float(self.huber_threshold))

@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpcvx.certification._conjugates import clip, conjugate, simplex_defect
 from dpcvx.certification.stable import max_terms_weights, part_values, stable_gap
@@ -35,6 +36,10 @@ from dpcvx.errors import CertificationError
 from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet, subgradient_jet
 from dpcvx.modeling._structure import ELEMENTWISE, MONOTONE, Term
 from dpcvx.modeling.declaration import Declaration
+
+if TYPE_CHECKING:
+    from dpcvx.modeling.domains import Domain
+    from dpcvx.modeling.localized import LocalizedDomain
 
 __all__ = ["CertifiedSolution", "ReleaseCertificate", "certify", "still_certified"]
 
@@ -231,7 +236,14 @@ def _minorants(
     return s, beta, scale, counts
 
 
-def _max_terms_minorant(term: Term, jets, duals, w_hat, center, radius):
+def _max_terms_minorant(
+    term: Term,
+    jets: list[tuple[np.ndarray, np.ndarray]],
+    duals: list[np.ndarray | None],
+    w_hat: np.ndarray,
+    center: np.ndarray,
+    radius: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Minorant of ``max_j g_j(E_j)``: ``sum_j mu_j (theta_j E_j - g_j*(theta_j))`` with
     ``mu`` in the simplex (:func:`~dpcvx.certification.stable.max_terms_weights`), ``theta_j``
     the derivative of ``g_j`` at the point clipped into the conjugate's domain, and the
@@ -307,7 +319,14 @@ def _term_duals(
     return out
 
 
-def _pieces(term: Term, jets, duals, w_hat, center, radius):
+def _pieces(
+    term: Term,
+    jets: list[tuple[np.ndarray, np.ndarray]],
+    duals: list[np.ndarray | None],
+    w_hat: np.ndarray,
+    center: np.ndarray,
+    radius: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Minorant of ``max_j P_j`` by a convex combination of the pieces (per element)."""
     n = jets[0][0].shape[0]
     d = w_hat.shape[-1]
@@ -352,7 +371,9 @@ def _pieces(term: Term, jets, duals, w_hat, center, radius):
     return (slope.reshape(n, -1, d).sum(axis=1), inter.reshape(n, -1).sum(axis=1))
 
 
-def _broadcast_pieces(term: Term, jets, duals):
+def _broadcast_pieces(
+    term: Term, jets: list[tuple[np.ndarray, np.ndarray]], duals: list[np.ndarray | None]
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray | None]]:
     """Offsets ``(n, *shape)``, Jacobians ``(n, *shape, d)`` and duals (or None) of the pieces,
     broadcast to the shape of the term's atom (CVXPY aligns trailing axes)."""
     n = jets[0][0].shape[0]
@@ -375,7 +396,14 @@ def _broadcast_pieces(term: Term, jets, duals):
     return offs, jacs, dls
 
 
-def _monotone(term: Term, jets, duals, w_hat, center, radius):
+def _monotone(
+    term: Term,
+    jets: list[tuple[np.ndarray, np.ndarray]],
+    duals: list[np.ndarray | None],
+    w_hat: np.ndarray,
+    center: np.ndarray,
+    radius: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Minorant of ``psi(max_j E_j)`` (``psi`` nondecreasing, see :data:`MONOTONE`), per
     element: for any ``lam_j >= 0`` with ``t = sum_j lam_j`` in ``dom psi*``,
     ``psi(max_j E_j) >= t max_j E_j - psi*(t) >= sum_j lam_j E_j - psi*(t)``; ``psi*`` is
@@ -576,7 +604,13 @@ def certify(
     )
 
 
-def still_certified(candidate, w_domain, lam, w0, alpha) -> bool:
+def still_certified(
+    candidate: CertifiedSolution | None,
+    w_domain: Domain | LocalizedDomain,
+    lam: float,
+    w0: ArrayLike,
+    alpha: float,
+) -> bool:
     """Whether a certificate over W (same data, same objective) also certifies ``alpha`` over
     ``W0``: its point lies in W0 exactly, and ``min_W F <= min_W0 F`` makes its lower bound
     valid over W0, so ``F(w_hat) - min_W0 F <= gap <= alpha``. Output perturbation needs only

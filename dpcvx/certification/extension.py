@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,10 @@ from dpcvx.compilation.stamp import StampedProgram
 from dpcvx.errors import CertificationError
 from dpcvx.modeling._expressions import evaluate
 from dpcvx.modeling.declaration import Declaration
+
+if TYPE_CHECKING:
+    from dpcvx.modeling.domains import Domain
+    from dpcvx.modeling.localized import LocalizedDomain
 
 __all__ = ["ExtensionValues", "extension_bounds", "certify_extension"]
 
@@ -117,8 +121,8 @@ def certify_extension(
     w0: np.ndarray,
     accuracy: float | None = None,
     solver_stats: dict[str, Any] | None = None,
-    w_domain=None,
-    parts=None,
+    w_domain: Domain | LocalizedDomain | None = None,
+    parts: list[tuple[Declaration, StampedProgram]] | None = None,
 ) -> CertifiedSolution:
     """Certify the joint program of Lemma 2.7:
     ``min_{w in W0} (1/n) sum_i f_C(w, z_i) + (lam/2) ||w - w0||^2`` where ``W0`` is

@@ -41,6 +41,7 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dpcvx._validation import check_positive
 from dpcvx.errors import CertificationError, InvalidParameterError
@@ -90,7 +91,7 @@ def _check_iterations(value: object, name: str, owner: str) -> int:
     return int(value)
 
 
-def _start(x1, contains, owner: str) -> np.ndarray:
+def _start(x1: ArrayLike, contains: Callable[[np.ndarray], bool] | None, owner: str) -> np.ndarray:
     x = np.array(x1, dtype=float).reshape(-1)
     if x.size == 0 or not np.all(np.isfinite(x)):
         raise InvalidParameterError(
@@ -107,7 +108,7 @@ def _norm(v: np.ndarray) -> float:
     return math.sqrt(float(np.dot(v, v)))
 
 
-def _vector(value, q: int, what: str) -> np.ndarray:
+def _vector(value: ArrayLike, q: int, what: str) -> np.ndarray:
     out = np.asarray(value, dtype=float)
     # a sum is finite only if every entry is (NaN and inf propagate)
     if out.shape != (q,) or not math.isfinite(float(np.sum(out))):
@@ -156,7 +157,14 @@ class _Average:
 class _Projector:
     """Calls ``project`` and checks what can be checked about its answer."""
 
-    def __init__(self, project, contains, x_first: np.ndarray, diameter: float, owner: str):
+    def __init__(
+        self,
+        project: Callable[[np.ndarray, float], np.ndarray],
+        contains: Callable[[np.ndarray], bool] | None,
+        x_first: np.ndarray,
+        diameter: float,
+        owner: str,
+    ) -> None:
         self.project = project
         self.contains = contains
         self.x_first = x_first
@@ -219,7 +227,7 @@ def _budget(xi: float, x: np.ndarray, step: np.ndarray, owner: str) -> float:
 def adaptive_projected_subgradient(
     subgradient: Callable[[np.ndarray], np.ndarray],
     project: Callable[[np.ndarray, float], np.ndarray],
-    x1,
+    x1: ArrayLike,
     diameter: float,
     alpha: float,
     max_iter: int,
@@ -319,7 +327,19 @@ def adaptive_projected_subgradient(
     )
 
 
-def _finish_adaptive(subgradient, proj, avg, D, alpha, S, T, xi, eta, q, owner):
+def _finish_adaptive(
+    subgradient: Callable[[np.ndarray], np.ndarray],
+    proj: _Projector,
+    avg: _Average,
+    D: float,
+    alpha: float,
+    S: float,
+    T: int,
+    xi: float,
+    eta: float,
+    q: int,
+    owner: str,
+) -> FirstOrderResult:
     mean, rounding = avg.value()
     xi_f = FINAL_XI_FACTOR * xi
     point = proj(mean, xi_f, None)
@@ -361,7 +381,7 @@ def _finish_adaptive(subgradient, proj, avg, D, alpha, S, T, xi, eta, q, owner):
 def biased_projected_subgradient(
     oracle: Callable[[np.ndarray], tuple[np.ndarray, float]],
     project: Callable[[np.ndarray, float], np.ndarray],
-    x1,
+    x1: ArrayLike,
     diameter: float,
     lipschitz: float,
     alpha: float,

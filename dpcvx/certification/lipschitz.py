@@ -18,10 +18,16 @@ underestimated bound could only make a certificate fail, never make it wrong.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from dpcvx.modeling._expressions import Unsupported, affine_jet
+from dpcvx.modeling._structure import Term
 from dpcvx.modeling.declaration import Declaration
+
+if TYPE_CHECKING:
+    import cvxpy as cp
 
 __all__ = ["lipschitz_bounds", "strong_convexity_bound"]
 
@@ -114,7 +120,7 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
     return np.nan_to_num(total, nan=big, posinf=big)
 
 
-def _broadcast_max(term, arrays: list[np.ndarray], n: int) -> np.ndarray:
+def _broadcast_max(term: Term, arrays: list[np.ndarray], n: int) -> np.ndarray:
     """Elementwise max over the pieces' per-element arrays (each ``(n, size_j)``, one per
     argument), broadcast to the atom's shape as CVXPY broadcasts them; ``(n, size)``."""
     shape = term.atom_shape if term.atom is not None else term.args[0].shape
@@ -128,7 +134,7 @@ def _broadcast_max(term, arrays: list[np.ndarray], n: int) -> np.ndarray:
     return out
 
 
-def _public_coefficient(expr, variable) -> bool:
+def _public_coefficient(expr: cp.Expression, variable: cp.Variable) -> bool:
     """Whether the coefficient of ``variable`` in the affine ``expr`` reads no data: no
     product or quotient has the variable on one side and a parameter on the other."""
     from cvxpy.atoms.affine.binary_operators import DivExpression, MulExpression, multiply

@@ -48,11 +48,13 @@ from dpcvx.compilation.stamp import stamp
 from dpcvx.compilation.template import (
     ConeLayout,
     DomainBlock,
+    Template,
     compile_domain,
     compile_template,
     with_extension,
 )
 from dpcvx.errors import CertificationError
+from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import per_example_gradients
 from dpcvx.modeling.saddle import SaddleDeclaration
 
@@ -134,7 +136,7 @@ def inner_bounds(
     return InnerBounds(w=np.asarray(w, float).copy(), upper=upper, achieved=achieved, points=Y_hat)
 
 
-def _polish(decl, Y: np.ndarray, steps: int = POLISH_STEPS) -> np.ndarray:
+def _polish(decl: Declaration, Y: np.ndarray, steps: int = POLISH_STEPS) -> np.ndarray:
     """Projected-gradient steps with per-example backtracking on ``h_i(v) = -q(w, v; z_i)``
     from the interior-point solution (S a catalogue set with an exact projection).
 
@@ -175,8 +177,8 @@ class SaddleSolver:
     sdecl: SaddleDeclaration
     solver: str | None = None
     max_rounds: int = MAX_ROUNDS
-    _inner_template: object = field(default=None, repr=False)
-    _outer: dict = field(default_factory=dict, repr=False)
+    _inner_template: Template | None = field(default=None, repr=False)
+    _outer: dict[int, Template] = field(default_factory=dict, repr=False)
     _block: DomainBlock | None = field(default=None, repr=False)
 
     def prepare(self) -> None:
@@ -186,7 +188,7 @@ class SaddleSolver:
             self._block = compile_domain(self.sdecl.outer)
             self._outer[1] = compile_template(self.sdecl.outer)
 
-    def _model(self, cuts: list[np.ndarray]):
+    def _model(self, cuts: list[np.ndarray]) -> tuple[Declaration, Template]:
         decl = self.sdecl.model(cuts)
         k = len(cuts)
         if k not in self._outer:
@@ -207,10 +209,10 @@ class SaddleSolver:
                 raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
         return self._solve(lam, w0, accuracy)
 
-    def _solve(self, lam, w0, accuracy) -> CertifiedSolution:
+    def _solve(self, lam: float, w0: np.ndarray, accuracy: float | None) -> CertifiedSolution:
         start = time.perf_counter()
         self.prepare()
-        assert self._block is not None  # compiled by prepare()
+        assert self._block is not None and self._inner_template is not None  # prepare()
         w0 = np.asarray(w0, float)
         cuts = [np.broadcast_to(self.sdecl.start, (self.sdecl.n, self.sdecl.p)).copy()]
         best_lower, best = -math.inf, None

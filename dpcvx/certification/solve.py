@@ -10,6 +10,7 @@ if none does, :class:`CertificationError` is raised and nothing is released.
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,10 @@ from dpcvx.errors import CertificationError, SolverError
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
+
+if TYPE_CHECKING:
+    from dpcvx.modeling.domains import Domain
+    from dpcvx.modeling.localized import LocalizedDomain
 
 __all__ = ["certified_solve", "refinement_ladder"]
 
@@ -67,7 +72,7 @@ def certified_solve(
     solver: str | None = None,
     private: bool = False,
     extension: float | None = None,
-    w_domain=None,
+    w_domain: Domain | LocalizedDomain | None = None,
     plain_template: Template | None = None,
 ) -> CertifiedSolution:
     """Solve the regularized ERM and certify it (see the module docstring).
@@ -170,7 +175,9 @@ def universe_indices(decl: Declaration, C: float) -> np.ndarray | None:
     return None if bool(np.all(keep)) else np.flatnonzero(keep)
 
 
-def _rescaled(cert: CertifiedSolution, factor: float, lam: float, accuracy) -> CertifiedSolution:
+def _rescaled(
+    cert: CertifiedSolution, factor: float, lam: float, accuracy: float | None
+) -> CertifiedSolution:
     """A certificate of ``factor * F_k`` from one of ``F_k`` (see :func:`certified_solve`)."""
     from dataclasses import replace
 
@@ -191,7 +198,12 @@ def _rescaled(cert: CertifiedSolution, factor: float, lam: float, accuracy) -> C
 
 
 def _regularizer_only(
-    decl: Declaration, *, lam: float, w0: np.ndarray, accuracy, w_domain
+    decl: Declaration,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    w_domain: Domain | LocalizedDomain | None,
 ) -> CertifiedSolution:
     """The certificate of ``(lam/2)||w - w0||^2`` over the (localized) domain: the objective
     when no example lies inside the universe."""
@@ -223,7 +235,9 @@ def _regularizer_only(
 RECENTER_RATIO = 1e3
 
 
-def _recentered(prog: StampedProgram, parts) -> StampedProgram:
+def _recentered(
+    prog: StampedProgram, parts: list[tuple[Declaration, StampedProgram]]
+) -> StampedProgram:
     """The program the solver sees: ``prog`` with the offsets of piecewise-linear terms that
     are affine on the whole domain moved next to it.
 
@@ -276,7 +290,11 @@ def _recentered(prog: StampedProgram, parts) -> StampedProgram:
     return replace(prog, b=b)
 
 
-def _shifts(kind: str, flat, param=None) -> list[np.ndarray] | None:
+def _shifts(
+    kind: str,
+    flat: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+    param: float | None = None,
+) -> list[np.ndarray] | None:
     """Per argument, the offset shifts (zero where the term is left alone; arguments without a
     split row, the constant pieces, never move)."""
     V = np.stack([v for v, _, _ in flat], axis=-1)  # (n, k, m) values at the center
@@ -285,7 +303,11 @@ def _shifts(kind: str, flat, param=None) -> list[np.ndarray] | None:
     big = np.max(np.abs(V), axis=-1) > RECENTER_RATIO * (np.max(P, axis=-1) + 1.0)
     if kind in ("abs", "huber"):
         v, p = V[..., 0], P[..., 0]
-        knee = 0.0 if kind == "abs" else float(param)
+        if kind == "abs":
+            knee = 0.0
+        else:
+            assert param is not None  # a huber term always carries its threshold M
+            knee = float(param)
         # linear on the whole ball when |E| stays beyond the kink (abs) or the knee (huber):
         # moving E's offset then changes the term by a constant there
         ok = big & (np.abs(v) > 2.0 * p + 2.0 + knee)
@@ -320,7 +342,15 @@ def _shifts(kind: str, flat, param=None) -> list[np.ndarray] | None:
     return [np.where(ok & movable[j], target[..., j] - V[..., j], 0.0) for j in range(m)]
 
 
-def _program(decl, template, domain_block, lam, w0, extension, plain_template):
+def _program(
+    decl: Declaration,
+    template: Template,
+    domain_block: DomainBlock,
+    lam: float,
+    w0: np.ndarray,
+    extension: float | None,
+    plain_template: Template | None,
+) -> tuple[StampedProgram, list[tuple[Declaration, StampedProgram]] | None]:
     """The stamped program, and the example groups of a mixed extension program."""
     values = decl.derived_values()
     if extension is None or plain_template is None:
@@ -337,19 +367,19 @@ def _program(decl, template, domain_block, lam, w0, extension, plain_template):
 
 
 def _certified_solve(
-    decl,
-    template,
-    domain_block,
+    decl: Declaration,
+    template: Template,
+    domain_block: DomainBlock,
     *,
-    lam,
-    w0,
-    accuracy,
-    solver,
-    private,
-    extension,
-    w_domain,
-    plain_template=None,
-):
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    solver: str | None,
+    private: bool,
+    extension: float | None,
+    w_domain: Domain | LocalizedDomain | None,
+    plain_template: Template | None = None,
+) -> CertifiedSolution:
     best: CertifiedSolution | None = None
     attempts: list[dict] = []
     if smooth_rung_applies(decl, lam=lam, extension=extension, w_domain=w_domain):
@@ -452,7 +482,13 @@ def _certified_solve(
 SMOOTH_DEFAULT = 1e-9
 
 
-def smooth_rung_applies(decl: Declaration, *, lam: float, extension, w_domain) -> bool:
+def smooth_rung_applies(
+    decl: Declaration,
+    *,
+    lam: float,
+    extension: float | None,
+    w_domain: Domain | LocalizedDomain | None,
+) -> bool:
     """Whether the quasi-Newton first rung runs (public structure only): every term smooth,
     ``lam > 0``, a ball or box domain, no localization, and the plain objective (no
     extension, or an extension whose every example dpcvx certifies C-Lipschitz on W with
@@ -466,7 +502,9 @@ def smooth_rung_applies(decl: Declaration, *, lam: float, extension, w_domain) -
     return bool(np.all(lipschitz_bounds(decl) * (1 + 1e-12) <= float(extension)))
 
 
-def _smooth_rung(decl: Declaration, *, lam: float, w0, accuracy) -> CertifiedSolution:
+def _smooth_rung(
+    decl: Declaration, *, lam: float, w0: np.ndarray, accuracy: float | None
+) -> CertifiedSolution:
     """Minimize ``F`` with scipy's L-BFGS-B on values and gradients vectorized over examples
     (bounds for a box; a ball must be inactive at the answer, or the certificate shows the
     miss), then certify the point with dpcvx's certificate: smooth terms take their
@@ -518,7 +556,13 @@ ANALYTIC_BUDGET = 1e8
 
 
 def analytic_rung_applies(
-    decl: Declaration, *, lam: float, w0, accuracy, extension, w_domain
+    decl: Declaration,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    extension: float | None,
+    w_domain: Domain | LocalizedDomain | None,
 ) -> bool:
     """Whether paper 002's Algorithm 2 can be the ladder's last rung (public inputs only): a
     private solve of a plain program (every example's loss certified ``extension``-Lipschitz
@@ -527,7 +571,14 @@ def analytic_rung_applies(
     return _analytic_steps(decl, lam, w0, accuracy, extension, w_domain) is not None
 
 
-def _analytic_steps(decl, lam, w0, accuracy, extension, w_domain) -> int | None:
+def _analytic_steps(
+    decl: Declaration,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    extension: float | None,
+    w_domain: Domain | LocalizedDomain | None,
+) -> int | None:
     """The rung's fixed ``T = ceil(2 G^2 / (lam alpha/2))``, or None where it does not apply."""
     if extension is None or w_domain is not None or accuracy is None or lam <= 0:
         return None
@@ -541,7 +592,14 @@ def _analytic_steps(decl, lam, w0, accuracy, extension, w_domain) -> int | None:
 
 
 def _analytic_rung(
-    decl: Declaration, parts, *, lam, w0, accuracy, extension, w_domain
+    decl: Declaration,
+    parts: list[tuple[Declaration, StampedProgram]] | None,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    extension: float | None,
+    w_domain: Domain | LocalizedDomain | None,
 ) -> CertifiedSolution | None:
     """The last rung: paper 002's Algorithm 2 with ``T`` fixed in advance, whose accuracy
     holds by analysis (Prop 3.2) when every loss is ``L``-Lipschitz on W. Its point is
@@ -554,6 +612,7 @@ def _analytic_rung(
         T = _analytic_steps(decl, lam, w0, accuracy, extension, w_domain)
         if T is None:
             return None
+        assert extension is not None and accuracy is not None  # else T would be None
         # the analysis needs every loss C-Lipschitz: bounds rounded up, compared with C itself
         if not bool(np.all(lipschitz_bounds(decl) * (1 + 1e-12) <= float(extension))):
             return None

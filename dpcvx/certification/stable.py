@@ -30,12 +30,19 @@ term keeps the value-based certificate.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from scipy.special import expit, xlogy
 
 from dpcvx.certification._conjugates import clip
 from dpcvx.modeling._expressions import Unsupported, affine_jet
+from dpcvx.modeling._structure import Term
 from dpcvx.modeling.declaration import Declaration
+
+if TYPE_CHECKING:
+    from dpcvx.modeling.domains import Domain
+    from dpcvx.modeling.localized import LocalizedDomain
 
 __all__ = ["STABLE_KINDS", "stable_extension_gap", "stable_gap"]
 
@@ -50,7 +57,12 @@ def _sp(x: np.ndarray) -> np.ndarray:
 
 
 def _elementwise(
-    kind: str, e: np.ndarray, err: np.ndarray, theta: np.ndarray, reach, param
+    kind: str,
+    e: np.ndarray,
+    err: np.ndarray,
+    theta: np.ndarray,
+    reach: np.ndarray,
+    param: float | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(theta, FY, bound on |FY(e_true) - FY(e_hat)| + rounding)`` for one elementwise
     term, with ``theta`` polished where the kink status is certified."""
@@ -67,6 +79,7 @@ def _elementwise(
         slope = np.abs(2.0 * e - theta) + 2.0 * err
         return theta, fy, slope * err + 4 * _EPS * fy
     if kind == "huber":
+        assert param is not None  # a huber term always carries its threshold M
         M = float(param)
         deriv = np.where(np.abs(e) <= M, 2.0 * e, 2.0 * M * np.sign(e))
         theta = np.clip(deriv, -2.0 * M, 2.0 * M)
@@ -125,7 +138,7 @@ def _pieces(
     return mu, fy, err
 
 
-def part_values(part, offset: float, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def part_values(part: Term, offset: float, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(g(e), g'(e))`` of a ``max_terms`` sub-term ``g = weight psi(e) + offset``."""
     if part.kind == "affine":
         return e, np.ones_like(e)
@@ -133,7 +146,7 @@ def part_values(part, offset: float, e: np.ndarray) -> tuple[np.ndarray, np.ndar
     return part.weight * g + offset, part.weight * dg
 
 
-def sub_values(kind: str, e: np.ndarray, param) -> tuple[np.ndarray, np.ndarray]:
+def sub_values(kind: str, e: np.ndarray, param: float | None) -> tuple[np.ndarray, np.ndarray]:
     """``(psi(e), psi'(e))`` of an elementwise atom (or the identity for ``affine``)."""
     if kind == "affine":
         return e, np.ones_like(e)
@@ -142,6 +155,7 @@ def sub_values(kind: str, e: np.ndarray, param) -> tuple[np.ndarray, np.ndarray]
     if kind == "square":
         return e * e, 2.0 * e
     if kind == "huber":
+        assert param is not None  # a huber term always carries its threshold M
         M = float(param)
         inner = np.abs(e) <= M
         return (
@@ -196,7 +210,9 @@ def max_terms_clear(G: np.ndarray, margin: np.ndarray) -> np.ndarray:
     return part[:, -1] - part[:, -2] > margin
 
 
-def _simplex_weights(duals, shape: tuple[int, ...], m: int) -> np.ndarray:
+def _simplex_weights(
+    duals: list[np.ndarray | None] | None, shape: tuple[int, ...], m: int
+) -> np.ndarray:
     """Weights on the pieces from the solver's duals (one array per piece, None for a
     constant piece without a split row): clipped to [0, 1], a constant piece takes the rest,
     normalized; uniform where the duals give no weight."""
@@ -214,7 +230,11 @@ def _simplex_weights(duals, shape: tuple[int, ...], m: int) -> np.ndarray:
 
 
 def _per_example(
-    decl: Declaration, points: np.ndarray, thetas: list, radius: float, domain
+    decl: Declaration,
+    points: np.ndarray,
+    thetas: list,
+    radius: float,
+    domain: Domain | LocalizedDomain,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Per example ``i``, at its point ``points[i]`` (or one point for all): the sum of the
     weighted Fenchel-Young gaps of its terms, a bound on their error, the minorant's slope
@@ -352,7 +372,19 @@ def _curvature(kind: str, e: np.ndarray, rho: np.ndarray) -> np.ndarray:
     return np.exp(np.minimum(e + rho, 700.0)) * rho * rho  # exp
 
 
-def _max_terms(term, vals, errs, reaches, offs, jacs, raw, center, dom_radius, n, d):
+def _max_terms(
+    term: Term,
+    vals: list[np.ndarray],
+    errs: list[np.ndarray],
+    reaches: list[np.ndarray],
+    offs: list[np.ndarray],
+    jacs: list[np.ndarray],
+    raw: list[np.ndarray | None] | None,
+    center: np.ndarray,
+    dom_radius: float,
+    n: int,
+    d: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Per example: the Fenchel-Young gap of ``max_j g_j(E_j)`` against
     ``sum_j mu_j (theta_j E_j - g_j*(theta_j))``, its error, the slope and its absolute sum."""
     parts = term.parts
@@ -458,8 +490,8 @@ def _q_gap(
     w_hat: np.ndarray,
     lam: float,
     w0: np.ndarray,
-    domain,
-    w_domain,
+    domain: Domain | LocalizedDomain,
+    w_domain: Domain | LocalizedDomain,
 ) -> float:
     """A bound on ``q(w_hat) - min_{W0} q`` for ``q(w) = <s, w> + (lam/2)||w - w0||^2``, where
     the exact slope ``s`` is within ``slope_err`` (elementwise) of the float ``slope_bar``."""
@@ -481,7 +513,7 @@ def stable_gap(
     lam: float,
     w0: np.ndarray,
     radius: float,
-    domain,
+    domain: Domain | LocalizedDomain,
 ) -> float | None:
     """A certified bound on ``F(w_hat) - F*`` (see the module docstring), or None when the loss
     has a term outside :data:`STABLE_KINDS`.
@@ -506,7 +538,14 @@ def stable_gap(
 
 
 def stable_extension_gap(
-    parts, w_hat: np.ndarray, *, C: float, lam: float, w0: np.ndarray, radius: float, w_domain
+    parts: list[tuple[Declaration, np.ndarray | None, np.ndarray | None, list]],
+    w_hat: np.ndarray,
+    *,
+    C: float,
+    lam: float,
+    w0: np.ndarray,
+    radius: float,
+    w_domain: Domain | LocalizedDomain,
 ) -> float | None:
     """A certified bound on ``F_C(w_hat) - F_C*`` for the Lipschitz extension's joint program
     (paper 000, Lemma 2.7), computed as a sum of stable duality gaps, or None.

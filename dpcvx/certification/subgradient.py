@@ -35,6 +35,7 @@ from numpy.typing import ArrayLike
 from dpcvx._validation import check_nonnegative, check_positive
 from dpcvx.errors import CertificationError, InvalidParameterError, ModelingError
 from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.domains import Domain
 from dpcvx.modeling.gradients import per_example_gradients
 
 __all__ = [
@@ -296,7 +297,9 @@ def subgradient_rounding_allowance(
 
 
 # --------------------------------------------------------------------------- the method
-def _evaluate(oracle: Oracle, w: np.ndarray, d: int, G: float, slack: float, owner: str):
+def _evaluate(
+    oracle: Oracle, w: np.ndarray, d: int, G: float, slack: float, owner: str
+) -> tuple[float, np.ndarray]:
     answer = oracle(w)
     if not (isinstance(answer, tuple) and len(answer) == 2):
         raise CertificationError(f"`{owner}`: the oracle must return a pair (value, subgradient).")
@@ -516,7 +519,7 @@ def projected_subgradient(
 
 
 # --------------------------------------------------------------------------- declarations
-def _exact_domain(decl: Declaration, owner: str):
+def _exact_domain(decl: Declaration, owner: str) -> Domain:
     domain = decl.domain
     if domain.kind not in _EXACT_KINDS:
         raise ModelingError(
@@ -527,7 +530,9 @@ def _exact_domain(decl: Declaration, owner: str):
     return domain
 
 
-def _center(decl: Declaration, center, owner: str, name: str = "center") -> np.ndarray:
+def _center(
+    decl: Declaration, center: ArrayLike | None, owner: str, name: str = "center"
+) -> np.ndarray:
     if center is None:
         return np.asarray(decl.domain.center, dtype=float).copy()
     try:
@@ -546,7 +551,7 @@ def _center(decl: Declaration, center, owner: str, name: str = "center") -> np.n
 
 
 def regularized_subgradient_bound(
-    decl: Declaration, lipschitz: float, regularization: float, center=None
+    decl: Declaration, lipschitz: float, regularization: float, center: ArrayLike | None = None
 ) -> float:
     """``G = L + lam max_{w in W} ||w - w0||``, rounded up: a bound on the subgradients of
     ``F_lam(w) = (1/n) sum_i f(w, z_i) + (lam/2) ||w - w0||^2`` on ``W`` when every
@@ -572,7 +577,7 @@ def _reach(decl: Declaration, w0: np.ndarray) -> float:
 
 
 def declaration_oracle(
-    decl: Declaration, regularization: float, center=None
+    decl: Declaration, regularization: float, center: ArrayLike | None = None
 ) -> tuple[Oracle, Projection]:
     """The oracle and projection of ``F_lam`` for :func:`projected_subgradient`.
 
@@ -612,8 +617,8 @@ def solve_declaration(
     lipschitz: float,
     alpha: float | None = None,
     T: int | None = None,
-    center=None,
-    start=None,
+    center: ArrayLike | None = None,
+    start: ArrayLike | None = None,
     average: bool = False,
     loss_bound: float | None = None,
 ) -> SubgradientResult:

@@ -18,8 +18,10 @@ itself:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,7 +30,7 @@ from scipy.special import logsumexp, softmax
 from dpcvx.certification.certificate import ROUNDING, CertifiedSolution, _minorants
 from dpcvx.certification.extension import extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
-from dpcvx.compilation.solvers import solve_program
+from dpcvx.compilation.solvers import RawSolution, solve_program
 from dpcvx.compilation.stamp import StampedProgram, segments, stamp, stamp_parts
 from dpcvx.compilation.template import ConeLayout, DomainBlock, Template
 from dpcvx.errors import CertificationError
@@ -129,7 +131,7 @@ def _tilted_program(
     # split rows move: zero rows keep their place; nonneg rows keep theirs; soc/exp shift
     shift = n + 1
 
-    def moved(rows):
+    def moved(rows: np.ndarray | None) -> np.ndarray | None:
         if rows is None:
             return None
         return np.where(rows >= ns_ + nn, rows + shift, rows)
@@ -188,7 +190,16 @@ def certified_tilted_solve(
         raise exc
 
 
-def _solve(decl, template, domain_block, tilt, lam, w0, accuracy, solver):
+def _solve(
+    decl: Declaration,
+    template: Template,
+    domain_block: DomainBlock,
+    tilt: float,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    solver: str | None,
+) -> CertifiedSolution:
     n, d = decl.n, decl.d
     base = stamp(
         template,
@@ -210,10 +221,16 @@ def _solve(decl, template, domain_block, tilt, lam, w0, accuracy, solver):
     )
 
 
-def _ladder(prog, solver, accuracy, certify_raw) -> CertifiedSolution:
+def _ladder(
+    prog: StampedProgram,
+    solver: str | None,
+    accuracy: float | None,
+    certify_raw: Callable[[RawSolution], CertifiedSolution],
+) -> CertifiedSolution:
     """Tight Clarabel, then ECOS, then SCS (all at their tightest); every rung guarded, the
     first certificate meeting ``accuracy`` returned."""
-    best, errors = None, []
+    best: CertifiedSolution | None = None
+    errors: list[str] = []
     first = solver or "CLARABEL"
     ladder = [(first, True)] + [(s_, True) for s_ in ("ECOS", "SCS") if s_ != first]
     for name, tight in ladder:
@@ -234,8 +251,17 @@ def _ladder(prog, solver, accuracy, certify_raw) -> CertifiedSolution:
 
 
 def _solve_extension(
-    decl, template, plain_template, domain_block, tilt, lam, w0, accuracy, solver, C
-):
+    decl: Declaration,
+    template: Template,
+    plain_template: Template | None,
+    domain_block: DomainBlock,
+    tilt: float,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    solver: str | None,
+    C: float,
+) -> CertifiedSolution:
     from dpcvx.certification.solve import _regularizer_only, universe_indices
 
     # the public data universe of extension solves: an example whose loss dpcvx cannot show
@@ -248,17 +274,22 @@ def _solve_extension(
         decl = decl.subset(kept)
     n, d = decl.n, decl.d
     values = decl.derived_values()
-    light = lipschitz_bounds(decl) <= C * (1 + 1e-12)
-    groups = [(np.flatnonzero(light), plain_template), (np.flatnonzero(~light), template)]
-    groups = [(idx, tmpl) for idx, tmpl in groups if idx.size]
+    if plain_template is None:  # no plain block: every example gets the extension's copy
+        groups = [(np.arange(n), template)]
+    else:
+        light = lipschitz_bounds(decl) <= C * (1 + 1e-12)
+        both = [(np.flatnonzero(light), plain_template), (np.flatnonzero(~light), template)]
+        groups = [(idx, tmpl) for idx, tmpl in both if idx.size]
     parts = [(tmpl, tmpl.theta(values, n)[idx]) for idx, tmpl in groups]
-    base, views = stamp_parts(parts, domain_block, d=d, lam=lam, w0=w0, per_example_objective=True)
+    base, stamped = stamp_parts(
+        parts, domain_block, d=d, lam=lam, w0=w0, per_example_objective=True
+    )
     part_decls = [decl if idx.size == n else decl.subset(idx) for idx, _ in groups]
     prog, n_var = _tilted_program(base, tilt, lam, w0, null)
     # the tilted program inserts n + 1 nonnegative rows after the base's nonnegative rows
     cut = base.cones.zero + base.cones.nonneg
 
-    def moved(rows):
+    def moved(rows: np.ndarray | None) -> np.ndarray | None:
         return None if rows is None else np.where(rows >= cut, rows + n + 1, rows)
 
     views = [
@@ -267,7 +298,7 @@ def _solve_extension(
             split_rows=tuple(tuple(moved(r) for r in rt) for rt in v.split_rows),
             soc_rows=moved(v.soc_rows),
         )
-        for v in views
+        for v in stamped
     ]
     return _ladder(
         prog,
@@ -292,7 +323,19 @@ def _solve_extension(
 
 
 def _certify_extension(
-    decl, part_decls, views, x, z_full, n_var, tilt, lam, w0, accuracy, stats, C, null: int = 0
+    decl: Declaration,
+    part_decls: list[Declaration],
+    views: list[StampedProgram],
+    x: np.ndarray,
+    z_full: np.ndarray,
+    n_var: int,
+    tilt: float,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    stats: dict[str, Any],
+    C: float,
+    null: int = 0,
 ) -> CertifiedSolution:
     """Gibbs' bound for tilted ERM on ``f_C``: for ANY ``p`` in the simplex,
     ``F_tau(w) >= sum_i p_i f_C(w, z_i) - KL(p || uniform) / tau``, and each
@@ -349,7 +392,18 @@ def _certify_extension(
     )
 
 
-def _certify(decl, base, x, z_full, prog, tilt, lam, w0, accuracy, stats) -> CertifiedSolution:
+def _certify(
+    decl: Declaration,
+    base: StampedProgram,
+    x: np.ndarray,
+    z_full: np.ndarray,
+    prog: StampedProgram,
+    tilt: float,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    stats: dict[str, Any],
+) -> CertifiedSolution:
     n = decl.n
     dom = decl.domain
     w_hat = dom.make_feasible(np.asarray(x[: decl.d], float))

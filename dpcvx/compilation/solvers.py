@@ -74,7 +74,9 @@ def solve_program(
     return RawSolution(x=np.asarray(x, float), z=z, stats=stats)
 
 
-def _clarabel(prog: StampedProgram, tight: bool):
+def _clarabel(
+    prog: StampedProgram, tight: bool
+) -> tuple[np.ndarray | None, np.ndarray | None, dict[str, Any]]:
     import clarabel
 
     cones = []
@@ -105,7 +107,9 @@ def _clarabel(prog: StampedProgram, tight: bool):
     return np.asarray(sol.x), np.asarray(sol.z), stats
 
 
-def _scs(prog: StampedProgram, tight: bool):
+def _scs(
+    prog: StampedProgram, tight: bool
+) -> tuple[np.ndarray | None, np.ndarray | None, dict[str, Any]]:
     import scs
 
     c = prog.cones
@@ -129,7 +133,9 @@ def _scs(prog: StampedProgram, tight: bool):
     return sol["x"], sol["y"], stats
 
 
-def _ecos(prog: StampedProgram, tight: bool):
+def _ecos(
+    prog: StampedProgram, tight: bool
+) -> tuple[np.ndarray | None, np.ndarray | None, dict[str, Any]]:
     import ecos
 
     d, n_var = prog.d, prog.A.shape[1]

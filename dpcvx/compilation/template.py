@@ -13,6 +13,7 @@ dpcvx reads it off by probing CVXPY's parametric program at ``theta = 0`` and at
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import cvxpy as cp
 import numpy as np
@@ -24,6 +25,9 @@ from dpcvx.errors import ModelingError
 from dpcvx.modeling._expressions import substitute
 from dpcvx.modeling._structure import MONOTONE, Term
 from dpcvx.modeling.declaration import Declaration
+
+if TYPE_CHECKING:
+    from cvxpy.reductions.dcp2cone.cone_matrix_stuffing import ConeDims, ParamConeProg
 
 __all__ = [
     "ConeLayout",
@@ -141,11 +145,13 @@ def _second_order(expr: cp.Expression) -> cp.Expression:
     return expr.copy(args)
 
 
-def _probe(pp, param_layout, total: int):
+def _probe(
+    pp: ParamConeProg, param_layout: tuple[tuple[int, int, tuple[int, ...]], ...], total: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, sp.csc_matrix]:
     """Values of the parametric program at theta = 0 and each unit vector."""
 
-    def at(vec: np.ndarray):
-        values = {}
+    def at(vec: np.ndarray) -> tuple[np.ndarray, float, sp.csc_matrix, np.ndarray]:
+        values: dict[int, np.ndarray] = {}
         for pid, offset, shape in param_layout:
             size = int(np.prod(shape)) if shape else 1
             values[pid] = (
@@ -196,7 +202,7 @@ def _probe(pp, param_layout, total: int):
     return (np.vstack(c_rows), np.asarray(c0_rows), np.vstack(A_rows), np.vstack(b_rows), base[2])
 
 
-def _layout(dims) -> ConeLayout:
+def _layout(dims: ConeDims) -> ConeLayout:
     if getattr(dims, "psd", None) or getattr(dims, "p3d", None) or getattr(dims, "pnd", None):
         raise ModelingError(
             "The loss uses an atom that needs semidefinite or power cones (for example a "
@@ -351,7 +357,7 @@ def _plain(variable: cp.Variable) -> cp.Variable:
     return cp.Variable(variable.shape) if attrs else variable
 
 
-def _formatted_id(pp, con: cp.Constraint) -> int:
+def _formatted_id(pp: ParamConeProg, con: cp.Constraint) -> int:
     ids = {c.id for c in pp.constraints}
     if con.id in ids:
         return con.id
