@@ -130,11 +130,15 @@ TARGET_POINTS = 3.0
 #: ... at each of these epsilons
 TARGET_EPSILONS = (0.5, 1.0, 2.0, 5.0)
 DIFFPRIVLIB_VERSION = "0.6.6"
-DIFFPRIVLIB_REQUIREMENTS = (f"diffprivlib=={DIFFPRIVLIB_VERSION}", "scikit-learn>=1.7,<1.8",
-                            "numpy")
+DIFFPRIVLIB_REQUIREMENTS = (
+    f"diffprivlib=={DIFFPRIVLIB_VERSION}",
+    "scikit-learn>=1.7,<1.8",
+    "numpy",
+)
 ENV_VARIABLE = "DPCVX_DIFFPRIVLIB_ENV"
-DEFAULT_ENV = Path(os.environ.get(ENV_VARIABLE)
-                   or Path(tempfile.gettempdir()) / "dpcvx-diffprivlib-venv")
+DEFAULT_ENV = Path(
+    os.environ.get(ENV_VARIABLE) or Path(tempfile.gettempdir()) / "dpcvx-diffprivlib-venv"
+)
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_OUTPUT = RESULTS / "bench_diffprivlib.json"
 SMOKE_OUTPUT = RESULTS / "bench_diffprivlib_smoke.json"
@@ -166,12 +170,18 @@ class Rule:
 
     def regularization(self, *, n: int, d: int, epsilon: float, lipschitz: float) -> float:
         """``lam`` for ``n`` training examples of dimension ``d`` (intercept included)."""
-        return (self.balance * 2.0 * lipschitz / self.radius * math.sqrt(d / n)
-                * epsilon ** -self.power)
+        return (
+            self.balance * 2.0 * lipschitz / self.radius * math.sqrt(d / n) * epsilon**-self.power
+        )
 
     def describe(self) -> str:
-        eps = "sqrt(eps)" if self.power == 0.5 else "eps" if self.power == 1 else (
-            f"eps^{self.power:g}")
+        eps = (
+            "sqrt(eps)"
+            if self.power == 0.5
+            else "eps"
+            if self.power == 1
+            else (f"eps^{self.power:g}")
+        )
         return f"lam = {self.balance:g} * (2L/R) sqrt(d/n) / {eps}"
 
 
@@ -189,7 +199,7 @@ CLASSIFICATION_LOSSES = ("hinge", "logistic")
 def lipschitz_bound(norm_bound: float) -> float:
     """``L`` of the hinge, logistic and absolute losses of ``<(x, 1), w>`` with
     ``||x|| <= norm_bound`` and labels in ``[-1, 1]``, rounded up."""
-    return math.nextafter(math.sqrt(norm_bound ** 2 + 1.0), math.inf)
+    return math.nextafter(math.sqrt(norm_bound**2 + 1.0), math.inf)
 
 
 # --------------------------------------------------------------------------- data and splits
@@ -213,13 +223,16 @@ def load_tasks(norm_bound: float = NORM_BOUND) -> dict[str, dict[str, np.ndarray
     Xr, yr = load_diabetes(return_X_y=True, scaled=False)
     return {
         CLASSIFICATION: {"X": clip_rows(_standardize(Xc), norm_bound), "y": yc.astype(float)},
-        REGRESSION: {"X": clip_rows(_standardize(Xr), norm_bound),
-                     "y": np.clip(yr.astype(float), *LABEL_BOUNDS)},
+        REGRESSION: {
+            "X": clip_rows(_standardize(Xr), norm_bound),
+            "y": np.clip(yr.astype(float), *LABEL_BOUNDS),
+        },
     }
 
 
-def make_splits(n: int, count: int, seed: int, test_fraction: float = TEST_FRACTION
-                ) -> tuple[np.ndarray, np.ndarray]:
+def make_splits(
+    n: int, count: int, seed: int, test_fraction: float = TEST_FRACTION
+) -> tuple[np.ndarray, np.ndarray]:
     """``count`` random splits of ``range(n)``: arrays ``train (count, n_train)`` and
     ``test (count, n_test)``, reproducible from ``seed``."""
     n_test = max(1, round(test_fraction * n))
@@ -306,9 +319,20 @@ def _dpcvx_predict(task: str, Xa: np.ndarray, w: np.ndarray) -> np.ndarray:
     return mid + half * score
 
 
-def dpcvx_fits(task: str, X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray,
-               epsilons: Sequence[float], rule: Rule, *, norm_bound: float, seed: int,
-               split: int, noiseless: bool = True) -> dict[str, Any]:
+def dpcvx_fits(
+    task: str,
+    X: np.ndarray,
+    y: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    epsilons: Sequence[float],
+    rule: Rule,
+    *,
+    norm_bound: float,
+    seed: int,
+    split: int,
+    noiseless: bool = True,
+) -> dict[str, Any]:
     """dpcvx on one split: the private release at every epsilon (and, with ``noiseless``,
     the certified non-private solve of the same regularized problem).
 
@@ -345,16 +369,18 @@ def dpcvx_fits(task: str, X: np.ndarray, y: np.ndarray, train: np.ndarray, test:
     return out
 
 
-def dpcvx_nonprivate_lad(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray,
-                         radius: float) -> np.ndarray:
+def dpcvx_nonprivate_lad(
+    X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, radius: float
+) -> np.ndarray:
     """dpcvx's certified LAD fit without regularization or noise (test predictions)."""
     Xa = _with_intercept(X)
     problem = _build_problem("absolute", Xa[train], _dpcvx_labels(REGRESSION, y[train]), radius)
     return _dpcvx_predict(REGRESSION, Xa[test], problem.solve().w)
 
 
-def sklearn_fit(task: str, X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray
-                ) -> np.ndarray:
+def sklearn_fit(
+    task: str, X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray
+) -> np.ndarray:
     """The usual non-private fit (scikit-learn defaults): test predictions."""
     from sklearn.linear_model import LinearRegression, LogisticRegression
 
@@ -363,8 +389,9 @@ def sklearn_fit(task: str, X: np.ndarray, y: np.ndarray, train: np.ndarray, test
 
 
 # --------------------------------------------------------------------------- diffprivlib side
-def _diffprivlib_predictions(data: dict[str, np.ndarray], log: Callable[[str], None]
-                             ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+def _diffprivlib_predictions(
+    data: dict[str, np.ndarray], log: Callable[[str], None]
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Runs in the diffprivlib environment (``--worker``): every fit of the grid."""
     import diffprivlib
     import sklearn
@@ -382,16 +409,23 @@ def _diffprivlib_predictions(data: dict[str, np.ndarray], log: Callable[[str], N
         out = np.empty((len(epsilons), train.shape[0], test.shape[1]))
         for k in range(train.shape[0]):
             for e, epsilon in enumerate(epsilons):
-                state = (seed * 1_000_003 + task_id * 100_003 + k * 101 + e) % 2 ** 32
+                state = (seed * 1_000_003 + task_id * 100_003 + k * 101 + e) % 2**32
                 if task == CLASSIFICATION:
-                    model = LogisticRegression(epsilon=epsilon, data_norm=norm_bound,
-                                               random_state=state,
-                                               accountant=BudgetAccountant())
+                    model = LogisticRegression(
+                        epsilon=epsilon,
+                        data_norm=norm_bound,
+                        random_state=state,
+                        accountant=BudgetAccountant(),
+                    )
                 else:
                     d = X.shape[1]
                     model = LinearRegression(
-                        epsilon=epsilon, bounds_X=(np.full(d, -norm_bound), np.full(d, norm_bound)),
-                        bounds_y=LABEL_BOUNDS, random_state=state, accountant=BudgetAccountant())
+                        epsilon=epsilon,
+                        bounds_X=(np.full(d, -norm_bound), np.full(d, norm_bound)),
+                        bounds_y=LABEL_BOUNDS,
+                        random_state=state,
+                        accountant=BudgetAccountant(),
+                    )
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     model.fit(X[train[k]], y[train[k]])
@@ -401,9 +435,13 @@ def _diffprivlib_predictions(data: dict[str, np.ndarray], log: Callable[[str], N
                 out[e, k] = model.predict(X[test[k]])
         preds[task] = out
         log(f"  diffprivlib {task}: {train.shape[0]} splits x {len(epsilons)} epsilons done")
-    info = {"diffprivlib": diffprivlib.__version__, "scikit-learn": sklearn.__version__,
-            "numpy": np.__version__, "python": platform.python_version(),
-            "warnings": caught_all}
+    info = {
+        "diffprivlib": diffprivlib.__version__,
+        "scikit-learn": sklearn.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "warnings": caught_all,
+    }
     return preds, info
 
 
@@ -413,8 +451,11 @@ def _worker_main(in_path: str, out_path: str) -> int:
     t0 = time.perf_counter()
     preds, info = _diffprivlib_predictions(data, lambda s: print(s, file=sys.stderr, flush=True))
     info["seconds"] = time.perf_counter() - t0
-    np.savez(out_path, info=np.array(json.dumps(info)),
-             **{f"{task}_pred": p for task, p in preds.items()})
+    np.savez(
+        out_path,
+        info=np.array(json.dumps(info)),
+        **{f"{task}_pred": p for task, p in preds.items()},
+    )
     return 0
 
 
@@ -430,12 +471,15 @@ def probe_env(env: Path) -> tuple[dict[str, str] | None, str]:
     python = env_python(env)
     if not python.exists():
         return None, f"no Python interpreter at {python}"
-    code = ("import json, diffprivlib, sklearn, numpy; print(json.dumps({'diffprivlib': "
-            "diffprivlib.__version__, 'scikit-learn': sklearn.__version__, "
-            "'numpy': numpy.__version__}))")
+    code = (
+        "import json, diffprivlib, sklearn, numpy; print(json.dumps({'diffprivlib': "
+        "diffprivlib.__version__, 'scikit-learn': sklearn.__version__, "
+        "'numpy': numpy.__version__}))"
+    )
     try:
-        proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
-                              timeout=120)
+        proc = subprocess.run(
+            [str(python), "-c", code], capture_output=True, text=True, timeout=120
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"{python} did not run: {exc}"
     if proc.returncode != 0:
@@ -459,8 +503,17 @@ def setup_env(env: Path, log: Callable[[str], None] = print) -> int:
         log(f"creating a virtual environment at {env} ...")
         subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
     log(f"installing {' '.join(DIFFPRIVLIB_REQUIREMENTS)} into {env} ...")
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
-                           "--disable-pip-version-check", *DIFFPRIVLIB_REQUIREMENTS])
+    proc = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            *DIFFPRIVLIB_REQUIREMENTS,
+        ]
+    )
     if proc.returncode != 0:
         log(f"pip failed (exit {proc.returncode}); the environment at {env} is incomplete.")
         return proc.returncode
@@ -477,11 +530,21 @@ class DiffprivlibRun:
     and the split indices go in through a temporary ``.npz``, the test predictions come back
     the same way. It runs while the dpcvx side runs here; :meth:`collect` waits for it."""
 
-    def __init__(self, env: Path, tasks: dict[str, dict[str, np.ndarray]],
-                 splits: dict[str, tuple[np.ndarray, np.ndarray]], epsilons: Sequence[float],
-                 *, seed: int, norm_bound: float) -> None:
-        payload: dict[str, Any] = {"epsilons": np.asarray(epsilons, float), "seed": seed,
-                                   "norm_bound": norm_bound}
+    def __init__(
+        self,
+        env: Path,
+        tasks: dict[str, dict[str, np.ndarray]],
+        splits: dict[str, tuple[np.ndarray, np.ndarray]],
+        epsilons: Sequence[float],
+        *,
+        seed: int,
+        norm_bound: float,
+    ) -> None:
+        payload: dict[str, Any] = {
+            "epsilons": np.asarray(epsilons, float),
+            "seed": seed,
+            "norm_bound": norm_bound,
+        }
         for task, arrays in tasks.items():
             payload[f"{task}_X"] = arrays["X"]
             payload[f"{task}_y"] = arrays["y"]
@@ -491,13 +554,18 @@ class DiffprivlibRun:
         self._in = Path(self._tmp.name) / "in.npz"
         self._out = Path(self._tmp.name) / "out.npz"
         np.savez(self._in, **payload)
-        cmd = [str(env_python(env)), str(Path(__file__).resolve()), "--worker", str(self._in),
-               str(self._out)]
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True)
+        cmd = [
+            str(env_python(env)),
+            str(Path(__file__).resolve()),
+            "--worker",
+            str(self._in),
+            str(self._out),
+        ]
+        self._proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
 
-    def collect(self, log: Callable[[str], None]
-                ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def collect(self, log: Callable[[str], None]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Wait for the worker; its test predictions ``{task: (n_eps, n_splits, n_test)}``
         and its report (versions, warnings, seconds). Raises RuntimeError if it failed."""
         try:
@@ -506,8 +574,10 @@ class DiffprivlibRun:
                 if line.startswith("  diffprivlib"):
                     log(line)
             if self._proc.returncode != 0 or not self._out.exists():
-                raise RuntimeError(f"the diffprivlib worker failed (exit "
-                                   f"{self._proc.returncode}):\n{stderr[-3000:]}")
+                raise RuntimeError(
+                    f"the diffprivlib worker failed (exit "
+                    f"{self._proc.returncode}):\n{stderr[-3000:]}"
+                )
             with np.load(self._out) as f:
                 info = json.loads(str(f["info"]))
                 preds = {task: f[f"{task}_pred"] for task in self._tasks}
@@ -545,8 +615,12 @@ def _summary(values: Iterable[float | None]) -> dict[str, Any]:
     if vals.size == 0:
         return {"mean": None, "se": None, "median": None, "count": 0}
     se = float(vals.std(ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else None
-    return {"mean": float(vals.mean()), "se": se, "median": float(np.median(vals)),
-            "count": int(vals.size)}
+    return {
+        "mean": float(vals.mean()),
+        "se": se,
+        "median": float(np.median(vals)),
+        "count": int(vals.size),
+    }
 
 
 def _progress(total: int, enabled: bool | None, desc: str):
@@ -555,12 +629,14 @@ def _progress(total: int, enabled: bool | None, desc: str):
     except ImportError:  # pragma: no cover - tqdm is a dependency of dpcvx
         return contextlib.nullcontext(None)
     # disable=None: silent when stderr is not a terminal
-    return tqdm(total=total, desc=desc, disable=None if enabled is None else not enabled,
-                leave=False)
+    return tqdm(
+        total=total, desc=desc, disable=None if enabled is None else not enabled, leave=False
+    )
 
 
-def _dpcvx_side(cfg: Config, tasks, splits, rules, log: Callable[[str], None]
-                ) -> tuple[dict[str, dict[str, Any]], float, int]:
+def _dpcvx_side(
+    cfg: Config, tasks, splits, rules, log: Callable[[str], None]
+) -> tuple[dict[str, dict[str, Any]], float, int]:
     """dpcvx (private and noiseless) and the non-private fits on every split, in this
     process. Returns the per-split metrics, dpcvx's seconds and the failed releases."""
     epsilons = tuple(cfg.epsilons)
@@ -575,14 +651,29 @@ def _dpcvx_side(cfg: Config, tasks, splits, rules, log: Callable[[str], None]
             metric_names = [name for name, _ in METRICS[task]]
             per: dict[str, Any] = {
                 m: {name: [[None] * cfg.splits for _ in epsilons] for name in metric_names}
-                for m in ("dpcvx", "dpcvx_noiseless", "diffprivlib")}
-            per.update({m: {name: [None] * cfg.splits for name in metric_names}
-                        for m in ("sklearn", "dpcvx_nonprivate")})
+                for m in ("dpcvx", "dpcvx_noiseless", "diffprivlib")
+            }
+            per.update(
+                {
+                    m: {name: [None] * cfg.splits for name in metric_names}
+                    for m in ("sklearn", "dpcvx_nonprivate")
+                }
+            )
             lams: list[float] = []
             for k in range(cfg.splits):
                 y_test = y[test[k]]
-                fits = dpcvx_fits(task, X, y, train[k], test[k], epsilons, rules[task],
-                                  norm_bound=cfg.norm_bound, seed=cfg.seed, split=k)
+                fits = dpcvx_fits(
+                    task,
+                    X,
+                    y,
+                    train[k],
+                    test[k],
+                    epsilons,
+                    rules[task],
+                    norm_bound=cfg.norm_bound,
+                    seed=cfg.seed,
+                    split=k,
+                )
                 dpcvx_seconds += fits["seconds"]
                 lams = fits["lam"]
                 failures += sum(fits["failed"])
@@ -599,14 +690,19 @@ def _dpcvx_side(cfg: Config, tasks, splits, rules, log: Callable[[str], None]
                         per["dpcvx_nonprivate"][name][k] = fn(y_test, p)
                 if bar is not None:
                     bar.update(1)
-            raw[task] = {"metrics": per, "lam": lams,
-                         "n_train": int(train.shape[1]), "n_test": int(test.shape[1]),
-                         "d": int(X.shape[1]) + 1}
+            raw[task] = {
+                "metrics": per,
+                "lam": lams,
+                "n_train": int(train.shape[1]),
+                "n_test": int(test.shape[1]),
+                "d": int(X.shape[1]) + 1,
+            }
     return raw, dpcvx_seconds, failures
 
 
-def _add_diffprivlib(raw: dict[str, dict[str, Any]], tasks, splits,
-                     preds: dict[str, np.ndarray]) -> None:
+def _add_diffprivlib(
+    raw: dict[str, dict[str, Any]], tasks, splits, preds: dict[str, np.ndarray]
+) -> None:
     """Score the diffprivlib worker's test predictions with the same metric code."""
     for task, arrays in tasks.items():
         y = arrays["y"]
@@ -634,18 +730,23 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> dict[str, Any]:
     else:
         versions, reason = probe_env(cfg.env)
         if versions is None:
-            msg = (f"diffprivlib environment missing ({reason}). Create it with:\n"
-                   f"    {setup_command(cfg.env)}\n"
-                   "(a venv with " + " ".join(f'"{r}"' for r in DIFFPRIVLIB_REQUIREMENTS)
-                   + f"; --env PATH or ${ENV_VARIABLE} to put it elsewhere).")
+            msg = (
+                f"diffprivlib environment missing ({reason}). Create it with:\n"
+                f"    {setup_command(cfg.env)}\n"
+                "(a venv with "
+                + " ".join(f'"{r}"' for r in DIFFPRIVLIB_REQUIREMENTS)
+                + f"; --env PATH or ${ENV_VARIABLE} to put it elsewhere)."
+            )
             if cfg.require_diffprivlib:
                 raise EnvironmentMissing(msg)
             log("NOTE: " + msg + "\nRunning the dpcvx side only.")
             notes.append(f"diffprivlib side not run: {reason}")
             dpl_info["missing"] = reason
         elif versions.get("diffprivlib") != DIFFPRIVLIB_VERSION:
-            notes.append(f"diffprivlib {versions.get('diffprivlib')} (not "
-                         f"{DIFFPRIVLIB_VERSION}) in {cfg.env}")
+            notes.append(
+                f"diffprivlib {versions.get('diffprivlib')} (not "
+                f"{DIFFPRIVLIB_VERSION}) in {cfg.env}"
+            )
 
     tasks = load_tasks(cfg.norm_bound)
     splits = {task: make_splits(len(a["y"]), cfg.splits, cfg.seed) for task, a in tasks.items()}
@@ -654,8 +755,9 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> dict[str, Any]:
     worker = None
     if versions is not None:
         log(f"diffprivlib side: {cfg.env} ({json.dumps(versions)}), in a subprocess")
-        worker = DiffprivlibRun(cfg.env, tasks, splits, epsilons, seed=cfg.seed,
-                                norm_bound=cfg.norm_bound)
+        worker = DiffprivlibRun(
+            cfg.env, tasks, splits, epsilons, seed=cfg.seed, norm_bound=cfg.norm_bound
+        )
     try:
         raw, dpcvx_seconds, failures = _dpcvx_side(cfg, tasks, splits, rules, log)
         dpl_preds = None
@@ -668,16 +770,22 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> dict[str, Any]:
     if dpl_preds is not None:
         _add_diffprivlib(raw, tasks, splits, dpl_preds)
     if failures:
-        notes.append(f"{failures} dpcvx release(s) raised CertificationError (released "
-                     "nothing); they are left out of the means")
+        notes.append(
+            f"{failures} dpcvx release(s) raised CertificationError (released "
+            "nothing); they are left out of the means"
+        )
     doc = {
         "benchmark": "bench_diffprivlib",
         "config": _config_json(cfg),
-        "rules": {task: asdict(rule) | {"lipschitz": lipschitz_bound(cfg.norm_bound),
-                                         "lam": dict(zip(map(str, epsilons), raw[task]["lam"]))}
-                  for task, rule in rules.items()},
-        "tasks": {task: {k: v for k, v in r.items() if k != "metrics"}
-                  for task, r in raw.items()},
+        "rules": {
+            task: asdict(rule)
+            | {
+                "lipschitz": lipschitz_bound(cfg.norm_bound),
+                "lam": dict(zip(map(str, epsilons), raw[task]["lam"])),
+            }
+            for task, rule in rules.items()
+        },
+        "tasks": {task: {k: v for k, v in r.items() if k != "metrics"} for task, r in raw.items()},
         "summary": summarize(raw, epsilons, have_diffprivlib=dpl_preds is not None),
         "raw": {task: r["metrics"] for task, r in raw.items()},
         "environment": {"dpcvx_side": _environment(), "diffprivlib_side": dpl_info},
@@ -698,8 +806,9 @@ class EnvironmentMissing(RuntimeError):
     """The diffprivlib environment is missing and ``--require-diffprivlib`` was given."""
 
 
-def summarize(raw: dict[str, dict[str, Any]], epsilons: Sequence[float], *,
-              have_diffprivlib: bool) -> dict[str, Any]:
+def summarize(
+    raw: dict[str, dict[str, Any]], epsilons: Sequence[float], *, have_diffprivlib: bool
+) -> dict[str, Any]:
     """Mean and standard error per (task, method, metric, epsilon), and the paired
     differences dpcvx - diffprivlib."""
     out: dict[str, Any] = {}
@@ -715,8 +824,10 @@ def summarize(raw: dict[str, dict[str, Any]], epsilons: Sequence[float], *,
                     if any(v is not None for v in per[m][name]):
                         row[f"{m}_{name}"] = _summary(per[m][name])
                 if have_diffprivlib:
-                    diffs = [None if a is None or b is None else a - b
-                             for a, b in zip(per["dpcvx"][name][e], per["diffprivlib"][name][e])]
+                    diffs = [
+                        None if a is None or b is None else a - b
+                        for a, b in zip(per["dpcvx"][name][e], per["diffprivlib"][name][e])
+                    ]
                     row[f"diff_{name}"] = _summary(diffs)
             rows.append(row)
         out[task] = rows
@@ -733,21 +844,40 @@ def target(summary: dict[str, Any], epsilons: Sequence[float]) -> dict[str, Any]
         diff = rows[e].get("diff_accuracy")
         points[f"{e:g}"] = None if diff is None or diff["mean"] is None else 100 * diff["mean"]
     known = [v for v in points.values() if v is not None]
-    met_here = None if not known or len(known) < len(points) else all(
-        v >= TARGET_POINTS for v in known)
+    met_here = (
+        None if not known or len(known) < len(points) else all(v >= TARGET_POINTS for v in known)
+    )
     complete = set(checked) == set(TARGET_EPSILONS)
-    return {"statement": f"dpcvx accuracy >= diffprivlib + {TARGET_POINTS:g} points at every "
-                         f"epsilon in {{{', '.join(f'{e:g}' for e in TARGET_EPSILONS)}}}",
-            "points": points, "met": met_here if complete else None,
-            "met_on_the_epsilons_run": met_here, "complete": complete}
+    return {
+        "statement": f"dpcvx accuracy >= diffprivlib + {TARGET_POINTS:g} points at every "
+        f"epsilon in {{{', '.join(f'{e:g}' for e in TARGET_EPSILONS)}}}",
+        "points": points,
+        "met": met_here if complete else None,
+        "met_on_the_epsilons_run": met_here,
+        "complete": complete,
+    }
 
 
 # --------------------------------------------------------------------------- output
 def _config_json(cfg: Config) -> dict[str, Any]:
-    out = {f: getattr(cfg, f) for f in ("splits", "epsilons", "seed", "norm_bound",
-                                         "require_diffprivlib", "skip_diffprivlib")}
-    out.update(env=str(cfg.env), output=None if cfg.output is None else str(cfg.output),
-               test_fraction=TEST_FRACTION, label_bounds=LABEL_BOUNDS, **cfg.extra)
+    out = {
+        f: getattr(cfg, f)
+        for f in (
+            "splits",
+            "epsilons",
+            "seed",
+            "norm_bound",
+            "require_diffprivlib",
+            "skip_diffprivlib",
+        )
+    }
+    out.update(
+        env=str(cfg.env),
+        output=None if cfg.output is None else str(cfg.output),
+        test_fraction=TEST_FRACTION,
+        label_bounds=LABEL_BOUNDS,
+        **cfg.extra,
+    )
     return out
 
 
@@ -757,10 +887,16 @@ def _environment() -> dict[str, Any]:
 
     import dpcvx
 
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "dpcvx": dpcvx.__version__, "cvxpy": cp.__version__,
-            "scikit-learn": sklearn.__version__, "numpy": np.__version__,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "dpcvx": dpcvx.__version__,
+        "cvxpy": cp.__version__,
+        "scikit-learn": sklearn.__version__,
+        "numpy": np.__version__,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def _write(doc: dict, path: Path) -> None:
@@ -777,10 +913,13 @@ def _cell(s: dict[str, Any] | None, scale: float = 1.0, digits: int = 1) -> str:
 
 
 def _table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h)
-              for i, h in enumerate(headers)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths)),
-             "  ".join("-" * w for w in widths)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(headers)
+    ]
+    lines = [
+        "  ".join(h.rjust(w) for h, w in zip(headers, widths)),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in body]
     return "\n".join(lines)
 
@@ -794,58 +933,121 @@ def format_report(doc: dict[str, Any]) -> str:
     rc_rule = {k: rc[k] for k in ("loss", "radius", "balance", "power")}
     rows = doc["summary"][CLASSIFICATION]
     ctask = doc["tasks"][CLASSIFICATION]
-    out += ["", f"== breast_cancer: test accuracy (%), mean ± standard error over "
-                f"{cfg['splits']} splits (n_train={ctask['n_train']}, n_test={ctask['n_test']}, "
-                f"||x|| <= {cfg['norm_bound']:g}) ==",
-            f"dpcvx: OutputPerturbation, {rc['loss']} loss + intercept, l2 ball "
-            f"R={rc['radius']:g}, "
-            f"L={rc['lipschitz']:.4f}, {Rule(**rc_rule).describe()}; "
-            "diffprivlib: LogisticRegression(epsilon, data_norm); all pure epsilon-DP",
-            _table(["epsilon", "lam", "dpcvx", "diffprivlib", "dpcvx-dpl (pts)",
-                    "dpcvx no-noise", "sklearn (non-private)"],
-                   [[f"{r['epsilon']:g}", f"{rc['lam'][str(r['epsilon'])]:.3g}",
-                     _cell(r["dpcvx_accuracy"], 100), _cell(r["diffprivlib_accuracy"], 100),
-                     _cell(r.get("diff_accuracy"), 100), _cell(r["dpcvx_noiseless_accuracy"], 100),
-                     _cell(r["sklearn_accuracy"], 100)] for r in rows])]
+    out += [
+        "",
+        f"== breast_cancer: test accuracy (%), mean ± standard error over "
+        f"{cfg['splits']} splits (n_train={ctask['n_train']}, n_test={ctask['n_test']}, "
+        f"||x|| <= {cfg['norm_bound']:g}) ==",
+        f"dpcvx: OutputPerturbation, {rc['loss']} loss + intercept, l2 ball "
+        f"R={rc['radius']:g}, "
+        f"L={rc['lipschitz']:.4f}, {Rule(**rc_rule).describe()}; "
+        "diffprivlib: LogisticRegression(epsilon, data_norm); all pure epsilon-DP",
+        _table(
+            [
+                "epsilon",
+                "lam",
+                "dpcvx",
+                "diffprivlib",
+                "dpcvx-dpl (pts)",
+                "dpcvx no-noise",
+                "sklearn (non-private)",
+            ],
+            [
+                [
+                    f"{r['epsilon']:g}",
+                    f"{rc['lam'][str(r['epsilon'])]:.3g}",
+                    _cell(r["dpcvx_accuracy"], 100),
+                    _cell(r["diffprivlib_accuracy"], 100),
+                    _cell(r.get("diff_accuracy"), 100),
+                    _cell(r["dpcvx_noiseless_accuracy"], 100),
+                    _cell(r["sklearn_accuracy"], 100),
+                ]
+                for r in rows
+            ],
+        ),
+    ]
     rr = rules[REGRESSION]
     rr_rule = {k: rr[k] for k in ("loss", "radius", "balance", "power")}
     rows = doc["summary"][REGRESSION]
     rtask = doc["tasks"][REGRESSION]
-    out += ["", f"== diabetes: test MAE (label units) and R^2, mean ± standard error over "
-                f"{cfg['splits']} splits (n_train={rtask['n_train']}, n_test={rtask['n_test']}, "
-                f"||x|| <= {cfg['norm_bound']:g}, y in [{LABEL_BOUNDS[0]:g}, "
-                f"{LABEL_BOUNDS[1]:g}]; every method's predictions clipped to that range) ==",
-            f"dpcvx: OutputPerturbation, {rr['loss']} loss (LAD) + intercept, labels scaled to "
-            f"[-1, 1], l2 ball R={rr['radius']:g}, {Rule(**rr_rule).describe()}; "
-            "diffprivlib: LinearRegression(epsilon, bounds_X=(-B, B), bounds_y)",
-            _table(["epsilon", "lam", "dpcvx MAE", "diffprivlib MAE", "dpcvx-dpl MAE",
-                    "dpcvx no-noise MAE", "LAD non-private", "OLS non-private"],
-                   [[f"{r['epsilon']:g}", f"{rr['lam'][str(r['epsilon'])]:.3g}",
-                     _cell(r["dpcvx_mae"]), _cell(r["diffprivlib_mae"]),
-                     _cell(r.get("diff_mae")), _cell(r["dpcvx_noiseless_mae"]),
-                     _cell(r.get("dpcvx_nonprivate_mae")), _cell(r["sklearn_mae"])]
-                    for r in rows]),
-            "",
-            _table(["epsilon", "dpcvx R2", "diffprivlib R2", "dpcvx-dpl R2", "OLS R2",
-                    "dpl outside range (%)", "dpcvx outside range (%)"],
-                   [[f"{r['epsilon']:g}", _cell(r["dpcvx_r2"], digits=3),
-                     _cell(r["diffprivlib_r2"], digits=3), _cell(r.get("diff_r2"), digits=3),
-                     _cell(r["sklearn_r2"], digits=3), _cell(r["diffprivlib_outside"], 100),
-                     _cell(r["dpcvx_outside"], 100)] for r in rows])]
+    out += [
+        "",
+        f"== diabetes: test MAE (label units) and R^2, mean ± standard error over "
+        f"{cfg['splits']} splits (n_train={rtask['n_train']}, n_test={rtask['n_test']}, "
+        f"||x|| <= {cfg['norm_bound']:g}, y in [{LABEL_BOUNDS[0]:g}, "
+        f"{LABEL_BOUNDS[1]:g}]; every method's predictions clipped to that range) ==",
+        f"dpcvx: OutputPerturbation, {rr['loss']} loss (LAD) + intercept, labels scaled to "
+        f"[-1, 1], l2 ball R={rr['radius']:g}, {Rule(**rr_rule).describe()}; "
+        "diffprivlib: LinearRegression(epsilon, bounds_X=(-B, B), bounds_y)",
+        _table(
+            [
+                "epsilon",
+                "lam",
+                "dpcvx MAE",
+                "diffprivlib MAE",
+                "dpcvx-dpl MAE",
+                "dpcvx no-noise MAE",
+                "LAD non-private",
+                "OLS non-private",
+            ],
+            [
+                [
+                    f"{r['epsilon']:g}",
+                    f"{rr['lam'][str(r['epsilon'])]:.3g}",
+                    _cell(r["dpcvx_mae"]),
+                    _cell(r["diffprivlib_mae"]),
+                    _cell(r.get("diff_mae")),
+                    _cell(r["dpcvx_noiseless_mae"]),
+                    _cell(r.get("dpcvx_nonprivate_mae")),
+                    _cell(r["sklearn_mae"]),
+                ]
+                for r in rows
+            ],
+        ),
+        "",
+        _table(
+            [
+                "epsilon",
+                "dpcvx R2",
+                "diffprivlib R2",
+                "dpcvx-dpl R2",
+                "OLS R2",
+                "dpl outside range (%)",
+                "dpcvx outside range (%)",
+            ],
+            [
+                [
+                    f"{r['epsilon']:g}",
+                    _cell(r["dpcvx_r2"], digits=3),
+                    _cell(r["diffprivlib_r2"], digits=3),
+                    _cell(r.get("diff_r2"), digits=3),
+                    _cell(r["sklearn_r2"], digits=3),
+                    _cell(r["diffprivlib_outside"], 100),
+                    _cell(r["dpcvx_outside"], 100),
+                ]
+                for r in rows
+            ],
+        ),
+    ]
     t = doc["target"]
     if t["complete"]:
         verdict = {True: "MET", False: "MISSED", None: "not measured (no diffprivlib side)"}[
-            t["met"]]
+            t["met"]
+        ]
     else:
         verdict = "not assessed: this run lacks some of the target's epsilons"
-    pts = ", ".join(f"eps {e}: {'-' if v is None else f'{v:+.2f}'}"
-                    for e, v in t["points"].items())
-    out += ["", f"target ({t['statement']}): {verdict}"
-                + (f"  [dpcvx - diffprivlib, points: {pts}]" if pts else "")]
+    pts = ", ".join(f"eps {e}: {'-' if v is None else f'{v:+.2f}'}" for e, v in t["points"].items())
+    out += [
+        "",
+        f"target ({t['statement']}): {verdict}"
+        + (f"  [dpcvx - diffprivlib, points: {pts}]" if pts else ""),
+    ]
     info = doc["environment"]["diffprivlib_side"]
     if info.get("warnings"):
-        out.append("diffprivlib warnings (count): " + "; ".join(
-            f"{k} x{v}" for k, v in sorted(info["warnings"].items())))
+        out.append(
+            "diffprivlib warnings (count): "
+            + "; ".join(f"{k} x{v}" for k, v in sorted(info["warnings"].items()))
+        )
     out += [f"note: {n}" for n in doc["notes"]]
     return "\n".join(out)
 
@@ -859,13 +1061,22 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    panels = ((axes[0], CLASSIFICATION, "accuracy", 100.0, "test accuracy (%)"),
-              (axes[1], REGRESSION, "mae", 1.0,
-               f"test mean absolute error (predictions clipped to [{LABEL_BOUNDS[0]:g}, "
-               f"{LABEL_BOUNDS[1]:g}])"))
-    styles = (("dpcvx", "dpcvx OutputPerturbation", "C0", "o-"),
-              ("diffprivlib", "diffprivlib", "C3", "s-"),
-              ("dpcvx_noiseless", "dpcvx, same lam, no noise", "C0", ":"))
+    panels = (
+        (axes[0], CLASSIFICATION, "accuracy", 100.0, "test accuracy (%)"),
+        (
+            axes[1],
+            REGRESSION,
+            "mae",
+            1.0,
+            f"test mean absolute error (predictions clipped to [{LABEL_BOUNDS[0]:g}, "
+            f"{LABEL_BOUNDS[1]:g}])",
+        ),
+    )
+    styles = (
+        ("dpcvx", "dpcvx OutputPerturbation", "C0", "o-"),
+        ("diffprivlib", "diffprivlib", "C3", "s-"),
+        ("dpcvx_noiseless", "dpcvx, same lam, no noise", "C0", ":"),
+    )
     for ax, task, metric, scale, label in panels:
         rows = doc["summary"][task]
         eps = [r["epsilon"] for r in rows]
@@ -878,12 +1089,14 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
             ax.errorbar(eps, mean, yerr=err, fmt=style, color=color, label=name, capsize=3)
         ref = rows[0].get(f"sklearn_{metric}")
         if ref and ref["mean"] is not None:
-            ax.axhline(scale * ref["mean"], color="gray", ls="--",
-                       label="scikit-learn, non-private")
+            ax.axhline(
+                scale * ref["mean"], color="gray", ls="--", label="scikit-learn, non-private"
+            )
         lad = rows[0].get(f"dpcvx_nonprivate_{metric}")
         if lad and lad["mean"] is not None:
-            ax.axhline(scale * lad["mean"], color="k", ls="-.", lw=0.8,
-                       label="dpcvx LAD, non-private")
+            ax.axhline(
+                scale * lad["mean"], color="k", ls="-.", lw=0.8, label="dpcvx LAD, non-private"
+            )
         ax.set_xscale("log")
         ax.set_xticks(eps, [f"{e:g}" for e in eps])
         ax.set_xlabel("epsilon (pure DP)")
@@ -901,14 +1114,20 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
 # --------------------------------------------------------------------------- exploration
 #: synthetic classification generators of the exploration, easy to hard:
 #: (name, kind, parameter) -- make_classification's class_sep / the Gaussian model's slope
-EXPLORE_CLASSIFICATION = (("sep2-inf5", "sk5", 2.0), ("sep2-inf15", "sk15", 2.0),
-                          ("sep1-inf5", "sk5", 1.0), ("sep1-inf15", "sk15", 1.0),
-                          ("gauss-10", "gauss", 10.0), ("gauss-4", "gauss", 4.0))
+EXPLORE_CLASSIFICATION = (
+    ("sep2-inf5", "sk5", 2.0),
+    ("sep2-inf15", "sk15", 2.0),
+    ("sep1-inf5", "sk5", 1.0),
+    ("sep1-inf15", "sk15", 1.0),
+    ("gauss-10", "gauss", 10.0),
+    ("gauss-4", "gauss", 4.0),
+)
 EXPLORE_TEST = 5000
 
 
-def synthetic_classification(kind: str, param: float, n: int, d: int, seed: int
-                             ) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_classification(
+    kind: str, param: float, n: int, d: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Public synthetic data (never breast_cancer): ``kind`` ``"sk5"`` / ``"sk15"`` is
     scikit-learn's ``make_classification`` with 5 / 15 informative and 10 redundant features,
     2% flipped labels and ``class_sep=param``; ``"gauss"`` has correlated Gaussian features
@@ -916,9 +1135,15 @@ def synthetic_classification(kind: str, param: float, n: int, d: int, seed: int
     from sklearn.datasets import make_classification
 
     if kind in ("sk5", "sk15"):
-        X, y = make_classification(n_samples=n, n_features=d,
-                                   n_informative=5 if kind == "sk5" else 15, n_redundant=10,
-                                   flip_y=0.02, class_sep=param, random_state=seed)
+        X, y = make_classification(
+            n_samples=n,
+            n_features=d,
+            n_informative=5 if kind == "sk5" else 15,
+            n_redundant=10,
+            flip_y=0.02,
+            class_sep=param,
+            random_state=seed,
+        )
         return X, y.astype(float)
     rng = np.random.default_rng([seed, 7])
     factors = rng.normal(size=(d, 3))
@@ -939,8 +1164,9 @@ def synthetic_regression(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndar
     return X, np.clip(y, *LABEL_BOUNDS)
 
 
-def explore(*, seeds: int, epsilons: Sequence[float], norm_bound: float,
-            log: Callable[[str], None] = print) -> dict[str, Any]:
+def explore(
+    *, seeds: int, epsilons: Sequence[float], norm_bound: float, log: Callable[[str], None] = print
+) -> dict[str, Any]:
     """Grid over the rule (loss, R, c, p) on synthetic public data of the benchmark's shapes,
     never on breast_cancer or diabetes.
 
@@ -959,8 +1185,9 @@ def explore(*, seeds: int, epsilons: Sequence[float], norm_bound: float,
     L = lipschitz_bound(norm_bound)
     grid: dict[str, dict[str, list[list[float]]]] = {"classification": {}, "regression": {}}
 
-    def one(part: str, task: str, X: np.ndarray, y: np.ndarray, n_train: int, loss: str,
-            seed: int) -> None:
+    def one(
+        part: str, task: str, X: np.ndarray, y: np.ndarray, n_train: int, loss: str, seed: int
+    ) -> None:
         X = _with_intercept(clip_rows(_standardize(X), norm_bound))
         Xt, yt = X[n_train:], y[n_train:]
         metric = accuracy if task == CLASSIFICATION else mean_absolute_error
@@ -972,13 +1199,16 @@ def explore(*, seeds: int, epsilons: Sequence[float], norm_bound: float,
                     key = f"{loss} R={radius:g} c={c:g} p={power:g}"
                     cell = grid[part].setdefault(key, [[] for _ in epsilons])
                     for e, epsilon in enumerate(epsilons):
-                        lam = rule.regularization(n=problem.n, d=problem.d, epsilon=epsilon,
-                                                  lipschitz=L)
+                        lam = rule.regularization(
+                            n=problem.n, d=problem.d, epsilon=epsilon, lipschitz=L
+                        )
                         rng = np.random.default_rng([seed, e, 3])
                         with contextlib.suppress(dpcvx.CertificationError):
                             w = problem.solve_private(
                                 dpcvx.OutputPerturbation(lipschitz=L, regularization=lam),
-                                epsilon=epsilon, rng=rng).w
+                                epsilon=epsilon,
+                                rng=rng,
+                            ).w
                             cell[e].append(metric(yt, _dpcvx_predict(task, Xt, w)))
 
     for name, kind, param in EXPLORE_CLASSIFICATION:
@@ -993,26 +1223,41 @@ def explore(*, seeds: int, epsilons: Sequence[float], norm_bound: float,
     log("  explored regression data")
     table = {}
     for part, g in grid.items():
-        rows = [{"rule": k, "mean": float(np.mean([v for vs in cells for v in vs])),
-                 "per_epsilon": [float(np.mean(vs)) if vs else None for vs in cells]}
-                for k, cells in g.items()]
+        rows = [
+            {
+                "rule": k,
+                "mean": float(np.mean([v for vs in cells for v in vs])),
+                "per_epsilon": [float(np.mean(vs)) if vs else None for vs in cells],
+            }
+            for k, cells in g.items()
+        ]
         table[part] = sorted(rows, key=lambda r: r["mean"], reverse=(part == "classification"))
     return {**table, "seeds": seeds, "epsilons": list(epsilons)}
 
 
 def format_explore(result: dict[str, Any], top: int = 10) -> str:
     eps = result["epsilons"]
-    out = [f"== exploration on synthetic public data ({result['seeds']} seeds per "
-           "classification generator, 2x as many regression seeds; test samples of "
-           f"{EXPLORE_TEST}) ==",
-           "(rules with the same c/R tie whenever the ball does not bind: lam depends on c/R)"]
-    for part, scale, label in (("classification", 100.0, "test accuracy (%)"),
-                               ("regression", 1.0, "test MAE (LAD)")):
+    out = [
+        f"== exploration on synthetic public data ({result['seeds']} seeds per "
+        "classification generator, 2x as many regression seeds; test samples of "
+        f"{EXPLORE_TEST}) ==",
+        "(rules with the same c/R tie whenever the ball does not bind: lam depends on c/R)",
+    ]
+    for part, scale, label in (
+        ("classification", 100.0, "test accuracy (%)"),
+        ("regression", 1.0, "test MAE (LAD)"),
+    ):
         out.append(f"{part}, mean {label}, best first:")
-        out.append(_table(["rule", "mean"] + [f"eps={e:g}" for e in eps],
-                          [[r["rule"], f"{scale * r['mean']:.2f}"]
-                           + ["-" if v is None else f"{scale * v:.2f}" for v in r["per_epsilon"]]
-                           for r in result[part][:top]]))
+        out.append(
+            _table(
+                ["rule", "mean"] + [f"eps={e:g}" for e in eps],
+                [
+                    [r["rule"], f"{scale * r['mean']:.2f}"]
+                    + ["-" if v is None else f"{scale * v:.2f}" for v in r["per_epsilon"]]
+                    for r in result[part][:top]
+                ],
+            )
+        )
     out.append(f"defaults: {CLASSIFICATION_RULE} and {REGRESSION_RULE}")
     return "\n".join(out)
 
@@ -1025,44 +1270,77 @@ def _floats(text: str) -> tuple[float, ...]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="dpcvx vs diffprivlib vs the non-private fit on breast_cancer "
-                    "(classification) and diabetes (regression), side by side on the same "
-                    "splits; pure epsilon-DP. The diffprivlib side runs in its own "
-                    "environment (create it once with --setup).")
-    p.add_argument("--smoke", action="store_true",
-                   help=f"quick CI run: {SMOKE_SPLITS} splits, epsilon "
-                        f"{','.join(f'{e:g}' for e in SMOKE_EPSILONS)}")
+        "(classification) and diabetes (regression), side by side on the same "
+        "splits; pure epsilon-DP. The diffprivlib side runs in its own "
+        "environment (create it once with --setup)."
+    )
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"quick CI run: {SMOKE_SPLITS} splits, epsilon "
+        f"{','.join(f'{e:g}' for e in SMOKE_EPSILONS)}",
+    )
     p.add_argument("--splits", type=int, default=None, help=f"random splits (default {SPLITS})")
-    p.add_argument("--epsilons", default=None,
-                   help="comma-separated epsilons (default "
-                        f"{','.join(f'{e:g}' for e in EPSILONS)})")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the splits and of the noise (default 0)")
-    p.add_argument("--norm-bound", type=float, default=NORM_BOUND,
-                   help="public bound on the row norm; rows are clipped to it (default "
-                        f"{NORM_BOUND:g})")
-    p.add_argument("--loss", choices=CLASSIFICATION_LOSSES, default=None,
-                   help=f"dpcvx's classification loss (default {CLASSIFICATION_RULE.loss})")
-    p.add_argument("--env", type=Path, default=DEFAULT_ENV,
-                   help=f"the diffprivlib virtual environment (default ${ENV_VARIABLE}, else "
-                        f"{DEFAULT_ENV})")
-    p.add_argument("--setup", action="store_true",
-                   help="create the diffprivlib environment at --env and exit")
-    p.add_argument("--require-diffprivlib", action="store_true",
-                   help="fail (exit 2) instead of running the dpcvx side only when the "
-                        "diffprivlib environment is missing")
-    p.add_argument("--skip-diffprivlib", action="store_true",
-                   help="run the dpcvx side only, even when the environment exists")
-    p.add_argument("--output", default=None,
-                   help=f"JSON output ('-' for none; default {DEFAULT_OUTPUT}, or "
-                        f"{SMOKE_OUTPUT.name} with --smoke); the figure goes next to it (.png)")
+    p.add_argument(
+        "--epsilons",
+        default=None,
+        help=f"comma-separated epsilons (default {','.join(f'{e:g}' for e in EPSILONS)})",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the splits and of the noise (default 0)"
+    )
+    p.add_argument(
+        "--norm-bound",
+        type=float,
+        default=NORM_BOUND,
+        help=f"public bound on the row norm; rows are clipped to it (default {NORM_BOUND:g})",
+    )
+    p.add_argument(
+        "--loss",
+        choices=CLASSIFICATION_LOSSES,
+        default=None,
+        help=f"dpcvx's classification loss (default {CLASSIFICATION_RULE.loss})",
+    )
+    p.add_argument(
+        "--env",
+        type=Path,
+        default=DEFAULT_ENV,
+        help=f"the diffprivlib virtual environment (default ${ENV_VARIABLE}, else {DEFAULT_ENV})",
+    )
+    p.add_argument(
+        "--setup", action="store_true", help="create the diffprivlib environment at --env and exit"
+    )
+    p.add_argument(
+        "--require-diffprivlib",
+        action="store_true",
+        help="fail (exit 2) instead of running the dpcvx side only when the "
+        "diffprivlib environment is missing",
+    )
+    p.add_argument(
+        "--skip-diffprivlib",
+        action="store_true",
+        help="run the dpcvx side only, even when the environment exists",
+    )
+    p.add_argument(
+        "--output",
+        default=None,
+        help=f"JSON output ('-' for none; default {DEFAULT_OUTPUT}, or "
+        f"{SMOKE_OUTPUT.name} with --smoke); the figure goes next to it (.png)",
+    )
     p.add_argument("--no-figure", action="store_true", help="do not save the figure")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--explore", action="store_true",
-                   help="instead of the benchmark, run the grid over dpcvx's rule on synthetic "
-                        "public data that chose the defaults")
-    p.add_argument("--explore-seeds", type=int, default=5,
-                   help="seeds per classification generator, twice as many for regression "
-                        "(default 5)")
+    p.add_argument(
+        "--explore",
+        action="store_true",
+        help="instead of the benchmark, run the grid over dpcvx's rule on synthetic "
+        "public data that chose the defaults",
+    )
+    p.add_argument(
+        "--explore-seeds",
+        type=int,
+        default=5,
+        help="seeds per classification generator, twice as many for regression (default 5)",
+    )
     p.add_argument("--worker", nargs=2, metavar=("IN_NPZ", "OUT_NPZ"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -1074,11 +1352,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = lambda s: print(s, flush=True)
     if args.setup:
         return setup_env(args.env, log)
-    epsilons = (_floats(args.epsilons) if args.epsilons
-                else SMOKE_EPSILONS if args.smoke else EPSILONS)
+    epsilons = (
+        _floats(args.epsilons) if args.epsilons else SMOKE_EPSILONS if args.smoke else EPSILONS
+    )
     if args.explore:
-        result = explore(seeds=args.explore_seeds, epsilons=epsilons, norm_bound=args.norm_bound,
-                         log=log)
+        result = explore(
+            seeds=args.explore_seeds, epsilons=epsilons, norm_bound=args.norm_bound, log=log
+        )
         print(format_explore(result), flush=True)
         path = None if args.output == "-" else Path(args.output) if args.output else EXPLORE_OUTPUT
         if path is not None:
@@ -1086,18 +1366,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"\nexploration written to {path}")
         return 0
     splits = args.splits or (SMOKE_SPLITS if args.smoke else SPLITS)
-    output = (None if args.output == "-" else Path(args.output) if args.output
-              else SMOKE_OUTPUT if args.smoke else DEFAULT_OUTPUT)
+    output = (
+        None
+        if args.output == "-"
+        else Path(args.output)
+        if args.output
+        else SMOKE_OUTPUT
+        if args.smoke
+        else DEFAULT_OUTPUT
+    )
     crule = CLASSIFICATION_RULE
     if args.loss:
-        crule = Rule(loss=args.loss, radius=crule.radius, balance=crule.balance,
-                     power=crule.power)
-    cfg = Config(splits=splits, epsilons=epsilons, seed=args.seed, norm_bound=args.norm_bound,
-                 classification_rule=crule, env=args.env,
-                 require_diffprivlib=args.require_diffprivlib,
-                 skip_diffprivlib=args.skip_diffprivlib, output=output,
-                 figure=not args.no_figure, progress=False if args.no_progress else None,
-                 extra={"smoke": args.smoke})
+        crule = Rule(loss=args.loss, radius=crule.radius, balance=crule.balance, power=crule.power)
+    cfg = Config(
+        splits=splits,
+        epsilons=epsilons,
+        seed=args.seed,
+        norm_bound=args.norm_bound,
+        classification_rule=crule,
+        env=args.env,
+        require_diffprivlib=args.require_diffprivlib,
+        skip_diffprivlib=args.skip_diffprivlib,
+        output=output,
+        figure=not args.no_figure,
+        progress=False if args.no_progress else None,
+        extra={"smoke": args.smoke},
+    )
     try:
         doc = run(cfg, log=log)
     except EnvironmentMissing as exc:
@@ -1105,8 +1399,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(format_report(doc), flush=True)
     if output is not None:
-        print(f"\nresults written to {output}" + (f" and {doc['figure']}" if doc.get("figure")
-                                                  else ""))
+        print(
+            f"\nresults written to {output}"
+            + (f" and {doc['figure']}" if doc.get("figure") else "")
+        )
     return 0
 
 

@@ -68,8 +68,7 @@ SMOKE_OUTPUT = DEFAULT_OUTPUT.with_name("bench_erm_smoke.json")
 
 
 # --------------------------------------------------------------------------- data
-def make_data(n: int, d: int, seed: int = 0, noise: float = 0.1
-              ) -> tuple[np.ndarray, np.ndarray]:
+def make_data(n: int, d: int, seed: int = 0, noise: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
     """A seeded synthetic binary classification set.
 
     Rows ``x_i ~ N(0, I_d / d)`` clipped to the unit ball (``||x_i|| <= 1``), labels
@@ -100,16 +99,18 @@ def _project_ball(W: np.ndarray, radius: float) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- the two sides
-def time_cvxpy(loss: str, X: np.ndarray, Y: np.ndarray, lam: float, radius: float
-               ) -> dict[str, Any]:
+def time_cvxpy(
+    loss: str, X: np.ndarray, Y: np.ndarray, lam: float, radius: float
+) -> dict[str, Any]:
     """Plain CVXPY + Clarabel on the vectorized model, timed end to end."""
     n, d = X.shape
     start = time.perf_counter()
     W = cp.Variable(d)
     margin = cp.multiply(Y, X @ W)
     per = cp.pos(1 - margin) if loss == "hinge" else cp.logistic(-margin)
-    prob = cp.Problem(cp.Minimize(cp.sum(per) / n + lam / 2 * cp.sum_squares(W)),
-                      [cp.norm(W, 2) <= radius])
+    prob = cp.Problem(
+        cp.Minimize(cp.sum(per) / n + lam / 2 * cp.sum_squares(W)), [cp.norm(W, 2) <= radius]
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         prob.solve(solver=cp.CLARABEL)
@@ -166,7 +167,8 @@ class _PhaseTimer:
                 timer._depth -= 1
                 if timer._depth == 0:
                     timer.seconds[phase] = (timer.seconds.get(phase) or 0.0) + (
-                        time.perf_counter() - start)
+                        time.perf_counter() - start
+                    )
 
         wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
         return wrapper
@@ -199,8 +201,9 @@ class _PhaseTimer:
                 setattr(owner, attr, orig)
 
 
-def time_dpcvx(loss: str, X: np.ndarray, Y: np.ndarray, lam: float, radius: float,
-               phases: bool = True) -> dict[str, Any]:
+def time_dpcvx(
+    loss: str, X: np.ndarray, Y: np.ndarray, lam: float, radius: float, phases: bool = True
+) -> dict[str, Any]:
     """dpcvx end to end: construction (declaration) + first certified solve."""
     n, d = X.shape
     timer = _PhaseTimer()
@@ -252,10 +255,20 @@ def _warm_up(lam: float, radius: float) -> None:
         time_dpcvx(loss, X, Y, lam, radius, phases=False)
 
 
-def measure_cell(loss: str, n: int, d: int, *, lam: float, radius: float, seed: int,
-                 repeats: int, side: str = "both", budget: float | None = None,
-                 estimate: float | None = None, log: Callable[[str], None] = print
-                 ) -> Iterator[tuple[str, dict[str, Any]]]:
+def measure_cell(
+    loss: str,
+    n: int,
+    d: int,
+    *,
+    lam: float,
+    radius: float,
+    seed: int,
+    repeats: int,
+    side: str = "both",
+    budget: float | None = None,
+    estimate: float | None = None,
+    log: Callable[[str], None] = print,
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield ``(side, measurement)`` for one cell, repeat by repeat, the two sides alternating
     which goes first.
 
@@ -281,23 +294,46 @@ def measure_cell(loss: str, n: int, d: int, *, lam: float, radius: float, seed: 
         elapsed = time.perf_counter() - cell_start
         per_repeat = elapsed / (r + 1)
         if budget is not None and r + 1 < planned and elapsed + per_repeat > budget:
-            log(f"    [{loss} n={n} d={d}] stopping after {r + 1} repeat(s): "
-                f"{elapsed:.0f} s elapsed, budget {budget:.0f} s")
+            log(
+                f"    [{loss} n={n} d={d}] stopping after {r + 1} repeat(s): "
+                f"{elapsed:.0f} s elapsed, budget {budget:.0f} s"
+            )
             break
 
 
-def run_cell(loss: str, n: int, d: int, *, lam: float, radius: float, seed: int, repeats: int,
-             side: str = "both", budget: float | None = None,
-             estimate: float | None = None, log: Callable[[str], None] = print
-             ) -> dict[str, Any]:
+def run_cell(
+    loss: str,
+    n: int,
+    d: int,
+    *,
+    lam: float,
+    radius: float,
+    seed: int,
+    repeats: int,
+    side: str = "both",
+    budget: float | None = None,
+    estimate: float | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """Measure one (loss, n, d) cell in this process and summarize it with medians."""
     runs: dict[str, list[dict]] = {"cvxpy": [], "dpcvx": []}
-    for which, m in measure_cell(loss, n, d, lam=lam, radius=radius, seed=seed,
-                                 repeats=repeats, side=side, budget=budget, estimate=estimate,
-                                 log=log):
+    for which, m in measure_cell(
+        loss,
+        n,
+        d,
+        lam=lam,
+        radius=radius,
+        seed=seed,
+        repeats=repeats,
+        side=side,
+        budget=budget,
+        estimate=estimate,
+        log=log,
+    ):
         runs[which].append(m)
-    return summarize_cell(loss, n, d, runs["cvxpy"], runs["dpcvx"], lam=lam, radius=radius,
-                          seed=seed)
+    return summarize_cell(
+        loss, n, d, runs["cvxpy"], runs["dpcvx"], lam=lam, radius=radius, seed=seed
+    )
 
 
 def _cell_child(queue, kwargs: dict[str, Any]) -> None:
@@ -309,10 +345,20 @@ def _cell_child(queue, kwargs: dict[str, Any]) -> None:
         queue.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
-def run_cell_isolated(loss: str, n: int, d: int, *, lam: float, radius: float, seed: int,
-                      repeats: int, side: str = "both", budget: float,
-                      estimate: float | None = None, log: Callable[[str], None] = print
-                      ) -> dict[str, Any]:
+def run_cell_isolated(
+    loss: str,
+    n: int,
+    d: int,
+    *,
+    lam: float,
+    radius: float,
+    seed: int,
+    repeats: int,
+    side: str = "both",
+    budget: float,
+    estimate: float | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """Like :func:`run_cell`, in a forked child that is killed when the cell exceeds
     ``budget`` seconds; the repeats completed by then are kept (a cell with no complete
     measurement of a side it needs is reported as skipped)."""
@@ -322,8 +368,18 @@ def run_cell_isolated(loss: str, n: int, d: int, *, lam: float, radius: float, s
     methods = mp.get_all_start_methods()
     ctx = mp.get_context("fork" if "fork" in methods else "spawn")
     q = ctx.Queue()
-    kwargs = dict(loss=loss, n=n, d=d, lam=lam, radius=radius, seed=seed, repeats=repeats,
-                  side=side, budget=budget, estimate=estimate)
+    kwargs = dict(
+        loss=loss,
+        n=n,
+        d=d,
+        lam=lam,
+        radius=radius,
+        seed=seed,
+        repeats=repeats,
+        side=side,
+        budget=budget,
+        estimate=estimate,
+    )
     proc = ctx.Process(target=_cell_child, args=(q, kwargs), daemon=True)
     start = time.perf_counter()
     proc.start()
@@ -351,23 +407,42 @@ def run_cell_isolated(loss: str, n: int, d: int, *, lam: float, radius: float, s
         proc.join(5)
     needed = ("cvxpy", "dpcvx") if side == "both" else (side,)
     if status is not None:
-        log(f"    [{loss} n={n} d={d}] {status} after "
-            f"{len(runs['cvxpy'])} cvxpy / {len(runs['dpcvx'])} dpcvx measurement(s)")
+        log(
+            f"    [{loss} n={n} d={d}] {status} after "
+            f"{len(runs['cvxpy'])} cvxpy / {len(runs['dpcvx'])} dpcvx measurement(s)"
+        )
     if any(not runs[s] for s in needed):
         return {"loss": loss, "n": n, "d": d, "skipped": status or "no measurement"}
-    row = summarize_cell(loss, n, d, runs["cvxpy"], runs["dpcvx"], lam=lam, radius=radius,
-                         seed=seed)
+    row = summarize_cell(
+        loss, n, d, runs["cvxpy"], runs["dpcvx"], lam=lam, radius=radius, seed=seed
+    )
     row["budget_status"] = status
     return row
 
 
-def summarize_cell(loss: str, n: int, d: int, runs_c: list[dict], runs_d: list[dict], *,
-                   lam: float, radius: float, seed: int) -> dict[str, Any]:
+def summarize_cell(
+    loss: str,
+    n: int,
+    d: int,
+    runs_c: list[dict],
+    runs_d: list[dict],
+    *,
+    lam: float,
+    radius: float,
+    seed: int,
+) -> dict[str, Any]:
     """Medians of the measurements of one cell, ratios and the accuracy checks."""
     X, Y = make_data(n, d, seed)
-    row: dict[str, Any] = {"loss": loss, "n": n, "d": d, "lam": lam, "radius": radius,
-                           "seed": seed, "repeats": max(len(runs_c), len(runs_d)),
-                           "skipped": None}
+    row: dict[str, Any] = {
+        "loss": loss,
+        "n": n,
+        "d": d,
+        "lam": lam,
+        "radius": radius,
+        "seed": seed,
+        "repeats": max(len(runs_c), len(runs_d)),
+        "skipped": None,
+    }
     c_s = _median([m["seconds"] for m in runs_c])
     d_s = _median([m["seconds"] for m in runs_d])
     row.update(
@@ -400,14 +475,17 @@ def summarize_cell(loss: str, n: int, d: int, runs_c: list[dict], runs_d: list[d
     # solver call (declaration, compile, stamp, certify), for the growth table
     its = row["dpcvx_iterations"]
     row["solver_per_iter_s"] = (row["solver_s"] / its) if (row["solver_s"] and its) else None
-    row["overhead_s"] = _median([m["seconds"] - m["solver_seconds"] for m in runs_d
-                                 if m["solver_seconds"] is not None])
+    row["overhead_s"] = _median(
+        [m["seconds"] - m["solver_seconds"] for m in runs_d if m["solver_seconds"] is not None]
+    )
     paired = [a["seconds"] / b["seconds"] for a, b in zip(runs_d, runs_c, strict=False)]
     row["ratio_paired_median"] = _median(paired)
-    row["cert_share"] = (row["certify_s"] / d_s) if (d_s and row["certify_s"] is not None) \
+    row["cert_share"] = (row["certify_s"] / d_s) if (d_s and row["certify_s"] is not None) else None
+    row["cert_share_of_solver"] = (
+        (row["certify_s"] / row["solver_s"])
+        if (row["solver_s"] and row["certify_s"] is not None)
         else None
-    row["cert_share_of_solver"] = (row["certify_s"] / row["solver_s"]) \
-        if (row["solver_s"] and row["certify_s"] is not None) else None
+    )
     # accuracy: both sides must agree on the objective, and the cvxpy point must respect the
     # certified lower bound (an independent check of the certificate)
     last_c = runs_c[-1] if runs_c else None
@@ -491,11 +569,20 @@ def growth_rows(rows: list[dict]) -> list[dict]:
     for loss, d in keys:
         rs = sorted((r for r in done if r["loss"] == loss and r["d"] == d), key=lambda r: r["n"])
         for a, b in zip(rs, rs[1:], strict=False):
-            g: dict[str, Any] = {"loss": loss, "d": d, "n1": a["n"], "n2": b["n"],
-                                 "factor": b["n"] / a["n"]}
-            for name, key in (("dpcvx", "dpcvx_s"), ("dpcvx_solver", "solver_s"),
-                              ("dpcvx_per_iter", "solver_per_iter_s"),
-                              ("dpcvx_overhead", "overhead_s"), ("cvxpy", "cvxpy_s")):
+            g: dict[str, Any] = {
+                "loss": loss,
+                "d": d,
+                "n1": a["n"],
+                "n2": b["n"],
+                "factor": b["n"] / a["n"],
+            }
+            for name, key in (
+                ("dpcvx", "dpcvx_s"),
+                ("dpcvx_solver", "solver_s"),
+                ("dpcvx_per_iter", "solver_per_iter_s"),
+                ("dpcvx_overhead", "overhead_s"),
+                ("cvxpy", "cvxpy_s"),
+            ):
                 if a.get(key) and b.get(key):
                     ratio = b[key] / a[key]
                     g[name] = ratio
@@ -520,8 +607,7 @@ def targets(rows: list[dict], growth: list[dict]) -> dict[str, Any]:
         },
         "growth_4n": {
             "target": f"dpcvx time(4n) / time(n) <= {TARGET_GROWTH}",
-            "values": {f"{g['loss']} d={g['d']} {g['n1']}->{g['n2']}": g["dpcvx"]
-                       for g in exact},
+            "values": {f"{g['loss']} d={g['d']} {g['n1']}->{g['n2']}": g["dpcvx"] for g in exact},
             "met": (all(g["dpcvx"] <= TARGET_GROWTH for g in exact) if exact else None),
         },
         "cert_share": {
@@ -531,9 +617,12 @@ def targets(rows: list[dict], growth: list[dict]) -> dict[str, Any]:
         },
         "accuracy": {
             "target": f"objectives agree to {OBJ_RTOL:g} relative; certified lower bound "
-                      "below the objective at cvxpy's point",
-            "flagged": [f"{r['loss']} n={r['n']} d={r['d']}: {r['warning']}"
-                        for r in done if r.get("warning")],
+            "below the objective at cvxpy's point",
+            "flagged": [
+                f"{r['loss']} n={r['n']} d={r['d']}: {r['warning']}"
+                for r in done
+                if r.get("warning")
+            ],
         },
     }
 
@@ -541,8 +630,9 @@ def targets(rows: list[dict], growth: list[dict]) -> dict[str, Any]:
 def _estimate(rows: list[dict], loss: str, n: int, d: int) -> float | None:
     """Predict one repeat (both sides) of a cell from the largest smaller n measured at the same
     (loss, d), scaled by ``(n / n_prev) ** 1.1``."""
-    prev = [r for r in rows if r["loss"] == loss and r["d"] == d and r["n"] < n
-            and not r.get("skipped")]
+    prev = [
+        r for r in rows if r["loss"] == loss and r["d"] == d and r["n"] < n and not r.get("skipped")
+    ]
     if not prev:
         return None
     p = max(prev, key=lambda r: r["n"])
@@ -562,18 +652,29 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> dict[str, Any]:
     }
     rows: list[dict] = doc["rows"]
     grid = cells(cfg)
-    log(f"# {len(grid)} cells, repeats={cfg.repeats}, lam={cfg.lam}, R={cfg.radius}, "
-        f"seed={cfg.seed}, cell budget={cfg.cell_budget} s")
+    log(
+        f"# {len(grid)} cells, repeats={cfg.repeats}, lam={cfg.lam}, R={cfg.radius}, "
+        f"seed={cfg.seed}, cell budget={cfg.cell_budget} s"
+    )
     for loss, n, d in grid:
         est = _estimate(rows, loss, n, d)
         if cfg.cell_budget is not None and est is not None and est > cfg.cell_budget:
-            log(f"  skip {loss:8s} n={n:<7d} d={d:<4d} (one repeat estimated at {est:.0f} s > "
-                f"budget {cfg.cell_budget:.0f} s)")
+            log(
+                f"  skip {loss:8s} n={n:<7d} d={d:<4d} (one repeat estimated at {est:.0f} s > "
+                f"budget {cfg.cell_budget:.0f} s)"
+            )
             rows.append({"loss": loss, "n": n, "d": d, "skipped": f"estimated {est:.0f} s"})
             continue
         t0 = time.perf_counter()
-        kwargs = dict(lam=cfg.lam, radius=cfg.radius, seed=cfg.seed, repeats=cfg.repeats,
-                      side=cfg.side, estimate=est, log=log)
+        kwargs = dict(
+            lam=cfg.lam,
+            radius=cfg.radius,
+            seed=cfg.seed,
+            repeats=cfg.repeats,
+            side=cfg.side,
+            estimate=est,
+            log=log,
+        )
         if cfg.cell_budget is None:
             row = run_cell(loss, n, d, **kwargs)
         else:
@@ -583,9 +684,11 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> dict[str, Any]:
         if row.get("skipped"):
             log(f"  skip {loss:8s} n={n:<7d} d={d:<4d} ({row['skipped']})")
         else:
-            log(f"  done {loss:8s} n={n:<7d} d={d:<4d} cvxpy {_f(row['cvxpy_s'])} s, dpcvx "
+            log(
+                f"  done {loss:8s} n={n:<7d} d={d:<4d} cvxpy {_f(row['cvxpy_s'])} s, dpcvx "
                 f"{_f(row['dpcvx_s'])} s, ratio {_f(row['ratio'])}, gap {_g(row['gap'])} "
-                f"[{row['cell_wall_s']:.0f} s wall] {row['warning']} {row['note']}")
+                f"[{row['cell_wall_s']:.0f} s wall] {row['warning']} {row['note']}"
+            )
         doc["growth"] = growth_rows(rows)
         doc["targets"] = targets(rows, doc["growth"])
         if cfg.output is not None:
@@ -602,11 +705,18 @@ def _environment() -> dict[str, Any]:
     import scipy
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "loadavg_at_start": load, "dpcvx": dpcvx.__version__,
-            "cvxpy": cp.__version__, "clarabel": getattr(clarabel, "__version__", None),
-            "numpy": np.__version__, "scipy": scipy.__version__,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": load,
+        "dpcvx": dpcvx.__version__,
+        "cvxpy": cp.__version__,
+        "clarabel": getattr(clarabel, "__version__", None),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def _write(doc: dict, path: Path) -> None:
@@ -629,10 +739,13 @@ def _pct(v) -> str:
 
 
 def _table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h)
-              for i, h in enumerate(headers)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)),
-             "  ".join("-" * w for w in widths)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(headers)
+    ]
+    lines = [
+        "  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in body]
     return "\n".join(lines)
 
@@ -643,38 +756,126 @@ def format_report(doc: dict) -> str:
     main_rows, split_rows = [], []
     for r in rows:
         if r.get("skipped"):
-            main_rows.append([r["loss"], str(r["n"]), str(r["d"])] + ["-"] * 6
-                             + [f"skipped ({r['skipped']})"])
+            main_rows.append(
+                [r["loss"], str(r["n"]), str(r["d"])] + ["-"] * 6 + [f"skipped ({r['skipped']})"]
+            )
             continue
-        main_rows.append([r["loss"], str(r["n"]), str(r["d"]), _f(r["cvxpy_s"]),
-                          _f(r["dpcvx_s"]), _f(r["ratio"], 2), _pct(r["cert_share"]),
-                          _g(r["gap"]), _g(r.get("obj_rel_diff")),
-                          (r["warning"] or "ok") + (f" ({r['note']})" if r.get("note") else "")])
+        main_rows.append(
+            [
+                r["loss"],
+                str(r["n"]),
+                str(r["d"]),
+                _f(r["cvxpy_s"]),
+                _f(r["dpcvx_s"]),
+                _f(r["ratio"], 2),
+                _pct(r["cert_share"]),
+                _g(r["gap"]),
+                _g(r.get("obj_rel_diff")),
+                (r["warning"] or "ok") + (f" ({r['note']})" if r.get("note") else ""),
+            ]
+        )
         ph = r.get("phases_s") or {}
-        split_rows.append([r["loss"], str(r["n"]), str(r["d"]), str(r["repeats"]),
-                           _f(r["construct_s"]), _f(r["first_solve_s"]), _f(ph.get("compile")),
-                           _f(ph.get("derived")), _f(ph.get("theta")), _f(ph.get("stamp")),
-                           _f(r["solver_s"]), _f(r["certify_s"]), _f(ph.get("other")),
-                           _f(r["cvxpy_compile_s"]), _f(r["cvxpy_solver_s"]),
-                           str(r["dpcvx_iterations"]), str(r["cvxpy_iterations"])])
-    out = ["", "== dpcvx (certified) vs plain CVXPY + Clarabel: medians of "
-               f"{doc['config']['repeats']} repeats, seconds ==",
-           _table(["loss", "n", "d", "cvxpy_s", "dpcvx_s", "ratio", "cert_share", "gap",
-                   "obj_rel", "check"], main_rows),
-           "", "== split of the dpcvx time (first solve = compile + derived + theta + stamp + "
-               "solver + certify + other) and cvxpy's own split, seconds ==",
-           _table(["loss", "n", "d", "reps", "construct", "first_solve", "compile", "derived",
-                   "theta", "stamp", "solver", "certify", "other", "cvx_compile",
-                   "cvx_solver", "dp_it", "cvx_it"], split_rows)]
+        split_rows.append(
+            [
+                r["loss"],
+                str(r["n"]),
+                str(r["d"]),
+                str(r["repeats"]),
+                _f(r["construct_s"]),
+                _f(r["first_solve_s"]),
+                _f(ph.get("compile")),
+                _f(ph.get("derived")),
+                _f(ph.get("theta")),
+                _f(ph.get("stamp")),
+                _f(r["solver_s"]),
+                _f(r["certify_s"]),
+                _f(ph.get("other")),
+                _f(r["cvxpy_compile_s"]),
+                _f(r["cvxpy_solver_s"]),
+                str(r["dpcvx_iterations"]),
+                str(r["cvxpy_iterations"]),
+            ]
+        )
+    out = [
+        "",
+        "== dpcvx (certified) vs plain CVXPY + Clarabel: medians of "
+        f"{doc['config']['repeats']} repeats, seconds ==",
+        _table(
+            [
+                "loss",
+                "n",
+                "d",
+                "cvxpy_s",
+                "dpcvx_s",
+                "ratio",
+                "cert_share",
+                "gap",
+                "obj_rel",
+                "check",
+            ],
+            main_rows,
+        ),
+        "",
+        "== split of the dpcvx time (first solve = compile + derived + theta + stamp + "
+        "solver + certify + other) and cvxpy's own split, seconds ==",
+        _table(
+            [
+                "loss",
+                "n",
+                "d",
+                "reps",
+                "construct",
+                "first_solve",
+                "compile",
+                "derived",
+                "theta",
+                "stamp",
+                "solver",
+                "certify",
+                "other",
+                "cvx_compile",
+                "cvx_solver",
+                "dp_it",
+                "cvx_it",
+            ],
+            split_rows,
+        ),
+    ]
     growth = doc.get("growth") or []
     if growth:
-        out += ["", "== growth: time(n2) / time(n1) (per_4x normalizes to a 4x step) ==",
-                _table(["loss", "d", "n1", "n2", "dpcvx", "dpcvx_per_4x", "solver_per_4x",
-                        "per_iter_per_4x", "overhead_per_4x", "cvxpy_per_4x"],
-                       [[g["loss"], str(g["d"]), str(g["n1"]), str(g["n2"]), _f(g["dpcvx"], 2),
-                         _f(g["dpcvx_per_4x"], 2), _f(g["dpcvx_solver_per_4x"], 2),
-                         _f(g["dpcvx_per_iter_per_4x"], 2), _f(g["dpcvx_overhead_per_4x"], 2),
-                         _f(g["cvxpy_per_4x"], 2)] for g in growth])]
+        out += [
+            "",
+            "== growth: time(n2) / time(n1) (per_4x normalizes to a 4x step) ==",
+            _table(
+                [
+                    "loss",
+                    "d",
+                    "n1",
+                    "n2",
+                    "dpcvx",
+                    "dpcvx_per_4x",
+                    "solver_per_4x",
+                    "per_iter_per_4x",
+                    "overhead_per_4x",
+                    "cvxpy_per_4x",
+                ],
+                [
+                    [
+                        g["loss"],
+                        str(g["d"]),
+                        str(g["n1"]),
+                        str(g["n2"]),
+                        _f(g["dpcvx"], 2),
+                        _f(g["dpcvx_per_4x"], 2),
+                        _f(g["dpcvx_solver_per_4x"], 2),
+                        _f(g["dpcvx_per_iter_per_4x"], 2),
+                        _f(g["dpcvx_overhead_per_4x"], 2),
+                        _f(g["cvxpy_per_4x"], 2),
+                    ]
+                    for g in growth
+                ],
+            ),
+        ]
     tg = doc.get("targets") or {}
     if tg:
         out += ["", "== targets =="]
@@ -685,8 +886,10 @@ def format_report(doc: dict) -> str:
         t = tg["cert_share"]
         out.append(f"{_met(t['met'])}  {t['target']}  (max {_pct(t['max'])})")
         t = tg["accuracy"]
-        out.append(f"{'FLAGGED' if t['flagged'] else 'ok     '}  {t['target']}"
-                   + ("".join("\n           " + s for s in t["flagged"])))
+        out.append(
+            f"{'FLAGGED' if t['flagged'] else 'ok     '}  {t['target']}"
+            + ("".join("\n           " + s for s in t["flagged"]))
+        )
     return "\n".join(out)
 
 
@@ -702,42 +905,70 @@ def _ints(text: str) -> tuple[int, ...]:
 def parse_args(argv: Sequence[str] | None = None) -> Config:
     p = argparse.ArgumentParser(
         description="Certified dpcvx ERM vs plain CVXPY + Clarabel (hinge and logistic), "
-                    "timed side by side; prints ratios and writes JSON.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--smoke", action="store_true",
-                   help=f"quick CI run: n in {SMOKE_N}, d in {SMOKE_D}, no 4n growth cell "
-                        "(overrides --n/--d unless they are given)")
-    p.add_argument("--loss", default=",".join(LOSSES),
-                   help="comma-separated losses (hinge, logistic)")
-    p.add_argument("--n", default=None, help="sample sizes, e.g. '1e3,1e4,1e5' "
-                   f"(default {','.join(map(str, FULL_N))})")
-    p.add_argument("--d", default=None,
-                   help=f"dimensions (default {','.join(map(str, FULL_D))})")
-    p.add_argument("--growth-n", default=None,
-                   help="for each N here also run 4N, at the dimensions of --growth-d, to "
-                        "measure time(4n)/time(n) (default 1e4 on the full grid, none with "
-                        "--smoke or when --n is given; 'none' to disable)")
+        "timed side by side; prints ratios and writes JSON.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"quick CI run: n in {SMOKE_N}, d in {SMOKE_D}, no 4n growth cell "
+        "(overrides --n/--d unless they are given)",
+    )
+    p.add_argument(
+        "--loss", default=",".join(LOSSES), help="comma-separated losses (hinge, logistic)"
+    )
+    p.add_argument(
+        "--n",
+        default=None,
+        help=f"sample sizes, e.g. '1e3,1e4,1e5' (default {','.join(map(str, FULL_N))})",
+    )
+    p.add_argument("--d", default=None, help=f"dimensions (default {','.join(map(str, FULL_D))})")
+    p.add_argument(
+        "--growth-n",
+        default=None,
+        help="for each N here also run 4N, at the dimensions of --growth-d, to "
+        "measure time(4n)/time(n) (default 1e4 on the full grid, none with "
+        "--smoke or when --n is given; 'none' to disable)",
+    )
     p.add_argument("--growth-d", default="20", help="dimensions of the growth cells")
     p.add_argument("--max-n", type=float, default=None, help="drop every cell with n above this")
     p.add_argument("--repeats", type=int, default=3, help="repeats per cell (median reported)")
     p.add_argument("--seed", type=int, default=0, help="data seed")
     p.add_argument("--lam", type=float, default=0.01, help="regularization lambda")
     p.add_argument("--radius", type=float, default=1.0, help="radius R of the l2-ball domain")
-    p.add_argument("--cell-budget", type=float, default=300.0,
-                   help="seconds per cell (all repeats, both sides): each cell runs in a forked "
-                        "child that is killed at the budget (completed repeats are kept); a "
-                        "cell predicted to need more for one repeat is skipped and repeats are "
-                        "cut to fit; 0 runs cells in this process without a limit (use 0 "
-                        "under a profiler)")
-    p.add_argument("--side", choices=("both", "dpcvx", "cvxpy"), default="both",
-                   help="time only one side (e.g. under a profiler)")
-    p.add_argument("--output", default=None,
-                   help=f"JSON output ('-' for none; default {DEFAULT_OUTPUT}, or "
-                        f"{SMOKE_OUTPUT.name} next to it with --smoke)")
+    p.add_argument(
+        "--cell-budget",
+        type=float,
+        default=300.0,
+        help="seconds per cell (all repeats, both sides): each cell runs in a forked "
+        "child that is killed at the budget (completed repeats are kept); a "
+        "cell predicted to need more for one repeat is skipped and repeats are "
+        "cut to fit; 0 runs cells in this process without a limit (use 0 "
+        "under a profiler)",
+    )
+    p.add_argument(
+        "--side",
+        choices=("both", "dpcvx", "cvxpy"),
+        default="both",
+        help="time only one side (e.g. under a profiler)",
+    )
+    p.add_argument(
+        "--output",
+        default=None,
+        help=f"JSON output ('-' for none; default {DEFAULT_OUTPUT}, or "
+        f"{SMOKE_OUTPUT.name} next to it with --smoke)",
+    )
     p.add_argument("--no-warm-up", action="store_true", help="skip the tiny warm-up solves")
-    p.add_argument("--profile", type=int, nargs="?", const=40, default=0, metavar="LINES",
-                   help="instead of the benchmark, print a cProfile of one warm dpcvx run per "
-                        "cell of --loss/--n/--d (no cvxpy side, no growth cells, no JSON)")
+    p.add_argument(
+        "--profile",
+        type=int,
+        nargs="?",
+        const=40,
+        default=0,
+        metavar="LINES",
+        help="instead of the benchmark, print a cProfile of one warm dpcvx run per "
+        "cell of --loss/--n/--d (no cvxpy side, no growth cells, no JSON)",
+    )
     a = p.parse_args(argv)
     losses = tuple(s.strip() for s in a.loss.split(",") if s.strip())
     bad = [s for s in losses if s not in LOSSES]
@@ -753,18 +984,43 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         growth_n = _ints(a.growth_n)
     if a.repeats < 1:
         p.error("--repeats must be at least 1")
-    return Config(losses=losses, ns=ns, ds=ds, growth_n=growth_n, growth_d=_ints(a.growth_d),
-                  repeats=a.repeats, seed=a.seed, lam=a.lam, radius=a.radius,
-                  max_n=None if a.max_n is None else int(a.max_n),
-                  cell_budget=a.cell_budget or None, side=a.side,
-                  output=(None if a.output == "-" else Path(a.output) if a.output
-                          else SMOKE_OUTPUT if a.smoke else DEFAULT_OUTPUT),
-                  warm_up=not a.no_warm_up,
-                  extra={"smoke": a.smoke, "profile": a.profile})
+    return Config(
+        losses=losses,
+        ns=ns,
+        ds=ds,
+        growth_n=growth_n,
+        growth_d=_ints(a.growth_d),
+        repeats=a.repeats,
+        seed=a.seed,
+        lam=a.lam,
+        radius=a.radius,
+        max_n=None if a.max_n is None else int(a.max_n),
+        cell_budget=a.cell_budget or None,
+        side=a.side,
+        output=(
+            None
+            if a.output == "-"
+            else Path(a.output)
+            if a.output
+            else SMOKE_OUTPUT
+            if a.smoke
+            else DEFAULT_OUTPUT
+        ),
+        warm_up=not a.no_warm_up,
+        extra={"smoke": a.smoke, "profile": a.profile},
+    )
 
 
-def profile_dpcvx(loss: str, n: int, d: int, *, lam: float = 0.01, radius: float = 1.0,
-                  seed: int = 0, lines: int = 40) -> str:
+def profile_dpcvx(
+    loss: str,
+    n: int,
+    d: int,
+    *,
+    lam: float = 0.01,
+    radius: float = 1.0,
+    seed: int = 0,
+    lines: int = 40,
+) -> str:
     """cProfile of one warm dpcvx run (construction + first solve) only, as text: sorted by
     cumulative time, then by internal time."""
     import cProfile
@@ -779,8 +1035,10 @@ def profile_dpcvx(loss: str, n: int, d: int, *, lam: float = 0.01, radius: float
     out = time_dpcvx(loss, X, Y, lam, radius, phases=False)
     prof.disable()
     buf = io.StringIO()
-    buf.write(f"# cProfile of dpcvx, {loss} n={n} d={d}: {out['seconds']:.3f} s end to end "
-              f"(solver {out['solver_seconds']:.3f} s, certify {out['certify_seconds']:.3f} s)\n")
+    buf.write(
+        f"# cProfile of dpcvx, {loss} n={n} d={d}: {out['seconds']:.3f} s end to end "
+        f"(solver {out['solver_seconds']:.3f} s, certify {out['certify_seconds']:.3f} s)\n"
+    )
     stats = pstats.Stats(prof, stream=buf).strip_dirs()
     stats.sort_stats("cumulative").print_stats(lines)
     stats.sort_stats("tottime").print_stats(max(10, lines // 2))
@@ -793,8 +1051,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         for loss in cfg.losses:
             for n in cfg.ns:
                 for d in cfg.ds:
-                    print(profile_dpcvx(loss, n, d, lam=cfg.lam, radius=cfg.radius,
-                                        seed=cfg.seed, lines=cfg.extra["profile"]), flush=True)
+                    print(
+                        profile_dpcvx(
+                            loss,
+                            n,
+                            d,
+                            lam=cfg.lam,
+                            radius=cfg.radius,
+                            seed=cfg.seed,
+                            lines=cfg.extra["profile"],
+                        ),
+                        flush=True,
+                    )
         return 0
     doc = run(cfg, log=lambda s: print(s, flush=True))
     print(format_report(doc), flush=True)

@@ -31,8 +31,8 @@ def moments(d: int) -> tuple[float, float]:
     """Exact (G_2, G_4) of ||x|| for the benchmark's features."""
     scale2 = 3.0 / (5.0 * d)
     ex2 = NU / (NU - 2) * scale2
-    ex4 = 3 * NU ** 2 / ((NU - 2) * (NU - 4)) * scale2 ** 2
-    return math.sqrt(d * ex2), (d * ex4 + d * (d - 1) * ex2 ** 2) ** 0.25
+    ex4 = 3 * NU**2 / ((NU - 2) * (NU - 4)) * scale2**2
+    return math.sqrt(d * ex2), (d * ex4 + d * (d - 1) * ex2**2) ** 0.25
 
 
 def run(n: int, d: int, C, lam: float, seed: int, ldop: bool = True) -> dict:
@@ -57,12 +57,21 @@ def run(n: int, d: int, C, lam: float, seed: int, ldop: bool = True) -> dict:
         mech = dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=G4, second_moment=G2)
         problem.solve_private(mech, epsilon=1.0, rng=seed)
         ldop_s = time.perf_counter() - t2
-    return {"n": n, "d": d, "C": C, "plain_s": t1 - t0, "extension_s": t2 - t1,
-            "ratio": (t2 - t1) / (t1 - t0), "plain_gap": plain.gap, "extension_gap": ext.gap,
-            "plain_iters": plain.solver_stats.get("iterations"),
-            "extension_iters": ext.solver_stats.get("iterations"),
-            "light": float(np.mean(np.linalg.norm(X, axis=1) <= C)),
-            "ldop_s": ldop_s, "ldop_ratio": ldop_s / (t1 - t0)}
+    return {
+        "n": n,
+        "d": d,
+        "C": C,
+        "plain_s": t1 - t0,
+        "extension_s": t2 - t1,
+        "ratio": (t2 - t1) / (t1 - t0),
+        "plain_gap": plain.gap,
+        "extension_gap": ext.gap,
+        "plain_iters": plain.solver_stats.get("iterations"),
+        "extension_iters": ext.solver_stats.get("iterations"),
+        "light": float(np.mean(np.linalg.norm(X, axis=1) <= C)),
+        "ldop_s": ldop_s,
+        "ldop_ratio": ldop_s / (t1 - t0),
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -75,20 +84,28 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     C = args.C if args.C == "paper" else float(args.C)
-    rows = [run(int(float(v)), args.d, C, args.lam, args.seed, not args.no_ldop)
-            for v in args.n.split(",")]
-    print(f"{'n':>7} {'d':>4} {'C':>6} {'light':>6} {'plain_s':>8} {'extension_s':>11} "
-          f"{'ratio':>6} {'ldop_s':>7} {'ldop/plain':>10} {'iters':>9} {'plain_gap':>9} "
-          f"{'ext_gap':>9}")
+    rows = [
+        run(int(float(v)), args.d, C, args.lam, args.seed, not args.no_ldop)
+        for v in args.n.split(",")
+    ]
+    print(
+        f"{'n':>7} {'d':>4} {'C':>6} {'light':>6} {'plain_s':>8} {'extension_s':>11} "
+        f"{'ratio':>6} {'ldop_s':>7} {'ldop/plain':>10} {'iters':>9} {'plain_gap':>9} "
+        f"{'ext_gap':>9}"
+    )
     for r in rows:
-        print(f"{r['n']:>7} {r['d']:>4} {r['C']:>6.3g} {r['light']:>6.2f} {r['plain_s']:>8.3f} "
-              f"{r['extension_s']:>11.3f} {r['ratio']:>6.1f} {r['ldop_s']:>7.2f} "
-              f"{r['ldop_ratio']:>10.1f} {r['plain_iters']:>4}/{r['extension_iters']:<4} "
-              f"{r['plain_gap']:>9.1e} {r['extension_gap']:>9.1e}")
+        print(
+            f"{r['n']:>7} {r['d']:>4} {r['C']:>6.3g} {r['light']:>6.2f} {r['plain_s']:>8.3f} "
+            f"{r['extension_s']:>11.3f} {r['ratio']:>6.1f} {r['ldop_s']:>7.2f} "
+            f"{r['ldop_ratio']:>10.1f} {r['plain_iters']:>4}/{r['extension_iters']:<4} "
+            f"{r['plain_gap']:>9.1e} {r['extension_gap']:>9.1e}"
+        )
     for a, b in zip(rows, rows[1:]):
-        print(f"growth n={a['n']} -> {b['n']}: plain {b['plain_s'] / a['plain_s']:.2f}, "
-              f"extension {b['extension_s'] / a['extension_s']:.2f}, "
-              f"ldop {b['ldop_s'] / a['ldop_s']:.2f}")
+        print(
+            f"growth n={a['n']} -> {b['n']}: plain {b['plain_s'] / a['plain_s']:.2f}, "
+            f"extension {b['extension_s'] / a['extension_s']:.2f}, "
+            f"ldop {b['ldop_s'] / a['ldop_s']:.2f}"
+        )
     return rows
 
 

@@ -95,18 +95,28 @@ def run_alg3(oracle, alpha: float, budget: float) -> dict:
             raise _Stop
 
     try:
-        sol = oracle.solve(LAM, center=np.zeros(D_DIM), accuracy=alpha, extension=C,
-                           callback=callback)
+        sol = oracle.solve(
+            LAM, center=np.zeros(D_DIM), accuracy=alpha, extension=C, callback=callback
+        )
     except _Stop:
         elapsed = time.perf_counter() - t0
         t = state["t"]
         D_K = oracle.diameter * math.sqrt(oracle.n + 1)
-        iters = math.ceil(9 * D_K ** 2 * (state["S"] / t) / alpha ** 2)
-        return {"iterations": max(iters, t), "seconds": max(iters, t) * elapsed / t,
-                "gap": None, "projected": True, "measured_iterations": t,
-                "measured_seconds": elapsed}
-    return {"iterations": sol.solver_stats["iterations"],
-            "seconds": time.perf_counter() - t0, "gap": sol.gap, "projected": False}
+        iters = math.ceil(9 * D_K**2 * (state["S"] / t) / alpha**2)
+        return {
+            "iterations": max(iters, t),
+            "seconds": max(iters, t) * elapsed / t,
+            "gap": None,
+            "projected": True,
+            "measured_iterations": t,
+            "measured_seconds": elapsed,
+        }
+    return {
+        "iterations": sol.solver_stats["iterations"],
+        "seconds": time.perf_counter() - t0,
+        "gap": sol.gap,
+        "projected": False,
+    }
 
 
 def run_d4(problem, alpha: float, budget: float) -> dict:
@@ -124,16 +134,24 @@ def run_d4(problem, alpha: float, budget: float) -> dict:
 
     try:
         sol = structured_solve(ext, LAM, None, alpha, max_iter=10**12, callback=callback)
-        return {"iterations": T, "seconds": time.perf_counter() - t0, "gap": sol.gap,
-                "projected": False}
+        return {
+            "iterations": T,
+            "seconds": time.perf_counter() - t0,
+            "gap": sol.gap,
+            "projected": False,
+        }
     except _Stop:
         per_iter = (time.perf_counter() - t0) / probe["t"]
     if T * per_iter > budget:
         return {"iterations": T, "seconds": T * per_iter, "gap": None, "projected": True}
     t0 = time.perf_counter()
     sol = structured_solve(ext, LAM, None, alpha, max_iter=10**12)
-    return {"iterations": T, "seconds": time.perf_counter() - t0, "gap": sol.gap,
-            "projected": False}
+    return {
+        "iterations": T,
+        "seconds": time.perf_counter() - t0,
+        "gap": sol.gap,
+        "projected": False,
+    }
 
 
 def _fmt(v, kind: str, projected: bool = False) -> str:
@@ -148,9 +166,11 @@ def _fmt(v, kind: str, projected: bool = False) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    head = (f"{'n':>5} {'alpha':>6} | {'ipm_s':>7} {'ipm_gap':>8} | {'alg3_iter':>10} "
-            f"{'alg3_s':>9} {'alg3_gap':>8} | {'D4_T':>9} {'D4_s':>9} {'D4_gap':>8} | "
-            f"{'alg3/ipm':>9} {'D4/ipm':>9}")
+    head = (
+        f"{'n':>5} {'alpha':>6} | {'ipm_s':>7} {'ipm_gap':>8} | {'alg3_iter':>10} "
+        f"{'alg3_s':>9} {'alg3_gap':>8} | {'D4_T':>9} {'D4_s':>9} {'D4_gap':>8} | "
+        f"{'alg3/ipm':>9} {'D4/ipm':>9}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         a3, d4, ipm = r["alg3"], r["thmD4"], r["ipm"]
@@ -161,7 +181,8 @@ def format_table(rows: list[dict]) -> str:
             f"{_fmt(d4['iterations'], 'i'):>9} {_fmt(d4['seconds'], 's', d4['projected']):>9} "
             f"{_fmt(d4['gap'], 'g'):>8} | "
             f"{_fmt(a3['seconds'] / ipm['seconds'], 's', a3['projected']):>9} "
-            f"{_fmt(d4['seconds'] / ipm['seconds'], 's', d4['projected']):>9}")
+            f"{_fmt(d4['seconds'] / ipm['seconds'], 's', d4['projected']):>9}"
+        )
     return "\n".join(lines)
 
 
@@ -177,8 +198,11 @@ def run(ns: Sequence[int], alphas: Sequence[float], budget: float, seed: int) ->
                 # the same trajectory (exact projections onto W, steps D/sqrt(S_t) free of
                 # alpha): only the stop moves, about as 1/alpha^2
                 scale = (previous_alpha / alpha) ** 2
-                row["alg3"] = dict(previous, iterations=math.ceil(previous["iterations"] * scale),
-                                   seconds=previous["seconds"] * scale)
+                row["alg3"] = dict(
+                    previous,
+                    iterations=math.ceil(previous["iterations"] * scale),
+                    seconds=previous["seconds"] * scale,
+                )
             else:
                 row["alg3"] = run_alg3(oracle, alpha, budget)
             previous, previous_alpha = row["alg3"], alpha
@@ -193,17 +217,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--smoke", action="store_true", help="n = 10, alpha = 0.5 (a few seconds)")
     p.add_argument("--n", default=None, help="comma-separated sample sizes")
     p.add_argument("--alpha", default=None, help="comma-separated accuracy targets")
-    p.add_argument("--budget", type=float, default=None,
-                   help="seconds per first-order run before projecting (default 30; 20 smoke)")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds per first-order run before projecting (default 30; 20 smoke)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the rows as JSON to this path")
     a = p.parse_args(argv)
     ns = [int(float(v)) for v in a.n.split(",")] if a.n else (SMOKE_N if a.smoke else FULL_N)
-    alphas = ([float(v) for v in a.alpha.split(",")] if a.alpha
-              else (SMOKE_ALPHA if a.smoke else FULL_ALPHA))
+    alphas = (
+        [float(v) for v in a.alpha.split(",")]
+        if a.alpha
+        else (SMOKE_ALPHA if a.smoke else FULL_ALPHA)
+    )
     budget = a.budget if a.budget is not None else (20.0 if a.smoke else 30.0)
-    print(f"absolute loss, d = {D_DIM}, unit l2 ball, C = {C}, lam = {LAM}; budget {budget} s "
-          "per first-order run; ~ = projected")
+    print(
+        f"absolute loss, d = {D_DIM}, unit l2 ball, C = {C}, lam = {LAM}; budget {budget} s "
+        "per first-order run; ~ = projected"
+    )
     rows = run(ns, alphas, budget, a.seed)
     print()
     print(format_table(rows))

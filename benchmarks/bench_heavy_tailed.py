@@ -63,8 +63,8 @@ ROOT = Path(__file__).resolve().parent
 def moments(d: int, nu: float) -> tuple[float, float]:
     """Exact ``(G_2, G_4)`` of ``||x||`` for i.i.d. Student-t(nu) coordinates."""
     ex2 = nu / (nu - 2)
-    ex4 = 3 * nu ** 2 / ((nu - 2) * (nu - 4))
-    return math.sqrt(d * ex2), (d * ex4 + d * (d - 1) * ex2 ** 2) ** 0.25
+    ex4 = 3 * nu**2 / ((nu - 2) * (nu - 4))
+    return math.sqrt(d * ex2), (d * ex4 + d * (d - 1) * ex2**2) ** 0.25
 
 
 def make_data(n: int, d: int, nu: float, loss: str, rng: np.random.Generator, w_true):
@@ -112,12 +112,15 @@ def run_cell(loss, n, eps, d, nu, seed, test, f_star, w_true) -> dict:
     t2 = time.perf_counter()
     single = problem.solve_private(
         dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=G4, second_moment=G2, blocks=1),
-        epsilon=eps, rng=rng)
+        epsilon=eps,
+        rng=rng,
+    )
     B, D = G2, 2.0
     lam = B / D * math.sqrt(d / (n * eps))
     clipped = build(loss, clip_rows(X, B), Y)
-    op = clipped.solve_private(dpcvx.OutputPerturbation(lipschitz=B, regularization=lam),
-                               epsilon=eps, rng=rng)
+    op = clipped.solve_private(
+        dpcvx.OutputPerturbation(lipschitz=B, regularization=lam), epsilon=eps, rng=rng
+    )
     t3 = time.perf_counter()
     # paper 003's clipped gradient descent (noise-smoothing oracle, public schedule capped at
     # 200 steps): at the same pure epsilon, and at the same zCDP (rho = eps^2 / 2, the zCDP
@@ -132,13 +135,22 @@ def run_cell(loss, n, eps, d, nu, seed, test, f_star, w_true) -> dict:
     Xt, Yt = test
     F = risk(loss, Xt, Yt, np.stack([ldop.w, op.w, plain.w, single.w, clip_pure.w, clip_z.w]))
     return {
-        "loss": loss, "n": n, "eps": eps, "seed": seed,
-        "ldop": float(F[0] - f_star), "clip+op": float(F[1] - f_star),
-        "nonprivate": float(F[2] - f_star), "ldop_J1": float(F[3] - f_star),
-        "clipgd_pure": float(F[4] - f_star), "clipgd_zcdp": float(F[5] - f_star),
+        "loss": loss,
+        "n": n,
+        "eps": eps,
+        "seed": seed,
+        "ldop": float(F[0] - f_star),
+        "clip+op": float(F[1] - f_star),
+        "nonprivate": float(F[2] - f_star),
+        "ldop_J1": float(F[3] - f_star),
+        "clipgd_pure": float(F[4] - f_star),
+        "clipgd_zcdp": float(F[5] - f_star),
         "clipgd_s": t5 - t4,
-        "ldop_s": t2 - t1, "plain_s": t1 - t0, "op_s": t3 - t2,
-        "phases": ldop.detail["phases"], "blocks": ldop.detail["blocks"],
+        "ldop_s": t2 - t1,
+        "plain_s": t1 - t0,
+        "op_s": t3 - t2,
+        "phases": ldop.detail["phases"],
+        "blocks": ldop.detail["blocks"],
     }
 
 
@@ -151,21 +163,29 @@ def slope(ns, values) -> float:
 
 
 def _clipped():
-    return dpcvx.ClippedGradientDescent(k=4, oracle="nsme", allow_outside_theory=True,
-                                        iteration_cap=200)
+    return dpcvx.ClippedGradientDescent(
+        k=4, oracle="nsme", allow_outside_theory=True, iteration_cap=200
+    )
 
 
-def report(rows: list[dict], methods=("ldop", "ldop_J1", "clip+op", "clipgd_pure",
-                                      "clipgd_zcdp", "nonprivate")) -> str:
+def report(
+    rows: list[dict],
+    methods=("ldop", "ldop_J1", "clip+op", "clipgd_pure", "clipgd_zcdp", "nonprivate"),
+) -> str:
     lines = []
     for loss in sorted({r["loss"] for r in rows}):
         for eps in sorted({r["eps"] for r in rows if r["loss"] == loss}):
             cell = [r for r in rows if r["loss"] == loss and r["eps"] == eps]
             ns = sorted({r["n"] for r in cell})
-            lines.append(f"\n{loss}, epsilon = {eps:g}: median excess population risk "
-                         f"({len({r['seed'] for r in cell})} seeds)")
-            lines.append(f"{'n':>8} " + " ".join(f"{m:>11}" for m in methods)
-                         + f" {'ldop/plain_s':>12} {'clipgd/plain':>12} {'J':>4} {'T_eff':>5}")
+            lines.append(
+                f"\n{loss}, epsilon = {eps:g}: median excess population risk "
+                f"({len({r['seed'] for r in cell})} seeds)"
+            )
+            lines.append(
+                f"{'n':>8} "
+                + " ".join(f"{m:>11}" for m in methods)
+                + f" {'ldop/plain_s':>12} {'clipgd/plain':>12} {'J':>4} {'T_eff':>5}"
+            )
             meds = {m: [] for m in methods}
             for n in ns:
                 here = [r for r in cell if r["n"] == n]
@@ -174,12 +194,17 @@ def report(rows: list[dict], methods=("ldop", "ldop_J1", "clip+op", "clipgd_pure
                     meds[m].append(v)
                 ratio = float(np.median([r["ldop_s"] / r["plain_s"] for r in here]))
                 gd_ratio = float(np.median([r["clipgd_s"] / r["plain_s"] for r in here]))
-                lines.append(f"{n:>8} " + " ".join(f"{v:>11.4g}" for v in vals)
-                             + f" {ratio:>12.1f} {gd_ratio:>12.1f} {here[0]['blocks']:>4} "
-                             f"{here[0]['phases']:>5}")
-            lines.append(f"{'slope':>8} " + " ".join(f"{slope(ns, meds[m]):>11.2f}"
-                                                     for m in methods)
-                         + "   (theory for ldop: -0.75 private regime, -0.5 statistical)")
+                lines.append(
+                    f"{n:>8} "
+                    + " ".join(f"{v:>11.4g}" for v in vals)
+                    + f" {ratio:>12.1f} {gd_ratio:>12.1f} {here[0]['blocks']:>4} "
+                    f"{here[0]['phases']:>5}"
+                )
+            lines.append(
+                f"{'slope':>8} "
+                + " ".join(f"{slope(ns, meds[m]):>11.2f}" for m in methods)
+                + "   (theory for ldop: -0.75 private regime, -0.5 statistical)"
+            )
     return "\n".join(lines)
 
 
@@ -192,8 +217,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--nu", type=float, default=5.0)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--test-size", type=int, default=1_000_000)
-    parser.add_argument("--smoke", action="store_true",
-                        help="n in {1e3, 3e3}, epsilon 1, absolute loss, 1 seed, small test set")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="n in {1e3, 3e3}, epsilon 1, absolute loss, 1 seed, small test set",
+    )
     parser.add_argument("--output", default=None, help="JSON file (default benchmarks/results)")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -206,8 +234,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = []
     from dpcvx._progress import progress_bar
 
-    grid = progress_bar(total=len(losses) * len(epss) * len(ns) * args.seeds,
-                        desc="heavy-tailed grid", unit="cell")
+    grid = progress_bar(
+        total=len(losses) * len(epss) * len(ns) * args.seeds, desc="heavy-tailed grid", unit="cell"
+    )
     for loss in losses:
         rng = np.random.default_rng(12345)
         test = make_data(args.test_size, d, nu, loss, rng, w_true)
@@ -221,13 +250,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 for seed in range(args.seeds):
                     rows.append(run_cell(loss, n, eps, d, nu, seed, test, f_star, w_true))
                     grid.update(1)
-                    print(f"  {loss} eps={eps:g} n={n} seed={seed}: ldop {rows[-1]['ldop']:.4g} "
-                          f"clip+op {rows[-1]['clip+op']:.4g} nonprivate "
-                          f"{rows[-1]['nonprivate']:.4g} ({rows[-1]['ldop_s']:.1f} s)",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"  {loss} eps={eps:g} n={n} seed={seed}: ldop {rows[-1]['ldop']:.4g} "
+                        f"clip+op {rows[-1]['clip+op']:.4g} nonprivate "
+                        f"{rows[-1]['nonprivate']:.4g} ({rows[-1]['ldop_s']:.1f} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     print(report(rows))
-    out = Path(args.output) if args.output else ROOT / "results" / (
-        "bench_heavy_tailed_smoke.json" if args.smoke else "bench_heavy_tailed.json")
+    out = (
+        Path(args.output)
+        if args.output
+        else ROOT
+        / "results"
+        / ("bench_heavy_tailed_smoke.json" if args.smoke else "bench_heavy_tailed.json")
+    )
     grid.close()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
@@ -237,8 +274,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     return rows
 
 
-def plot(rows: list[dict], path: Path,
-         methods=("ldop", "ldop_J1", "clip+op", "clipgd_pure", "clipgd_zcdp", "nonprivate")):
+def plot(
+    rows: list[dict],
+    path: Path,
+    methods=("ldop", "ldop_J1", "clip+op", "clipgd_pure", "clipgd_zcdp", "nonprivate"),
+):
     """Excess risk vs n (log-log, medians over seeds) per (loss, epsilon), with the theory's
     slope -(1 - 1/k) = -0.75 drawn through LDOP's first point."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
