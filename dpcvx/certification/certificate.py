@@ -137,9 +137,11 @@ def _flat_dual(z: np.ndarray, rows: np.ndarray, shape: tuple[int, ...]) -> np.nd
 
 def _sum_elems(arr: np.ndarray, keep_last: bool) -> np.ndarray:
     """Sum over all non-batch axes (except the last, the variable axis, if ``keep_last``)."""
-    if keep_last:
-        return arr.reshape(arr.shape[0], -1, arr.shape[-1]).sum(axis=1)
-    return arr.reshape(arr.shape[0], -1).sum(axis=1)
+    shaped = (
+        arr.reshape(arr.shape[0], -1, arr.shape[-1]) if keep_last else arr.reshape(arr.shape[0], -1)
+    )
+    # one element per example: a view (summing a length-one axis would copy the same floats)
+    return shaped[:, 0] if shaped.shape[1] == 1 else shaped.sum(axis=1)
 
 
 def _apply(jac: np.ndarray, pts: np.ndarray) -> np.ndarray:
@@ -160,9 +162,12 @@ def _minorants(
     z: np.ndarray | None,
     w_hat: np.ndarray,
     n_total: int | None = None,
+    thetas: list | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """Slopes ``s`` (n, d), intercepts ``beta`` (n,) and a per-example scale (for margins).
-    ``n_total``: the number of examples the program's objective averages over (default n)."""
+    ``n_total``: the number of examples the program's objective averages over (default n).
+    ``thetas``: per term, multipliers of each argument in the atom's own units (as
+    :func:`_term_duals` returns them), used instead of the solver's duals."""
     n, d = decl.n, decl.d
     n_total = n if n_total is None else n_total
     leaves = decl.derived_values()
@@ -199,8 +204,10 @@ def _minorants(
             continue
         rows = prog.split_rows[t] if prog is not None else (None,) * len(term.args)
         duals: list[np.ndarray | None] = []
-        for (off, _), r in zip(jets, rows):
-            if r is None or z is None:
+        for j, ((off, _), r) in enumerate(zip(jets, rows)):
+            if thetas is not None:
+                duals.append(None if thetas[t] is None else thetas[t][j])
+            elif r is None or z is None:
                 duals.append(None)
             else:
                 duals.append(_DUAL_SIGN * n_total * _flat_dual(z, r, off.shape[1:]) / wgt)
@@ -215,8 +222,11 @@ def _minorants(
             if theta is None:
                 theta = np.zeros_like(off)
             theta = clip(term.kind, theta, term.param)
-            gs = _sum_elems(theta[..., None] * jac, True)
             gb = _sum_elems(theta * off - conjugate(term.kind, theta, term.param), False)
+            if not theta.any():  # no multipliers (e.g. the smooth path): a flat minorant
+                beta += wgt * gb
+                continue
+            gs = _sum_elems(theta[..., None] * jac, True)
         else:  # vector atoms
             (off, jac), theta = jets[0], duals[0]
             off2 = off.reshape(n, -1)
@@ -231,7 +241,7 @@ def _minorants(
             if term.kind in ("max", "log_sum_exp"):
                 bound = np.max(_range_bound(off2, jac2, center, radius), axis=1)
                 gb = gb - simplex_defect(theta) * bound
-        s += wgt * gs
+        s += gs if wgt == 1.0 else wgt * gs
         beta += wgt * gb
     return s, beta, scale, counts
 
@@ -527,10 +537,13 @@ def certify(
     z: np.ndarray | None = None,
     accuracy: float | None = None,
     solver_stats: Mapping[str, Any] | None = None,
+    thetas: list | None = None,
 ) -> CertifiedSolution:
     """Certify ``w_candidate`` for ``F`` (see the module docstring).
 
-    ``prog`` and ``z`` (the stamped program and the solver's duals) only guide the choice of
+    ``prog`` and ``z`` (the stamped program and the solver's duals), or ``thetas`` (per term,
+    multipliers of each argument in the atom's own units, e.g. the loss's derivatives at the
+    point: :meth:`~dpcvx.modeling.smooth.SmoothModel.multipliers`), only guide the choice of
     multipliers; any values, even wrong ones, give a valid (if loose) lower bound.
     """
     import time
@@ -542,7 +555,7 @@ def certify(
     vals = decl.loss_values(w_hat)
     reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
     f_hat = float(np.mean(vals)) + reg
-    s, beta, scale, counts = _minorants(decl, prog, z, w_hat)
+    s, beta, scale, counts = _minorants(decl, prog, z, w_hat, thetas=thetas)
     s_bar = s.mean(axis=0)
     q_min = domain.min_linear_quadratic(s_bar, lam, w0, hint=w_hat)
     lower_raw = float(np.mean(beta)) + q_min
@@ -575,7 +588,13 @@ def certify(
     )
     try:  # an internal failure here only forgoes the tighter bound
         direct = stable_gap(
-            decl, w_hat, _term_duals(decl, prog, z), lam=lam, w0=w0, radius=radius, domain=domain
+            decl,
+            w_hat,
+            thetas if thetas is not None else _term_duals(decl, prog, z),
+            lam=lam,
+            w0=w0,
+            radius=radius,
+            domain=domain,
         )
     except Exception:  # noqa: BLE001
         direct = None

@@ -30,6 +30,7 @@ from dpcvx.errors import CertificationError, SolverError
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
+from dpcvx.modeling.smooth import SmoothModel, smooth_model
 
 if TYPE_CHECKING:
     from dpcvx.modeling.domains import Domain
@@ -386,9 +387,16 @@ def _certified_solve(
         try:
             cert = _smooth_rung(decl, lam=lam, w0=w0, accuracy=accuracy)
         except Exception as exc:  # noqa: BLE001 - guarded like every rung
-            attempts.append({"solver": "L-BFGS-B", "tight": False, "error": _describe(exc)})
+            attempts.append({"solver": SMOOTH_PATH, "tight": False, "error": _describe(exc)})
         else:
-            attempts.append({"solver": "L-BFGS-B", "tight": False, "gap": cert.gap})
+            attempts.append(
+                {
+                    "solver": SMOOTH_PATH,
+                    "method": cert.solver_stats.get("solver"),
+                    "tight": False,
+                    "gap": cert.gap,
+                }
+            )
             best = cert
             # without a target, the quasi-Newton point must still be as good as the
             # interior-point default would be (otherwise the ladder goes on)
@@ -477,6 +485,12 @@ def _certified_solve(
     )
 
 
+#: the name of the smooth path's attempt in ``solver_stats["attempts"]`` (its method, Newton or
+#: L-BFGS-B, is the attempt's ``"method"`` and the certificate's ``solver``)
+SMOOTH_PATH = "smooth"
+#: the methods the smooth path may report as its ``solver``
+SMOOTH_METHODS = ("Newton", "L-BFGS-B", "L-BFGS-B + Newton")
+
 #: without an accuracy target, the quasi-Newton rung's certificate is kept when its gap is
 #: at most this, relative to 1 + |F| (what an interior-point solve reaches by default)
 SMOOTH_DEFAULT = 1e-9
@@ -505,48 +519,162 @@ def smooth_rung_applies(
 def _smooth_rung(
     decl: Declaration, *, lam: float, w0: np.ndarray, accuracy: float | None
 ) -> CertifiedSolution:
-    """Minimize ``F`` with scipy's L-BFGS-B on values and gradients vectorized over examples
-    (bounds for a box; a ball must be inactive at the answer, or the certificate shows the
-    miss), then certify the point with dpcvx's certificate: smooth terms take their
-    multipliers from their own derivatives, so no dual from the solver is needed."""
-    import time
+    """Minimize ``F`` on the smooth path, then certify the point with dpcvx's certificate:
+    smooth terms take their multipliers from their own derivatives, so no dual from a solver
+    is needed.
 
-    from scipy.optimize import minimize
+    With a second-order model of the loss (:func:`~dpcvx.modeling.smooth.smooth_model`) and
+    ``d <= NEWTON_MAX_D`` (public structure), damped Newton runs first from ``w0`` made
+    feasible; where its point leaves a box (a bound is active), L-BFGS-B with the box as
+    bounds runs instead, polished by Newton on the coordinates off their bounds. Otherwise
+    scipy's L-BFGS-B runs alone. A ball must be inactive at the answer (the interior-point
+    ladder handles an active ball)."""
+    import time
 
     start = time.perf_counter()
     dom = decl.domain
     w0 = np.asarray(w0, float)
-
-    def fun(w):
-        vals = decl.loss_values(w)
-        grads = per_example_gradients(decl, w)
-        diff = w - w0
-        value = float(np.mean(vals)) + lam / 2 * float(diff @ diff)
-        return value, grads.mean(axis=0) + lam * diff
-
-    bounds = list(zip(dom._lo, dom._hi)) if dom.kind == "box" else None
-    res = minimize(
-        fun,
-        dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if bounds else w0),
-        jac=True,
-        method="L-BFGS-B",
-        bounds=bounds,
-        options={"maxiter": 2000, "maxcor": 20, "ftol": 0.0, "gtol": 1e-12},
-    )
-    x = np.asarray(res.x, float)
+    box = dom.kind == "box"
+    model = smooth_model(decl) if decl.d <= NEWTON_MAX_D else None
+    init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if box else w0)
+    x: np.ndarray | None = None
+    solver, iterations = "L-BFGS-B", 0
+    if model is not None:
+        x, iterations = _newton(model, lam, w0, init)
+        solver = "Newton"
+        if box and not bool(np.all((x >= dom._lo) & (x <= dom._hi))):
+            x = None
+    if x is None:
+        x, iterations = _lbfgsb(decl, model, lam, w0, init, box)
+        solver = "L-BFGS-B"
+        if model is not None and box:
+            free = (x > dom._lo) & (x < dom._hi)
+            if free.any():
+                polished, extra = _newton(model, lam, w0, x, free=free)
+                if bool(np.all((polished >= dom._lo) & (polished <= dom._hi))):
+                    x, iterations, solver = polished, iterations + extra, "L-BFGS-B + Newton"
     if not np.all(np.isfinite(x)):
-        raise SolverError("L-BFGS-B returned a non-finite point.")
+        raise SolverError(f"{solver} returned a non-finite point.")
     if dom.kind == "l2_ball" and np.linalg.norm(x - dom.center) > dom.radius * (1 - 1e-9):
         raise SolverError(
             "The ball is active at the unconstrained minimizer: the interior-point path handles it."
         )
     stats = {
-        "solver": "L-BFGS-B",
-        "iterations": int(res.nit),
-        "status": str(res.message),
+        "solver": solver,
+        "iterations": int(iterations),
+        "status": "converged",
         "seconds": time.perf_counter() - start,
     }
-    return certify(decl, x, lam=lam, w0=w0, accuracy=accuracy, solver_stats=stats)
+    thetas = model.multipliers(x) if model is not None else None
+    return certify(decl, x, lam=lam, w0=w0, accuracy=accuracy, solver_stats=stats, thetas=thetas)
+
+
+#: Newton's method runs on the smooth path up to this dimension (each step forms a d x d
+#: Hessian in O(n d^2) and factors it); above it, L-BFGS-B alone
+NEWTON_MAX_D = 1000
+#: Newton stops when half its decrement (its estimate of the gap) is at most this, relative
+#: to ``1 + |F|``, or after ``NEWTON_MAX_ITER`` steps
+NEWTON_TOL = 1e-14
+NEWTON_MAX_ITER = 100
+
+
+def _newton(
+    model: SmoothModel,
+    lam: float,
+    w0: np.ndarray,
+    w: np.ndarray,
+    free: np.ndarray | None = None,
+) -> tuple[np.ndarray, int]:
+    """Damped Newton on ``F(w) = mean_i f_i(w) + lam/2 ||w - w0||^2`` over the coordinates
+    ``free`` (all by default; the others stay fixed), with an Armijo backtracking line
+    search. Returns the last point and the number of steps; the certificate judges it."""
+    from scipy.linalg import cho_factor, cho_solve
+
+    idx = np.arange(w.size) if free is None else np.flatnonzero(free)
+    w = np.array(w, float)
+
+    def objective(v: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = model.value_grad(v)
+        diff = v - w0
+        return value + lam / 2 * float(diff @ diff), grad + lam * diff
+
+    f, g = objective(w)
+    steps = 0
+    factor = None  # the Cholesky factor of the last Hessian formed
+    previous = np.inf  # the last decrement
+    for steps in range(1, NEWTON_MAX_ITER + 1):  # noqa: B007 - the count is returned
+        gi = g[idx]
+        decrement = np.nan
+        if factor is not None:
+            # the last factor is reused while the steps it gives converge fast (a constant
+            # Hessian, as for squared losses, or near the answer): each such step costs one
+            # gradient instead of a Hessian
+            direction = -cho_solve(factor, gi)
+            decrement = -float(gi @ direction)
+            if not (0 <= decrement <= previous / 4):
+                factor = None
+        if factor is None:
+            H = model.hessian(w)[np.ix_(idx, idx)]
+            H[np.diag_indices_from(H)] += lam
+            try:
+                factor = cho_factor(H)
+            except (np.linalg.LinAlgError, ValueError):
+                break
+            direction = -cho_solve(factor, gi)
+            decrement = -float(gi @ direction)
+        if not (np.isfinite(decrement) and decrement >= 0):
+            break
+        scale = 1.0 + abs(f)
+        if decrement / 2 <= NEWTON_TOL * scale:
+            break
+        previous = decrement
+        t = 1.0
+        while True:
+            trial = w.copy()
+            trial[idx] += t * direction
+            f_new, g_new = objective(trial)
+            # near the answer (quadratic convergence) the full step is taken: the
+            # decrease is below rounding there, and the certificate judges the point
+            if decrement / 2 <= 1e-8 * scale or f_new <= f - 0.25 * t * decrement:
+                break
+            t /= 2
+            if t < 1e-12:
+                return w, steps
+        w, f, g = trial, f_new, g_new
+    return w, steps
+
+
+def _lbfgsb(
+    decl: Declaration,
+    model: SmoothModel | None,
+    lam: float,
+    w0: np.ndarray,
+    init: np.ndarray,
+    box: bool,
+) -> tuple[np.ndarray, int]:
+    """scipy's L-BFGS-B on ``F`` (the box as bounds), with the model's gradients when there
+    is a model and per-example gradients of the declaration otherwise."""
+    from scipy.optimize import minimize
+
+    def fun(w: np.ndarray) -> tuple[float, np.ndarray]:
+        diff = w - w0
+        if model is not None:
+            value, grad = model.value_grad(w)
+        else:
+            value = float(np.mean(decl.loss_values(w)))
+            grad = per_example_gradients(decl, w).mean(axis=0)
+        return value + lam / 2 * float(diff @ diff), grad + lam * diff
+
+    dom = decl.domain
+    res = minimize(
+        fun,
+        init,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=list(zip(dom._lo, dom._hi)) if box else None,
+        options={"maxiter": 2000, "maxcor": 20, "ftol": 0.0, "gtol": 1e-12},
+    )
+    return np.asarray(res.x, float), int(res.nit)
 
 
 #: the analytic rung's public limits: at most this many steps (each one costs a Python-level

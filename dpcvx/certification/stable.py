@@ -251,8 +251,9 @@ def _per_example(
     fy_sum = np.zeros(n)
     err_sum = np.zeros(n)
     summands = 0  # terms x elements x pieces summed into each example's slope
-    slope = np.zeros((n, d))
-    slope_abs = np.zeros((n, d))
+    # the sums start empty: the first term's rows are taken as they are (0 + x is x)
+    slope: np.ndarray | None = None
+    slope_abs: np.ndarray | None = None
 
     def apply(jac):  # jac (n, ..., d) at one point or one point per example
         if pts.ndim == 1:
@@ -282,8 +283,8 @@ def _per_example(
             offs.append(off)
         summands += sum(int(np.prod(v.shape[1:])) for v in vals)
         if term.kind == "affine":
-            slope += wgt * jacs[0].reshape(n, -1, d).sum(axis=1)
-            slope_abs += wgt * np.abs(jacs[0]).reshape(n, -1, d).sum(axis=1)
+            slope = _accumulate(slope, wgt, _rows(jacs[0], n, d), owned=False)
+            slope_abs = _accumulate(slope_abs, wgt, _rows(np.abs(jacs[0]), n, d))
             continue
         if term.kind == "max_terms":
             out = _max_terms(
@@ -294,8 +295,8 @@ def _per_example(
             fy, err, g, gabs = out
             fy_sum += wgt * fy
             err_sum += wgt * err
-            slope += wgt * g
-            slope_abs += wgt * gabs
+            slope = _accumulate(slope, wgt, g)
+            slope_abs = _accumulate(slope_abs, wgt, gabs)
             continue
         if term.kind == "pieces":
             # CVXPY broadcasting aligns trailing axes: insert axes after the batch axis
@@ -351,14 +352,41 @@ def _per_example(
             theta0 = clip(term.kind, theta0, term.param)
             theta, fy, err = _elementwise(term.kind, e, err_e, theta0, reach, term.param)
             g = theta[..., None] * jacs[0]
-            gabs = np.abs(theta)[..., None] * np.abs(jacs[0])
+            gabs = np.abs(g)  # |theta| |J|: abs is exact, so the same floats
         if not (np.all(np.isfinite(fy)) and np.all(np.isfinite(err))):
             return None
-        fy_sum += wgt * fy.reshape(n, -1).sum(axis=1)
-        err_sum += wgt * err.reshape(n, -1).sum(axis=1)
-        slope += wgt * g.reshape(n, -1, d).sum(axis=1)
-        slope_abs += wgt * gabs.reshape(n, -1, d).sum(axis=1)
-    return fy_sum, err_sum, slope, slope_abs * (1.0 + summands / 64.0)
+        fy_sum += wgt * _rows(fy, n)
+        err_sum += wgt * _rows(err, n)
+        slope = _accumulate(slope, wgt, _rows(g, n, d))
+        slope_abs = _accumulate(slope_abs, wgt, _rows(gabs, n, d))
+    if slope is None or slope_abs is None:
+        slope, slope_abs = np.zeros((n, d)), np.zeros((n, d))
+    slope_abs *= 1.0 + summands / 64.0  # an array of this function's own
+    return fy_sum, err_sum, slope, slope_abs
+
+
+def _rows(arr: np.ndarray, n: int, d: int | None = None) -> np.ndarray:
+    """Each example's sum over its elements: ``(n,)``, or ``(n, d)`` with a trailing axis
+    (a view, without a copy, when there is one element per example)."""
+    shaped = arr.reshape((n, -1) if d is None else (n, -1, d))
+    return shaped[:, 0] if shaped.shape[1] == 1 else shaped.sum(axis=1)
+
+
+def _accumulate(
+    total: np.ndarray | None, weight: float, rows: np.ndarray, owned: bool = True
+) -> np.ndarray:
+    """``total + weight * rows``, in place in ``total`` when there is one; without one,
+    ``weight * rows`` (for a unit weight, ``rows`` itself when the caller owns it, else a
+    copy: the same floats)."""
+    if total is None:
+        if weight != 1.0:
+            return weight * rows
+        return rows if owned else np.array(rows, float, copy=True)
+    if weight == 1.0:
+        total += rows
+    else:
+        total += weight * rows
+    return total
 
 
 def _curvature(kind: str, e: np.ndarray, rho: np.ndarray) -> np.ndarray:
@@ -477,7 +505,7 @@ def _mean_rows(rows: np.ndarray, rows_abs: np.ndarray) -> tuple[np.ndarray, np.n
     n = rows.shape[0]
     acc = np.zeros(rows.shape[1], dtype=np.longdouble)
     for start in range(0, n, 4096):  # chunks keep the extended copy small
-        acc += rows[start : start + 4096].astype(np.longdouble).sum(axis=0)
+        acc += rows[start : start + 4096].sum(axis=0, dtype=np.longdouble)
     mean = np.asarray(acc / n, dtype=float)
     u = float(np.finfo(np.longdouble).eps)
     err = (n + 2) * u * rows_abs.mean(axis=0) * 1.01 + 2 * _EPS * np.abs(mean)

@@ -1,5 +1,6 @@
-"""The quasi-Newton first rung for smooth losses (chosen from public structure): scipy's
-L-BFGS-B on vectorized values and gradients, then dpcvx's own certificate (smooth terms take
+"""The smooth first rung for smooth losses (chosen from public structure): Newton's method on
+a second-order model of the loss (L-BFGS-B where a box bound is active), then dpcvx's own
+certificate (smooth terms take
 their multipliers from their derivatives). Checked against independent CVXPY solves; an active
 ball hands over to the interior-point ladder."""
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import dpcvx
+from dpcvx.certification.solve import SMOOTH_METHODS, SMOOTH_PATH
 
 N, D, LAM = 2000, 5, 0.05
 
@@ -36,7 +38,7 @@ def test_smooth_losses_are_certified_by_the_quasi_newton_rung(loss, domain):
     dom = [cp.norm(w, 2) <= 50] if domain == "ball" else [w >= -0.2, w <= 0.2]
     problem = dpcvx.Problem(expr, w, data={x: X, y: Y}, domain=dom)
     sol = problem.solve(regularization=LAM, center=np.zeros(D), accuracy=1e-9)
-    assert sol.solver_stats["solver"] == "L-BFGS-B"
+    assert sol.solver_stats["solver"] in SMOOTH_METHODS
     assert sol.gap <= 1e-9
     v = cp.Variable(D)
     whole = {
@@ -61,8 +63,8 @@ def test_an_active_ball_hands_over_to_the_interior_point_ladder():
     )
     sol = problem.solve(regularization=LAM, center=np.zeros(D), accuracy=1e-9)
     assert sol.gap <= 1e-9
-    assert sol.solver_stats["solver"] != "L-BFGS-B"
-    assert sol.solver_stats["attempts"][0]["solver"] == "L-BFGS-B"
+    assert sol.solver_stats["solver"] not in SMOOTH_METHODS
+    assert sol.solver_stats["attempts"][0]["solver"] == SMOOTH_PATH
 
 
 def test_a_nonsmooth_loss_never_takes_the_quasi_newton_rung():
@@ -74,4 +76,135 @@ def test_a_nonsmooth_loss_never_takes_the_quasi_newton_rung():
         cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 50]
     )
     sol = problem.solve(regularization=LAM, accuracy=1e-8)
-    assert all(a["solver"] != "L-BFGS-B" for a in sol.solver_stats["attempts"])
+    assert all(a["solver"] != SMOOTH_PATH for a in sol.solver_stats["attempts"])
+
+
+# --------------------------------------------------------------------------------------------
+# The second-order model behind Newton's method, against the declaration and finite differences
+
+
+def _model_cases():
+    rng = np.random.default_rng(5)
+    n, d, k = 40, 4, 3
+    X = rng.normal(size=(n, d))
+    Y = np.sign(rng.normal(size=n))
+    Z = rng.normal(size=(n, k, d))
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    y = cp.Parameter()
+    z = cp.Parameter((k, d))
+    return (
+        {
+            "logistic": (cp.logistic(-y * (x @ w)), {x: X, y: Y}),
+            "squared": (cp.square(x @ w - y), {x: X, y: Y}),
+            "huber": (cp.huber(x @ w - y, 0.7), {x: X, y: Y}),
+            "exp": (cp.exp(0.3 * (x @ w)), {x: X}),
+            "sum_squares": (cp.sum_squares(z @ w - 1.0), {z: Z}),
+            "quad_over_lin": (cp.quad_over_lin(z @ w, 2.0), {z: Z}),
+            "log_sum_exp": (cp.log_sum_exp(z @ w) - y * (x @ w), {z: Z, x: X, y: Y}),
+            "weighted": (2.0 * cp.logistic(x @ w) + 0.5 * cp.square(x @ w) + 3 * (x @ w), {x: X}),
+            "elementwise vector": (cp.sum(cp.square(z @ w)), {z: Z}),
+        },
+        w,
+        d,
+    )
+
+
+@pytest.mark.parametrize("case", list(_model_cases()[0]))
+def test_the_smooth_model_matches_the_declaration_and_finite_differences(case):
+    from dpcvx.modeling.declaration import Declaration
+    from dpcvx.modeling.smooth import smooth_model
+
+    cases, w, d = _model_cases()
+    loss, data = cases[case]
+    decl = Declaration(loss, w, data, [cp.norm(w, 2) <= 10])
+    model = smooth_model(decl)
+    assert model is not None
+    assert smooth_model(decl) is model  # compiled once per declaration
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        point = 0.3 * rng.normal(size=d)
+        np.testing.assert_allclose(
+            model.values(point), decl.loss_values(point), rtol=1e-12, atol=1e-12
+        )
+        value, grad = model.value_grad(point)
+        assert value == pytest.approx(float(np.mean(decl.loss_values(point))), rel=1e-12)
+        h = 1e-6
+        fd = np.array(
+            [
+                (model.value_grad(point + h * e)[0] - model.value_grad(point - h * e)[0]) / (2 * h)
+                for e in np.eye(d)
+            ]
+        )
+        np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
+        H = model.hessian(point)
+        fdh = np.array(
+            [
+                (model.value_grad(point + h * e)[1] - model.value_grad(point - h * e)[1]) / (2 * h)
+                for e in np.eye(d)
+            ]
+        )
+        np.testing.assert_allclose(H, H.T, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(H, fdh, rtol=1e-5, atol=1e-6)
+
+
+def test_non_smooth_or_generic_losses_have_no_model():
+    from dpcvx.modeling.declaration import Declaration
+    from dpcvx.modeling.smooth import smooth_model
+
+    w = cp.Variable(2)
+    x = cp.Parameter(2)
+    data = {x: np.ones((5, 2))}
+    for loss in (cp.abs(x @ w), cp.pos(1 - x @ w), cp.norm(x - w, 2)):
+        assert smooth_model(Declaration(loss, w, data, [cp.norm(w, 2) <= 1])) is None
+
+
+def test_newton_reuses_one_factorization_for_a_quadratic_and_certifies():
+    X, Y = _data(3)
+    w = cp.Variable(D)
+    x = cp.Parameter(D)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.square(x @ w - y), w, data={x: X, y: Y}, domain=[cp.norm(w) <= 50])
+    sol = problem.solve(regularization=LAM, center=np.zeros(D), accuracy=1e-10)
+    assert sol.solver_stats["solver"] == "Newton"
+    assert sol.solver_stats["iterations"] <= 3
+    assert sol.gap <= 1e-10
+    # the closed form: (2 X^T X / n + lam I) w = 2 X^T Y / n
+    closed = np.linalg.solve(2 * X.T @ X / N + LAM * np.eye(D), 2 * X.T @ Y / N)
+    np.testing.assert_allclose(sol.w, closed, rtol=1e-8, atol=1e-10)
+
+
+def test_an_active_box_bound_is_polished_on_the_free_coordinates():
+    X, Y = _data(4)
+    w = cp.Variable(D)
+    x = cp.Parameter(D)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(
+        cp.logistic(-y * (x @ w)), w, data={x: X, y: Y}, domain=[w >= -0.3, w <= 0.3]
+    )
+    sol = problem.solve(regularization=LAM, center=np.zeros(D), accuracy=1e-10)
+    assert sol.solver_stats["solver"] == "L-BFGS-B + Newton"
+    assert sol.gap <= 1e-10
+    active = np.isclose(np.abs(sol.w), 0.3)
+    assert active.any() and not active.all()
+
+
+def test_a_multinomial_loss_takes_newton():
+    rng = np.random.default_rng(7)
+    n, d, k = 500, 3, 4
+    feats = rng.normal(size=(n, d))
+    labels = rng.integers(k, size=n)
+    W = cp.Variable(k * d)
+    x = cp.Parameter(d)
+    xe = cp.Parameter(k * d)  # the features in the true class's block: xe @ W is its score
+    scores = cp.hstack([x @ W[j * d : (j + 1) * d] for j in range(k)])
+    blocks = np.einsum("nk,nd->nkd", np.eye(k)[labels], feats).reshape(n, k * d)
+    problem = dpcvx.Problem(
+        cp.log_sum_exp(scores) - xe @ W,
+        W,
+        data={x: feats, xe: blocks},
+        domain=[cp.norm(W, 2) <= 100],
+    )
+    sol = problem.solve(regularization=LAM, center=np.zeros(k * d), accuracy=1e-9)
+    assert sol.solver_stats["solver"] == "Newton"
+    assert sol.gap <= 1e-9
