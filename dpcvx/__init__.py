@@ -27,6 +27,14 @@ from dpcvx.estimators import (
     PrivateRidgeRegressor,
 )
 from dpcvx.mechanisms.clipped_gradient import ClippedGradientDescent
+from dpcvx.mechanisms.deletion import (
+    DeletionCalibration,
+    crossover_items,
+    deletion_calibration,
+    deletion_sensitivity_bound,
+    population_radius,
+    required_users,
+)
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, OutputPertLocalize
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.exponential import ExponentialMechanism, LocalizedExponentialMechanism
@@ -47,6 +55,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Accountant",
     "AddRemoveOne",
+    "DeletionCalibration",
     "ArraySource",
     "MeanEstimate",
     "NeighborRelation",
@@ -93,6 +102,11 @@ __all__ = [
     "__version__",
     "audit",
     "choose_regularization",
+    "crossover_items",
+    "deletion_calibration",
+    "deletion_sensitivity_bound",
+    "population_radius",
+    "required_users",
     "domains",
     "estimators",
     "losses",
