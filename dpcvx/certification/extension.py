@@ -72,12 +72,13 @@ def _loss_at(decl: Declaration, Y: np.ndarray) -> np.ndarray:
 
 def extension_bounds(
     decl: Declaration,
-    prog: StampedProgram,
+    prog: StampedProgram | None,
     x: np.ndarray,
-    z: np.ndarray,
+    z: np.ndarray | None,
     w: np.ndarray,
     C: float,
     n_total: int | None = None,
+    thetas: list | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Per-example ``(upper, lower, g, Y_hat, scale, phi)`` for ``f_C(w, z_i)``, where
     ``phi_i <= min_{y in W} f(y, z_i) - <g_i, y>``; ``w`` must lie in the domain. ``x`` and
@@ -86,21 +87,24 @@ def extension_bounds(
     ``prog`` may be a view of a larger program (``n_total`` examples in its objective). A view
     without copies ``y_i`` (the plain block, for examples dpcvx expects to be C-Lipschitz on
     W) is bounded with ``y_i = w``: ``f_C <= f(w)`` and the minorant of ``f`` at ``w`` with its
-    slope clipped to the C-ball, which is valid for ``f_C`` whatever the example."""
+    slope clipped to the C-ball, which is valid for ``f_C`` whatever the example. ``prog``
+    None is such a plain block for a point found without a program, whose multipliers
+    ``thetas`` (as for :func:`~dpcvx.certification.certificate.certify`) guide the minorant."""
     n = decl.n
     n_total = n if n_total is None else n_total
     dom = decl.domain
-    if prog.y_cols is None:
+    if prog is None or prog.y_cols is None:
         Y_hat = np.broadcast_to(w, (n, w.size)).copy()
     else:
         Y_hat = dom.make_feasible_rows(np.nan_to_num(x[prog.y_cols]))
     f_vals = _loss_at(decl, Y_hat)
     dist = np.linalg.norm(w[None, :] - Y_hat, axis=1)
     upper = f_vals + C * dist * (1 + 4 * _EPS)
-    s, beta, scale, _ = _minorants(decl, prog, z, Y_hat, n_total)
-    if prog.soc_rows is None:
+    s, beta, scale, _ = _minorants(decl, prog, z, Y_hat, n_total, thetas=thetas)
+    if prog is None or prog.soc_rows is None:
         g = s
     else:
+        assert z is not None
         g = _SOC_SIGN * n_total * np.nan_to_num(z[prog.soc_rows][:, 1:])
     norms = np.linalg.norm(g, axis=1, keepdims=True)
     g = g * np.minimum(1.0, C / np.maximum(norms * (1 + 8 * _EPS), 1e-300))
@@ -112,9 +116,9 @@ def extension_bounds(
 
 def certify_extension(
     decl: Declaration,
-    prog: StampedProgram,
+    prog: StampedProgram | None,
     x: np.ndarray,
-    z: np.ndarray,
+    z: np.ndarray | None,
     *,
     C: float,
     lam: float,
@@ -123,6 +127,7 @@ def certify_extension(
     solver_stats: dict[str, Any] | None = None,
     w_domain: Domain | LocalizedDomain | None = None,
     parts: list[tuple[Declaration, StampedProgram]] | None = None,
+    thetas: list | None = None,
 ) -> CertifiedSolution:
     """Certify the joint program of Lemma 2.7:
     ``min_{w in W0} (1/n) sum_i f_C(w, z_i) + (lam/2) ||w - w0||^2`` where ``W0`` is
@@ -131,15 +136,21 @@ def certify_extension(
 
     ``parts``: ``[(declaration of a group of examples, its view of prog)]`` when the program
     mixes plain blocks and extension blocks (:func:`dpcvx.compilation.stamp.stamp_parts`);
-    ``decl`` is then the whole declaration."""
+    ``decl`` is then the whole declaration. ``prog`` None certifies a point ``x`` (of length
+    ``d``) found without a program as a plain block (every ``y_i = w``), with the multipliers
+    ``thetas``: valid for ``f_C`` whatever the examples' Lipschitz constants, and tight where
+    they are at most ``C``."""
     import time
 
     start = time.perf_counter()
     dom = decl.domain if w_domain is None else w_domain
     w_hat = dom.make_feasible(np.asarray(x[: decl.d], float))
+    groups: list[tuple[Declaration, StampedProgram | None]] = (
+        list(parts) if parts else [(decl, prog)]
+    )
     pieces = [
-        extension_bounds(part_decl, view, x, z, w_hat, C, decl.n)
-        for part_decl, view in (parts or [(decl, prog)])
+        extension_bounds(part_decl, view, x, z, w_hat, C, decl.n, thetas=thetas)
+        for part_decl, view in groups
     ]
     upper_i, g, mag, phi = (np.concatenate([p[k] for p in pieces]) for k in (0, 2, 4, 5))
     w0 = np.asarray(w0, float)
@@ -163,11 +174,13 @@ def certify_extension(
     stable_parts = [
         (
             part_decl,
-            None if view.y_cols is None else piece[3],
-            None if view.soc_rows is None else piece[2],
-            _term_duals(part_decl, view, z, decl.n),
+            None if view is None or view.y_cols is None else piece[3],
+            None if view is None or view.soc_rows is None else piece[2],
+            _term_duals(part_decl, view, z, decl.n)
+            if view is not None
+            else (thetas if thetas is not None else [None] * len(part_decl.terms)),
         )
-        for (part_decl, view), piece in zip(parts or [(decl, prog)], pieces)
+        for (part_decl, view), piece in zip(groups, pieces)
     ]
     try:  # an internal failure here only forgoes the tighter bound
         direct = stable_extension_gap(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpcvx.certification.arrowhead import arrowhead_ipm, piecewise_model
 from dpcvx.certification.certificate import CertifiedSolution, certify
 from dpcvx.certification.extension import certify_extension
 from dpcvx.certification.lipschitz import lipschitz_bounds
@@ -385,7 +386,7 @@ def _certified_solve(
     attempts: list[dict] = []
     if smooth_rung_applies(decl, lam=lam, extension=extension, w_domain=w_domain):
         try:
-            cert = _smooth_rung(decl, lam=lam, w0=w0, accuracy=accuracy)
+            cert = _smooth_rung(decl, lam=lam, w0=w0, accuracy=accuracy, extension=extension)
         except Exception as exc:  # noqa: BLE001 - guarded like every rung
             attempts.append({"solver": SMOOTH_PATH, "tight": False, "error": _describe(exc)})
         else:
@@ -400,6 +401,19 @@ def _certified_solve(
             best = cert
             # without a target, the quasi-Newton point must still be as good as the
             # interior-point default would be (otherwise the ladder goes on)
+            target = accuracy if accuracy is not None else SMOOTH_DEFAULT * (1.0 + abs(cert.upper))
+            if cert.gap <= target:
+                out = dict(cert.solver_stats)
+                out.update(refinement_step=-1, attempts=tuple(attempts))
+                return _with_stats(cert, out)
+    if best is None and pieces_rung_applies(decl, lam=lam, extension=extension, w_domain=w_domain):
+        try:
+            cert = _pieces_rung(decl, lam=lam, w0=w0, accuracy=accuracy, extension=extension)
+        except Exception as exc:  # noqa: BLE001 - guarded like every rung
+            attempts.append({"solver": ARROWHEAD, "tight": False, "error": _describe(exc)})
+        else:
+            attempts.append({"solver": ARROWHEAD, "tight": False, "gap": cert.gap})
+            best = cert
             target = accuracy if accuracy is not None else SMOOTH_DEFAULT * (1.0 + abs(cert.upper))
             if cert.gap <= target:
                 out = dict(cert.solver_stats)
@@ -517,7 +531,12 @@ def smooth_rung_applies(
 
 
 def _smooth_rung(
-    decl: Declaration, *, lam: float, w0: np.ndarray, accuracy: float | None
+    decl: Declaration,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    extension: float | None = None,
 ) -> CertifiedSolution:
     """Minimize ``F`` on the smooth path, then certify the point with dpcvx's certificate:
     smooth terms take their multipliers from their own derivatives, so no dual from a solver
@@ -566,7 +585,7 @@ def _smooth_rung(
         "seconds": time.perf_counter() - start,
     }
     thetas = model.multipliers(x) if model is not None else None
-    return certify(decl, x, lam=lam, w0=w0, accuracy=accuracy, solver_stats=stats, thetas=thetas)
+    return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension)
 
 
 #: Newton's method runs on the smooth path up to this dimension (each step forms a d x d
@@ -675,6 +694,100 @@ def _lbfgsb(
         options={"maxiter": 2000, "maxcor": 20, "ftol": 0.0, "gtol": 1e-12},
     )
     return np.asarray(res.x, float), int(res.nit)
+
+
+#: the name of the arrowhead interior-point rung (piecewise-linear losses)
+ARROWHEAD = "arrowhead IPM"
+
+
+def pieces_rung_applies(
+    decl: Declaration,
+    *,
+    lam: float,
+    extension: float | None,
+    w_domain: Domain | LocalizedDomain | None,
+) -> bool:
+    """Whether the arrowhead interior-point rung runs (public structure only): every term
+    affine, ``abs`` or a maximum of affine pieces (:func:`piecewise_model`), ``lam > 0``, a
+    ball or box domain, no localization, and the plain objective (as for the smooth rung)."""
+    if lam <= 0 or w_domain is not None or decl.domain.kind not in ("l2_ball", "box"):
+        return False
+    if decl.d > NEWTON_MAX_D or piecewise_model(decl) is None:
+        return False
+    if extension is None:
+        return True
+    return bool(np.all(lipschitz_bounds(decl) * (1 + 1e-12) <= float(extension)))
+
+
+def _pieces_rung(
+    decl: Declaration,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    extension: float | None = None,
+) -> CertifiedSolution:
+    """Solve the piecewise-linear ERM with :func:`~dpcvx.certification.arrowhead.arrowhead_ipm`
+    from ``w0`` made feasible, then certify its point with its multipliers. The domain must be
+    inactive at the answer (otherwise the general ladder handles it)."""
+    import time
+
+    start = time.perf_counter()
+    model = piecewise_model(decl)
+    if model is None:  # pragma: no cover - checked by pieces_rung_applies
+        raise SolverError("The loss is not piecewise linear.")
+    dom = decl.domain
+    w0 = np.asarray(w0, float)
+    init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if dom.kind == "box" else w0)
+    target = accuracy if accuracy is not None else SMOOTH_DEFAULT
+    x, mus, steps = arrowhead_ipm(model, lam, w0, init, tol=min(target, 1e-6) * 1e-3)
+    if not np.all(np.isfinite(x)):
+        raise SolverError("The arrowhead method returned a non-finite point.")
+    inside = (
+        np.linalg.norm(x - dom.center) <= dom.radius * (1 - 1e-9)
+        if dom.kind == "l2_ball"
+        else bool(np.all((x > dom._lo) & (x < dom._hi)))
+    )
+    if not inside:
+        raise SolverError("The domain is active at the answer: the general ladder handles it.")
+    stats = {
+        "solver": ARROWHEAD,
+        "iterations": int(steps),
+        "status": "converged",
+        "seconds": time.perf_counter() - start,
+    }
+    return _certify_point(decl, x, lam, w0, accuracy, stats, model.multipliers(mus), extension)
+
+
+def _certify_point(
+    decl: Declaration,
+    x: np.ndarray,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    stats: dict,
+    thetas: list | None,
+    extension: float | None,
+) -> CertifiedSolution:
+    """Certify a point found without a program: for ``F``, or, under an extension, for
+    ``F_C`` (as a plain block), so that the certificate never relies on the Lipschitz bounds
+    that chose the rung."""
+    if extension is None:
+        return certify(
+            decl, x, lam=lam, w0=w0, accuracy=accuracy, solver_stats=stats, thetas=thetas
+        )
+    return certify_extension(
+        decl,
+        None,
+        x,
+        None,
+        C=extension,
+        lam=lam,
+        w0=w0,
+        accuracy=accuracy,
+        solver_stats=stats,
+        thetas=thetas,
+    )
 
 
 #: the analytic rung's public limits: at most this many steps (each one costs a Python-level

@@ -25,7 +25,7 @@ from scipy.special import expit, softmax
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 
-__all__ = ["SmoothModel", "smooth_model"]
+__all__ = ["SmoothModel", "gram", "smooth_model"]
 
 _SCALAR = ("affine", "square", "huber", "logistic", "exp")
 _VECTOR = ("sum_squares", "log_sum_exp")
@@ -110,15 +110,15 @@ class SmoothModel:
                     H -= blk.weight * (G.T @ G)
                     continue
                 c = blk.weight * _d2psi(blk, v)
-                H += _gram(blk.A, c)
+                H += gram(blk.A, c)
         return H / self.n
 
 
-def _gram(A: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """``A^T diag(c) A``, in row chunks of about a megabyte-sized working set (no temporary
-    of the data's size: allocating one costs more than the arithmetic): symmetric rank-k
-    updates (BLAS ``syrk``, half a matrix product's work) when ``c >= 0``, matrix products
-    otherwise."""
+def gram(A: np.ndarray, c: np.ndarray, minus: np.ndarray | None = None) -> np.ndarray:
+    """``M^T diag(c) M`` for ``M = A`` (or ``A - minus``), in row chunks of a few megabytes
+    (no temporary of the data's size: allocating one costs more than the arithmetic):
+    symmetric rank-k updates (BLAS ``syrk``, half a matrix product's work) when ``c >= 0``,
+    matrix products otherwise."""
     from scipy.linalg.blas import dsyrk
 
     n, d = A.shape
@@ -127,6 +127,8 @@ def _gram(A: np.ndarray, c: np.ndarray) -> np.ndarray:
     psd = bool(np.all(c >= 0))
     for start in range(0, n, step):
         block = A[start : start + step]
+        if minus is not None:
+            block = block - minus[start : start + step]
         cb = c[start : start + step]
         if psd:
             B = block * np.sqrt(cb)[:, None]  # C order: its transpose is a Fortran view
@@ -138,7 +140,7 @@ def _gram(A: np.ndarray, c: np.ndarray) -> np.ndarray:
     return H
 
 
-#: rows times columns of one chunk of :func:`_gram`
+#: rows times columns of one chunk of :func:`gram`
 _CHUNK = 1 << 18
 
 

@@ -208,3 +208,33 @@ def test_a_multinomial_loss_takes_newton():
     sol = problem.solve(regularization=LAM, center=np.zeros(k * d), accuracy=1e-9)
     assert sol.solver_stats["solver"] == "Newton"
     assert sol.gap <= 1e-9
+
+
+def test_the_smooth_rung_never_relies_on_the_lipschitz_bounds(monkeypatch):
+    """Declare every example light (a wrong bound): the smooth rung then optimizes the plain
+    loss, but its point is certified for the extension's objective F_C, whose optimum (an
+    independent joint solve with every copy y_i) the bracket must contain."""
+    import dpcvx.certification.solve as solve_module
+
+    rng = np.random.default_rng(8)
+    n, d, C, lam = 20, 3, 0.5, 0.2
+    X = rng.standard_t(2.5, size=(n, d)) * 2.0
+    Y = np.sign(X @ rng.normal(size=d) + 0.1)
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(
+        cp.logistic(-y * (x @ w)), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1]
+    )
+    monkeypatch.setattr(solve_module, "lipschitz_bounds", lambda decl: np.zeros(decl.n))
+    sol = problem.lipschitz_extension(C).solve(regularization=lam)
+    W = cp.Variable(d)
+    V = cp.Variable((n, d))
+    obj = (
+        cp.sum(cp.logistic(-cp.multiply(Y, cp.sum(cp.multiply(X, V), axis=1)))) / n
+        + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n
+        + lam / 2 * cp.sum_squares(W)
+    )
+    ref = cp.Problem(cp.Minimize(obj), [cp.norm(W) <= 1, cp.norm(V, 2, axis=1) <= 1])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    assert sol.lower <= ref.value + 1e-8 <= sol.upper + 2e-8

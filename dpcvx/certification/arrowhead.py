@@ -1,0 +1,332 @@
+"""An interior-point method for piecewise-linear losses that exploits the arrowhead structure.
+
+For a loss whose every term is ``weight * max_j (a_j^T w + b_j)`` elementwise over affine
+pieces (``cp.pos``, ``cp.maximum`` of affine expressions, ``cp.abs``: hinge, absolute,
+pinball, epsilon-insensitive, ...) or affine, regularized ERM is the quadratic program
+
+    minimize   (lam/2) ||w - w0||^2 + g^T w + sum_r c_r t_r
+    subject to t_r >= a_rj^T w + b_rj        (every element r of every example, every piece j)
+
+whose examples couple only through ``w``. A primal-dual (Mehrotra predictor-corrector) step
+eliminates each element's ``t_r``, slacks and multipliers in closed form, which leaves one
+dense ``d x d`` system, the Schur complement
+
+    lam I + sum_r sum_{j < l} (D_rj D_rl / sum_j D_rj) (a_rj - a_rl)(a_rj - a_rl)^T,
+
+with ``D = mu / s`` (a weighted covariance of the pieces: positive semidefinite). It is formed
+by symmetric rank-k updates over row chunks (:func:`dpcvx.modeling.smooth.gram`), in
+``O(n d^2)`` per iteration, and factored by Cholesky: no sparse factorization of the
+``(n + d)``-sized KKT system. Clarabel (the general fallback) factors that system with a
+sparse LDL; its ``qdldl`` and ``faer`` methods run alike here, about two orders of magnitude
+slower than this elimination on hinge ERM at ``n = 2e4``, ``d = 100``.
+
+The method only proposes a point and multipliers: the multipliers (each element's weights on
+its pieces, which sum to its ``c_r``) are handed to dpcvx's certificate, which judges the
+point; nothing here is trusted.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpcvx.modeling._expressions import Unsupported, affine_jet
+from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.smooth import gram
+
+__all__ = ["PiecewiseModel", "arrowhead_ipm", "piecewise_model"]
+
+#: the most pieces one element may have here (the Schur complement takes m (m - 1) / 2 updates)
+MAX_PIECES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class _Term:
+    """One term: per element ``r`` (example-major, ``k`` per example), ``c * max_j (A_j[r] w +
+    b_j[r])``; ``A_j`` is None for a piece constant in ``w``. ``abs`` terms are the two pieces
+    ``E`` and ``-E``."""
+
+    kind: str  # "pieces" or "abs"
+    c: float  # weight / n
+    A: tuple[np.ndarray | None, ...]  # each (N, d) or None
+    b: tuple[np.ndarray, ...]  # each (N,)
+    shape: tuple[int, ...]  # the atom's shape per example (k entries)
+
+
+class PiecewiseModel:
+    """The arrowhead structure of a piecewise-linear declared loss (see the module
+    docstring); build it with :func:`piecewise_model`."""
+
+    def __init__(
+        self,
+        n: int,
+        d: int,
+        terms: tuple[_Term, ...],
+        linear: np.ndarray,
+        kinds: tuple[str, ...],
+    ) -> None:
+        self.n = n
+        self.d = d
+        self.terms = terms
+        self.linear = linear  # the mean gradient of the affine terms
+        self.kinds = kinds  # every term's kind, in the declaration's order
+
+    def multipliers(self, mus: list[np.ndarray]) -> list[list[np.ndarray | None] | None]:
+        """The certificate's multipliers (per term of the declaration, per argument, in the
+        atom's own units) from the method's ``mu`` (per term, ``(N, m)``): simplex weights
+        for a ``pieces`` term (None for a piece constant in ``w``, whose weight the
+        certificate completes to one), the derivative ``mu_1 - mu_2`` in ``[-1, 1]`` for
+        ``abs``."""
+        out: list[list[np.ndarray | None] | None] = []
+        it = iter(zip(self.terms, mus))
+        for kind in self.kinds:
+            if kind == "affine":
+                out.append(None)
+                continue
+            term, mu = next(it)
+            weights = mu / term.c
+            shape = (self.n,) + term.shape
+            if term.kind == "abs":
+                theta = np.clip(weights[:, 0] - weights[:, 1], -1.0, 1.0)
+                out.append([theta.reshape(shape)])
+            else:
+                out.append(
+                    [
+                        None if A is None else weights[:, j].reshape(shape)
+                        for j, A in enumerate(term.A)
+                    ]
+                )
+        return out
+
+
+_CACHE: weakref.WeakKeyDictionary[Declaration, PiecewiseModel | None] = weakref.WeakKeyDictionary()
+
+
+def piecewise_model(decl: Declaration) -> PiecewiseModel | None:
+    """The declaration's :class:`PiecewiseModel` (computed once), or None when a term is not
+    affine, ``abs`` or a ``pieces`` maximum of at most :data:`MAX_PIECES` affine pieces of the
+    same shape (or scalars)."""
+    try:
+        return _CACHE[decl]
+    except (KeyError, TypeError):
+        pass
+    model = _build(decl)
+    try:
+        _CACHE[decl] = model
+    except TypeError:  # pragma: no cover
+        pass
+    return model
+
+
+def _build(decl: Declaration) -> PiecewiseModel | None:
+    n, d = decl.n, decl.d
+    leaves = decl.derived_values()
+    terms: list[_Term] = []
+    kinds: list[str] = []
+    linear = np.zeros(d)
+    has_pieces = False
+    for term in decl.terms:
+        if term.kind not in ("affine", "abs", "pieces"):
+            return None
+        if term.kind != "affine" and not term.weight > 0:
+            return None
+        try:
+            jets = [affine_jet(arg, decl.variable, leaves, n) for arg in term.args]
+        except Unsupported:
+            return None
+        kinds.append(term.kind)
+        if term.kind == "affine":
+            _, jac = jets[0]
+            linear += term.weight * np.asarray(jac, float).reshape(n, -1, d).sum(axis=1).mean(0)
+            continue
+        has_pieces = True
+        shape = tuple(term.atom_shape)
+        # pieces constant in w may broadcast; the others have the atom's shape
+        if any(
+            tuple(arg.shape) != shape and (arg.variables() or tuple(arg.shape) != ())
+            for arg in term.args
+        ):
+            return None
+        if term.kind == "pieces" and not 2 <= len(term.args) <= MAX_PIECES:
+            return None
+        k = int(np.prod(shape)) if shape else 1
+        A: list[np.ndarray | None] = []
+        b: list[np.ndarray] = []
+        for (off, jac), arg in zip(jets, term.args):
+            lead = (n,) + (1,) * (len(shape) - len(arg.shape))  # a scalar piece broadcasts
+            off = np.broadcast_to(np.asarray(off, float).reshape(lead + arg.shape), (n,) + shape)
+            b.append(np.ascontiguousarray(off).reshape(n * k))
+            if not arg.variables():
+                A.append(None)
+                continue
+            jac = np.asarray(jac, float).reshape((n,) + arg.shape + (d,))
+            jac = np.broadcast_to(jac, (n,) + shape + (d,))
+            A.append(np.ascontiguousarray(jac).reshape(n * k, d))
+        if term.kind == "abs":
+            if A[0] is None:
+                return None
+            A = [A[0], -A[0]]
+            b = [b[0], -b[0]]
+        if not all(a is None or np.all(np.isfinite(a)) for a in A) or not all(
+            np.all(np.isfinite(v)) for v in b
+        ):
+            return None
+        terms.append(_Term(term.kind, float(term.weight) / n, tuple(A), tuple(b), shape))
+    if not has_pieces:
+        return None
+    return PiecewiseModel(n, d, tuple(terms), linear, tuple(kinds))
+
+
+def _apply(A: np.ndarray | None, w: np.ndarray, rows: int) -> np.ndarray:
+    return np.zeros(rows) if A is None else A @ w
+
+
+def _apply_t(A: np.ndarray | None, v: np.ndarray, d: int) -> np.ndarray:
+    return np.zeros(d) if A is None else A.T @ v
+
+
+@dataclass
+class _State:
+    w: np.ndarray
+    t: list[np.ndarray]  # per term (N,)
+    s: list[np.ndarray]  # per term (N, m)
+    mu: list[np.ndarray]  # per term (N, m)
+
+
+def arrowhead_ipm(
+    model: PiecewiseModel,
+    lam: float,
+    w0: np.ndarray,
+    start: np.ndarray,
+    *,
+    tol: float,
+    max_iter: int = 80,
+) -> tuple[np.ndarray, list[np.ndarray], int]:
+    """Mehrotra's predictor-corrector on the quadratic program of the module docstring, from
+    ``start``; stops when the complementarity and the residuals are below ``tol`` (relative
+    to the scale of the problem) or after ``max_iter`` steps. Returns the point, the
+    multipliers per term ``(N, m)`` and the number of steps."""
+    from scipy.linalg import cho_factor
+
+    d = model.d
+    w = np.array(start, float)
+    st = _State(w=w, t=[], s=[], mu=[])
+    for term in model.terms:
+        rows = term.b[0].size
+        V = np.stack([_apply(A, w, rows) + b for A, b in zip(term.A, term.b)], axis=1)
+        top = V.max(axis=1)
+        st.t.append(top + 1.0)
+        st.s.append(top[:, None] + 1.0 - V)
+        st.mu.append(np.full(V.shape, term.c / V.shape[1]))
+    count = sum(s.size for s in st.s)
+    steps = 0
+    for steps in range(1, max_iter + 1):  # noqa: B007 - returned
+        # residuals
+        r_w = lam * (st.w - w0) + model.linear
+        r_t, r_p = [], []
+        for term, t, s, mu in zip(model.terms, st.t, st.s, st.mu):
+            rows = t.size
+            for j, A in enumerate(term.A):
+                r_w = r_w + _apply_t(A, mu[:, j], d)
+            r_t.append(mu.sum(axis=1) - term.c)
+            r_p.append(
+                s
+                - t[:, None]
+                + np.stack([_apply(A, st.w, rows) + b for A, b in zip(term.A, term.b)], axis=1)
+            )
+        comp = sum(float(np.sum(mu * s)) for mu, s in zip(st.mu, st.s))
+        scale = 1.0 + sum(term.c * term.b[0].size for term in model.terms)
+        infeas = max(
+            float(np.linalg.norm(r_w)),
+            max(float(np.abs(r).max(initial=0.0)) for r in r_t) * model.n,
+            max(float(np.abs(r).max(initial=0.0)) for r in r_p),
+        )
+        if comp <= tol * scale and infeas <= tol:
+            break
+        # the Schur complement, formed once per step
+        Ds = [mu / s for mu, s in zip(st.mu, st.s)]
+        H = lam * np.eye(d)
+        for term, D in zip(model.terms, Ds):
+            total = D.sum(axis=1)
+            m = D.shape[1]
+            for j in range(m):
+                for k in range(j + 1, m):
+                    weight = D[:, j] * D[:, k] / total
+                    H += _pair_gram(term.A[j], term.A[k], weight, d)
+        try:
+            factor = cho_factor(H)
+        except (np.linalg.LinAlgError, ValueError):
+            break
+        mu_avg = comp / count
+
+        # predictor
+        system = (model, st, Ds, r_w, r_t, r_p, factor)
+        _, aff = _direction(system, [mu * s for mu, s in zip(st.mu, st.s)])
+        a_aff = _max_step(st, aff)
+        comp_aff = sum(
+            float(np.sum((mu + a_aff * dmu) * (s + a_aff * ds)))
+            for (_, ds, dmu), s, mu in zip(aff, st.s, st.mu)
+        )
+        sigma = (comp_aff / comp) ** 3 if comp > 0 else 0.0
+        # corrector
+        r_c = [mu * s + dmu * ds - sigma * mu_avg for (_, ds, dmu), s, mu in zip(aff, st.s, st.mu)]
+        dw, parts = _direction(system, r_c)
+        alpha = min(1.0, 0.99 * _max_step(st, parts))
+        st.w = st.w + alpha * dw
+        for i, (dt, ds, dmu) in enumerate(parts):
+            st.t[i] = st.t[i] + alpha * dt
+            st.s[i] = st.s[i] + alpha * ds
+            st.mu[i] = st.mu[i] + alpha * dmu
+    return st.w, st.mu, steps
+
+
+def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[tuple]]:
+    """One Newton direction of the primal-dual system with complementarity residual ``r_c``:
+    ``dw`` from the Schur complement, then every element's ``dt``, ``ds``, ``dmu``."""
+    from scipy.linalg import cho_solve
+
+    model, st, Ds, r_w, r_t, r_p, factor = system
+    d = model.d
+    rhs = -r_w.copy()
+    qs = []
+    for term, s, D, rt, rp, rc in zip(model.terms, st.s, Ds, r_t, r_p, r_c):
+        g = -rc / s + D * rp
+        q = (g.sum(axis=1) + rt) / D.sum(axis=1)
+        e = g - D * q[:, None]
+        for j, A in enumerate(term.A):
+            rhs -= _apply_t(A, e[:, j], d)
+        qs.append(q)
+    dw = cho_solve(factor, rhs)
+    out = []
+    for term, s, D, rp, rc, q in zip(model.terms, st.s, Ds, r_p, r_c, qs):
+        rows = s.shape[0]
+        Adw = np.stack([_apply(A, dw, rows) for A in term.A], axis=1)
+        dt = q + (D * Adw).sum(axis=1) / D.sum(axis=1)
+        ds = -rp + dt[:, None] - Adw
+        dmu = -rc / s - D * ds
+        out.append((dt, ds, dmu))
+    return dw, out
+
+
+def _max_step(st: _State, parts: list[tuple]) -> float:
+    """The longest step in ``[0, 1]`` that keeps every slack and multiplier nonnegative."""
+    alpha = 1.0
+    for (_, ds, dmu), s, mu in zip(parts, st.s, st.mu):
+        for x, dx in ((s, ds), (mu, dmu)):
+            neg = dx < 0
+            if neg.any():
+                alpha = min(alpha, float(np.min(-x[neg] / dx[neg])))
+    return alpha
+
+
+def _pair_gram(
+    Aj: np.ndarray | None, Ak: np.ndarray | None, weight: np.ndarray, d: int
+) -> np.ndarray:
+    """``(A_j - A_k)^T diag(weight) (A_j - A_k)`` (a piece constant in ``w`` has ``A = 0``)."""
+    if Aj is None:
+        return np.zeros((d, d)) if Ak is None else gram(Ak, weight)
+    if Ak is None:
+        return gram(Aj, weight)
+    return gram(Aj, weight, minus=Ak)
