@@ -120,12 +120,13 @@ def test_bench_aborts_smoke_runs(tmp_path):
     assert (tmp_path / "bench_aborts_smoke.json").exists()
 
 
-def test_bench_smooth_smoke_runs(tmp_path):
-    """dpcvx's smooth-loss path next to scikit-learn on a tiny cell: it prints ratios."""
+def test_bench_speed_smoke_runs(tmp_path):
+    """dpcvx's certified solves next to scikit-learn, scipy and CVXPY on a tiny cell of every
+    loss: it prints ratios and the smooth losses take Newton's path."""
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "bench_smooth.py"),
+            str(ROOT / "benchmarks" / "bench_speed.py"),
             "--smoke",
             "--out",
             str(tmp_path),
@@ -136,4 +137,7 @@ def test_bench_smooth_smoke_runs(tmp_path):
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "L-BFGS-B" in proc.stdout and (tmp_path / "bench_smooth.json").exists()
+    assert (tmp_path / "bench_speed.json").exists()
+    for loss in ("logistic", "squared", "huber", "hinge", "absolute", "pinball"):
+        assert loss in proc.stdout
+    assert "Newton" in proc.stdout
