@@ -38,6 +38,8 @@ from dpcvx.modeling.smooth import gram
 
 __all__ = ["PiecewiseModel", "arrowhead_ipm", "piecewise_model"]
 
+#: the method stops after this many steps without improving its merit
+STALL = 5
 #: the most pieces one element may have here (the Schur complement takes m (m - 1) / 2 updates)
 MAX_PIECES = 4
 
@@ -53,6 +55,45 @@ class _Term:
     A: tuple[np.ndarray | None, ...]  # each (N, d) or None
     b: tuple[np.ndarray, ...]  # each (N,)
     shape: tuple[int, ...]  # the atom's shape per example (k entries)
+    #: when every piece's Jacobian is a multiple of one matrix (``abs``: ``J, -J``; pinball:
+    #: ``-tau X, (1 - tau) X``; a hinge's ``0, -y x``): that matrix and the multiples, so one
+    #: matrix-vector product serves every piece and the Schur complement is one update
+    base: np.ndarray | None = None
+    coefs: tuple[float, ...] = ()
+
+    def apply(self, w: np.ndarray) -> np.ndarray:
+        """``(N, m)``: ``A_j w`` for every piece ``j``."""
+        rows = self.b[0].size
+        if self.base is not None:
+            return np.outer(self.base @ w, self.coefs)
+        return np.stack([np.zeros(rows) if A is None else A @ w for A in self.A], axis=1)
+
+    def apply_t(self, E: np.ndarray) -> np.ndarray:
+        """``sum_j A_j^T E[:, j]``."""
+        if self.base is not None:
+            return self.base.T @ (E @ np.asarray(self.coefs))
+        d = next(A.shape[1] for A in self.A if A is not None)
+        out = np.zeros(d)
+        for j, A in enumerate(self.A):
+            if A is not None:
+                out += A.T @ E[:, j]
+        return out
+
+    def schur(self, D: np.ndarray, d: int) -> np.ndarray:
+        """``sum_r sum_{j < l} (D_j D_l / sum D) (a_j - a_l)(a_j - a_l)^T``."""
+        total = D.sum(axis=1)
+        m = D.shape[1]
+        if self.base is not None:
+            c = self.coefs
+            weight = sum(
+                (c[j] - c[i]) ** 2 * D[:, j] * D[:, i] for j in range(m) for i in range(j + 1, m)
+            )
+            return gram(self.base, np.asarray(weight) / total)
+        H = np.zeros((d, d))
+        for j in range(m):
+            for i in range(j + 1, m):
+                H += _pair_gram(self.A[j], self.A[i], D[:, j] * D[:, i] / total, d)
+        return H
 
 
 class PiecewiseModel:
@@ -173,18 +214,36 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
             np.all(np.isfinite(v)) for v in b
         ):
             return None
-        terms.append(_Term(term.kind, float(term.weight) / n, tuple(A), tuple(b), shape))
+        base, coefs = _shared_base(A)
+        terms.append(
+            _Term(term.kind, float(term.weight) / n, tuple(A), tuple(b), shape, base, coefs)
+        )
     if not has_pieces:
         return None
     return PiecewiseModel(n, d, tuple(terms), linear, tuple(kinds))
 
 
-def _apply(A: np.ndarray | None, w: np.ndarray, rows: int) -> np.ndarray:
-    return np.zeros(rows) if A is None else A @ w
-
-
-def _apply_t(A: np.ndarray | None, v: np.ndarray, d: int) -> np.ndarray:
-    return np.zeros(d) if A is None else A.T @ v
+def _shared_base(A: list[np.ndarray | None]) -> tuple[np.ndarray | None, tuple[float, ...]]:
+    """One matrix of which every piece's Jacobian is a multiple (to 1e-12 relative: the
+    method only proposes a point, so a close model costs nothing), or ``(None, ())``."""
+    live = [a for a in A if a is not None]
+    if not live:
+        return None, ()
+    base = live[0]
+    flat = np.abs(base).ravel()
+    pivot = int(np.argmax(flat))
+    if flat[pivot] == 0:
+        return None, ()
+    coefs = []
+    for a in A:
+        if a is None:
+            coefs.append(0.0)
+            continue
+        ratio = float(a.ravel()[pivot] / base.ravel()[pivot])
+        if a is not base and not np.allclose(a, ratio * base, rtol=1e-12, atol=0.0):
+            return None, ()
+        coefs.append(ratio)
+    return base, tuple(coefs)
 
 
 @dataclass
@@ -214,47 +273,48 @@ def arrowhead_ipm(
     w = np.array(start, float)
     st = _State(w=w, t=[], s=[], mu=[])
     for term in model.terms:
-        rows = term.b[0].size
-        V = np.stack([_apply(A, w, rows) + b for A, b in zip(term.A, term.b)], axis=1)
+        V = term.apply(w) + np.stack(term.b, axis=1)
         top = V.max(axis=1)
         st.t.append(top + 1.0)
         st.s.append(top[:, None] + 1.0 - V)
         st.mu.append(np.full(V.shape, term.c / V.shape[1]))
     count = sum(s.size for s in st.s)
+    scale = 1.0 + sum(term.c * term.b[0].size for term in model.terms)
+    best: tuple[float, np.ndarray, list[np.ndarray]] | None = None
+    stalled = 0
     steps = 0
     for steps in range(1, max_iter + 1):  # noqa: B007 - returned
         # residuals
         r_w = lam * (st.w - w0) + model.linear
         r_t, r_p = [], []
         for term, t, s, mu in zip(model.terms, st.t, st.s, st.mu):
-            rows = t.size
-            for j, A in enumerate(term.A):
-                r_w = r_w + _apply_t(A, mu[:, j], d)
+            r_w = r_w + term.apply_t(mu)
             r_t.append(mu.sum(axis=1) - term.c)
-            r_p.append(
-                s
-                - t[:, None]
-                + np.stack([_apply(A, st.w, rows) + b for A, b in zip(term.A, term.b)], axis=1)
-            )
+            r_p.append(s - t[:, None] + term.apply(st.w) + np.stack(term.b, axis=1))
         comp = sum(float(np.sum(mu * s)) for mu, s in zip(st.mu, st.s))
-        scale = 1.0 + sum(term.c * term.b[0].size for term in model.terms)
         infeas = max(
             float(np.linalg.norm(r_w)),
             max(float(np.abs(r).max(initial=0.0)) for r in r_t) * model.n,
             max(float(np.abs(r).max(initial=0.0)) for r in r_p),
         )
-        if comp <= tol * scale and infeas <= tol:
+        if not np.isfinite(comp + infeas):
+            break
+        # the best iterate so far is kept: near the limits of floating point the steps can
+        # stall or drift, and then the method stops (after STALL steps without improving)
+        # and returns the best one
+        merit = comp / scale + infeas
+        if best is None or merit < best[0]:
+            stalled = 0
+            best = (merit, st.w.copy(), [mu.copy() for mu in st.mu])
+        else:
+            stalled += 1
+        if (comp <= tol * scale and infeas <= tol) or stalled >= STALL:
             break
         # the Schur complement, formed once per step
         Ds = [mu / s for mu, s in zip(st.mu, st.s)]
         H = lam * np.eye(d)
         for term, D in zip(model.terms, Ds):
-            total = D.sum(axis=1)
-            m = D.shape[1]
-            for j in range(m):
-                for k in range(j + 1, m):
-                    weight = D[:, j] * D[:, k] / total
-                    H += _pair_gram(term.A[j], term.A[k], weight, d)
+            H += term.schur(D, d)
         try:
             factor = cho_factor(H)
         except (np.linalg.LinAlgError, ValueError):
@@ -279,7 +339,9 @@ def arrowhead_ipm(
             st.t[i] = st.t[i] + alpha * dt
             st.s[i] = st.s[i] + alpha * ds
             st.mu[i] = st.mu[i] + alpha * dmu
-    return st.w, st.mu, steps
+    if best is None:
+        return st.w, st.mu, steps
+    return best[1], best[2], steps
 
 
 def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[tuple]]:
@@ -288,21 +350,18 @@ def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[t
     from scipy.linalg import cho_solve
 
     model, st, Ds, r_w, r_t, r_p, factor = system
-    d = model.d
     rhs = -r_w.copy()
     qs = []
     for term, s, D, rt, rp, rc in zip(model.terms, st.s, Ds, r_t, r_p, r_c):
         g = -rc / s + D * rp
         q = (g.sum(axis=1) + rt) / D.sum(axis=1)
         e = g - D * q[:, None]
-        for j, A in enumerate(term.A):
-            rhs -= _apply_t(A, e[:, j], d)
+        rhs -= term.apply_t(e)
         qs.append(q)
     dw = cho_solve(factor, rhs)
     out = []
     for term, s, D, rp, rc, q in zip(model.terms, st.s, Ds, r_p, r_c, qs):
-        rows = s.shape[0]
-        Adw = np.stack([_apply(A, dw, rows) for A in term.A], axis=1)
+        Adw = term.apply(dw)
         dt = q + (D * Adw).sum(axis=1) / D.sum(axis=1)
         ds = -rp + dt[:, None] - Adw
         dmu = -rc / s - D * ds

@@ -341,10 +341,16 @@ def _per_example(
                 reach + np.max(np.stack(errs), axis=0),
                 bound * (1 + 8 * (d + 2) * _EPS),
             )
-            g = sum(mu[..., j, None] * np.broadcast_to(jacs[j], shape + (d,)) for j in range(m))
-            gabs = sum(
-                mu[..., j, None] * np.abs(np.broadcast_to(jacs[j], shape + (d,))) for j in range(m)
-            )
+            # pieces constant in w (a zero Jacobian shared by every example, e.g. the 0 of
+            # a hinge) add nothing to the slope: skipped, the same floats
+            live = [j for j in range(m) if not _zero_jacobian(jacs[j])] or [0]
+            g = sum(mu[..., j, None] * np.broadcast_to(jacs[j], shape + (d,)) for j in live)
+            if len(live) == 1:  # mu >= 0: |mu J| is mu |J| exactly
+                gabs = np.abs(g)
+            else:
+                gabs = sum(
+                    mu[..., j, None] * np.abs(np.broadcast_to(jacs[j], shape + (d,))) for j in live
+                )
         else:
             e, err_e, reach = vals[0], errs[0], reaches[0] + errs[0]
             raw = None if theta_t is None else theta_t[0]
@@ -363,6 +369,11 @@ def _per_example(
         slope, slope_abs = np.zeros((n, d)), np.zeros((n, d))
     slope_abs *= 1.0 + summands / 64.0  # an array of this function's own
     return fy_sum, err_sum, slope, slope_abs
+
+
+def _zero_jacobian(jac: np.ndarray) -> bool:
+    """Whether ``jac`` is one zero Jacobian broadcast to every example (checked on one copy)."""
+    return jac.ndim > 0 and jac.strides[0] == 0 and not np.any(jac[:1])
 
 
 def _rows(arr: np.ndarray, n: int, d: int | None = None) -> np.ndarray:
