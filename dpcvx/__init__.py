@@ -41,6 +41,7 @@ from dpcvx.mechanisms.exponential import ExponentialMechanism, LocalizedExponent
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation, choose_regularization
+from dpcvx.mechanisms.phased_user import PhasedUserERM, PhasedUserSCO
 from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
 from dpcvx.neighbors import AddRemoveOne, NeighborRelation, ReplaceOne, ReplaceOneUser
 from dpcvx.oracle import OracleProblem, structured_solve
@@ -86,6 +87,8 @@ __all__ = [
     "PrivacyEvent",
     "LipschitzClaimWarning",
     "PrivacyLeakWarning",
+    "PhasedUserERM",
+    "PhasedUserSCO",
     "PrivateLinearClassifier",
     "PrivateQuantileRegressor",
     "PrivateResult",
