@@ -612,10 +612,10 @@ class PhasedUserSCO(_PhasedUser):
         Draw the user order from a uniformly random permutation (default; it keeps batches
         i.i.d. when the users are sorted). It never affects privacy: the partition is
         data-independent either way.
-
-    The other parameters (``lipschitz``, ``items_per_user``, ``subroutine``,
-    ``failure_probability``, ``initial_point``, ``move_tolerance``, ``accuracy``, ``solver``,
-    ``progress``) are those of :class:`PhasedUserERM`.
+    lipschitz, items_per_user, subroutine, failure_probability : see PhasedUserERM
+        As for :class:`PhasedUserERM`.
+    initial_point, move_tolerance, accuracy, solver, progress : see PhasedUserERM
+        As for :class:`PhasedUserERM`.
 
     Notes
     -----
