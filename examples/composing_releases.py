@@ -38,8 +38,9 @@ import dpcvx
 def main(argv: list[str] | None = None) -> dpcvx.Accountant:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--regularization", type=float, default=0.01)
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed the noise (reproducible, not for production)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed the noise (reproducible, not for production)"
+    )
     args = parser.parse_args(argv)
     lam = args.regularization
 
@@ -56,8 +57,7 @@ def main(argv: list[str] | None = None) -> dpcvx.Accountant:
     y = cp.Parameter()
     domain = dpcvx.domains.l2_ball(w, 5.0)
     hinge = dpcvx.Problem(dpcvx.losses.hinge(x @ w, y), w, data={x: X, y: Y}, domain=domain)
-    logistic = dpcvx.Problem(dpcvx.losses.logistic(x @ w, y), w, data={x: X, y: Y},
-                             domain=domain)
+    logistic = dpcvx.Problem(dpcvx.losses.logistic(x @ w, y), w, data={x: X, y: Y}, domain=domain)
 
     accountant = dpcvx.Accountant(epsilon=2.0, delta=1e-6)
     # one generator for every release of a seeded run, so the releases draw independent noise
@@ -67,31 +67,49 @@ def main(argv: list[str] | None = None) -> dpcvx.Accountant:
         return float(np.mean(np.sign(X @ v) == Y))
 
     def report(step: str, result: dpcvx.PrivateResult) -> None:
-        print(f"\n[{step}] guarantee {dpcvx.Guarantee(epsilon=result.epsilon, delta=result.delta)}"
-              f", training accuracy {accuracy(result.w):.3f}")
+        print(
+            f"\n[{step}] guarantee {dpcvx.Guarantee(epsilon=result.epsilon, delta=result.delta)}"
+            f", training accuracy {accuracy(result.w):.3f}"
+        )
         for cert in result.certificates:
             print(f"  {cert}")
         print(f"  spent so far: {accountant.spent}; remaining: {accountant.remaining}")
 
     print(f"breast_cancer: n={n}, d={d}; budget {accountant.budget}")
 
-    first = hinge.solve_private(dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam),
-                                epsilon=0.5, rng=rng, accountant=accountant)
+    first = hinge.solve_private(
+        dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam),
+        epsilon=0.5,
+        rng=rng,
+        accountant=accountant,
+    )
     report("1: hinge, OutputPerturbation, pure", first)
 
     second = logistic.solve_private(
         dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam),
-        epsilon=0.5, delta=5e-7, rng=rng, accountant=accountant)
+        epsilon=0.5,
+        delta=5e-7,
+        rng=rng,
+        accountant=accountant,
+    )
     report("2: logistic, OutputPerturbation, Gaussian", second)
 
-    third = hinge.solve_private(dpcvx.DoubleOutputPerturbation(C=1.0, regularization=lam),
-                                epsilon=0.5, rng=rng, accountant=accountant)
+    third = hinge.solve_private(
+        dpcvx.DoubleOutputPerturbation(C=1.0, regularization=lam),
+        epsilon=0.5,
+        rng=rng,
+        accountant=accountant,
+    )
     report("3: hinge on f_C, DoubleOutputPerturbation, pure", third)
 
     events_before, spent_before = len(accountant.ledger), accountant.spent
     try:
-        hinge.solve_private(dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam),
-                            epsilon=1.0, rng=rng, accountant=accountant)
+        hinge.solve_private(
+            dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam),
+            epsilon=1.0,
+            rng=rng,
+            accountant=accountant,
+        )
     except dpcvx.PrivacyBudgetError as error:
         print(f"\n[4: epsilon = 1.0] refused with PrivacyBudgetError:\n  {error}")
     else:  # pragma: no cover - the budget arithmetic above makes this unreachable
@@ -100,8 +118,12 @@ def main(argv: list[str] | None = None) -> dpcvx.Accountant:
     print(f"  ledger still has {events_before} events; spent still {accountant.spent}")
 
     left = accountant.remaining.epsilon
-    last = hinge.solve_private(dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam),
-                               epsilon=left, rng=rng, accountant=accountant)
+    last = hinge.solve_private(
+        dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam),
+        epsilon=left,
+        rng=rng,
+        accountant=accountant,
+    )
     report(f"5: hinge, OutputPerturbation, the remaining epsilon = {left:g}", last)
 
     print("\nthe ledger (every release charged to this accountant):")

@@ -41,8 +41,7 @@ from sklearn.preprocessing import StandardScaler
 import dpcvx
 
 
-def asymmetric_huber(residual: cp.Expression, threshold: float,
-                     asymmetry: float) -> cp.Expression:
+def asymmetric_huber(residual: cp.Expression, threshold: float, asymmetry: float) -> cp.Expression:
     """``0.5 huber(r, M) + c pos(r)``: convex, ``(M + c)``-Lipschitz in ``r``."""
     return 0.5 * cp.huber(residual, threshold) + asymmetry * cp.pos(residual)
 
@@ -50,12 +49,17 @@ def asymmetric_huber(residual: cp.Expression, threshold: float,
 def main(argv: list[str] | None = None) -> dpcvx.PrivateResult:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threshold", type=float, default=1.0, help="Huber threshold M")
-    parser.add_argument("--asymmetry", type=float, default=1.0,
-                        help="extra price c per unit of over-prediction (>= 0)")
+    parser.add_argument(
+        "--asymmetry",
+        type=float,
+        default=1.0,
+        help="extra price c per unit of over-prediction (>= 0)",
+    )
     parser.add_argument("--regularization", type=float, default=0.05)
     parser.add_argument("--epsilon", type=float, default=2.0, help="privacy budget (pure DP)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed the noise (reproducible, not for production)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed the noise (reproducible, not for production)"
+    )
     args = parser.parse_args(argv)
     if not (args.threshold > 0 and args.asymmetry >= 0):
         parser.error("--threshold must be positive and --asymmetry non-negative.")
@@ -73,16 +77,19 @@ def main(argv: list[str] | None = None) -> dpcvx.PrivateResult:
     w = cp.Variable(d)
     x = cp.Parameter(d)
     y = cp.Parameter()
-    problem = dpcvx.Problem(asymmetric_huber(x @ w - y, M, c), w, data={x: X, y: Y},
-                            domain=dpcvx.domains.l2_ball(w, radius))
+    problem = dpcvx.Problem(
+        asymmetric_huber(x @ w - y, M, c),
+        w,
+        data={x: X, y: Y},
+        domain=dpcvx.domains.l2_ball(w, radius),
+    )
     start = time.perf_counter()
     sol = problem.solve(regularization=lam)
     dpcvx_seconds = time.perf_counter() - start
 
     # plain CVXPY: the whole dataset in one model, same objective (center 0 = the ball's center)
     W = cp.Variable(d)
-    objective = (cp.sum(asymmetric_huber(X @ W - Y, M, c)) / n
-                 + lam / 2 * cp.sum_squares(W))
+    objective = cp.sum(asymmetric_huber(X @ W - Y, M, c)) / n + lam / 2 * cp.sum_squares(W)
     plain = cp.Problem(cp.Minimize(objective), [cp.norm(W, 2) <= radius])
     start = time.perf_counter()
     plain.solve(solver=cp.CLARABEL)
@@ -91,24 +98,32 @@ def main(argv: list[str] | None = None) -> dpcvx.PrivateResult:
 
     def objective_at(v: np.ndarray) -> float:
         r = X @ v - Y
-        huber = np.where(np.abs(r) <= M, r ** 2, 2 * M * np.abs(r) - M ** 2)
+        huber = np.where(np.abs(r) <= M, r**2, 2 * M * np.abs(r) - M**2)
         return float(np.mean(0.5 * huber + c * np.maximum(r, 0.0)) + lam / 2 * v @ v)
 
     mechanism = dpcvx.OutputPerturbation(lipschitz=M + c, regularization=lam)
     result = problem.solve_private(mechanism, epsilon=args.epsilon, rng=args.seed)
 
-    print(f"diabetes: n={n}, d={d}, loss 0.5 huber(r, {M:g}) + {c:g} pos(r), "
-          f"r = x.w - y, l2 ball of radius {radius:g}, lam = {lam:g}")
+    print(
+        f"diabetes: n={n}, d={d}, loss 0.5 huber(r, {M:g}) + {c:g} pos(r), "
+        f"r = x.w - y, l2 ball of radius {radius:g}, lam = {lam:g}"
+    )
     print(f"\ndpcvx.Problem.solve ({dpcvx_seconds:.2f} s): {sol}")
     print(f"  certificate terms: {dict(sol.solver_stats.get('term_kinds', {}))}")
-    print(f"plain CVXPY + Clarabel ({cvxpy_seconds:.2f} s): status {plain.status!r}, "
-          f"reported optimum {plain.value:.10f} (the solver's estimate, not a bound)")
+    print(
+        f"plain CVXPY + Clarabel ({cvxpy_seconds:.2f} s): status {plain.status!r}, "
+        f"reported optimum {plain.value:.10f} (the solver's estimate, not a bound)"
+    )
     feasible = bool(np.linalg.norm(w_cvxpy) <= radius)
     value = objective_at(w_cvxpy)
-    print(f"  CVXPY's point: ||w|| <= {radius:g}: {feasible}; F = {value:.10f}; "
-          f"F >= dpcvx's lower bound: {value >= sol.lower}")
-    print(f"  ||w_cvxpy - w_dpcvx|| = {np.linalg.norm(w_cvxpy - sol.w):.2e} "
-          f"(dpcvx's point is within {sol.distance_bound:.2e} of the minimizer)")
+    print(
+        f"  CVXPY's point: ||w|| <= {radius:g}: {feasible}; F = {value:.10f}; "
+        f"F >= dpcvx's lower bound: {value >= sol.lower}"
+    )
+    print(
+        f"  ||w_cvxpy - w_dpcvx|| = {np.linalg.norm(w_cvxpy - sol.w):.2e} "
+        f"(dpcvx's point is within {sol.distance_bound:.2e} of the minimizer)"
+    )
 
     print(f"\nprivate fit, Lipschitz bound M + c = {M + c:g} for every possible example")
     print(f"guarantee: {dpcvx.Guarantee(epsilon=result.epsilon, delta=result.delta)}")

@@ -47,12 +47,13 @@ import dpcvx
 def moment_bounds(d: int, nu: float) -> tuple[float, float]:
     """Exact ``(G_2, G_4)`` of ``||x||`` for i.i.d. Student-t(nu) coordinates (``nu > 4``)."""
     ex2 = nu / (nu - 2.0)
-    ex4 = 3.0 * nu ** 2 / ((nu - 2.0) * (nu - 4.0))
-    return math.sqrt(d * ex2), (d * ex4 + d * (d - 1) * ex2 ** 2) ** 0.25
+    ex4 = 3.0 * nu**2 / ((nu - 2.0) * (nu - 4.0))
+    return math.sqrt(d * ex2), (d * ex4 + d * (d - 1) * ex2**2) ** 0.25
 
 
-def make_data(n: int, w_true: np.ndarray, nu: float,
-              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def make_data(
+    n: int, w_true: np.ndarray, nu: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Features with Student-t(nu) coordinates and ``y = <x, w_true> + 0.5 t(nu)``."""
     X = rng.standard_t(nu, size=(n, w_true.size))
     Y = X @ w_true + 0.5 * rng.standard_t(nu, size=n)
@@ -64,8 +65,9 @@ def lad_problem(X: np.ndarray, Y: np.ndarray) -> dpcvx.Problem:
     w = cp.Variable(X.shape[1])
     x = cp.Parameter(X.shape[1])
     y = cp.Parameter()
-    return dpcvx.Problem(dpcvx.losses.absolute(x @ w, y), w, data={x: X, y: Y},
-                         domain=dpcvx.domains.l2_ball(w, 1.0))
+    return dpcvx.Problem(
+        dpcvx.losses.absolute(x @ w, y), w, data={x: X, y: Y}, domain=dpcvx.domains.l2_ball(w, 1.0)
+    )
 
 
 def clip_rows(X: np.ndarray, bound: float) -> np.ndarray:
@@ -79,12 +81,17 @@ def main(argv: list[str] | None = None) -> dict[str, dpcvx.PrivateResult]:
     parser.add_argument("--n", type=int, default=20_000, help="training examples")
     parser.add_argument("--d", type=int, default=3, help="dimension")
     parser.add_argument("--epsilon", type=float, default=2.0, help="budget of each fit (pure DP)")
-    parser.add_argument("--nu", type=float, default=5.0,
-                        help="degrees of freedom of the Student-t data (> 4: k = 4 moments)")
+    parser.add_argument(
+        "--nu",
+        type=float,
+        default=5.0,
+        help="degrees of freedom of the Student-t data (> 4: k = 4 moments)",
+    )
     parser.add_argument("--test-size", type=int, default=200_000)
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic data")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed the noise (reproducible, not for production)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed the noise (reproducible, not for production)"
+    )
     args = parser.parse_args(argv)
     if not args.nu > 4:
         parser.error(f"--nu must exceed 4 (the 4th moment must be finite). Got {args.nu}.")
@@ -96,8 +103,9 @@ def main(argv: list[str] | None = None) -> dict[str, dpcvx.PrivateResult]:
     X_test, Y_test = make_data(args.test_size, w_true, nu, data_rng)
 
     def excess_risk(v: np.ndarray) -> float:
-        return float(np.mean(np.abs(X_test @ v - Y_test)) - np.mean(np.abs(X_test @ w_true
-                                                                              - Y_test)))
+        return float(
+            np.mean(np.abs(X_test @ v - Y_test)) - np.mean(np.abs(X_test @ w_true - Y_test))
+        )
 
     G2, G4 = moment_bounds(d, nu)  # public: from the distribution, not from the sample
     diameter = 2.0
@@ -108,27 +116,37 @@ def main(argv: list[str] | None = None) -> dict[str, dpcvx.PrivateResult]:
     exact = problem.solve()
     ldop = problem.solve_private(
         dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=G4, second_moment=G2),
-        epsilon=epsilon, rng=rng)
+        epsilon=epsilon,
+        rng=rng,
+    )
     ldop_one = problem.solve_private(
         dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=G4, second_moment=G2, blocks=1),
-        epsilon=epsilon, rng=rng)
+        epsilon=epsilon,
+        rng=rng,
+    )
     B = G2
     lam = B / diameter * math.sqrt(d / (n * epsilon))
     clipped = lad_problem(clip_rows(X, B), Y).solve_private(
-        dpcvx.OutputPerturbation(lipschitz=B, regularization=lam), epsilon=epsilon, rng=rng)
+        dpcvx.OutputPerturbation(lipschitz=B, regularization=lam), epsilon=epsilon, rng=rng
+    )
 
     print(f"absolute loss, n={n}, d={d}, Student-t({nu:g}) features and noise, unit l2 ball")
-    print(f"public moment bounds of ||x|| (from the distribution): G_2 = {G2:.4g}, "
-          f"G_4 = {G4:.4g}; sample max ||x|| = {np.linalg.norm(X, axis=1).max():.4g} "
-          "(no worst-case bound exists)")
-    print(f"guarantee of each private fit: "
-          f"{dpcvx.Guarantee(epsilon=ldop.epsilon, delta=ldop.delta)}")
+    print(
+        f"public moment bounds of ||x|| (from the distribution): G_2 = {G2:.4g}, "
+        f"G_4 = {G4:.4g}; sample max ||x|| = {np.linalg.norm(X, axis=1).max():.4g} "
+        "(no worst-case bound exists)"
+    )
+    print(
+        f"guarantee of each private fit: {dpcvx.Guarantee(epsilon=ldop.epsilon, delta=ldop.delta)}"
+    )
     print("\n--- LDOP, paper constants ---")
     print(ldop.summary())
     m_1 = ldop.detail["block_sizes"][0]
-    print(f"  (phase-1 blocks of m_1 = {m_1}: the theory's bound is vacuous unless m_1 epsilon = "
-          f"{m_1 * epsilon:g} is well above about 85 d = {85 * d}; see "
-          "docs/localized_double_output_perturbation.md)")
+    print(
+        f"  (phase-1 blocks of m_1 = {m_1}: the theory's bound is vacuous unless m_1 epsilon = "
+        f"{m_1 * epsilon:g} is well above about 85 d = {85 * d}; see "
+        "docs/localized_double_output_perturbation.md)"
+    )
     print("\n--- LDOP, one block per phase ---")
     print(ldop_one.summary())
     print(f"\n--- output perturbation on rows clipped to B = {B:.4g}, lam = {lam:.4g} ---")
@@ -145,8 +163,9 @@ def main(argv: list[str] | None = None) -> dict[str, dpcvx.PrivateResult]:
     ]
     for label, v in rows:
         print(f"  {label:<32} {excess_risk(v):.4f}")
-    published = dpcvx.Ledger(events=ldop.ledger.events + ldop_one.ledger.events
-                             + clipped.ledger.events)
+    published = dpcvx.Ledger(
+        events=ldop.ledger.events + ldop_one.ledger.events + clipped.ledger.events
+    )
     print(f"\npublishing all three private fits composes to {published.total()}:")
     print(published)
     return {"ldop": ldop, "ldop_blocks1": ldop_one, "clipped": clipped}

@@ -22,8 +22,9 @@ def main(argv: list[str] | None = None) -> dpcvx.PrivateResult:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epsilon", type=float, default=1.0, help="privacy budget (pure DP)")
     parser.add_argument("--regularization", type=float, default=0.01)
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed the noise (reproducible, not for production)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed the noise (reproducible, not for production)"
+    )
     args = parser.parse_args(argv)
 
     features, labels = load_breast_cancer(return_X_y=True)
@@ -37,8 +38,9 @@ def main(argv: list[str] | None = None) -> dpcvx.PrivateResult:
     w = cp.Variable(d)
     x = cp.Parameter(d)
     y = cp.Parameter()
-    problem = dpcvx.Problem(dpcvx.losses.hinge(x @ w, y), w, data={x: X, y: Y},
-                            domain=dpcvx.domains.l2_ball(w, 5.0))
+    problem = dpcvx.Problem(
+        dpcvx.losses.hinge(x @ w, y), w, data={x: X, y: Y}, domain=dpcvx.domains.l2_ball(w, 5.0)
+    )
 
     exact = problem.solve(regularization=args.regularization)
     mechanism = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=args.regularization)
@@ -51,8 +53,9 @@ def main(argv: list[str] | None = None) -> dpcvx.PrivateResult:
     print(f"guarantee: {dpcvx.Guarantee(epsilon=result.epsilon, delta=result.delta)}")
     print(result.summary())
     print(f"non-private certified solve: {exact}")
-    print(f"training accuracy: private {accuracy(result.w):.3f}, non-private "
-          f"{accuracy(exact.w):.3f}")
+    print(
+        f"training accuracy: private {accuracy(result.w):.3f}, non-private {accuracy(exact.w):.3f}"
+    )
     return result
 
 

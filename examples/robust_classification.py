@@ -48,8 +48,7 @@ INFLATION = 0.5
 def make_data(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """A robust feature and a non-robust one; rows clipped to norm 1 (public bound)."""
     Y = rng.choice([-1.0, 1.0], size=n)
-    X = np.column_stack([0.3 * Y + 0.3 * rng.normal(size=n),
-                         0.15 * Y + 0.02 * rng.normal(size=n)])
+    X = np.column_stack([0.3 * Y + 0.3 * rng.normal(size=n), 0.15 * Y + 0.02 * rng.normal(size=n)])
     X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
     return X, Y
 
@@ -62,8 +61,9 @@ def main(argv: list[str] | None = None) -> dpcvx.PrivateResult:
     parser.add_argument("--regularization", type=float, default=0.01)
     parser.add_argument("--radius", type=float, default=10.0, help="domain: ||w|| <= radius")
     parser.add_argument("--data-seed", type=int, default=0, help="seed of the synthetic data")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed the noise (reproducible, not for production)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed the noise (reproducible, not for production)"
+    )
     args = parser.parse_args(argv)
     if not args.rho >= 0:
         parser.error(f"--rho must be non-negative. Got {args.rho}.")
@@ -83,9 +83,8 @@ def main(argv: list[str] | None = None) -> dpcvx.PrivateResult:
     robust = dpcvx.Problem(robust_loss, w, data={x: X, y: Y}, domain=domain)
 
     lipschitz = 1.0 + rho  # ||x|| <= 1 (clipped), |y| = 1: ||-y x + rho w/||w|| || <= 1 + rho
-    accuracy = INFLATION ** 2 * lipschitz ** 2 / (2 * lam * n ** 2)  # public: n, L, lam only
-    mechanism = dpcvx.OutputPerturbation(lipschitz=lipschitz, regularization=lam,
-                                         accuracy=accuracy)
+    accuracy = INFLATION**2 * lipschitz**2 / (2 * lam * n**2)  # public: n, L, lam only
+    mechanism = dpcvx.OutputPerturbation(lipschitz=lipschitz, regularization=lam, accuracy=accuracy)
 
     fit_standard = standard.solve(regularization=lam)
     fit_robust = robust.solve(regularization=lam)
@@ -95,23 +94,32 @@ def main(argv: list[str] | None = None) -> dpcvx.PrivateResult:
         margins = Y_test * (X_test @ v)
         return float(np.mean(margins > 0)), float(np.mean(margins > rho * np.linalg.norm(v)))
 
-    print(f"robust hinge loss pos(1 - y x.w + rho ||w||), rho = {rho:g}, n={n}, d={d}, "
-          f"l2 ball of radius {args.radius:g}, lam = {lam:g}")
+    print(
+        f"robust hinge loss pos(1 - y x.w + rho ||w||), rho = {rho:g}, n={n}, d={d}, "
+        f"l2 ball of radius {args.radius:g}, lam = {lam:g}"
+    )
     print(f"Lipschitz bound for every possible example: ||x|| + rho = {lipschitz:g}")
     print(f"guarantee: {dpcvx.Guarantee(epsilon=result.epsilon, delta=result.delta)}")
     print(result.summary())
-    print(f"non-private standard fit: {fit_standard}  (certificate terms: "
-          f"{dict(fit_standard.solver_stats.get('term_kinds', {}))})")
-    print(f"non-private robust fit:   {fit_robust}  (certificate terms: "
-          f"{dict(fit_robust.solver_stats.get('term_kinds', {}))})")
-    print(f"\ntest accuracy on {len(Y_test)} examples: clean / under the worst l2 "
-          f"perturbation of size {rho:g}")
-    for label, v in [("standard hinge (non-private)", fit_standard.w),
-                     ("robust hinge (non-private)", fit_robust.w),
-                     (f"robust hinge (private, epsilon={args.epsilon:g})", result.w)]:
+    print(
+        f"non-private standard fit: {fit_standard}  (certificate terms: "
+        f"{dict(fit_standard.solver_stats.get('term_kinds', {}))})"
+    )
+    print(
+        f"non-private robust fit:   {fit_robust}  (certificate terms: "
+        f"{dict(fit_robust.solver_stats.get('term_kinds', {}))})"
+    )
+    print(
+        f"\ntest accuracy on {len(Y_test)} examples: clean / under the worst l2 "
+        f"perturbation of size {rho:g}"
+    )
+    for label, v in [
+        ("standard hinge (non-private)", fit_standard.w),
+        ("robust hinge (non-private)", fit_robust.w),
+        (f"robust hinge (private, epsilon={args.epsilon:g})", result.w),
+    ]:
         clean, worst = accuracies(v)
-        print(f"  {label:<36} w = {np.array2string(v, precision=2):<16} "
-              f"{clean:.3f} / {worst:.3f}")
+        print(f"  {label:<36} w = {np.array2string(v, precision=2):<16} {clean:.3f} / {worst:.3f}")
     return result
 
 
