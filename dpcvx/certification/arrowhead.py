@@ -36,7 +36,13 @@ from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.smooth import gram
 
-__all__ = ["PiecewiseModel", "arrowhead_ipm", "piecewise_model"]
+__all__ = [
+    "ExtensionPieces",
+    "PiecewiseModel",
+    "arrowhead_ipm",
+    "extension_pieces",
+    "piecewise_model",
+]
 
 #: the method stops after this many steps without improving its merit
 STALL = 5
@@ -60,16 +66,23 @@ class _Term:
     #: matrix-vector product serves every piece and the Schur complement is one update
     base: np.ndarray | None = None
     coefs: tuple[float, ...] = ()
+    #: ``(N, m)`` multiples of ``base`` per row, when they differ between rows (the
+    #: Lipschitz extension's clipped slopes, :func:`extension_pieces`); ``coefs`` is unused then
+    row_coefs: np.ndarray | None = None
 
     def apply(self, w: np.ndarray) -> np.ndarray:
         """``(N, m)``: ``A_j w`` for every piece ``j``."""
         rows = self.b[0].size
+        if self.base is not None and self.row_coefs is not None:
+            return (self.base @ w)[:, None] * self.row_coefs
         if self.base is not None:
             return np.outer(self.base @ w, self.coefs)
         return np.stack([np.zeros(rows) if A is None else A @ w for A in self.A], axis=1)
 
     def apply_t(self, E: np.ndarray) -> np.ndarray:
         """``sum_j A_j^T E[:, j]``."""
+        if self.base is not None and self.row_coefs is not None:
+            return self.base.T @ np.einsum("nm,nm->n", E, self.row_coefs)
         if self.base is not None:
             return self.base.T @ (E @ np.asarray(self.coefs))
         d = next(A.shape[1] for A in self.A if A is not None)
@@ -83,6 +96,14 @@ class _Term:
         """``sum_r sum_{j < l} (D_j D_l / sum D) (a_j - a_l)(a_j - a_l)^T``."""
         total = D.sum(axis=1)
         m = D.shape[1]
+        if self.base is not None and self.row_coefs is not None:
+            R = self.row_coefs
+            weight = sum(
+                (R[:, j] - R[:, i]) ** 2 * D[:, j] * D[:, i]
+                for j in range(m)
+                for i in range(j + 1, m)
+            )
+            return gram(self.base, np.asarray(weight) / total)
         if self.base is not None:
             c = self.coefs
             weight = sum(
@@ -244,6 +265,192 @@ def _shared_base(A: list[np.ndarray | None]) -> tuple[np.ndarray | None, tuple[f
             return None, ()
         coefs.append(ratio)
     return base, tuple(coefs)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtensionPieces:
+    """The Lipschitz extension of a piecewise-linear loss whose pieces share one direction per
+    example (hinge, absolute, pinball, epsilon-insensitive: one term, one element per example).
+
+    Per example the loss is ``h_i(u_i^T w)`` along the unit direction ``u_i``, with ``h_i`` the
+    maximum of the lines ``sigma_ij s + beta_ij``. Over all of ``R^d`` the copy ``y`` of the
+    extension ``min_y f(y) + C ||w - y||`` only moves along ``u_i``, so that extension is the
+    one-dimensional infimal convolution ``h_i [] C |.|``: the same maximum with every slope
+    clipped to ``[-C, C]``, a piece steeper than ``C`` replaced by its tangent line of slope
+    ``C`` (``C s - h_i^*(C)``, which touches ``h_i`` at ``t_hi``; likewise ``-C`` at ``t_lo``).
+    That is again a maximum of affine pieces sharing ``u_i`` (``model``), solved by
+    :func:`arrowhead_ipm` at the cost of the plain loss.
+
+    The extension the mechanisms certify keeps its copies in the domain W (paper 000, eq. (5)),
+    which can only be larger; :meth:`copies` gives the exact copies ``y_i = w + (s_i - u_i^T
+    w) u_i`` with ``s_i`` clipped to ``[t_lo, t_hi]`` and multipliers of the declaration's own
+    pieces at ``y_i`` (the pair of pieces with the target slope and the least deficiency at
+    ``s_i``), so dpcvx's certificate of ``F_C`` is tight whenever those copies lie in W, and
+    merely loose (never wrong) otherwise."""
+
+    model: PiecewiseModel
+    source: PiecewiseModel  # the declaration's own model
+    C: float
+    u: np.ndarray  # (N, d) unit directions (zero rows for examples constant in w)
+    sigma: np.ndarray  # (N, m) the declaration's slopes along u
+    beta: np.ndarray  # (N, m) and intercepts, in units of the example's loss
+    t_lo: np.ndarray  # (N,) where h_i's slope crosses -C (-inf where it never does)
+    t_hi: np.ndarray  # (N,) where it crosses C (+inf where it never does)
+    weight: float  # the term's weight (c = weight / n)
+
+    def copies(
+        self, w: np.ndarray, mus: list[np.ndarray]
+    ) -> tuple[np.ndarray, list[list[np.ndarray | None] | None]]:
+        """The copies ``Y`` (rows ``y_i``, not yet made feasible) and the certificate's
+        multipliers (as :meth:`PiecewiseModel.multipliers` of the declaration's model) for the
+        extension at ``w``, from the method's multipliers ``mus`` of :attr:`model`."""
+        (term,) = self.model.terms
+        tau = self.u @ w
+        s_star = np.clip(tau, self.t_lo, self.t_hi)
+        Y = w[None, :] + (s_star - tau)[:, None] * self.u
+        assert term.row_coefs is not None
+        slopes = term.row_coefs * self.weight  # the extension's slopes along u
+        # the slope the method's multipliers give each example (a copy that moved has slope
+        # +-C there; near a kink the method's own split is kept: both are subgradients of the
+        # extension at w, and the certificate charges the difference, (C - |gamma|) |w - y_i|)
+        gamma = np.einsum("nm,nm->n", mus[0] / term.c, slopes)
+        lo, hi = self.sigma.min(axis=1), self.sigma.max(axis=1)
+        gamma = np.clip(gamma, np.maximum(lo, -self.C), np.minimum(hi, self.C))
+        weights = _pair_weights(self.sigma, self.beta, gamma, s_star)
+        return Y, self.source.multipliers([weights * term.c])
+
+
+def _conjugate_pair(
+    sigma: np.ndarray, beta: np.ndarray, slope: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row, ``h^*(slope)`` for ``h = max_j (sigma_j s + beta_j)`` (``slope`` within the
+    slopes' range), with the pair of pieces ``(j, l)`` and the weight ``lam`` on ``j`` that
+    attain it (``lam sigma_j + (1 - lam) sigma_l = slope``)."""
+    N, m = sigma.shape
+    best = np.full(N, np.inf)
+    bj = np.zeros(N, int)
+    bl = np.zeros(N, int)
+    blam = np.ones(N)
+    for j in range(m):
+        for k in range(m):
+            sj, sk = sigma[:, j], sigma[:, k]
+            ok = (sj <= slope) & (slope <= sk)
+            width = sk - sj
+            lam = np.where(width > 0, (sk - slope) / np.where(width > 0, width, 1.0), 1.0)
+            ok &= (width > 0) | (sj == slope)
+            val = -(lam * beta[:, j] + (1 - lam) * beta[:, k])
+            take = ok & (val < best)
+            best = np.where(take, val, best)
+            bj = np.where(take, j, bj)
+            bl = np.where(take, k, bl)
+            blam = np.where(take, lam, blam)
+    return best, np.stack([bj, bl], axis=1), blam
+
+
+def _pair_weights(
+    sigma: np.ndarray, beta: np.ndarray, gamma: np.ndarray, s: np.ndarray
+) -> np.ndarray:
+    """``(N, m)`` simplex weights on the pieces with slope ``gamma`` whose combination is
+    closest to ``h`` at ``s`` (the least deficiency ``h(s) - sum_j w_j (sigma_j s + beta_j)``;
+    a vertex of that linear program is a pair)."""
+    N, m = sigma.shape
+    h = (sigma * s[:, None] + beta).max(axis=1)
+    best = np.full(N, np.inf)
+    out = np.zeros((N, m))
+    rows = np.arange(N)
+    for j in range(m):
+        for k in range(m):
+            sj, sk = sigma[:, j], sigma[:, k]
+            width = sk - sj
+            ok = (sj <= gamma) & (gamma <= sk) & ((width > 0) | (sj == gamma))
+            lam = np.where(width > 0, (sk - gamma) / np.where(width > 0, width, 1.0), 1.0)
+            lam = np.clip(lam, 0.0, 1.0)
+            line = lam * (sj * s + beta[:, j]) + (1 - lam) * (sk * s + beta[:, k])
+            deficiency = h - line
+            take = ok & (deficiency < best)
+            if not take.any():
+                continue
+            best = np.where(take, deficiency, best)
+            r = rows[take]
+            out[r] = 0.0
+            out[r, j] += lam[take]
+            out[r, k] += 1 - lam[take]
+    # a row with no admissible pair (not reached: gamma lies in the slopes' range) keeps the
+    # piece active at s, whose weight alone is a valid minorant
+    lost = ~np.isfinite(best)
+    if lost.any():
+        top = np.argmax(sigma[lost] * s[lost, None] + beta[lost], axis=1)
+        out[lost] = 0.0
+        out[np.flatnonzero(lost), top] = 1.0
+    return out
+
+
+def extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None:
+    """The relaxed extension of ``model`` at ``C`` (see :class:`ExtensionPieces`), or None
+    when the loss is not one term of pieces sharing a direction with one element per example,
+    or when some example's slopes all exceed ``C`` on one side (the relaxation is unbounded
+    below there)."""
+    if len(model.kinds) != 1 or len(model.terms) != 1 or not C > 0:
+        return None
+    (term,) = model.terms
+    if term.base is None or term.row_coefs is not None or term.b[0].size != model.n:
+        return None
+    weight = term.c * model.n
+    norms = np.linalg.norm(term.base, axis=1)
+    u = term.base / np.where(norms > 0, norms, 1.0)[:, None]
+    coefs = np.asarray(term.coefs, float)
+    sigma = weight * norms[:, None] * coefs[None, :]
+    beta = weight * np.stack(term.b, axis=1)
+    if not (np.all(np.isfinite(sigma)) and np.all(np.isfinite(beta))):
+        return None
+    lo, hi = sigma.min(axis=1), sigma.max(axis=1)
+    if np.any(lo > C) or np.any(hi < -C):
+        return None
+    right, left = hi > C, lo < -C
+    m = sigma.shape[1]
+    new_sigma = np.clip(sigma, -C, C)
+    new_beta = beta.copy()
+    t_hi = np.full(model.n, np.inf)
+    t_lo = np.full(model.n, -np.inf)
+    for side, mask, steep, touch in (
+        (C, right, sigma > C, t_hi),
+        (-C, left, sigma < -C, t_lo),
+    ):
+        if not mask.any():
+            continue
+        slope = np.full(model.n, side)
+        conj, pair, lam = _conjugate_pair(sigma, beta, slope)
+        rows = np.arange(model.n)
+        sj, sl = sigma[rows, pair[:, 0]], sigma[rows, pair[:, 1]]
+        bj, bl = beta[rows, pair[:, 0]], beta[rows, pair[:, 1]]
+        width = sl - sj
+        meet = np.where(width != 0, (bj - bl) / np.where(width != 0, width, 1.0), 0.0)
+        touch[mask] = meet[mask]
+        new_beta = np.where(steep, -conj[:, None], new_beta)
+    if not (np.all(np.isfinite(new_beta[right | left])) and np.all(np.isfinite(new_beta))):
+        return None
+    clipped = _Term(
+        term.kind,
+        term.c,
+        (u,) * m,
+        tuple(new_beta[:, j] / weight for j in range(m)),
+        term.shape,
+        u,
+        term.coefs,
+        new_sigma / weight,
+    )
+    relaxed = PiecewiseModel(model.n, model.d, (clipped,), model.linear, model.kinds)
+    return ExtensionPieces(
+        model=relaxed,
+        source=model,
+        C=float(C),
+        u=u,
+        sigma=sigma,
+        beta=beta,
+        t_lo=t_lo,
+        t_hi=t_hi,
+        weight=weight,
+    )
 
 
 @dataclass

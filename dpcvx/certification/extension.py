@@ -79,6 +79,7 @@ def extension_bounds(
     C: float,
     n_total: int | None = None,
     thetas: list | None = None,
+    copies: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Per-example ``(upper, lower, g, Y_hat, scale, phi)`` for ``f_C(w, z_i)``, where
     ``phi_i <= min_{y in W} f(y, z_i) - <g_i, y>``; ``w`` must lie in the domain. ``x`` and
@@ -89,11 +90,15 @@ def extension_bounds(
     W) is bounded with ``y_i = w``: ``f_C <= f(w)`` and the minorant of ``f`` at ``w`` with its
     slope clipped to the C-ball, which is valid for ``f_C`` whatever the example. ``prog``
     None is such a plain block for a point found without a program, whose multipliers
-    ``thetas`` (as for :func:`~dpcvx.certification.certificate.certify`) guide the minorant."""
+    ``thetas`` (as for :func:`~dpcvx.certification.certificate.certify`) guide the minorant;
+    with ``copies`` (rows ``y_i``, made feasible here) such a point is bounded at those copies
+    instead of ``y_i = w``, with the minorants' slopes clipped to the C-ball as ``g_i``."""
     n = decl.n
     n_total = n if n_total is None else n_total
     dom = decl.domain
-    if prog is None or prog.y_cols is None:
+    if prog is None and copies is not None:
+        Y_hat = dom.make_feasible_rows(np.asarray(copies, float))
+    elif prog is None or prog.y_cols is None:
         Y_hat = np.broadcast_to(w, (n, w.size)).copy()
     else:
         Y_hat = dom.make_feasible_rows(np.nan_to_num(x[prog.y_cols]))
@@ -128,6 +133,7 @@ def certify_extension(
     w_domain: Domain | LocalizedDomain | None = None,
     parts: list[tuple[Declaration, StampedProgram]] | None = None,
     thetas: list | None = None,
+    copies: np.ndarray | None = None,
 ) -> CertifiedSolution:
     """Certify the joint program of Lemma 2.7:
     ``min_{w in W0} (1/n) sum_i f_C(w, z_i) + (lam/2) ||w - w0||^2`` where ``W0`` is
@@ -139,7 +145,8 @@ def certify_extension(
     ``decl`` is then the whole declaration. ``prog`` None certifies a point ``x`` (of length
     ``d``) found without a program as a plain block (every ``y_i = w``), with the multipliers
     ``thetas``: valid for ``f_C`` whatever the examples' Lipschitz constants, and tight where
-    they are at most ``C``."""
+    they are at most ``C``; ``copies`` (with ``prog`` None) are the examples' points ``y_i``
+    for such a point (tight where each copy is the minimizer of its example's extension)."""
     import time
 
     start = time.perf_counter()
@@ -149,7 +156,7 @@ def certify_extension(
         list(parts) if parts else [(decl, prog)]
     )
     pieces = [
-        extension_bounds(part_decl, view, x, z, w_hat, C, decl.n, thetas=thetas)
+        extension_bounds(part_decl, view, x, z, w_hat, C, decl.n, thetas=thetas, copies=copies)
         for part_decl, view in groups
     ]
     upper_i, g, mag, phi = (np.concatenate([p[k] for p in pieces]) for k in (0, 2, 4, 5))
@@ -174,7 +181,10 @@ def certify_extension(
     stable_parts = [
         (
             part_decl,
-            None if view is None or view.y_cols is None else piece[3],
+            piece[3]
+            if (view is None and copies is not None)
+            or (view is not None and view.y_cols is not None)
+            else None,
             None if view is None or view.soc_rows is None else piece[2],
             _term_duals(part_decl, view, z, decl.n)
             if view is not None

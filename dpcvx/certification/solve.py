@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpcvx.certification.arrowhead import arrowhead_ipm, piecewise_model
+from dpcvx.certification.arrowhead import arrowhead_ipm, extension_pieces, piecewise_model
 from dpcvx.certification.certificate import CertifiedSolution, certify
 from dpcvx.certification.extension import certify_extension
 from dpcvx.certification.lipschitz import lipschitz_bounds
@@ -723,11 +723,12 @@ def pieces_rung_applies(
     ball or box domain, no localization, and the plain objective (as for the smooth rung)."""
     if lam <= 0 or w_domain is not None or decl.domain.kind not in ("l2_ball", "box"):
         return False
-    if decl.d > NEWTON_MAX_D or piecewise_model(decl) is None:
+    model = piecewise_model(decl)
+    if decl.d > NEWTON_MAX_D or model is None:
         return False
-    if extension is None:
+    if extension is None or _nearly_light(decl, float(extension)):
         return True
-    return _nearly_light(decl, float(extension))
+    return extension_pieces(model, float(extension)) is not None
 
 
 def _pieces_rung(
@@ -751,7 +752,13 @@ def _pieces_rung(
     w0 = np.asarray(w0, float)
     init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if dom.kind == "box" else w0)
     target = accuracy if accuracy is not None else SMOOTH_DEFAULT
-    x, mus, steps = arrowhead_ipm(model, lam, w0, init, tol=min(target, 1e-6) * 1e-3)
+    relaxed = None
+    if extension is not None and not _nearly_light(decl, float(extension)):
+        relaxed = extension_pieces(model, float(extension))
+        if relaxed is None:  # pragma: no cover - checked by pieces_rung_applies
+            raise SolverError("The extension of this loss has no piecewise-linear form.")
+    solved = model if relaxed is None else relaxed.model
+    x, mus, steps = arrowhead_ipm(solved, lam, w0, init, tol=min(target, 1e-6) * 1e-3)
     if not np.all(np.isfinite(x)):
         raise SolverError("The arrowhead method returned a non-finite point.")
     inside = (
@@ -767,6 +774,23 @@ def _pieces_rung(
         "status": "converged",
         "seconds": time.perf_counter() - start,
     }
+    if relaxed is not None:
+        # the copies y_i of the examples the extension moves, and multipliers at them
+        Y, thetas = relaxed.copies(x, mus)
+        stats["extension_copies"] = int(np.count_nonzero(np.any(Y != x[None, :], axis=1)))
+        return certify_extension(
+            decl,
+            None,
+            x,
+            None,
+            C=relaxed.C,
+            lam=lam,
+            w0=w0,
+            accuracy=accuracy,
+            solver_stats=stats,
+            thetas=thetas,
+            copies=Y,
+        )
     return _certify_point(decl, x, lam, w0, accuracy, stats, model.multipliers(mus), extension)
 
 

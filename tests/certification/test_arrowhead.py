@@ -223,3 +223,107 @@ def test_garbage_from_the_method_is_caught_by_the_certificate(monkeypatch, seed)
     first = sol.solver_stats["attempts"][0]
     assert first["solver"] == ARROWHEAD and first["gap"] > 1e-9
     assert sol.solver_stats["solver"] != ARROWHEAD
+
+
+def _extension_reference(whole_i, X, labels, C, domain, w0=None):
+    """The joint program of paper 000's Lemma 2.7 with every copy ``y_i`` in W, by CVXPY."""
+    n, d = X.shape
+    v = cp.Variable(d)
+    Yc = cp.Variable((n, d))
+    inside = (
+        (lambda z: [cp.norm(z, 2, axis=1) <= 50])
+        if domain == "ball"
+        else (lambda z: [z >= -3, z <= 3])
+    )
+    cons = inside(Yc) + ([cp.norm(v, 2) <= 50] if domain == "ball" else [v >= -3, v <= 3])
+    w0 = np.zeros(d) if w0 is None else w0
+    obj = cp.sum(whole_i(Yc)) / n + C * cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
+    ref = cp.Problem(cp.Minimize(obj + LAM / 2 * cp.sum_squares(v - w0)), cons)
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    return ref.value
+
+
+def _per_example(loss, labels):
+    """Each example's loss of the rows of a copy matrix ``Yc`` (vectorized, for references)."""
+
+    def value(Yc, X):
+        z = cp.sum(cp.multiply(X, Yc), axis=1)
+        if loss == "hinge":
+            return cp.pos(1 - cp.multiply(labels, z))
+        if loss == "absolute":
+            return cp.abs(z - labels)
+        if loss == "pinball":
+            return cp.maximum(TAU * (labels - z), (TAU - 1) * (labels - z))
+        return cp.pos(cp.abs(z - labels) - 0.1)
+
+    return value
+
+
+@pytest.mark.parametrize("domain", ["ball", "box"])
+@pytest.mark.parametrize("loss", ["hinge", "absolute", "pinball", "epsilon-insensitive"])
+def test_the_extension_of_steep_examples_runs_on_the_arrowhead_rung(loss, domain):
+    """Examples steeper than C: the extension of a loss whose pieces share one direction is
+    the same loss with its slopes clipped (solved by the rung at the plain cost); its point is
+    certified for paper 000's extension, copies in W, against the joint program by CVXPY."""
+    X, Y, R = _data(9, n=300)
+    X[:150] *= 3.0  # half the examples (and most others) steeper than C = 1
+    build, labels, _ = _cases(X, Y, R)[loss]
+    w = cp.Variable(D)
+    x = cp.Parameter(D)
+    y = cp.Parameter()
+    dom = [cp.norm(w, 2) <= 50] if domain == "ball" else [w >= -3, w <= 3]
+    problem = dpcvx.Problem(build(w, x, y), w, data={x: X, y: labels}, domain=dom)
+    w0 = np.full(D, 0.1)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=LAM, center=w0, accuracy=1e-9)
+    assert sol.solver_stats["solver"] == ARROWHEAD and sol.gap <= 1e-9
+    assert sol.solver_stats["extension_copies"] > 0
+    value = _per_example(loss, labels)
+    ref = _extension_reference(lambda Yc: value(Yc, X), X, labels, 1.0, domain, w0)
+    tol = 1e-8 * (1 + abs(ref))
+    assert sol.lower <= ref + tol and ref <= sol.upper + tol
+
+
+def test_copies_outside_the_domain_hand_over_to_the_joint_program():
+    """In a small ball the relaxed extension's copies leave W: the certificate of the rung's
+    point is loose (never wrong) and the joint program certifies instead."""
+    X, Y, R = _data(10, n=300)
+    X[:150] *= 3.0
+    w = cp.Variable(D)
+    x = cp.Parameter(D)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.abs(x @ w - y), w, data={x: X, y: R}, domain=[cp.norm(w) <= 0.6])
+    sol = problem.lipschitz_extension(1.0).solve(regularization=LAM, accuracy=1e-9)
+    assert sol.gap <= 1e-9
+    first = sol.solver_stats["attempts"][0]
+    assert first["solver"] == ARROWHEAD
+    assert sol.solver_stats["solver"] != ARROWHEAD
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_garbage_under_the_extension_is_caught(monkeypatch, seed):
+    """The relaxed extension's point and multipliers replaced by garbage: the certificate of
+    paper 000's extension still brackets the joint program's optimum."""
+    import dpcvx.certification.solve as solve_module
+
+    X, Y, R = _data(11 + seed, n=200)
+    X[:100] *= 3.0
+    rng = np.random.default_rng(seed)
+
+    def garbage(model, lam, w0, start, *, tol, max_iter=80):
+        mus = [rng.uniform(-1, 2, size=(t.b[0].size, len(t.b))) * t.c for t in model.terms]
+        return rng.normal(size=model.d) * 0.5, mus, 1
+
+    monkeypatch.setattr(solve_module, "arrowhead_ipm", garbage)
+    w = cp.Variable(D)
+    x = cp.Parameter(D)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=[cp.norm(w) <= 50]
+    )
+    sol = problem.lipschitz_extension(1.0).solve(regularization=LAM, accuracy=1e-9)
+    value = _per_example("hinge", Y)
+    ref = _extension_reference(lambda Yc: value(Yc, X), X, Y, 1.0, "ball")
+    tol = 1e-8 * (1 + abs(ref))
+    assert sol.lower <= ref + tol and ref <= sol.upper + tol
+    first = sol.solver_stats["attempts"][0]
+    assert first["solver"] == ARROWHEAD and first["gap"] > 1e-9
