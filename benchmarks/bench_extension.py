@@ -3,14 +3,14 @@ Localized Double Output Perturbation vs the certified plain ERM on the same data
 in one run.
 
     python benchmarks/bench_extension.py [--n 1000,10000,40000] [--d 20] [--C 1.0]
-        [--lam 0.01] [--no-ldop]
+        [--lam 0.01] [--radius 1.0] [--no-ldop]
 
 Data: Student-t(5) features scaled by sqrt(3/(5d)) (so E||x||^2 = 1; t(5) has the finite 4th
 moment LDOP's k = 4 needs), labels from a random linear model with noise (seeded), hinge loss,
-unit l2 ball. ``--C`` is the extension's constant; ``--C paper`` uses paper 000's
-``G_4 (n epsilon / d)^(1/4)`` at epsilon = 1. Prints one row per n with the times, their
-ratios, the solver iterations, both certified gaps and the share of examples whose loss is
-C-Lipschitz on W (they keep the plain block in the joint program).
+the l2 ball of radius ``--radius`` (1: active at the answer; 10: inactive). ``--C`` is the
+extension's constant; ``--C paper`` uses paper 000's ``G_4 (n epsilon / d)^(1/4)`` at
+epsilon = 1. Prints one row per n with the times, their ratios, the solver iterations, both
+certified gaps, the share of examples whose loss is C-Lipschitz on W and the solve paths.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def moments(d: int) -> tuple[float, float]:
     return math.sqrt(d * ex2), (d * ex4 + d * (d - 1) * ex2**2) ** 0.25
 
 
-def run(n: int, d: int, C, lam: float, seed: int, ldop: bool = True) -> dict:
+def run(
+    n: int, d: int, C, lam: float, seed: int, ldop: bool = True, radius: float = 1.0
+) -> dict:
     rng = np.random.default_rng(seed)
     X = rng.standard_t(NU, size=(n, d)) * math.sqrt(3.0 / (5.0 * d))
     Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
@@ -46,7 +48,7 @@ def run(n: int, d: int, C, lam: float, seed: int, ldop: bool = True) -> dict:
     w = cp.Variable(d)
     x = cp.Parameter(d)
     y = cp.Parameter()
-    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w) <= 1])
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w) <= radius])
     t0 = time.perf_counter()
     plain = problem.solve(regularization=lam)
     t1 = time.perf_counter()
@@ -67,6 +69,8 @@ def run(n: int, d: int, C, lam: float, seed: int, ldop: bool = True) -> dict:
         "plain_gap": plain.gap,
         "extension_gap": ext.gap,
         "plain_iters": plain.solver_stats.get("iterations"),
+        "plain_path": plain.solver_stats.get("solver"),
+        "extension_path": ext.solver_stats.get("solver"),
         "extension_iters": ext.solver_stats.get("iterations"),
         "light": float(np.mean(np.linalg.norm(X, axis=1) <= C)),
         "ldop_s": ldop_s,
@@ -81,24 +85,26 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--C", default="1.0", help="a number, or 'paper'")
     parser.add_argument("--no-ldop", action="store_true", help="skip the LDOP timing")
     parser.add_argument("--lam", type=float, default=0.01)
+    parser.add_argument("--radius", type=float, default=1.0, help="the domain's radius")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     C = args.C if args.C == "paper" else float(args.C)
     rows = [
-        run(int(float(v)), args.d, C, args.lam, args.seed, not args.no_ldop)
+        run(int(float(v)), args.d, C, args.lam, args.seed, not args.no_ldop, args.radius)
         for v in args.n.split(",")
     ]
     print(
         f"{'n':>7} {'d':>4} {'C':>6} {'light':>6} {'plain_s':>8} {'extension_s':>11} "
         f"{'ratio':>6} {'ldop_s':>7} {'ldop/plain':>10} {'iters':>9} {'plain_gap':>9} "
-        f"{'ext_gap':>9}"
+        f"{'ext_gap':>9}  paths (plain / extension)"
     )
     for r in rows:
         print(
             f"{r['n']:>7} {r['d']:>4} {r['C']:>6.3g} {r['light']:>6.2f} {r['plain_s']:>8.3f} "
             f"{r['extension_s']:>11.3f} {r['ratio']:>6.1f} {r['ldop_s']:>7.2f} "
             f"{r['ldop_ratio']:>10.1f} {r['plain_iters']:>4}/{r['extension_iters']:<4} "
-            f"{r['plain_gap']:>9.1e} {r['extension_gap']:>9.1e}"
+            f"{r['plain_gap']:>9.1e} {r['extension_gap']:>9.1e}  "
+            f"{r['plain_path']} / {r['extension_path']}"
         )
     for a, b in zip(rows, rows[1:]):
         print(

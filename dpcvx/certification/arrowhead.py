@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.smooth import gram
 
 __all__ = [
+    "Bounds",
     "ExtensionPieces",
     "PiecewiseModel",
     "arrowhead_ipm",
@@ -453,12 +455,97 @@ def extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None:
     )
 
 
+class Bounds:
+    """The domain's constraints ``g(w) <= 0`` for :func:`arrowhead_ipm`, an intersection of
+    l2 balls (``g = (||w - c||^2 - R^2) / (2 R)``, one constraint each) and boxes (``lo - w``
+    and ``w - hi``, ``2 d`` constraints): each adds a rank-one or diagonal term to the Schur
+    complement. ``inner`` is a point strictly inside all of them (the start of the method
+    when there are several)."""
+
+    def __init__(self, parts: list[tuple[str, np.ndarray, Any]], inner: np.ndarray) -> None:
+        for kind, _, _ in parts:
+            if kind not in ("ball", "box"):
+                raise ValueError(kind)
+        self.parts = [
+            (kind, np.asarray(a, float), float(b) if kind == "ball" else np.asarray(b, float))
+            for kind, a, b in parts
+        ]
+        self.inner = np.asarray(inner, float)
+
+    def _sizes(self, d: int) -> list[int]:
+        return [1 if kind == "ball" else 2 * d for kind, _, _ in self.parts]
+
+    def g(self, w: np.ndarray) -> np.ndarray:
+        out = []
+        for kind, a, b in self.parts:
+            if kind == "ball":
+                u = w - a
+                out.append(np.array([(float(u @ u) - b * b) / (2 * b)]))
+            else:
+                out.append(np.concatenate([a - w, w - b]))
+        return np.concatenate(out)
+
+    def jac(self, w: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``G v`` for the Jacobian ``G`` of ``g`` at ``w``."""
+        out = []
+        for kind, a, b in self.parts:
+            if kind == "ball":
+                out.append(np.array([float((w - a) @ v) / b]))
+            else:
+                out.append(np.concatenate([-v, v]))
+        return np.concatenate(out)
+
+    def jac_t(self, w: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """``G^T e``."""
+        d = w.size
+        out = np.zeros(d)
+        at = 0
+        for (kind, a, b), size in zip(self.parts, self._sizes(d)):
+            ek = e[at : at + size]
+            at += size
+            if kind == "ball":
+                out += (w - a) * (float(ek[0]) / b)
+            else:
+                out += ek[d:] - ek[:d]
+        return out
+
+    def hessian(self, w: np.ndarray, nu: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """``sum_k nu_k grad^2 g_k + G^T diag(nu / s) G``."""
+        d = w.size
+        H = np.zeros((d, d))
+        at = 0
+        for (kind, a, b), size in zip(self.parts, self._sizes(d)):
+            nk, sk = nu[at : at + size], s[at : at + size]
+            at += size
+            if kind == "ball":
+                u = (w - a) / b
+                H += (nk[0] / b) * np.eye(d) + (nk[0] / sk[0]) * np.outer(u, u)
+            else:
+                H[np.diag_indices(d)] += nk[:d] / sk[:d] + nk[d:] / sk[d:]
+        return H
+
+    def interior(self, w: np.ndarray) -> np.ndarray:
+        """A point strictly inside, near ``w`` for a single ball or box."""
+        if len(self.parts) != 1:
+            return self.inner.copy()
+        kind, a, b = self.parts[0]
+        if kind == "ball":
+            u = w - a
+            nrm = float(np.linalg.norm(u))
+            return a + u * min(1.0, 0.5 * b / nrm) if nrm > 0 else a.copy()
+        width = b - a
+        return np.clip(w, a + 0.05 * width, b - 0.05 * width)
+
+
 @dataclass
 class _State:
     w: np.ndarray
     t: list[np.ndarray]  # per term (N,)
     s: list[np.ndarray]  # per term (N, m)
     mu: list[np.ndarray]  # per term (N, m)
+    # the domain's slacks and multipliers (empty without bounds)
+    sd: np.ndarray
+    nu: np.ndarray
 
 
 def arrowhead_ipm(
@@ -469,24 +556,30 @@ def arrowhead_ipm(
     *,
     tol: float,
     max_iter: int = 80,
+    bounds: Bounds | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray], int]:
     """Mehrotra's predictor-corrector on the quadratic program of the module docstring, from
     ``start``; stops when the complementarity and the residuals are below ``tol`` (relative
     to the scale of the problem) or after ``max_iter`` steps. Returns the point, the
-    multipliers per term ``(N, m)`` and the number of steps."""
+    multipliers per term ``(N, m)`` and the number of steps. With ``bounds`` the domain's
+    constraints are part of the program (the point may then sit on its boundary)."""
     from scipy.linalg import cho_factor
 
     d = model.d
-    w = np.array(start, float)
-    st = _State(w=w, t=[], s=[], mu=[])
+    w = np.array(start, float) if bounds is None else bounds.interior(np.array(start, float))
+    empty = np.zeros(0)
+    st = _State(w=w, t=[], s=[], mu=[], sd=empty, nu=empty)
     for term in model.terms:
         V = term.apply(w) + np.stack(term.b, axis=1)
         top = V.max(axis=1)
         st.t.append(top + 1.0)
         st.s.append(top[:, None] + 1.0 - V)
         st.mu.append(np.full(V.shape, term.c / V.shape[1]))
-    count = sum(s.size for s in st.s)
     scale = 1.0 + sum(term.c * term.b[0].size for term in model.terms)
+    if bounds is not None:
+        st.sd = np.maximum(-bounds.g(w), 1e-8)
+        st.nu = np.full(st.sd.size, max(lam, 1e-3))
+    count = sum(s.size for s in st.s) + st.sd.size
     best: tuple[float, np.ndarray, list[np.ndarray]] | None = None
     stalled = 0
     steps = 0
@@ -498,11 +591,16 @@ def arrowhead_ipm(
             r_w = r_w + term.apply_t(mu)
             r_t.append(mu.sum(axis=1) - term.c)
             r_p.append(s - t[:, None] + term.apply(st.w) + np.stack(term.b, axis=1))
-        comp = sum(float(np.sum(mu * s)) for mu, s in zip(st.mu, st.s))
+        r_d = empty
+        if bounds is not None:
+            r_w = r_w + bounds.jac_t(st.w, st.nu)
+            r_d = bounds.g(st.w) + st.sd
+        comp = sum(float(np.sum(mu * s)) for mu, s in zip(st.mu, st.s)) + float(st.nu @ st.sd)
         infeas = max(
             float(np.linalg.norm(r_w)),
             max(float(np.abs(r).max(initial=0.0)) for r in r_t) * model.n,
             max(float(np.abs(r).max(initial=0.0)) for r in r_p),
+            float(np.abs(r_d).max(initial=0.0)),
         )
         if not np.isfinite(comp + infeas):
             break
@@ -522,6 +620,8 @@ def arrowhead_ipm(
         H = lam * np.eye(d)
         for term, D in zip(model.terms, Ds):
             H += term.schur(D, d)
+        if bounds is not None:
+            H += bounds.hessian(st.w, st.nu, st.sd)
         try:
             factor = cho_factor(H)
         except (np.linalg.LinAlgError, ValueError):
@@ -529,23 +629,30 @@ def arrowhead_ipm(
         mu_avg = comp / count
 
         # predictor
-        system = (model, st, Ds, r_w, r_t, r_p, factor)
-        _, aff = _direction(system, [mu * s for mu, s in zip(st.mu, st.s)])
+        system = (model, st, Ds, r_w, r_t, r_p, factor, bounds, r_d)
+        rc_aff = [mu * s for mu, s in zip(st.mu, st.s)] + [st.nu * st.sd]
+        _, aff = _direction(system, rc_aff)
         a_aff = _max_step(st, aff)
         comp_aff = sum(
             float(np.sum((mu + a_aff * dmu) * (s + a_aff * ds)))
-            for (_, ds, dmu), s, mu in zip(aff, st.s, st.mu)
+            for (_, ds, dmu), s, mu in zip(aff, st.s + [st.sd], st.mu + [st.nu])
         )
         sigma = (comp_aff / comp) ** 3 if comp > 0 else 0.0
         # corrector
-        r_c = [mu * s + dmu * ds - sigma * mu_avg for (_, ds, dmu), s, mu in zip(aff, st.s, st.mu)]
+        r_c = [
+            mu * s + dmu * ds - sigma * mu_avg
+            for (_, ds, dmu), s, mu in zip(aff, st.s + [st.sd], st.mu + [st.nu])
+        ]
         dw, parts = _direction(system, r_c)
         alpha = min(1.0, 0.99 * _max_step(st, parts))
         st.w = st.w + alpha * dw
-        for i, (dt, ds, dmu) in enumerate(parts):
+        for i, (dt, ds, dmu) in enumerate(parts[: len(st.s)]):
             st.t[i] = st.t[i] + alpha * dt
             st.s[i] = st.s[i] + alpha * ds
             st.mu[i] = st.mu[i] + alpha * dmu
+        _, dsd, dnu = parts[-1]
+        st.sd = st.sd + alpha * dsd
+        st.nu = st.nu + alpha * dnu
     if best is None:
         return st.w, st.mu, steps
     return best[1], best[2], steps
@@ -556,7 +663,7 @@ def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[t
     ``dw`` from the Schur complement, then every element's ``dt``, ``ds``, ``dmu``."""
     from scipy.linalg import cho_solve
 
-    model, st, Ds, r_w, r_t, r_p, factor = system
+    model, st, Ds, r_w, r_t, r_p, factor, bounds, r_d = system
     rhs = -r_w.copy()
     qs = []
     for term, s, D, rt, rp, rc in zip(model.terms, st.s, Ds, r_t, r_p, r_c):
@@ -565,6 +672,10 @@ def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[t
         e = g - D * q[:, None]
         rhs -= term.apply_t(e)
         qs.append(q)
+    rc_d = r_c[-1]
+    if bounds is not None:
+        # g(w) + s = 0, nu s = target:  ds = -r_d - G dw,  dnu = (-rc - nu ds) / s
+        rhs -= bounds.jac_t(st.w, (st.nu * r_d - rc_d) / st.sd)
     dw = cho_solve(factor, rhs)
     out = []
     for term, s, D, rp, rc, q in zip(model.terms, st.s, Ds, r_p, r_c, qs):
@@ -573,13 +684,18 @@ def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[t
         ds = -rp + dt[:, None] - Adw
         dmu = -rc / s - D * ds
         out.append((dt, ds, dmu))
+    if bounds is not None:
+        dsd = -r_d - bounds.jac(st.w, dw)
+        out.append((None, dsd, (-rc_d - st.nu * dsd) / st.sd))
+    else:
+        out.append((None, st.sd, st.nu))  # empty
     return dw, out
 
 
 def _max_step(st: _State, parts: list[tuple]) -> float:
     """The longest step in ``[0, 1]`` that keeps every slack and multiplier nonnegative."""
     alpha = 1.0
-    for (_, ds, dmu), s, mu in zip(parts, st.s, st.mu):
+    for (_, ds, dmu), s, mu in zip(parts, st.s + [st.sd], st.mu + [st.nu]):
         for x, dx in ((s, ds), (mu, dmu)):
             neg = dx < 0
             if neg.any():

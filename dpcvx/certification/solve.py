@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpcvx.certification.arrowhead import arrowhead_ipm, extension_pieces, piecewise_model
+from dpcvx.certification.arrowhead import (
+    Bounds,
+    arrowhead_ipm,
+    extension_pieces,
+    piecewise_model,
+)
 from dpcvx.certification.certificate import CertifiedSolution, certify
 from dpcvx.certification.extension import certify_extension
 from dpcvx.certification.lipschitz import lipschitz_bounds
@@ -31,11 +36,11 @@ from dpcvx.errors import CertificationError, SolverError
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
-from dpcvx.modeling.smooth import SmoothModel, smooth_model
+from dpcvx.modeling.localized import LocalizedDomain
+from dpcvx.modeling.smooth import SmoothModel, extension_model, smooth_model
 
 if TYPE_CHECKING:
     from dpcvx.modeling.domains import Domain
-    from dpcvx.modeling.localized import LocalizedDomain
 
 __all__ = ["certified_solve", "refinement_ladder"]
 
@@ -408,7 +413,9 @@ def _certified_solve(
                 return _with_stats(cert, out)
     if best is None and pieces_rung_applies(decl, lam=lam, extension=extension, w_domain=w_domain):
         try:
-            cert = _pieces_rung(decl, lam=lam, w0=w0, accuracy=accuracy, extension=extension)
+            cert = _pieces_rung(
+                decl, lam=lam, w0=w0, accuracy=accuracy, extension=extension, w_domain=w_domain
+            )
         except Exception as exc:  # noqa: BLE001 - guarded like every rung
             attempts.append({"solver": ARROWHEAD, "tight": False, "error": _describe(exc)})
         else:
@@ -525,9 +532,10 @@ def smooth_rung_applies(
         return False
     if not is_smooth(decl):
         return False
-    if extension is None:
+    if extension is None or _nearly_light(decl, float(extension)):
         return True
-    return _nearly_light(decl, float(extension))
+    model = smooth_model(decl) if decl.d <= NEWTON_MAX_D else None
+    return model is not None and extension_model(model, float(extension)) is not None
 
 
 def _smooth_rung(
@@ -555,6 +563,13 @@ def _smooth_rung(
     w0 = np.asarray(w0, float)
     box = dom.kind == "box"
     model = smooth_model(decl) if decl.d <= NEWTON_MAX_D else None
+    relaxed = None
+    if extension is not None and not _nearly_light(decl, float(extension)):
+        # examples steeper than C: Newton on the extension's smooth form (slopes clipped)
+        relaxed = None if model is None else extension_model(model, float(extension))
+        if relaxed is None:  # pragma: no cover - checked by smooth_rung_applies
+            raise SolverError("The extension of this loss has no smooth model.")
+        model = relaxed.model
     init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if box else w0)
     x: np.ndarray | None = None
     solver, iterations = "L-BFGS-B", 0
@@ -585,6 +600,23 @@ def _smooth_rung(
         "seconds": time.perf_counter() - start,
     }
     thetas = model.multipliers(x) if model is not None else None
+    if relaxed is not None:
+        # the atom's derivative at each copy y_i is the extension model's at w
+        Y = relaxed.copies(x)
+        stats["extension_copies"] = int(np.count_nonzero(np.any(Y != x[None, :], axis=1)))
+        return certify_extension(
+            decl,
+            None,
+            x,
+            None,
+            C=float(extension),  # type: ignore[arg-type]
+            lam=lam,
+            w0=w0,
+            accuracy=accuracy,
+            solver_stats=stats,
+            thetas=thetas,
+            copies=Y,
+        )
     return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension)
 
 
@@ -720,8 +752,15 @@ def pieces_rung_applies(
 ) -> bool:
     """Whether the arrowhead interior-point rung runs (public structure only): every term
     affine, ``abs`` or a maximum of affine pieces (:func:`piecewise_model`), ``lam > 0``, a
-    ball or box domain, no localization, and the plain objective (as for the smooth rung)."""
-    if lam <= 0 or w_domain is not None or decl.domain.kind not in ("l2_ball", "box"):
+    ball or box domain (localized or not), and a loss whose extension, if any, it can write
+    down (:func:`~dpcvx.certification.arrowhead.extension_pieces`)."""
+    if lam <= 0 or decl.domain.kind not in ("l2_ball", "box"):
+        return False
+    if w_domain is not None and not (
+        isinstance(w_domain, LocalizedDomain) and w_domain.base is decl.domain
+    ):
+        return False
+    if decl.domain.kind == "box" and not np.all(decl.domain._hi > decl.domain._lo):
         return False
     model = piecewise_model(decl)
     if decl.d > NEWTON_MAX_D or model is None:
@@ -738,10 +777,12 @@ def _pieces_rung(
     w0: np.ndarray,
     accuracy: float | None,
     extension: float | None = None,
+    w_domain: Domain | LocalizedDomain | None = None,
 ) -> CertifiedSolution:
     """Solve the piecewise-linear ERM with :func:`~dpcvx.certification.arrowhead.arrowhead_ipm`
-    from ``w0`` made feasible, then certify its point with its multipliers. The domain must be
-    inactive at the answer (otherwise the general ladder handles it)."""
+    from ``w0`` made feasible, the domain's constraints in its program, then certify its point
+    with its multipliers (the certificate minimizes over the domain exactly, so it needs no
+    multiplier of the domain's)."""
     import time
 
     start = time.perf_counter()
@@ -758,16 +799,13 @@ def _pieces_rung(
         if relaxed is None:  # pragma: no cover - checked by pieces_rung_applies
             raise SolverError("The extension of this loss has no piecewise-linear form.")
     solved = model if relaxed is None else relaxed.model
-    x, mus, steps = arrowhead_ipm(solved, lam, w0, init, tol=min(target, 1e-6) * 1e-3)
+    bounds = _bounds(dom, w_domain)
+    x, mus, steps = arrowhead_ipm(
+        solved, lam, w0, init, tol=min(target, 1e-6) * 1e-3, bounds=bounds
+    )
     if not np.all(np.isfinite(x)):
         raise SolverError("The arrowhead method returned a non-finite point.")
-    inside = (
-        np.linalg.norm(x - dom.center) <= dom.radius * (1 - 1e-9)
-        if dom.kind == "l2_ball"
-        else bool(np.all((x > dom._lo) & (x < dom._hi)))
-    )
-    if not inside:
-        raise SolverError("The domain is active at the answer: the general ladder handles it.")
+    x = (dom if w_domain is None else w_domain).make_feasible(x)
     stats = {
         "solver": ARROWHEAD,
         "iterations": int(steps),
@@ -788,10 +826,30 @@ def _pieces_rung(
             w0=w0,
             accuracy=accuracy,
             solver_stats=stats,
+            w_domain=w_domain,
             thetas=thetas,
             copies=Y,
         )
-    return _certify_point(decl, x, lam, w0, accuracy, stats, model.multipliers(mus), extension)
+    thetas = model.multipliers(mus)
+    return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension, w_domain)
+
+
+def _bounds(dom: Domain, w_domain: Domain | LocalizedDomain | None) -> Bounds:
+    """The arrowhead method's constraints for the ball or box ``dom``, intersected with the
+    localization ball of ``w_domain``."""
+    part = (
+        ("ball", np.asarray(dom.center, float), float(dom.radius))
+        if dom.kind == "l2_ball"
+        else ("box", dom._lo, dom._hi)
+    )
+    if not isinstance(w_domain, LocalizedDomain):
+        return Bounds([part], np.asarray(dom.center, float))
+    c, r = w_domain.ball_center, float(w_domain.ball_radius)
+    # strictly inside both: between the localization center (in W) and W's interior point
+    p = np.asarray(dom.interior, float)
+    dist = float(np.linalg.norm(p - c))
+    t = 0.5 if dist == 0 else min(0.5, 0.5 * r / dist)
+    return Bounds([part, ("ball", c, r)], c + t * (p - c))
 
 
 def _certify_point(
@@ -803,10 +861,12 @@ def _certify_point(
     stats: dict,
     thetas: list | None,
     extension: float | None,
+    w_domain: Domain | LocalizedDomain | None = None,
 ) -> CertifiedSolution:
     """Certify a point found without a program: for ``F``, or, under an extension, for
     ``F_C`` (as a plain block), so that the certificate never relies on the Lipschitz bounds
-    that chose the rung."""
+    that chose the rung. A localized ``w_domain`` counts for the extension's certificate
+    (paper 000's Algorithm 4); the plain certificate is over W, which only loosens it."""
     if extension is None:
         return certify(
             decl, x, lam=lam, w0=w0, accuracy=accuracy, solver_stats=stats, thetas=thetas
@@ -821,6 +881,7 @@ def _certify_point(
         w0=w0,
         accuracy=accuracy,
         solver_stats=stats,
+        w_domain=w_domain,
         thetas=thetas,
     )
 

@@ -16,6 +16,7 @@ evaluates the declaration itself, so an error here costs speed, never a guarante
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ from scipy.special import expit, softmax
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 
-__all__ = ["SmoothModel", "gram", "smooth_model"]
+__all__ = ["SmoothExtension", "SmoothModel", "extension_model", "gram", "smooth_model"]
 
 _SCALAR = ("affine", "square", "huber", "logistic", "exp")
 _VECTOR = ("sum_squares", "log_sum_exp")
@@ -43,6 +44,9 @@ class _Block:
     b: np.ndarray  # (n k,)
     k: int
     shape: tuple[int, ...]  # the argument's shape (k entries)
+    #: per row ``(lo, hi)``: the atom continued linearly outside ``[lo, hi]`` (the Lipschitz
+    #: extension's clipped slopes, :func:`extension_model`); None for the atom itself
+    knots: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class SmoothModel:
@@ -145,6 +149,11 @@ _CHUNK = 1 << 18
 
 
 def _psi(blk: _Block, v: np.ndarray) -> np.ndarray:
+    if blk.knots is not None:
+        # psi(v_c) + psi'(v_c) (v - v_c) with v_c = clip(v, lo, hi): linear beyond the knots
+        vc = np.clip(v, *blk.knots)
+        plain = dataclasses.replace(blk, knots=None)
+        return _psi(plain, vc) + _dpsi(plain, vc) * (v - vc)
     kind = blk.kind
     if kind == "affine":
         return v
@@ -169,6 +178,8 @@ def _psi(blk: _Block, v: np.ndarray) -> np.ndarray:
 
 
 def _dpsi(blk: _Block, v: np.ndarray) -> np.ndarray:
+    if blk.knots is not None:  # the atoms here have monotone derivatives
+        return _dpsi(dataclasses.replace(blk, knots=None), np.clip(v, *blk.knots))
     kind = blk.kind
     if kind == "affine":
         return np.ones_like(v)
@@ -186,6 +197,10 @@ def _dpsi(blk: _Block, v: np.ndarray) -> np.ndarray:
 
 
 def _d2psi(blk: _Block, v: np.ndarray) -> np.ndarray:
+    if blk.knots is not None:
+        lo, hi = blk.knots
+        inside = (v > lo) & (v < hi)
+        return np.where(inside, _d2psi(dataclasses.replace(blk, knots=None), v), 0.0)
     kind = blk.kind
     if kind == "square":
         return np.full_like(v, 2.0)
@@ -241,3 +256,72 @@ def _build(decl: Declaration) -> SmoothModel | None:
         shape = tuple(np.shape(offset)[1:])
         blocks.append(_Block(kind, float(term.weight), param, A, b.reshape(-1).copy(), k, shape))
     return SmoothModel(n, d, tuple(blocks))
+
+
+#: the atoms whose Lipschitz extension :func:`extension_model` writes down (monotone
+#: derivatives, a point of slope zero or slopes tending to zero)
+_EXTENDABLE = ("square", "huber", "logistic", "exp", "sum_squares")
+
+
+@dataclass(frozen=True, slots=True)
+class SmoothExtension:
+    """The Lipschitz extension of a loss ``weight * psi(a_i^T w + b_i)`` (one smooth scalar
+    atom per example): over all of ``R^d`` the copy ``y`` of ``min_y f(y) + C ||w - y||``
+    moves only along ``a_i``, so the extension is ``psi`` continued linearly where
+    ``weight |psi'| ||a_i||`` exceeds ``C`` (knots ``psi'(v) = +-C / (weight ||a_i||)``): a
+    smooth model (``model``) Newton's method runs on at the plain cost.
+
+    :meth:`copies` gives each example's copy ``y_i`` (``a_i^T y_i + b_i`` the argument
+    clipped to the knots), where the atom's own derivative is the certificate's multiplier;
+    the extension dpcvx certifies keeps ``y_i`` in W (paper 000, eq. (5)), so the certificate
+    is tight where the copies lie in W and loose (never wrong) otherwise."""
+
+    model: SmoothModel
+
+    def copies(self, w: np.ndarray) -> np.ndarray:
+        """``(n, d)``: the copies ``y_i`` at ``w`` (not yet made feasible)."""
+        (blk,) = self.model.blocks
+        assert blk.knots is not None
+        v = blk.A @ w + blk.b
+        shift = np.clip(v, *blk.knots) - v
+        norms2 = np.einsum("nd,nd->n", blk.A, blk.A)
+        step = np.where(norms2 > 0, shift / np.where(norms2 > 0, norms2, 1.0), 0.0)
+        return w[None, :] + step[:, None] * blk.A
+
+
+def extension_model(model: SmoothModel, C: float) -> SmoothExtension | None:
+    """The relaxed extension of ``model`` at ``C`` (:class:`SmoothExtension`), or None when the
+    loss is not one smooth scalar atom with one entry per example."""
+    if len(model.blocks) != 1 or not C > 0:
+        return None
+    (blk,) = model.blocks
+    if blk.kind not in _EXTENDABLE or blk.k != 1 or not blk.weight > 0 or blk.knots is not None:
+        return None
+    norms = np.linalg.norm(blk.A, axis=1)
+    with np.errstate(divide="ignore"):
+        cap = np.where(norms > 0, C / (blk.weight * norms), np.inf)  # the largest |psi'|
+    inf = np.full(cap.shape, np.inf)
+    if blk.kind == "square":
+        lo, hi = -cap / 2, cap / 2
+    elif blk.kind == "sum_squares":
+        lo, hi = -cap * blk.param / 2, cap * blk.param / 2
+    elif blk.kind == "huber":
+        bend = cap < 2 * blk.param
+        lo, hi = np.where(bend, -cap / 2, -inf), np.where(bend, cap / 2, inf)
+    elif blk.kind == "logistic":
+        below = cap < 1  # psi' = expit takes values in (0, 1)
+        hi = np.where(below, _logit(np.where(below, cap, 0.5)), inf)
+        lo = -inf
+    else:  # exp
+        with np.errstate(divide="ignore"):
+            hi = np.where(np.isfinite(cap), np.log(cap), inf)
+        lo = -inf
+    if not (np.all(lo < hi) and not np.any(np.isnan(lo)) and not np.any(np.isnan(hi))):
+        return None
+    relaxed = dataclasses.replace(blk, knots=(lo, hi))
+    return SmoothExtension(SmoothModel(model.n, model.d, (relaxed,)))
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(p) - np.log1p(-p)
