@@ -41,7 +41,16 @@ if TYPE_CHECKING:
     from dpcvx.modeling.domains import Domain
     from dpcvx.modeling.localized import LocalizedDomain
 
-__all__ = ["CertifiedSolution", "ReleaseCertificate", "certify", "still_certified"]
+__all__ = [
+    "CertifiedSolution",
+    "ReleaseCertificate",
+    "ValueSums",
+    "certify",
+    "finish_certificate",
+    "still_certified",
+    "value_bounds",
+    "value_sums",
+]
 
 _EPS = np.finfo(float).eps
 #: relative rounding margin applied to both bounds (covers float64 evaluation of sums of
@@ -527,6 +536,124 @@ def _tangent_cut_loop(
     return gs, gb
 
 
+@dataclass(frozen=True, slots=True)
+class ValueSums:
+    """The value-based certificate's sums over a group of examples (a partition of the data):
+    the losses at the point, their absolute values, the minorants' slopes, offsets and scales.
+    Sums of several groups add (:meth:`plus`); :func:`value_bounds` finishes."""
+
+    n: int
+    value: float
+    abs_value: float
+    slope: np.ndarray
+    beta: float
+    abs_beta: float
+    scale: float
+
+    def plus(self, other: ValueSums) -> ValueSums:
+        return ValueSums(
+            self.n + other.n,
+            self.value + other.value,
+            self.abs_value + other.abs_value,
+            self.slope + other.slope,
+            self.beta + other.beta,
+            self.abs_beta + other.abs_beta,
+            self.scale + other.scale,
+        )
+
+
+def value_sums(
+    decl: Declaration,
+    w_hat: np.ndarray,
+    *,
+    prog: StampedProgram | None = None,
+    z: np.ndarray | None = None,
+    thetas: list | None = None,
+) -> tuple[ValueSums, dict]:
+    """:func:`certify`'s sums over the examples of ``decl`` at the feasible point ``w_hat``,
+    and the count of each kind of minorant."""
+    vals = decl.loss_values(w_hat)
+    s, beta, scale, counts = _minorants(decl, prog, z, w_hat, thetas=thetas)
+    sums = ValueSums(
+        decl.n,
+        float(np.sum(vals)),
+        float(np.sum(np.abs(vals))),
+        s.sum(axis=0),
+        float(np.sum(beta)),
+        float(np.sum(np.abs(beta))),
+        float(np.sum(scale)),
+    )
+    return sums, counts
+
+
+def value_bounds(
+    sums: ValueSums,
+    domain: Domain | LocalizedDomain,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    w_hat: np.ndarray,
+) -> tuple[float, float, float, float, float]:
+    """``(upper, lower, gap, f_hat, magnitude)`` from the sums of every example (see the module
+    docstring); the gap is ``inf`` where garbage multipliers overflowed a bound."""
+    n = sums.n
+    reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
+    f_hat = sums.value / n + reg
+    q_min = domain.min_linear_quadratic(sums.slope / n, lam, w0, hint=w_hat)
+    lower_raw = sums.beta / n + q_min
+    magnitude = 1.0 + sums.abs_value / n + sums.scale / n + reg + abs(q_min) + sums.abs_beta / n
+    upper = f_hat + ROUNDING * magnitude
+    lower = lower_raw - ROUNDING * magnitude
+    gap = upper - lower
+    if not np.isfinite(gap):  # e.g. garbage duals overflowing a conjugate: the stable path
+        gap = np.inf  # below recomputes its multipliers and may still certify the point
+        # the upper bound's margin needs only what evaluating F(w_hat) involves
+        upper = f_hat + ROUNDING * (1.0 + sums.abs_value / n + sums.scale / n + reg)
+    if gap < 0:
+        # impossible for valid bounds: refuse rather than certify anything
+        raise CertificationError(
+            f"Internal: dpcvx's lower bound {lower!r} exceeds its upper bound {upper!r}; the "
+            "certificate is inconsistent and nothing is certified. Please report this problem."
+        )
+    return upper, lower, gap, f_hat, magnitude
+
+
+def finish_certificate(
+    w_hat: np.ndarray,
+    bounds: tuple[float, float, float, float, float],
+    direct: float | None,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    stats: dict,
+) -> CertifiedSolution:
+    """The certificate from :func:`value_bounds` and the stable gap ``direct`` (None when it
+    was not computed): the smaller gap counts."""
+    upper, lower, gap, f_hat, magnitude = bounds
+    if direct is not None and 0.0 <= direct < gap:
+        gap = direct
+        lower = (
+            f_hat - ROUNDING * magnitude - direct
+            if not np.isfinite(lower)
+            else max(lower, f_hat - ROUNDING * magnitude - direct)
+        )
+    if not (np.isfinite(gap) and np.isfinite(upper)):
+        raise CertificationError("The certificate is not finite (overflow in the bounds).")
+    dist = float(np.sqrt(2 * max(gap, 0.0) / lam)) if lam > 0 else float("inf")
+    return CertifiedSolution(
+        w=w_hat,
+        upper=upper,
+        lower=lower,
+        gap=gap,
+        distance_bound=dist,
+        regularization=lam,
+        center=np.asarray(w0, float).copy(),
+        accuracy=accuracy,
+        solver_stats=MappingProxyType(stats),
+    )
+
+
 def certify(
     decl: Declaration,
     w_candidate: np.ndarray,
@@ -552,36 +679,9 @@ def certify(
     domain = decl.domain
     w_hat = domain.make_feasible(np.asarray(w_candidate, float))
     w0 = np.asarray(w0, float)
-    vals = decl.loss_values(w_hat)
-    reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
-    f_hat = float(np.mean(vals)) + reg
-    s, beta, scale, counts = _minorants(decl, prog, z, w_hat, thetas=thetas)
-    s_bar = s.mean(axis=0)
-    q_min = domain.min_linear_quadratic(s_bar, lam, w0, hint=w_hat)
-    lower_raw = float(np.mean(beta)) + q_min
-    magnitude = (
-        1.0
-        + float(np.mean(np.abs(vals)))
-        + float(np.mean(scale))
-        + reg
-        + abs(q_min)
-        + float(np.mean(np.abs(beta)))
-    )
-    upper = f_hat + ROUNDING * magnitude
-    lower = lower_raw - ROUNDING * magnitude
-    gap = upper - lower
-    if not np.isfinite(gap):  # e.g. garbage duals overflowing a conjugate: the stable path
-        gap = np.inf  # below recomputes its multipliers and may still certify the point
-        # the upper bound's margin needs only what evaluating F(w_hat) involves
-        upper = f_hat + ROUNDING * (
-            1.0 + float(np.mean(np.abs(vals))) + float(np.mean(scale)) + reg
-        )
-    if gap < 0:
-        # impossible for valid bounds: refuse rather than certify anything
-        raise CertificationError(
-            f"Internal: dpcvx's lower bound {lower!r} exceeds its upper bound {upper!r}; the "
-            "certificate is inconsistent and nothing is certified. Please report this problem."
-        )
+    sums, counts = value_sums(decl, w_hat, prog=prog, z=z, thetas=thetas)
+    bounds = value_bounds(sums, domain, lam=lam, w0=w0, w_hat=w_hat)
+    gap = bounds[2]
     # the same gap as a sum of duality gaps, computed stably (values never meet a margin)
     radius = (
         float(np.sqrt(2 * gap / lam)) if lam > 0 else 1e-6 * (1.0 + float(np.linalg.norm(w_hat)))
@@ -606,29 +706,9 @@ def certify(
         )
     except Exception:  # noqa: BLE001
         direct = None
-    if direct is not None and 0.0 <= direct < gap:
-        gap = direct
-        lower = (
-            f_hat - ROUNDING * magnitude - direct
-            if not np.isfinite(lower)
-            else max(lower, f_hat - ROUNDING * magnitude - direct)
-        )
-    if not (np.isfinite(gap) and np.isfinite(upper)):
-        raise CertificationError("The certificate is not finite (overflow in the bounds).")
-    dist = float(np.sqrt(2 * max(gap, 0.0) / lam)) if lam > 0 else float("inf")
     stats = dict(solver_stats or {})
     stats.update(certify_seconds=time.perf_counter() - start, term_kinds=counts)
-    return CertifiedSolution(
-        w=w_hat,
-        upper=upper,
-        lower=lower,
-        gap=gap,
-        distance_bound=dist,
-        regularization=lam,
-        center=w0.copy(),
-        accuracy=accuracy,
-        solver_stats=MappingProxyType(stats),
-    )
+    return finish_certificate(w_hat, bounds, direct, lam=lam, w0=w0, accuracy=accuracy, stats=stats)
 
 
 def still_certified(

@@ -39,7 +39,14 @@ if TYPE_CHECKING:
     from dpcvx.modeling.domains import Domain
     from dpcvx.modeling.localized import LocalizedDomain
 
-__all__ = ["ExtensionValues", "extension_bounds", "certify_extension"]
+__all__ = [
+    "ExtensionSums",
+    "ExtensionValues",
+    "certify_extension",
+    "extension_bounds",
+    "extension_value_bounds",
+    "finish_extension",
+]
 
 _EPS = np.finfo(float).eps
 #: with Clarabel's convention the rows ``(t, w - y)`` carry ``z_x = -g / n``
@@ -119,6 +126,67 @@ def extension_bounds(
     return upper + ROUNDING * mag, lower - ROUNDING * mag, g, Y_hat, mag, phi
 
 
+@dataclass(frozen=True, slots=True)
+class ExtensionSums:
+    """The extension certificate's sums over a group of examples (a partition of the data):
+    the per-example upper bounds, the minorants' offsets ``phi_i``, the slopes ``g_i`` and the
+    rounding magnitudes. Sums of several groups add (:meth:`plus`)."""
+
+    n: int
+    upper: float
+    phi: float
+    g: np.ndarray
+    mag: float
+
+    @classmethod
+    def of(cls, piece: tuple[np.ndarray, ...]) -> ExtensionSums:
+        """The sums of one :func:`extension_bounds` result."""
+        upper_i, _, g, _, mag, phi = piece
+        return cls(
+            int(upper_i.size),
+            float(np.sum(upper_i)),
+            float(np.sum(phi)),
+            g.sum(axis=0),
+            float(np.sum(mag)),
+        )
+
+    def plus(self, other: ExtensionSums) -> ExtensionSums:
+        return ExtensionSums(
+            self.n + other.n,
+            self.upper + other.upper,
+            self.phi + other.phi,
+            self.g + other.g,
+            self.mag + other.mag,
+        )
+
+
+def extension_value_bounds(
+    sums: ExtensionSums,
+    dom: Domain | LocalizedDomain,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    w_hat: np.ndarray,
+) -> tuple[float, float, float, float]:
+    """``(upper, lower, gap, margin)`` of the joint program of Lemma 2.7 from the sums of every
+    example (``w`` ranging over ``dom``); the gap is ``inf`` where it overflowed."""
+    n = sums.n
+    reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
+    q_min = dom.min_linear_quadratic(sums.g / n, lam, w0, hint=w_hat)
+    margin = ROUNDING * (sums.mag / n + reg + abs(q_min))
+    upper = sums.upper / n + reg + margin
+    lower = sums.phi / n + q_min - margin
+    gap = upper - lower
+    if not np.isfinite(gap):  # garbage duals overflowing a bound: the stable path may still
+        gap = np.inf  # certify the point (it recomputes its multipliers)
+    if gap < 0:
+        raise CertificationError(
+            "Internal: the Lipschitz-extension certificate is inconsistent (lower bound above "
+            "the upper bound); nothing is certified."
+        )
+    return upper, lower, gap, margin
+
+
 def certify_extension(
     decl: Declaration,
     prog: StampedProgram | None,
@@ -159,21 +227,11 @@ def certify_extension(
         extension_bounds(part_decl, view, x, z, w_hat, C, decl.n, thetas=thetas, copies=copies)
         for part_decl, view in groups
     ]
-    upper_i, g, mag, phi = (np.concatenate([p[k] for p in pieces]) for k in (0, 2, 4, 5))
+    total = ExtensionSums.of(pieces[0])
+    for piece in pieces[1:]:
+        total = total.plus(ExtensionSums.of(piece))
     w0 = np.asarray(w0, float)
-    reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
-    q_min = dom.min_linear_quadratic(g.mean(axis=0), lam, w0, hint=w_hat)
-    margin = ROUNDING * (float(np.mean(mag)) + reg + abs(q_min))
-    upper = float(np.mean(upper_i)) + reg + margin
-    lower = float(np.mean(phi)) + q_min - margin
-    gap = upper - lower
-    if not np.isfinite(gap):  # garbage duals overflowing a bound: the stable path may still
-        gap = np.inf  # certify the point (it recomputes its multipliers)
-    if gap < 0:
-        raise CertificationError(
-            "Internal: the Lipschitz-extension certificate is inconsistent (lower bound above "
-            "the upper bound); nothing is certified."
-        )
+    upper, lower, gap, margin = extension_value_bounds(total, dom, lam=lam, w0=w0, w_hat=w_hat)
     # the same gap as a sum of duality gaps computed stably (free of the losses' values)
     radius = (
         float(np.sqrt(2 * gap / lam)) if lam > 0 else 1e-6 * (1.0 + float(np.linalg.norm(w_hat)))
@@ -198,6 +256,26 @@ def certify_extension(
         )
     except Exception:  # noqa: BLE001
         direct = None
+    stats = dict(solver_stats or {})
+    stats.update(certify_seconds=time.perf_counter() - start, extension_C=C)
+    return finish_extension(
+        w_hat, (upper, lower, gap, margin), direct, lam=lam, w0=w0, accuracy=accuracy, stats=stats
+    )
+
+
+def finish_extension(
+    w_hat: np.ndarray,
+    bounds: tuple[float, float, float, float],
+    direct: float | None,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    stats: dict,
+) -> CertifiedSolution:
+    """The certificate from :func:`extension_value_bounds` and the stable gap ``direct``
+    (None when it was not computed): the smaller gap counts."""
+    upper, lower, gap, margin = bounds
     if direct is not None and 0.0 <= direct < gap:
         gap = direct
         fallback = upper - 2 * margin - direct
@@ -207,8 +285,6 @@ def certify_extension(
             "The Lipschitz-extension certificate is not finite (overflow in the bounds); "
             "nothing is certified."
         )
-    stats = dict(solver_stats or {})
-    stats.update(certify_seconds=time.perf_counter() - start, extension_C=C)
     return CertifiedSolution(
         w=w_hat,
         upper=upper,
@@ -216,7 +292,7 @@ def certify_extension(
         gap=gap,
         distance_bound=float(np.sqrt(2 * gap / lam)) if lam > 0 else float("inf"),
         regularization=lam,
-        center=w0.copy(),
+        center=np.asarray(w0, float).copy(),
         accuracy=accuracy,
         solver_stats=MappingProxyType(stats),
     )

@@ -30,6 +30,7 @@ term keeps the value-based certificate.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,7 +45,15 @@ if TYPE_CHECKING:
     from dpcvx.modeling.domains import Domain
     from dpcvx.modeling.localized import LocalizedDomain
 
-__all__ = ["STABLE_KINDS", "stable_extension_gap", "stable_gap"]
+__all__ = [
+    "STABLE_KINDS",
+    "StableSums",
+    "stable_extension_gap",
+    "stable_extension_sums",
+    "stable_from_sums",
+    "stable_gap",
+    "stable_sums",
+]
 
 _EPS = np.finfo(float).eps
 #: the term kinds whose Fenchel-Young gap has a stable closed form here
@@ -507,20 +516,65 @@ def _max_terms(
     return fy, err, slope, slope_abs
 
 
-def _mean_rows(rows: np.ndarray, rows_abs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The mean of ``rows`` (n, d) over examples, accumulated in extended precision, and an
-    elementwise bound on its rounding error that holds whatever the summation order: ``n``
-    additions in a format with unit roundoff ``u`` err by at most ``n u`` times the sum of
-    absolute values (``u`` is numpy's long double epsilon: 1e-19 on x86, the float64 one
-    where long double is double), plus the final rounding to float64."""
-    n = rows.shape[0]
+@dataclass(frozen=True, slots=True)
+class StableSums:
+    """The stable gap's sums over a group of examples (a partition of the data): the sum of
+    the per-example gaps, the slopes' sum in extended precision and the sum of their absolute
+    values. Sums of several groups add (:meth:`plus`); :func:`stable_from_sums` finishes."""
+
+    n: int
+    total: float
+    slope: np.ndarray  # long double
+    slope_abs: np.ndarray
+
+    def plus(self, other: StableSums) -> StableSums:
+        return StableSums(
+            self.n + other.n,
+            self.total + other.total,
+            self.slope + other.slope,
+            self.slope_abs + other.slope_abs,
+        )
+
+
+def _sum_rows(rows: np.ndarray) -> np.ndarray:
+    """The sum of ``rows`` (n, d) over examples, accumulated in extended precision."""
     acc = np.zeros(rows.shape[1], dtype=np.longdouble)
-    for start in range(0, n, 4096):  # chunks keep the extended copy small
+    for start in range(0, rows.shape[0], 4096):  # chunks keep the extended copy small
         acc += rows[start : start + 4096].sum(axis=0, dtype=np.longdouble)
+    return acc
+
+
+def _mean_from_sums(acc: np.ndarray, abs_sum: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of rows from their extended-precision sum, and an elementwise bound on its
+    rounding error that holds whatever the summation order (and however the rows were split
+    into groups): ``n`` additions in a format with unit roundoff ``u`` err by at most ``n u``
+    times the sum of absolute values (``u`` is numpy's long double epsilon: 1e-19 on x86, the
+    float64 one where long double is double), plus the final rounding to float64."""
     mean = np.asarray(acc / n, dtype=float)
     u = float(np.finfo(np.longdouble).eps)
-    err = (n + 2) * u * rows_abs.mean(axis=0) * 1.01 + 2 * _EPS * np.abs(mean)
+    err = (n + 2) * u * (abs_sum / n) * 1.01 + 2 * _EPS * np.abs(mean)
     return mean, err
+
+
+def stable_from_sums(
+    sums: StableSums,
+    w_hat: np.ndarray,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    domain: Domain | LocalizedDomain,
+    w_domain: Domain | LocalizedDomain,
+) -> float | None:
+    """The stable gap from the sums of all examples (``domain`` bounds the slopes' reach,
+    ``w_domain`` is where ``w`` ranges)."""
+    d = w_hat.size
+    slope_bar, slope_err = _mean_from_sums(sums.slope, sums.slope_abs, sums.n)
+    gap = sums.total / sums.n + _q_gap(
+        slope_bar, slope_err, w_hat, lam, np.asarray(w0, float), domain, w_domain
+    )
+    # the per-example gaps are nonnegative: their sum errs by at most n eps of itself
+    gap *= 1.0 + 8 * (sums.n + d + 8) * _EPS
+    return float(gap) if np.isfinite(gap) else None
 
 
 def _q_gap(
@@ -562,18 +616,30 @@ def stable_gap(
     choice); ``radius`` bounds ``||w_hat - w*||`` (``inf`` when unknown: nothing is
     polished then).
     """
-    n, d = decl.n, decl.d
     w_hat = np.asarray(w_hat, float)
-    out = _per_example(decl, w_hat, thetas, radius, domain)
+    sums = stable_sums(decl, w_hat, thetas, radius=radius, domain=domain)
+    if sums is None:
+        return None
+    return stable_from_sums(sums, w_hat, lam=lam, w0=w0, domain=domain, w_domain=domain)
+
+
+def stable_sums(
+    decl: Declaration,
+    w_hat: np.ndarray,
+    thetas: list,
+    *,
+    radius: float,
+    domain: Domain | LocalizedDomain,
+) -> StableSums | None:
+    """:func:`stable_gap`'s sums over the examples of ``decl`` (None as there)."""
+    out = _per_example(decl, np.asarray(w_hat, float), thetas, radius, domain)
     if out is None:
         return None
     fy, err, slope, slope_abs = out
-    slope_bar, slope_err = _mean_rows(slope, slope_abs)
-    gap = float(np.mean(fy + err)) + _q_gap(
-        slope_bar, slope_err, w_hat, lam, np.asarray(w0, float), domain, domain
-    )
-    gap *= 1.0 + 8 * (n + d + 8) * _EPS
-    return float(gap) if np.isfinite(gap) else None
+    total = float(np.sum(fy + err))
+    if not np.isfinite(total):
+        return None
+    return StableSums(decl.n, total, _sum_rows(slope), slope_abs.sum(axis=0))
 
 
 def stable_extension_gap(
@@ -597,54 +663,63 @@ def stable_extension_gap(
     at ``y_i``, the support gap ``sigma_W(g_i - s_i) - <g_i - s_i, y_i>`` and the cone gap
     ``C ||w - y_i|| - <g_i, w - y_i>``, all nonnegative and free of the losses' values."""
     w_hat = np.asarray(w_hat, float)
-    d = w_hat.size
-    per_example, gs, gabs = [], [], []
-    n_total = 0
+    total: StableSums | None = None
     for decl, Y, g, thetas in parts:
-        n = decl.n
-        n_total += n
-        pts = w_hat if Y is None else np.asarray(Y, float)
-        rad = radius if Y is None else 1e-6 * (1.0 + float(np.max(np.abs(pts))))
-        out = _per_example(decl, pts, thetas, rad, decl.domain)
-        if out is None:
+        part = stable_extension_sums(decl, Y, g, thetas, w_hat, C=C, radius=radius)
+        if part is None:
             return None
-        fy, err, s, s_abs = out
-        if g is None:
-            nrm = np.linalg.norm(s, axis=1, keepdims=True)
-            g = s * np.minimum(1.0, C / np.maximum(nrm * (1 + 8 * _EPS), 1e-300))
-        g = np.asarray(g, float)
-        P = np.broadcast_to(pts, (n, d))
-        v = g - s
-        support = decl.domain.support(v, hints=P)
-        inner = np.einsum("nd,nd->n", v, P)
-        reach_y = np.abs(np.asarray(decl.domain.center, float)) + float(decl.domain.radius)
-        # <v, y> in float, and v = g - s rounded: sigma moves by at most |dv| max_W |y|
-        sup_gap = (
-            support
-            - inner
-            + 4
-            * (d + 2)
-            * _EPS
-            * (np.einsum("nd,nd->n", np.abs(v), np.abs(P)) + (np.abs(g) + np.abs(s)) @ reach_y)
-        )
-        u = w_hat[None, :] - P
-        dist = np.linalg.norm(u, axis=1)
-        cone = (
-            C * dist * (1 + 4 * _EPS)
-            - np.einsum("nd,nd->n", g, u)
-            + 4 * (d + 2) * _EPS * (C * dist + np.einsum("nd,nd->n", np.abs(g), np.abs(u)))
-        )
-        # the slope s_i was summed in float: sigma and <., y> move by at most 2 |ds| max|y|
-        s_round = 2.0 * (d + 64) * 4 * _EPS * (s_abs @ reach_y)
-        total_i = fy + err + np.maximum(sup_gap, 0.0) + np.maximum(cone, 0.0) + s_round
-        if not np.all(np.isfinite(total_i)):
-            return None
-        per_example.append(total_i)
-        gs.append(g)
-        gabs.append(np.abs(g))
-    g_bar, slope_err = _mean_rows(np.concatenate(gs), np.concatenate(gabs))
-    gap = float(np.mean(np.concatenate(per_example))) + _q_gap(
-        g_bar, slope_err, w_hat, lam, np.asarray(w0, float), w_domain, w_domain
+        total = part if total is None else total.plus(part)
+    if total is None:
+        return None
+    return stable_from_sums(total, w_hat, lam=lam, w0=w0, domain=w_domain, w_domain=w_domain)
+
+
+def stable_extension_sums(
+    decl: Declaration,
+    Y: np.ndarray | None,
+    g: np.ndarray | None,
+    thetas: list,
+    w_hat: np.ndarray,
+    *,
+    C: float,
+    radius: float,
+) -> StableSums | None:
+    """:func:`stable_extension_gap`'s sums over the examples of one group."""
+    n, d = decl.n, w_hat.size
+    pts = w_hat if Y is None else np.asarray(Y, float)
+    rad = radius if Y is None else 1e-6 * (1.0 + float(np.max(np.abs(pts))))
+    out = _per_example(decl, pts, thetas, rad, decl.domain)
+    if out is None:
+        return None
+    fy, err, s, s_abs = out
+    if g is None:
+        nrm = np.linalg.norm(s, axis=1, keepdims=True)
+        g = s * np.minimum(1.0, C / np.maximum(nrm * (1 + 8 * _EPS), 1e-300))
+    g = np.asarray(g, float)
+    P = np.broadcast_to(pts, (n, d))
+    v = g - s
+    support = decl.domain.support(v, hints=P)
+    inner = np.einsum("nd,nd->n", v, P)
+    reach_y = np.abs(np.asarray(decl.domain.center, float)) + float(decl.domain.radius)
+    # <v, y> in float, and v = g - s rounded: sigma moves by at most |dv| max_W |y|
+    sup_gap = (
+        support
+        - inner
+        + 4
+        * (d + 2)
+        * _EPS
+        * (np.einsum("nd,nd->n", np.abs(v), np.abs(P)) + (np.abs(g) + np.abs(s)) @ reach_y)
     )
-    gap *= 1.0 + 8 * (n_total + d + 8) * _EPS
-    return float(gap) if np.isfinite(gap) else None
+    u = w_hat[None, :] - P
+    dist = np.linalg.norm(u, axis=1)
+    cone = (
+        C * dist * (1 + 4 * _EPS)
+        - np.einsum("nd,nd->n", g, u)
+        + 4 * (d + 2) * _EPS * (C * dist + np.einsum("nd,nd->n", np.abs(g), np.abs(u)))
+    )
+    # the slope s_i was summed in float: sigma and <., y> move by at most 2 |ds| max|y|
+    s_round = 2.0 * (d + 64) * 4 * _EPS * (s_abs @ reach_y)
+    total_i = fy + err + np.maximum(sup_gap, 0.0) + np.maximum(cone, 0.0) + s_round
+    if not np.all(np.isfinite(total_i)):
+        return None
+    return StableSums(n, float(np.sum(total_i)), _sum_rows(g), np.abs(g).sum(axis=0))
