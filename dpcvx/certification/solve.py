@@ -10,7 +10,7 @@ if none does, :class:`CertificationError` is raised and nothing is released.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from dpcvx.modeling.smooth import SmoothModel, extension_model, smooth_model
 if TYPE_CHECKING:
     from dpcvx.modeling.domains import Domain
 
-__all__ = ["certified_solve", "refinement_ladder"]
+__all__ = ["ball_newton", "certified_solve", "newton", "refinement_ladder"]
 
 _PRIVATE_FAILURE = (
     "dpcvx could not certify the solve to the accuracy target {accuracy:.6g} (fixed from public "
@@ -574,7 +574,10 @@ def _smooth_rung(
     x: np.ndarray | None = None
     solver, iterations = "L-BFGS-B", 0
     if model is not None:
-        x, iterations = _newton(model, lam, w0, init)
+        if dom.kind == "l2_ball":
+            x, iterations = ball_newton(model, lam, w0, init, dom.center, dom.radius)
+        else:
+            x, iterations = _newton(model, lam, w0, init)
         solver = "Newton"
         if box and not bool(np.all((x >= dom._lo) & (x <= dom._hi))):
             x = None
@@ -589,10 +592,8 @@ def _smooth_rung(
                     x, iterations, solver = polished, iterations + extra, "L-BFGS-B + Newton"
     if not np.all(np.isfinite(x)):
         raise SolverError(f"{solver} returned a non-finite point.")
-    if dom.kind == "l2_ball" and np.linalg.norm(x - dom.center) > dom.radius * (1 - 1e-9):
-        raise SolverError(
-            "The ball is active at the unconstrained minimizer: the interior-point path handles it."
-        )
+    if dom.kind == "l2_ball" and np.linalg.norm(x - dom.center) > dom.radius * (1 + 1e-9):
+        raise SolverError("The point left the ball: the interior-point path handles it.")
     stats = {
         "solver": solver,
         "iterations": int(iterations),
@@ -693,6 +694,101 @@ def _newton(
                 return w, steps
         w, f, g = trial, f_new, g_new
     return w, steps
+
+
+def newton(
+    model: Any, lam: float, w0: np.ndarray, w: np.ndarray, free: np.ndarray | None = None
+) -> tuple[np.ndarray, int]:
+    """Damped Newton on ``F`` for any ``model`` with ``value_grad(w)`` and ``hessian(w)`` (a
+    :class:`~dpcvx.modeling.smooth.SmoothModel`, or one whose sums are reduced elsewhere);
+    see :func:`ball_newton` for a ball."""
+    return _newton(model, lam, w0, w, free)
+
+
+def ball_newton(
+    model: Any,
+    lam: float,
+    w0: np.ndarray,
+    start: np.ndarray,
+    center: np.ndarray,
+    radius: float,
+) -> tuple[np.ndarray, int]:
+    """Minimize ``F`` over the ball ``||w - center|| <= radius`` by Newton's method: first
+    unconstrained; where that minimizer lies outside, sequential quadratic steps from the
+    sphere, each the exact minimizer of the quadratic model over the ball (the trust-region
+    subproblem, solved on the eigenvectors of the model's Hessian by Newton's method on the
+    secular equation ``1/||v(nu)|| = 1/radius``), with a backtracking line search inside the
+    ball. Returns the point and the number of Hessians formed; the certificate judges it."""
+    center = np.asarray(center, float)
+    x, steps = _newton(model, lam, w0, start)
+    dist = float(np.linalg.norm(x - center))
+    if not dist > radius:
+        return x, steps
+    w0 = np.asarray(w0, float)
+
+    def objective(v: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = model.value_grad(v)
+        diff = v - w0
+        return value + lam / 2 * float(diff @ diff), grad + lam * diff
+
+    w = center + (x - center) * (radius / dist)
+    f, g = objective(w)
+    for _ in range(NEWTON_MAX_ITER):
+        H = model.hessian(w)
+        H[np.diag_indices_from(H)] += lam
+        u = w - center
+        v = _ball_quadratic(H, g - H @ u, radius)
+        step = v - u
+        decrement = -float(g @ step + 0.5 * step @ (H @ step))
+        steps += 1
+        if not (np.isfinite(decrement) and decrement >= 0):
+            break
+        scale = 1.0 + abs(f)
+        if decrement <= NEWTON_TOL * scale:
+            w = center + v if float(np.linalg.norm(v)) <= radius else w
+            break
+        t = 1.0
+        while True:  # the ball is convex: every point of the segment is inside
+            trial = w + t * step
+            f_new, g_new = objective(trial)
+            if decrement <= 1e-8 * scale or f_new <= f - 0.25 * t * decrement:
+                break
+            t /= 2
+            if t < 1e-12:
+                return w, steps
+        w, f, g = trial, f_new, g_new
+    return w, steps
+
+
+def _ball_quadratic(H: np.ndarray, b: np.ndarray, radius: float) -> np.ndarray:
+    """The minimizer of ``v^T H v / 2 + b^T v`` over ``||v|| <= radius`` (``H`` positive
+    definite): ``v(nu) = -(H + nu I)^{-1} b`` with ``nu = 0`` or the root of the secular
+    equation, found by Newton's method on ``1/||v(nu)||`` (concave: it converges monotonically
+    from below)."""
+    evals, Q = np.linalg.eigh(H)
+    c = Q.T @ b
+    lo = float(evals.min())
+
+    def norm_at(nu: float) -> float:
+        return float(np.sqrt(np.sum((c / (evals + nu)) ** 2)))
+
+    nu = 0.0 if lo > 0 else -lo + 1e-12 * (1.0 + abs(lo))
+    if norm_at(nu) <= radius:
+        return -Q @ (c / (evals + nu))
+    for _ in range(100):
+        z = c / (evals + nu)
+        nz = float(np.linalg.norm(z))
+        phi = 1.0 / nz - 1.0 / radius
+        if abs(phi) * radius <= 4 * np.finfo(float).eps:
+            break
+        dphi = float(np.sum(z * z / (evals + nu))) / nz**3
+        nu_next = nu - phi / dphi
+        if not nu_next > nu:  # the root is reached to rounding
+            break
+        nu = nu_next
+    v = -Q @ (c / (evals + nu))
+    nv = float(np.linalg.norm(v))
+    return v * (radius / nv) if nv > radius else v
 
 
 def _lbfgsb(

@@ -53,18 +53,60 @@ def test_smooth_losses_are_certified_by_the_quasi_newton_rung(loss, domain):
     assert sol.lower <= ref.value + tol and ref.value <= sol.upper + tol
 
 
-def test_an_active_ball_hands_over_to_the_interior_point_ladder():
+@pytest.mark.parametrize("loss", ["logistic", "squared", "huber"])
+@pytest.mark.parametrize("radius", [0.02, 0.1, 0.3])
+def test_an_active_ball_is_handled_by_newton_on_the_sphere(loss, radius):
+    """An active ball: sequential quadratic steps, each the exact minimizer of the model
+    over the ball (the trust-region subproblem), certified against CVXPY's constrained
+    solve."""
     X, Y = _data(1)
     w = cp.Variable(D)
     x = cp.Parameter(D)
     y = cp.Parameter()
-    problem = dpcvx.Problem(
-        cp.square(x @ w - 3 * y), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 0.1]
-    )
-    sol = problem.solve(regularization=LAM, center=np.zeros(D), accuracy=1e-9)
+    expr = {
+        "logistic": cp.logistic(-3 * y * (x @ w)),
+        "squared": cp.square(x @ w - 3 * y),
+        "huber": cp.huber(x @ w - 3 * y, 0.5),
+    }[loss]
+    problem = dpcvx.Problem(expr, w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= radius])
+    w0 = np.full(D, 0.01)
+    sol = problem.solve(regularization=LAM, center=w0, accuracy=1e-9)
     assert sol.gap <= 1e-9
-    assert sol.solver_stats["solver"] not in SMOOTH_METHODS
-    assert sol.solver_stats["attempts"][0]["solver"] == SMOOTH_PATH
+    assert sol.solver_stats["solver"] == "Newton"
+    assert np.linalg.norm(sol.w) == pytest.approx(radius, rel=1e-6)  # the ball is active
+    v = cp.Variable(D)
+    whole = {
+        "logistic": cp.sum(cp.logistic(-3 * cp.multiply(Y, X @ v))),
+        "squared": cp.sum_squares(X @ v - 3 * Y),
+        "huber": cp.sum(cp.huber(X @ v - 3 * Y, 0.5)),
+    }[loss] / N
+    ref = cp.Problem(cp.Minimize(whole + LAM / 2 * cp.sum_squares(v - w0)), [cp.norm(v) <= radius])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    tol = 1e-8 * (1 + abs(ref.value))
+    assert sol.lower <= ref.value + tol and ref.value <= sol.upper + tol
+
+
+def test_the_ball_quadratic_matches_a_reference_solve():
+    """The trust-region subproblem against CVXPY, inside and on the sphere, including an
+    ill-conditioned model."""
+    from dpcvx.certification.solve import _ball_quadratic
+
+    rng = np.random.default_rng(4)
+    for cond in (1.0, 1e6):
+        M = rng.normal(size=(6, 6))
+        Q, _ = np.linalg.qr(M)
+        H = Q @ np.diag(np.geomspace(1.0, 1.0 / cond, 6)) @ Q.T
+        for scale in (0.01, 10.0):
+            b = rng.normal(size=6) * scale
+            v = _ball_quadratic(H, b, 1.0)
+            ref = cp.Variable(6)
+            prob = cp.Problem(
+                cp.Minimize(cp.quad_form(ref, cp.psd_wrap(H)) / 2 + b @ ref), [cp.norm(ref) <= 1]
+            )
+            prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12)
+            mine = float(v @ H @ v / 2 + b @ v)
+            assert np.linalg.norm(v) <= 1 + 1e-12
+            assert mine <= prob.value + 1e-9 * (1 + abs(prob.value))
 
 
 def test_a_nonsmooth_loss_never_takes_the_quasi_newton_rung():
