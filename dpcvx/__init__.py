@@ -10,6 +10,7 @@ from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent, ZcdpAccoun
 from dpcvx.arrays import ArraySource, MeanEstimate
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.certification.extension import ExtensionValues
+from dpcvx.distributed import DaskProblem
 from dpcvx.errors import (
     CertificationError,
     DataError,
@@ -66,6 +67,7 @@ __all__ = [
     "ClippedGradientDescent",
     "CertifiedSolution",
     "CoordinatewiseMedianOfMeans",
+    "DaskProblem",
     "DataError",
     "DoubleOutputPerturbation",
     "LocalizedDoubleOutputPerturbation",

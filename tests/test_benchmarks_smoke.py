@@ -141,3 +141,16 @@ def test_bench_speed_smoke_runs(tmp_path):
     for loss in ("logistic", "squared", "huber", "hinge", "absolute", "pinball"):
         assert loss in proc.stdout
     assert "Newton" in proc.stdout
+
+
+def test_bench_dask_smoke_runs():
+    """The distributed solve and the in-process one certify the same tiny problem."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_dask.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "True" in proc.stdout and "private release" in proc.stdout

@@ -37,6 +37,7 @@ PROBLEMS = {
     "dpcvx.saddle_problem",
     "dpcvx.arrays",
     "dpcvx.user_level",
+    "dpcvx.distributed",
     "dpcvx.losses",
     "dpcvx.domains",
 }
