@@ -154,3 +154,15 @@ def test_bench_dask_smoke_runs():
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "True" in proc.stdout and "private release" in proc.stdout
+
+
+def test_bench_scale_smoke_runs():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "arrowhead IPM" in proc.stdout and "Newton" in proc.stdout
