@@ -65,9 +65,8 @@ from dpcvx.mechanisms.base import PLAIN
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.smooth import SmoothModel, extension_model, smooth_model
-from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.pipeline import release
-from dpcvx.problem import project_point, resolve_center
+from dpcvx.problem import DeclaredSource, project_point, resolve_center
 from dpcvx.results import PrivateResult
 
 __all__ = ["DaskProblem"]
@@ -180,7 +179,7 @@ class _Reduced:
         return np.sum(out, axis=0) / self.n
 
 
-class DaskProblem:
+class DaskProblem(DeclaredSource):
     """A per-example convex ERM problem whose data are Dask arrays partitioned by rows.
 
     Parameters
@@ -249,6 +248,7 @@ class DaskProblem:
         # the public structure: the declaration on zero data of the right shapes
         zeros = {p: np.zeros((1,) + tuple(p.shape)) for p in params}
         self._structure = Declaration(loss, variable, zeros, domain)
+        self._decl = self._structure  # the public shape (DeclaredSource)
         if self._structure.domain.kind not in ("l2_ball", "box"):
             raise ModelingError(
                 "DaskProblem needs an l2-ball or box domain (its solves are Newton's method "
@@ -266,36 +266,17 @@ class DaskProblem:
         self._parts: list | None = None
 
     # ------------------------------------------------------------------ public shape
+    # d, domain, diameter and neighbors come from the structure declaration (public)
     @property
     def n(self) -> int:
         """Number of examples."""
         return self._n
 
     @property
-    def d(self) -> int:
-        """Dimension of the variable."""
-        return self._structure.d
-
-    @property
-    def domain(self):
-        """The analysed (public) domain."""
-        return self._structure.domain
-
-    @property
-    def diameter(self) -> float:
-        """A bound on the domain's diameter."""
-        return self._structure.domain.diameter
-
-    @property
     def declared(self) -> None:
         """None: the pipeline cannot inspect the data; releases here enforce the claimed
         Lipschitz constant themselves, by solving on the extension."""
         return None
-
-    @property
-    def neighbors(self) -> NeighborRelation:
-        """One row is one unit of privacy."""
-        return REPLACE_ONE
 
     @property
     def partitions(self) -> int:

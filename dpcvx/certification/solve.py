@@ -604,20 +604,7 @@ def _smooth_rung(
     if relaxed is not None:
         # the atom's derivative at each copy y_i is the extension model's at w
         Y = relaxed.copies(x)
-        stats["extension_copies"] = int(np.count_nonzero(np.any(Y != x[None, :], axis=1)))
-        return certify_extension(
-            decl,
-            None,
-            x,
-            None,
-            C=float(extension),  # type: ignore[arg-type]
-            lam=lam,
-            w0=w0,
-            accuracy=accuracy,
-            solver_stats=stats,
-            thetas=thetas,
-            copies=Y,
-        )
+        return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension, copies=Y)
     return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension)
 
 
@@ -911,20 +898,8 @@ def _pieces_rung(
     if relaxed is not None:
         # the copies y_i of the examples the extension moves, and multipliers at them
         Y, thetas = relaxed.copies(x, mus)
-        stats["extension_copies"] = int(np.count_nonzero(np.any(Y != x[None, :], axis=1)))
-        return certify_extension(
-            decl,
-            None,
-            x,
-            None,
-            C=relaxed.C,
-            lam=lam,
-            w0=w0,
-            accuracy=accuracy,
-            solver_stats=stats,
-            w_domain=w_domain,
-            thetas=thetas,
-            copies=Y,
+        return _certify_point(
+            decl, x, lam, w0, accuracy, stats, thetas, relaxed.C, w_domain, copies=Y
         )
     thetas = model.multipliers(mus)
     return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension, w_domain)
@@ -958,11 +933,15 @@ def _certify_point(
     thetas: list | None,
     extension: float | None,
     w_domain: Domain | LocalizedDomain | None = None,
+    copies: np.ndarray | None = None,
 ) -> CertifiedSolution:
     """Certify a point found without a program: for ``F``, or, under an extension, for
-    ``F_C`` (as a plain block), so that the certificate never relies on the Lipschitz bounds
-    that chose the rung. A localized ``w_domain`` counts for the extension's certificate
-    (paper 000's Algorithm 4); the plain certificate is over W, which only loosens it."""
+    ``F_C`` (as a plain block, or at the examples' ``copies`` of the extension's relaxed
+    form), so that the certificate never relies on the Lipschitz bounds that chose the rung.
+    A localized ``w_domain`` counts for the extension's certificate (paper 000's Algorithm
+    4); the plain certificate is over W, which only loosens it."""
+    if copies is not None:
+        stats["extension_copies"] = int(np.count_nonzero(np.any(copies != x[None, :], axis=1)))
     if extension is None:
         return certify(
             decl, x, lam=lam, w0=w0, accuracy=accuracy, solver_stats=stats, thetas=thetas
@@ -979,6 +958,7 @@ def _certify_point(
         solver_stats=stats,
         w_domain=w_domain,
         thetas=thetas,
+        copies=copies,
     )
 
 
