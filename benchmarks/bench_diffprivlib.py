@@ -17,7 +17,12 @@ Two tasks, the same random train/test splits for every method, pure epsilon-DP t
   per-feature bounds the row-norm bound implies); dpcvx's ``OutputPerturbation`` on the
   absolute loss (least absolute deviation, LAD) with an intercept; scikit-learn's
   ``LinearRegression()`` and dpcvx's certified non-private LAD fit. Metrics: test mean absolute
-  error (MAE, in the label's units) and R^2.
+  error (MAE, in the label's units) and R^2. Also dpcvx's sufficient-statistics perturbation
+  (``PrivateRidgeRegressor("squared", mechanism="ssp", feature_norm_bound=sqrt(d),
+  label_range=(0, 400))``: Laplace noise on ``X^T X``, ``X^T y`` and the intercept's sums,
+  then a ridge solve; rows clipped further to the public ``sqrt(d)``, the usual norm of a
+  standardized row), the mechanism for small n; issue 13's regression target is its mean R^2
+  positive and above diffprivlib's at every epsilon in {1, 2, 5}.
 
 Protocol: ``--splits`` (30) random splits with a test fraction of 0.2, epsilon in
 {0.5, 1, 2, 5, 10}; one private release per (split, epsilon, method); the table gives the mean
@@ -129,6 +134,9 @@ LABEL_BOUNDS = (0.0, 400.0)
 TARGET_POINTS = 3.0
 #: ... at each of these epsilons
 TARGET_EPSILONS = (0.5, 1.0, 2.0, 5.0)
+#: issue 13's regression target: dpcvx SSP's mean test R^2 positive and above diffprivlib's at
+#: each of these epsilons
+REGRESSION_TARGET_EPSILONS = (1.0, 2.0, 5.0)
 DIFFPRIVLIB_VERSION = "0.6.6"
 DIFFPRIVLIB_REQUIREMENTS = (
     f"diffprivlib=={DIFFPRIVLIB_VERSION}",
@@ -366,6 +374,41 @@ def dpcvx_fits(
             sol = problem.solve(regularization=lam)
             out["noiseless"].append(_dpcvx_predict(task, Xa[test], sol.w))
     out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def ssp_norm_bound(d: int) -> float:
+    """The public row-norm bound of dpcvx's SSP: ``sqrt(d)``, the root-mean-square norm of a
+    standardized row in ``d`` features (a public rule, the one ``docs/estimators.md`` gives)."""
+    return math.sqrt(d)
+
+
+def dpcvx_ssp_fits(
+    X: np.ndarray,
+    y: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    epsilons: Sequence[float],
+    *,
+    seed: int,
+    split: int,
+) -> list[np.ndarray]:
+    """dpcvx's sufficient-statistics perturbation (``PrivateRidgeRegressor(mechanism="ssp")``
+    with its defaults) on one split: test predictions per epsilon (clipped to the label range
+    by the estimator itself)."""
+    from dpcvx.estimators import PrivateRidgeRegressor
+
+    out = []
+    for e, epsilon in enumerate(epsilons):
+        reg = PrivateRidgeRegressor(
+            "squared",
+            mechanism="ssp",
+            epsilon=epsilon,
+            feature_norm_bound=ssp_norm_bound(X.shape[1]),
+            label_range=LABEL_BOUNDS,
+            random_state=np.random.default_rng([seed, 2, split, e]),
+        )
+        out.append(reg.fit(X[train], y[train]).predict(X[test]))
     return out
 
 
@@ -652,6 +695,7 @@ def _dpcvx_side(
             per: dict[str, Any] = {
                 m: {name: [[None] * cfg.splits for _ in epsilons] for name in metric_names}
                 for m in ("dpcvx", "dpcvx_noiseless", "diffprivlib")
+                + (("dpcvx_ssp",) if task == REGRESSION else ())
             }
             per.update(
                 {
@@ -686,8 +730,13 @@ def _dpcvx_side(
                     per["sklearn"][name][k] = fn(y_test, reference)
                 if task == REGRESSION:
                     p = dpcvx_nonprivate_lad(X, y, train[k], test[k], rules[task].radius)
+                    t0 = time.perf_counter()
+                    ssp = dpcvx_ssp_fits(X, y, train[k], test[k], epsilons, seed=cfg.seed, split=k)
+                    dpcvx_seconds += time.perf_counter() - t0
                     for name, fn in METRICS[task]:
                         per["dpcvx_nonprivate"][name][k] = fn(y_test, p)
+                        for e in range(len(epsilons)):
+                            per["dpcvx_ssp"][name][e][k] = fn(y_test, ssp[e])
                 if bar is not None:
                     bar.update(1)
             raw[task] = {
@@ -794,6 +843,7 @@ def run(cfg: Config, log: Callable[[str], None] = print) -> dict[str, Any]:
         "notes": notes,
     }
     doc["target"] = target(doc["summary"], epsilons)
+    doc["regression_target"] = regression_target(doc["summary"], epsilons)
     if cfg.output is not None:
         _write(doc, cfg.output)
         if cfg.figure:
@@ -818,8 +868,9 @@ def summarize(
         for e, epsilon in enumerate(epsilons):
             row: dict[str, Any] = {"epsilon": epsilon}
             for name, _ in METRICS[task]:
-                for m in ("dpcvx", "dpcvx_noiseless", "diffprivlib"):
-                    row[f"{m}_{name}"] = _summary(per[m][name][e])
+                for m in ("dpcvx", "dpcvx_noiseless", "diffprivlib", "dpcvx_ssp"):
+                    if m in per:
+                        row[f"{m}_{name}"] = _summary(per[m][name][e])
                 for m in ("sklearn", "dpcvx_nonprivate"):
                     if any(v is not None for v in per[m][name]):
                         row[f"{m}_{name}"] = _summary(per[m][name])
@@ -829,6 +880,12 @@ def summarize(
                         for a, b in zip(per["dpcvx"][name][e], per["diffprivlib"][name][e])
                     ]
                     row[f"diff_{name}"] = _summary(diffs)
+                    if "dpcvx_ssp" in per:
+                        diffs = [
+                            None if a is None or b is None else a - b
+                            for a, b in zip(per["dpcvx_ssp"][name][e], per["diffprivlib"][name][e])
+                        ]
+                        row[f"diff_ssp_{name}"] = _summary(diffs)
             rows.append(row)
         out[task] = rows
     return out
@@ -852,6 +909,32 @@ def target(summary: dict[str, Any], epsilons: Sequence[float]) -> dict[str, Any]
         "statement": f"dpcvx accuracy >= diffprivlib + {TARGET_POINTS:g} points at every "
         f"epsilon in {{{', '.join(f'{e:g}' for e in TARGET_EPSILONS)}}}",
         "points": points,
+        "met": met_here if complete else None,
+        "met_on_the_epsilons_run": met_here,
+        "complete": complete,
+    }
+
+
+def regression_target(summary: dict[str, Any], epsilons: Sequence[float]) -> dict[str, Any]:
+    """Issue 13's target on diabetes: dpcvx SSP's mean test R^2 positive and above
+    diffprivlib's at every epsilon of REGRESSION_TARGET_EPSILONS that was run."""
+    rows = {r["epsilon"]: r for r in summary[REGRESSION]}
+    checked = [e for e in REGRESSION_TARGET_EPSILONS if e in rows]
+    per: dict[str, Any] = {}
+    for e in checked:
+        ssp, dpl = rows[e]["dpcvx_ssp_r2"]["mean"], rows[e]["diffprivlib_r2"]["mean"]
+        per[f"{e:g}"] = {
+            "ssp_r2": ssp,
+            "diffprivlib_r2": dpl,
+            "met": None if ssp is None or dpl is None else bool(ssp > 0 and ssp > dpl),
+        }
+    known = [v["met"] for v in per.values() if v["met"] is not None]
+    met_here = None if not known or len(known) < len(per) else all(known)
+    complete = set(checked) == set(REGRESSION_TARGET_EPSILONS)
+    return {
+        "statement": "dpcvx SSP mean test R^2 > 0 and > diffprivlib's at every epsilon in "
+        f"{{{', '.join(f'{e:g}' for e in REGRESSION_TARGET_EPSILONS)}}}",
+        "per_epsilon": per,
         "met": met_here if complete else None,
         "met_on_the_epsilons_run": met_here,
         "complete": complete,
@@ -1028,6 +1111,35 @@ def format_report(doc: dict[str, Any]) -> str:
                 for r in rows
             ],
         ),
+        "",
+        f"dpcvx SSP: PrivateRidgeRegressor('squared', mechanism='ssp'), rows clipped to "
+        f"sqrt(d) = {ssp_norm_bound(rtask['d'] - 1):.3g}, label_range = ({LABEL_BOUNDS[0]:g}, "
+        f"{LABEL_BOUNDS[1]:g}), defaults otherwise; test R^2 and MAE",
+        _table(
+            [
+                "epsilon",
+                "SSP R2",
+                "dpcvx LAD-OP R2",
+                "diffprivlib R2",
+                "SSP-dpl R2",
+                "OLS R2",
+                "SSP MAE",
+                "diffprivlib MAE",
+            ],
+            [
+                [
+                    f"{r['epsilon']:g}",
+                    _cell(r["dpcvx_ssp_r2"], digits=3),
+                    _cell(r["dpcvx_r2"], digits=3),
+                    _cell(r["diffprivlib_r2"], digits=3),
+                    _cell(r.get("diff_ssp_r2"), digits=3),
+                    _cell(r["sklearn_r2"], digits=3),
+                    _cell(r["dpcvx_ssp_mae"]),
+                    _cell(r["diffprivlib_mae"]),
+                ]
+                for r in rows
+            ],
+        ),
     ]
     t = doc["target"]
     if t["complete"]:
@@ -1042,6 +1154,14 @@ def format_report(doc: dict[str, Any]) -> str:
         f"target ({t['statement']}): {verdict}"
         + (f"  [dpcvx - diffprivlib, points: {pts}]" if pts else ""),
     ]
+    rt = doc.get("regression_target")
+    if rt is not None:
+        verdict = (
+            {True: "MET", False: "MISSED", None: "not measured (no diffprivlib side)"}[rt["met"]]
+            if rt["complete"]
+            else "not assessed: this run lacks some of the target's epsilons"
+        )
+        out.append(f"regression target ({rt['statement']}): {verdict}")
     info = doc["environment"]["diffprivlib_side"]
     if info.get("warnings"):
         out.append(
@@ -1076,11 +1196,14 @@ def plot(doc: dict[str, Any], path: Path) -> Path:
         ("dpcvx", "dpcvx OutputPerturbation", "C0", "o-"),
         ("diffprivlib", "diffprivlib", "C3", "s-"),
         ("dpcvx_noiseless", "dpcvx, same lam, no noise", "C0", ":"),
+        ("dpcvx_ssp", "dpcvx SSP (ridge)", "C2", "^-"),
     )
     for ax, task, metric, scale, label in panels:
         rows = doc["summary"][task]
         eps = [r["epsilon"] for r in rows]
         for method, name, color, style in styles:
+            if f"{method}_{metric}" not in rows[0]:
+                continue
             stats = [r[f"{method}_{metric}"] for r in rows]
             if all(s["mean"] is None for s in stats):
                 continue
@@ -1235,6 +1358,86 @@ def explore(
     return {**table, "seeds": seeds, "epsilons": list(epsilons)}
 
 
+#: the grid of ``--explore-ssp``: ridge factor rho (``n lambda = rho sqrt(d) beta_G``),
+#: gram_fraction f, intercept_fraction g
+EXPLORE_SSP_GRID = ((0.5, 0.75, 1.0, 1.5, 2.0, 4.0), (0.2, 0.25, 0.35, 0.5), (0.3, 0.45, 0.6))
+
+
+def explore_ssp(
+    *, seeds: int, epsilons: Sequence[float], log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """The grid that chose SSP's defaults (ridge factor, ``gram_fraction``,
+    ``intercept_fraction``), on :func:`synthetic_regression` (n_train = 354, d = 10, rows
+    standardized and clipped to ``sqrt(d)``, test samples of ``EXPLORE_TEST``), never on
+    diabetes. Returns, per setting, the mean test R^2 per epsilon, best first (by the mean
+    over the epsilons)."""
+    import dpcvx
+    from dpcvx.mechanisms.sufficient_statistics import SufficientStatisticsPerturbation as SSP
+
+    d = 10
+    bound = ssp_norm_bound(d)
+    cells: dict[tuple[float, float, float], list[list[float]]] = {}
+    for s in range(seeds):
+        X, y = synthetic_regression(354 + EXPLORE_TEST, d, 3000 + s)
+        X = clip_rows(_standardize(X), bound)
+        source = dpcvx.ArraySource(np.column_stack([X[:354], y[:354]]))
+        Xt, yt = X[354:], y[354:]
+        for rho, f, g in (
+            (rho, f, g)
+            for rho in EXPLORE_SSP_GRID[0]
+            for f in EXPLORE_SSP_GRID[1]
+            for g in EXPLORE_SSP_GRID[2]
+        ):
+            cell = cells.setdefault((rho, f, g), [[] for _ in epsilons])
+            for e, epsilon in enumerate(epsilons):
+                base = SSP(
+                    feature_norm_bound=bound,
+                    label_range=LABEL_BOUNDS,
+                    gram_fraction=f,
+                    intercept_fraction=g,
+                )
+                beta = base.plan(n=354, d=d + 1, epsilon=epsilon).gram_scale
+                mech = SSP(
+                    feature_norm_bound=bound,
+                    label_range=LABEL_BOUNDS,
+                    gram_fraction=f,
+                    intercept_fraction=g,
+                    regularization=rho * math.sqrt(d) * beta / 354,
+                )
+                w = source.solve_private(
+                    mech, epsilon=epsilon, rng=np.random.default_rng([s, e, 5])
+                ).w
+                cell[e].append(r2_score(yt, Xt @ w[:-1] + w[-1]))
+        log(f"  explored SSP on synthetic seed {s}")
+    rows = [
+        {
+            "rule": f"ridge={rho:g} gram_fraction={f:g} intercept_fraction={g:g}",
+            "mean": float(np.mean([np.mean(v) for v in c])),
+            "per_epsilon": [float(np.mean(v)) for v in c],
+        }
+        for (rho, f, g), c in cells.items()
+    ]
+    rows.sort(key=lambda r: r["mean"], reverse=True)
+    return {"ssp": rows, "seeds": seeds, "epsilons": list(epsilons)}
+
+
+def format_explore_ssp(result: dict[str, Any], top: int = 12) -> str:
+    eps = result["epsilons"]
+    return "\n".join(
+        [
+            f"== SSP defaults on synthetic public data ({result['seeds']} seeds, test samples "
+            f"of {EXPLORE_TEST}): mean test R^2, best first ==",
+            _table(
+                ["setting", "mean"] + [f"eps={e:g}" for e in eps],
+                [
+                    [r["rule"], f"{r['mean']:.3f}"] + [f"{v:.3f}" for v in r["per_epsilon"]]
+                    for r in result["ssp"][:top]
+                ],
+            ),
+        ]
+    )
+
+
 def format_explore(result: dict[str, Any], top: int = 10) -> str:
     eps = result["epsilons"]
     out = [
@@ -1336,6 +1539,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "public data that chose the defaults",
     )
     p.add_argument(
+        "--explore-ssp",
+        action="store_true",
+        help="instead of the benchmark, run the grid on synthetic public data that chose "
+        "the defaults of dpcvx's sufficient-statistics perturbation (epsilon 1, 2, 5 unless "
+        "--epsilons)",
+    )
+    p.add_argument(
         "--explore-seeds",
         type=int,
         default=5,
@@ -1355,6 +1565,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     epsilons = (
         _floats(args.epsilons) if args.epsilons else SMOKE_EPSILONS if args.smoke else EPSILONS
     )
+    if args.explore_ssp:
+        result = explore_ssp(
+            seeds=args.explore_seeds,
+            epsilons=_floats(args.epsilons) if args.epsilons else (1.0, 2.0, 5.0),
+            log=log,
+        )
+        print(format_explore_ssp(result), flush=True)
+        if args.output not in (None, "-"):
+            _write(result, Path(args.output))
+        return 0
     if args.explore:
         result = explore(
             seeds=args.explore_seeds, epsilons=epsilons, norm_bound=args.norm_bound, log=log

@@ -35,9 +35,7 @@ def moments(d: int) -> tuple[float, float]:
     return math.sqrt(d * ex2), (d * ex4 + d * (d - 1) * ex2**2) ** 0.25
 
 
-def run(
-    n: int, d: int, C, lam: float, seed: int, ldop: bool = True, radius: float = 1.0
-) -> dict:
+def run(n: int, d: int, C, lam: float, seed: int, ldop: bool = True, radius: float = 1.0) -> dict:
     rng = np.random.default_rng(seed)
     X = rng.standard_t(NU, size=(n, d)) * math.sqrt(3.0 / (5.0 * d))
     Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))

@@ -43,6 +43,7 @@ from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation, choose_regularization
 from dpcvx.mechanisms.phased_user import PhasedUserERM, PhasedUserSCO
+from dpcvx.mechanisms.sufficient_statistics import SufficientStatisticsPerturbation
 from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
 from dpcvx.neighbors import AddRemoveOne, NeighborRelation, ReplaceOne, ReplaceOneUser
 from dpcvx.oracle import OracleProblem, structured_solve
@@ -99,6 +100,7 @@ __all__ = [
     "structured_solve",
     "ReleaseCertificate",
     "SaddleProblem",
+    "SufficientStatisticsPerturbation",
     "TiltedOutputPerturbation",
     "UserLevelProblem",
     "ZcdpAccountant",

@@ -1286,6 +1286,14 @@ def build_pair(pair: WorstCasePair) -> tuple[Any, Any]:
         X1 = X0.copy()
         X1[half + 3] = -pair.value
         return ArraySource(X0), ArraySource(X1)
+    if pair.source == "arrays" and pair.loss == "regression":
+        from dpcvx.arrays import ArraySource
+
+        Z0 = np.full((pair.n, 2), float(pair.others))
+        Z1 = Z0.copy()
+        Z0[-1] = (pair.value, pair.value)
+        Z1[-1] = (pair.value, -pair.value)
+        return ArraySource(Z0), ArraySource(Z1)
     raise InvalidParameterError(  # pragma: no cover - a registry entry the audit cannot build
         f"The audit cannot build a {pair.loss!r} pair on a {pair.source!r} source."
     )

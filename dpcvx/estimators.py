@@ -43,11 +43,13 @@ from sklearn.utils.validation import check_is_fitted
 from dpcvx import domains, losses
 from dpcvx._validation import check_delta, check_moment_order, check_positive, check_real
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent
+from dpcvx.arrays import ArraySource
 from dpcvx.errors import DataError, InvalidParameterError, PrivacyLeakWarning
 from dpcvx.mechanisms.base import Mechanism
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.noise import calibrate
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
+from dpcvx.mechanisms.sufficient_statistics import SufficientStatisticsPerturbation
 from dpcvx.problem import Problem
 from dpcvx.results import PrivateResult
 
@@ -72,11 +74,14 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-#: the mechanisms an estimator can use, by the name its ``mechanism`` parameter takes
+#: the mechanisms every estimator can use, by the name its ``mechanism`` parameter takes
 MECHANISMS = ("output_perturbation", "ldop")
+#: ... and those of :class:`PrivateRidgeRegressor` (sufficient-statistics perturbation)
+RIDGE_MECHANISMS = (*MECHANISMS, "ssp")
 _MECHANISM_CLASSES = {
     "output_perturbation": OutputPerturbation,
     "ldop": LocalizedDoubleOutputPerturbation,
+    "ssp": SufficientStatisticsPerturbation,
 }
 #: mechanism parameters the estimator sets itself (from its own public bounds)
 _RESERVED_OPTIONS = {
@@ -93,6 +98,13 @@ _RESERVED_OPTIONS = {
         "moment": "`feature_moment`",
         "second_moment": "`feature_second_moment`",
         "base_regularization": "the estimator's `regularization`",
+    },
+    "ssp": {
+        "feature_norm_bound": "`feature_norm_bound`",
+        "label_range": "`label_range` (or `label_bound`)",
+        "fit_intercept": "`fit_intercept`",
+        "intercept_scaling": "`intercept_scaling`",
+        "regularization": "the estimator's `regularization`",
     },
 }
 #: rows longer than the bound are scaled to ``bound * (1 - _CLIP_MARGIN)``: their float64 norm
@@ -126,6 +138,7 @@ class _Settings:
     feature_second_moment: float | None
     options: Mapping[str, Any]
     strict: bool
+    label_range: tuple[float, float] | None = None
 
 
 # ------------------------------------------------------------------------------------------
@@ -145,6 +158,8 @@ _COMMON_PARAMETERS = """\
         moment bounds of the row norms (``moment_order``, ``feature_moment``), is pure
         epsilon-DP on every dataset, and needs ``n >= 2 J`` examples (``J`` blocks per phase,
         31 or more by default; set ``mechanism_options={"blocks": J}`` for small data).
+        :class:`PrivateRidgeRegressor` also takes ``"ssp"`` (sufficient-statistics
+        perturbation, the choice for small ``n``; see its Notes).
     feature_norm_bound : float, optional
         ``B``: a public bound on the l2 norm of a feature row. Rows longer than ``B`` are
         scaled down to norm ``B`` before the fit (clipping; predictions use rows as given).
@@ -280,6 +295,9 @@ class _PrivateLinearModel(BaseEstimator):
     ``w`` and every label (so the loss is ``c sqrt(B^2 + s^2)``-Lipschitz on clipped rows).
     """
 
+    #: the values its ``mechanism`` parameter accepts
+    _mechanisms: tuple[str, ...] = MECHANISMS
+
     # ------------------------------------------------------------------ validation
     def _owner(self) -> str:
         return type(self).__name__
@@ -302,10 +320,10 @@ class _PrivateLinearModel(BaseEstimator):
         owner = self._owner()
         epsilon = check_positive(self.epsilon, "epsilon", owner)
         delta = check_delta(self.delta, owner)
-        mechanism = self._check_choice("mechanism", MECHANISMS)
-        if mechanism == "ldop" and delta != 0.0:
+        mechanism = self._check_choice("mechanism", self._mechanisms)
+        if mechanism in ("ldop", "ssp") and delta != 0.0:
             raise InvalidParameterError(
-                f"`{owner}` with mechanism='ldop' is pure epsilon-DP: `delta` must be 0. "
+                f"`{owner}` with mechanism={mechanism!r} is pure epsilon-DP: `delta` must be 0. "
                 f"Got {self.delta!r}. Use mechanism='output_perturbation' for delta > 0."
             )
         strict = self._check_choice("on_data_dependent_bounds", ("warn", "raise")) == "raise"
@@ -362,7 +380,27 @@ class _PrivateLinearModel(BaseEstimator):
             feature_second_moment=g_2,
             options=self._validated_options(mechanism),
             strict=strict,
+            label_range=self._validated_label_range(),
         )
+
+    def _validated_label_range(self) -> tuple[float, float] | None:
+        """``label_range`` as ``(lo, hi)`` with ``lo < hi`` (None when not given)."""
+        value = getattr(self, "label_range", None)
+        if value is None:
+            return None
+        owner = self._owner()
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
+            raise InvalidParameterError(
+                f"The `label_range` parameter of `{owner}` must be None or a pair (lo, hi) of "
+                f"public finite numbers with lo < hi. Got {value!r}."
+            )
+        lo = check_real(value[0], "label_range[0]", owner)
+        hi = check_real(value[1], "label_range[1]", owner)
+        if not lo < hi:
+            raise InvalidParameterError(
+                f"The `label_range` parameter of `{owner}` must have lo < hi. Got {value!r}."
+            )
+        return (lo, hi)
 
     def _check_random_state(self) -> None:
         rs = self.random_state
@@ -916,7 +954,8 @@ class _PrivateRegressor(RegressorMixin, _PrivateLinearModel):
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
-            Targets; clipped to ``[-label_bound, label_bound]`` when ``label_bound`` is given.
+            Targets; clipped to ``[-label_bound, label_bound]`` when ``label_bound`` is given
+            and to ``label_range`` when that is given.
 
         Returns
         -------
@@ -940,16 +979,91 @@ class _PrivateRegressor(RegressorMixin, _PrivateLinearModel):
         taken: list[_DataBound] = []
         if settings.label_bound is not None:
             target = np.clip(target, -settings.label_bound, settings.label_bound)
-        self._fit_private(settings, X_fit, target, taken)
+        if settings.label_range is not None:
+            target = np.clip(target, *settings.label_range)
+        if settings.mechanism == "ssp":
+            self._fit_ssp(settings, X_fit, target, taken)
+        else:
+            self._fit_private(settings, X_fit, target, taken)
+        if settings.mechanism != "ssp":
+            self.bounds_["label_range"] = settings.label_range
         return self
+
+    def _fit_ssp(
+        self, settings: _Settings, X: np.ndarray, target: np.ndarray, taken: list[_DataBound]
+    ) -> None:
+        """Sufficient-statistics perturbation (:class:`~dpcvx.SufficientStatisticsPerturbation`)
+        of the rows ``[x | y]`` on an array source (the mechanism clips the rows and labels)."""
+        n, d = X.shape
+        bound = settings.feature_norm_bound
+        if bound is None:
+            bound = float(np.linalg.norm(X, axis=1).max()) or 1.0
+            taken.append(
+                _DataBound(
+                    "feature_norm_bound",
+                    "the largest row norm of X",
+                    "Pass feature_norm_bound=B chosen without looking at the data (rows longer "
+                    "than B are clipped; for standardized features about sqrt(n_features)).",
+                )
+            )
+        label_range = settings.label_range
+        if label_range is None and settings.label_bound is not None:
+            label_range = (-settings.label_bound, settings.label_bound)
+        if label_range is None:
+            lo, hi = (float(target.min()), float(target.max())) if target.size else (0.0, 0.0)
+            label_range = (lo, hi) if hi > lo else (lo - 1.0, lo + 1.0)
+            taken.append(
+                _DataBound(
+                    "label_range",
+                    "the smallest and largest y",
+                    "Pass label_range=(lo, hi) chosen without looking at the data (targets are "
+                    "clipped to it and so are the predictions).",
+                )
+            )
+        lam = settings.regularization
+        # the estimators' objective is mean loss + (lam/2) ||w||^2; SSP's is MSE + lambda ||w||^2
+        mech = SufficientStatisticsPerturbation(
+            feature_norm_bound=bound,
+            label_range=label_range,
+            fit_intercept=settings.fit_intercept,
+            intercept_scaling=settings.intercept_scaling,
+            regularization=None if lam is None else lam / 2.0,
+            **settings.options,
+        )
+        self._report(taken, settings.strict)
+        result = ArraySource(np.column_stack([X, target]), self._owner()).solve_private(
+            mech,
+            epsilon=settings.epsilon,
+            delta=0.0,
+            rng=self.random_state,
+            accountant=self.accountant,
+        )
+        released = np.asarray(result.w, float)
+        self._set_coefficients(released[:d], float(released[d]) if settings.fit_intercept else 0.0)
+        self.result_ = result
+        self.certificates_ = result.certificates
+        self.ledger_ = result.ledger
+        self.bounds_ = {
+            "feature_norm_bound": bound,
+            "label_range": label_range,
+            "intercept_scaling": settings.intercept_scaling if settings.fit_intercept else None,
+            "regularization": 2.0 * float(result.detail["regularization"]),
+            "ridge": result.detail["ridge"],
+        }
+        self.data_dependent_bounds_ = tuple(b.name for b in taken)
 
     def _set_coefficients(self, coef: np.ndarray, intercept: float) -> None:
         self.coef_ = coef
         self.intercept_ = intercept
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """Predictions ``X @ coef_ + intercept_``."""
-        return self._decision(X)
+        """Predictions ``X @ coef_ + intercept_``, clipped to ``label_range`` when it was given
+        (post-processing of the release: no privacy cost)."""
+        out = self._decision(X)
+        label_range = getattr(self, "bounds_", {}).get("label_range")
+        if label_range is not None:
+            out = np.clip(out, *label_range)
+        return out
 
 
 @_document
@@ -971,6 +1085,10 @@ class PrivateQuantileRegressor(_PrivateRegressor):
         pinball loss is ``max(tau, 1 - tau) ||x||``-Lipschitz in ``w`` whatever the target),
         so None (no clipping) issues no warning; a public bound keeps every loss of order
         ``Y + R sqrt(B^2 + s^2)``, which keeps the certified solves well conditioned.
+    label_range : tuple of float, optional
+        ``(lo, hi)``: a public range of the target. Targets are clipped to it before the fit
+        and **predictions are clipped to it** (post-processing: no privacy cost). None (the
+        default) keeps predictions unclipped. See ``docs/regression.md``.
     %(common_parameters)s
 
     Attributes
@@ -1011,6 +1129,7 @@ class PrivateQuantileRegressor(_PrivateRegressor):
         quantile: float = 0.5,
         *,
         label_bound: float | None = None,
+        label_range: tuple[float, float] | None = None,
         epsilon: float = 1.0,
         delta: float = 0.0,
         mechanism: str = "output_perturbation",
@@ -1029,6 +1148,7 @@ class PrivateQuantileRegressor(_PrivateRegressor):
     ) -> None:
         self.quantile = quantile
         self.label_bound = label_bound
+        self.label_range = label_range
         _common_init(
             self,
             epsilon=epsilon,
@@ -1090,8 +1210,15 @@ class PrivateRidgeRegressor(_PrivateRegressor):
         linearly.
     label_bound : float, optional
         ``Y``: targets are clipped to ``[-Y, Y]`` before the fit. Needed by ``loss="squared"``
-        (its Lipschitz bound uses it): when None there, the largest ``|y|`` is used with a
+        (its Lipschitz bound uses it): when None there, ``max(|lo|, |hi|)`` of
+        ``label_range`` is used if given, else the largest ``|y|`` with a
         :class:`~dpcvx.errors.PrivacyLeakWarning`. Optional for ``loss="huber"``.
+    label_range : tuple of float, optional
+        ``(lo, hi)``: a public range of the target. Targets are clipped to it before the fit
+        and **predictions are clipped to it** (post-processing: no privacy cost). None (the
+        default) keeps predictions unclipped. ``mechanism="ssp"`` needs a label range: this
+        one, else ``(-label_bound, label_bound)``, else the data's with a
+        :class:`~dpcvx.errors.PrivacyLeakWarning`. See ``docs/regression.md``.
     %(common_parameters)s
 
     Attributes
@@ -1106,11 +1233,23 @@ class PrivateRidgeRegressor(_PrivateRegressor):
     -----
     Guarantee: pure epsilon-DP (``delta == 0``) or (epsilon, delta)-DP, replace-one neighbors
     with public ``n``, on every dataset, provided the public bounds are given (no
-    ``PrivacyLeakWarning``). Output perturbation is paper 002's Algorithm 6 with the
+    ``PrivacyLeakWarning``). ``mechanism="ssp"`` is pure epsilon-DP with the exact
+    sensitivities of :mod:`dpcvx.mechanisms.sufficient_statistics` (its ``result_.certificates``
+    is empty: there is no solve to certify). Output perturbation is paper 002's Algorithm 6 with the
     Lipschitz bound above and the sensitivity ``2 L / (lam n) + 2 sqrt(2 alpha / lam)``;
     ``mechanism="ldop"`` (paper 000, Theorem 3.1, Huber loss only) uses the moment bound
     ``2 M (G_k + s)``. Sample weights are not supported (they would void the sensitivity
     bound).
+
+    With ``mechanism="ssp"`` (this estimator only): sufficient-statistics perturbation,
+    :class:`dpcvx.SufficientStatisticsPerturbation`: Laplace noise on ``X^T X``, ``X^T y``
+    and the intercept's sums of the clipped rows and labels, then a ridge solve of the noisy
+    normal equations. Needs ``loss="squared"`` and ``delta=0``; ``domain_radius`` is not used
+    (no domain: the ridge keeps the solve stable), the intercept is not regularized, and
+    ``regularization="auto"`` sets the ridge to the noise level of the Gram matrix (a float
+    ``lam`` is the ``(lam/2) ||coef||^2`` of the objective). ``mechanism_options`` may set
+    ``gram_fraction`` and ``intercept_fraction`` (the public budget split). It is the
+    mechanism that works at small ``n`` (diabetes, n = 354: see ``docs/regression.md``).
 
     Examples
     --------
@@ -1130,6 +1269,7 @@ class PrivateRidgeRegressor(_PrivateRegressor):
         *,
         huber_threshold: float = 1.0,
         label_bound: float | None = None,
+        label_range: tuple[float, float] | None = None,
         epsilon: float = 1.0,
         delta: float = 0.0,
         mechanism: str = "output_perturbation",
@@ -1149,6 +1289,7 @@ class PrivateRidgeRegressor(_PrivateRegressor):
         self.loss = loss
         self.huber_threshold = huber_threshold
         self.label_bound = label_bound
+        self.label_range = label_range
         _common_init(
             self,
             epsilon=epsilon,
@@ -1168,9 +1309,17 @@ class PrivateRidgeRegressor(_PrivateRegressor):
             on_data_dependent_bounds=on_data_dependent_bounds,
         )
 
+    _mechanisms = RIDGE_MECHANISMS
+
     def _check_loss_parameters(self, mechanism: str) -> None:
         loss = self._check_choice("loss", ("huber", "squared"))
         check_positive(self.huber_threshold, "huber_threshold", self._owner())
+        if mechanism == "ssp" and loss != "squared":
+            raise InvalidParameterError(
+                f"`{self._owner()}` with mechanism='ssp' (sufficient-statistics perturbation) "
+                f"fits the squared loss. Got loss={loss!r}: pass loss='squared' (or use "
+                "mechanism='output_perturbation' for the Huber loss)."
+            )
         if loss == "squared" and mechanism == "ldop":
             raise InvalidParameterError(
                 f"`{self._owner()}` with mechanism='ldop' needs a loss whose per-example "
@@ -1192,6 +1341,9 @@ class PrivateRidgeRegressor(_PrivateRegressor):
         if self.loss == "huber":
             return self._gradient_factor() * row_bound
         Y = settings.label_bound
+        if Y is None and settings.label_range is not None:
+            Y = max(abs(v) for v in settings.label_range)  # the targets are clipped to it
+            bounds["label_bound"] = Y
         if Y is None:
             Y = float(np.max(np.abs(target))) if target.size else 0.0
             taken.append(

@@ -41,12 +41,19 @@ def test_smoke_runs_and_reports(tmp_path):
     assert 0.5 < cls["dpcvx_accuracy"]["mean"] <= 1.0
     assert cls["sklearn_accuracy"]["mean"] > 0.9
     assert 0 < reg["dpcvx_mae"]["mean"] < 200
+    # dpcvx's sufficient-statistics perturbation (issue 13): scored on every split
+    assert reg["dpcvx_ssp_r2"]["count"] == 2
+    assert 0 < reg["dpcvx_ssp_mae"]["mean"] < 200
+    assert -1.0 < reg["dpcvx_ssp_r2"]["mean"] < 1.0
+    assert doc["regression_target"]["complete"] is False  # the smoke run has epsilon 1 only
+    assert "dpcvx SSP" in proc.stdout
     if doc["environment"]["diffprivlib_side"].get("missing"):
         assert "--setup" in proc.stdout and "dpcvx side only" in proc.stdout
         assert cls["diffprivlib_accuracy"]["count"] == 0
     else:
         assert cls["diffprivlib_accuracy"]["count"] == 2
         assert "diff_accuracy" in cls
+        assert reg["diff_ssp_r2"]["count"] == 2
     assert "breast_cancer" in proc.stdout and "diabetes" in proc.stdout
 
 

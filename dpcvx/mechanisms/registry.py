@@ -29,12 +29,13 @@ from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.mechanisms.phased_user import PhasedUserERM, PhasedUserSCO
+from dpcvx.mechanisms.sufficient_statistics import SufficientStatisticsPerturbation
 from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation, ReplaceOneUser
 
 __all__ = ["REGISTRY", "Registered", "WorstCasePair", "registered"]
 
-PairLoss = Literal["linear", "absolute", "saddle-linear", "mean", "median"]
+PairLoss = Literal["linear", "absolute", "saddle-linear", "mean", "median", "regression"]
 PairSource = Literal["problem", "saddle", "arrays", "users"]
 
 
@@ -44,7 +45,7 @@ class WorstCasePair:
 
     Attributes
     ----------
-    loss : {"linear", "absolute", "saddle-linear", "mean"}
+    loss : {"linear", "absolute", "saddle-linear", "mean", "median", "regression"}
         ``"linear"``: the loss ``x w`` on ``W = [-1, 1]``, ``n - 1`` records ``x = others``
         and the last one ``+value`` vs ``-value``. ``"absolute"``: ``|x w - y|`` on
         ``[-1, 1]`` with ``n - 1`` zero records and, first, an outlier ``(-+value, value)``
@@ -53,7 +54,9 @@ class WorstCasePair:
         for ``"linear"``. ``"mean"``: rows in R^1, ``n - 1`` rows ``others``, the last
         ``+value`` vs ``-value``. ``"median"``: rows in R^1 in consecutive buckets of 4:
         ``(n - 4) / 2`` rows ``-others``, then ``0, 0, 0, +-value`` (the median bucket), then
-        ``(n - 4) / 2`` rows ``+others``.
+        ``(n - 4) / 2`` rows ``+others``. ``"regression"``: rows ``[x | y]`` in R^2 (label
+        last), ``n - 1`` rows ``(others, others)`` and the last ``(value, +value)`` vs
+        ``(value, -value)``.
     n : int
         Records per dataset.
     value, others : float
@@ -420,6 +423,28 @@ REGISTRY: tuple[Registered, ...] = (
         thresholds=(-0.9, -0.5, 0.0, 0.5, 0.9),
         runs=1000,
         neighbors=ReplaceOneUser(3),
+    ),
+    Registered(
+        name="sufficient-statistics-perturbation",
+        aliases=("SufficientStatisticsPerturbation", "ssp"),
+        description=(
+            "SSP of ridge regression (one feature, no intercept, B = 1, labels in [-1, 1], "
+            "lambda = 1), rows [x | y]: 9 rows (0, 0) and a last row (1, +1) vs (1, -1); the "
+            "moments X^T y move by exactly their sensitivity 2 B m = 2 and the Gram matrix is "
+            "equal, so the pair realizes the moment block's budget (4/5 of epsilon at the "
+            "default gram_fraction 1/5) in full; the control's factor 4 makes that 3.2 epsilon"
+        ),
+        mechanism=SufficientStatisticsPerturbation(
+            feature_norm_bound=1.0,
+            label_range=(-1.0, 1.0),
+            fit_intercept=False,
+            regularization=1.0,
+        ),
+        pair=WorstCasePair(loss="regression", n=10, value=1.0, source="arrays"),
+        epsilon=1.0,
+        control_factor=4.0,
+        thresholds=(-0.1, 0.0, 0.1),
+        runs=2000,
     ),
 )
 
