@@ -43,6 +43,7 @@ from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation, choose_regularization
 from dpcvx.mechanisms.phased_user import PhasedUserERM, PhasedUserSCO
+from dpcvx.mechanisms.selection import PrivateSelection
 from dpcvx.mechanisms.sufficient_statistics import SufficientStatisticsPerturbation
 from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
 from dpcvx.neighbors import AddRemoveOne, NeighborRelation, ReplaceOne, ReplaceOneUser
@@ -101,6 +102,7 @@ __all__ = [
     "ReleaseCertificate",
     "SaddleProblem",
     "SufficientStatisticsPerturbation",
+    "PrivateSelection",
     "TiltedOutputPerturbation",
     "UserLevelProblem",
     "ZcdpAccountant",

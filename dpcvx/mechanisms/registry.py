@@ -29,6 +29,7 @@ from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.mechanisms.phased_user import PhasedUserERM, PhasedUserSCO
+from dpcvx.mechanisms.selection import PrivateSelection
 from dpcvx.mechanisms.sufficient_statistics import SufficientStatisticsPerturbation
 from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation, ReplaceOneUser
@@ -444,6 +445,28 @@ REGISTRY: tuple[Registered, ...] = (
         epsilon=1.0,
         control_factor=4.0,
         thresholds=(-0.1, 0.0, 0.1),
+        runs=2000,
+    ),
+    Registered(
+        name="private-selection",
+        aliases=("PrivateSelection", "selection"),
+        description=(
+            "private selection with random stopping (Liu-Talwar 2019, pure: 3 epsilon_0) over "
+            "the grid (lam, C) = (1, 1), (0.25, 1), gamma = 1/2, of the linear loss x*w on "
+            "[-1, 1], n = 10, the last record +1 vs -1; unshuffled split (2 validation rows "
+            "x = 0, the differing record trains): every candidate's fit moves by "
+            "2C/(lam n_train), the bound of its noise at epsilon_0 = epsilon/3"
+        ),
+        mechanism=PrivateSelection(
+            grid=((1.0, 1.0), (0.25, 1.0)),
+            loss_bounds=(-1.0, 1.0),
+            stop_probability=0.5,
+            shuffle=False,
+        ),
+        pair=WorstCasePair(loss="linear", n=10, value=1.0),
+        epsilon=1.0,
+        control_factor=10.0,
+        thresholds=(-0.5, 0.0, 0.5),
         runs=2000,
     ),
 )
