@@ -8,7 +8,8 @@ features. They follow scikit-learn's conventions (parameters stored as given and
 ``fit``; learned attributes end with ``_``) and expose the guarantee, dpcvx's certificates and
 the privacy ledger after fitting.
 
-- :class:`PrivateLinearClassifier`: binary classification, hinge or logistic loss.
+- :class:`PrivateLinearClassifier`: binary classification, hinge or logistic loss; one-vs-rest
+  over ``K > 2`` public classes (one ledger event, ``epsilon / K`` per class).
 - :class:`PrivateQuantileRegressor`: quantile (pinball) regression; least absolute deviation
   is ``quantile=0.5``.
 - :class:`PrivateRidgeRegressor`: l2-regularized regression with the Huber loss (default) or
@@ -28,13 +29,13 @@ import dataclasses
 import math
 import numbers
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import cvxpy as cp
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
@@ -45,13 +46,14 @@ from dpcvx._validation import check_delta, check_moment_order, check_positive, c
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent
 from dpcvx.arrays import ArraySource
 from dpcvx.errors import DataError, InvalidParameterError, PrivacyLeakWarning
-from dpcvx.mechanisms.base import Mechanism
+from dpcvx.mechanisms.base import Mechanism, exact_share
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.noise import calibrate
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.mechanisms.sufficient_statistics import SufficientStatisticsPerturbation
 from dpcvx.problem import Problem
 from dpcvx.results import PrivateResult
+from dpcvx.rng import make_rng
 
 if TYPE_CHECKING:
     from typing import Self
@@ -118,6 +120,19 @@ class _DataBound(NamedTuple):
     name: str
     what: str
     fix: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """The public side of one release: the clipped rows (with the intercept column), the
+    mechanism built from public bounds, and those bounds."""
+
+    rows: np.ndarray
+    mechanism: Mechanism
+    bounds: dict[str, Any]
+    n_features: int
+    intercept_scaling: float  # 0.0 without an intercept
+    domain_radius: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -483,6 +498,44 @@ class _PrivateLinearModel(BaseEstimator):
     ) -> None:
         """Clip, build the problem and the mechanism from public bounds, report every bound
         taken from the data (warn or raise: nothing is spent before that), then release."""
+        plan = self._plan_private(settings, X, target, taken)
+        self._report(taken, settings.strict)
+        result = self._problem(plan, target).solve_private(
+            plan.mechanism,
+            epsilon=settings.epsilon,
+            delta=settings.delta,
+            rng=self.random_state,
+            accountant=self.accountant,
+        )
+        released = np.asarray(result.w, float)
+        d, s = plan.n_features, plan.intercept_scaling
+        self._set_coefficients(
+            released[:d], float(released[d] * s) if settings.fit_intercept else 0.0
+        )
+        self.result_ = result
+        self.certificates_ = result.certificates
+        self.ledger_ = result.ledger
+        self.bounds_ = plan.bounds
+        self.data_dependent_bounds_ = tuple(b.name for b in taken)
+
+    def _problem(self, plan: _Plan, target: np.ndarray) -> Problem:
+        """The ERM problem of the plan's (clipped, augmented) rows with these targets."""
+        p = plan.rows.shape[1]
+        w = cp.Variable(p)
+        x = cp.Parameter(p)
+        label = cp.Parameter()
+        return Problem(
+            self._loss(x @ w, label),
+            w,
+            data={x: plan.rows, label: target},
+            domain=domains.l2_ball(w, plan.domain_radius),
+        )
+
+    def _plan_private(
+        self, settings: _Settings, X: np.ndarray, target: np.ndarray, taken: list[_DataBound]
+    ) -> _Plan:
+        """Clip the rows and build the mechanism from public bounds (and any bound taken from
+        the data, recorded in ``taken``); nothing is reported or spent here."""
         n, d = X.shape
         norms = np.linalg.norm(X, axis=1)
         bound = settings.feature_norm_bound
@@ -571,30 +624,14 @@ class _PrivateLinearModel(BaseEstimator):
                 gradient_second_moment=second,
                 regularization=settings.regularization,
             )
-        self._report(taken, settings.strict)
-
-        w = cp.Variable(p)
-        x = cp.Parameter(p)
-        label = cp.Parameter()
-        problem = Problem(
-            self._loss(x @ w, label), w, data={x: X, label: target}, domain=domains.l2_ball(w, R)
+        return _Plan(
+            rows=X,
+            mechanism=mech,
+            bounds=bounds,
+            n_features=d,
+            intercept_scaling=s,
+            domain_radius=R,
         )
-        result = problem.solve_private(
-            mech,
-            epsilon=settings.epsilon,
-            delta=settings.delta,
-            rng=self.random_state,
-            accountant=self.accountant,
-        )
-        released = np.asarray(result.w, float)
-        self._set_coefficients(
-            released[:d], float(released[d] * s) if settings.fit_intercept else 0.0
-        )
-        self.result_ = result
-        self.certificates_ = result.certificates
-        self.ledger_ = result.ledger
-        self.bounds_ = bounds
-        self.data_dependent_bounds_ = tuple(b.name for b in taken)
 
     def _report(self, taken: list[_DataBound], strict: bool) -> None:
         """Warn (pointing at the caller of ``fit``) or raise for every bound taken from the data."""
@@ -704,11 +741,14 @@ def _common_init(
 # ------------------------------------------------------------------------------------------
 @_document
 class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
-    """Differentially private binary linear classifier (hinge or logistic loss).
+    """Differentially private linear classifier (hinge or logistic loss): binary, or
+    one-vs-rest over ``K > 2`` public classes.
 
     Minimizes ``(1/n) sum_i loss(y_i <x_i, w>) + (lam/2) ||w||^2`` over the public ball
     ``||w|| <= domain_radius`` with labels encoded as ``-1`` (``classes_[0]``) and ``+1``
-    (``classes_[1]``), and releases the minimizer privately.
+    (``classes_[1]``), and releases the minimizer privately. With ``K > 2`` public
+    ``classes`` it fits ``K`` such binary problems (class ``k`` against the rest), each at
+    ``epsilon / K``: see Notes for the cost.
 
     Parameters
     ----------
@@ -716,22 +756,25 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         ``log(1 + exp(-y <x, w>))`` or ``max(0, 1 - y <x, w>)``. Both are
         ``||x||``-Lipschitz in ``w`` whatever the label, so ``L = sqrt(B^2 + s^2)`` on rows
         clipped to ``B`` (``s`` the intercept feature).
-    classes : array-like of two labels, optional
-        The public label set (sorted into ``classes_``). Every label in ``y`` must be one of
-        them, and a sample with a single class still fits. When None, the labels are taken
-        from ``y`` with a :class:`~dpcvx.errors.PrivacyLeakWarning`: which labels occur is a
-        fact about the data that the guarantee does not cover (a fit on data with one class
-        fails, on its neighbor it does not).
+    classes : array-like of labels, optional
+        The public label set (sorted into ``classes_``): two labels for a binary fit, ``K > 2``
+        for one-vs-rest. Every label in ``y`` must be one of them, and a sample in which some
+        classes do not occur (even a single class) still fits. When None, the labels are
+        taken from ``y`` with a :class:`~dpcvx.errors.PrivacyLeakWarning`: which labels occur
+        is a fact about the data that the guarantee does not cover (a fit on data with one
+        class fails, on its neighbor it does not). Only two classes are ever taken from the
+        data: a one-vs-rest fit needs its ``K`` labels given here.
     %(common_parameters)s
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-        The two class labels; ``classes_[1]`` is the positive class.
-    coef_ : ndarray of shape (1, n_features)
-        Coefficients of the released model (for the features as given).
-    intercept_ : ndarray of shape (1,)
-        Its intercept (0 when ``fit_intercept=False``).
+    classes_ : ndarray of shape (n_classes,)
+        The class labels; with two, ``classes_[1]`` is the positive class.
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Coefficients of the released model (for the features as given); one row per class
+        (class ``k`` against the rest) when ``n_classes > 2``.
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+        Its intercept(s) (0 when ``fit_intercept=False``).
     %(common_attributes)s
 
     Notes
@@ -742,8 +785,25 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
     certified solves; ``docs/output_perturbation.md``) uses the sensitivity
     ``2 L / (lam n) + 2 sqrt(2 alpha / lam)``; ``mechanism="ldop"`` is paper 000's Theorem 3.1
     with the per-example Lipschitz constant ``||(x, s)||`` and the moment bound
-    ``G_k + s``. Only binary problems are supported: for more classes, fit one estimator per
-    class on its own budget (basic composition) and charge them to one ``accountant``.
+    ``G_k + s``.
+
+    One-vs-rest (``K > 2`` public classes) and its cost: under replace-one neighbors one
+    record may change its label, and then its target changes in *every* one of the ``K``
+    binary problems (all of them contain every record). So the ``K`` releases compose, and
+    the honest cost is the sum of their epsilons (basic composition). The fit therefore
+    runs each binary problem at ``epsilon_k = exact_share(epsilon, K)`` (the largest float
+    with ``K epsilon_k <= epsilon`` exactly; likewise ``delta_k`` for ``delta``), with the
+    automatic ``lam`` and the noise of ``epsilon_k``, and records **one** ledger event of
+    ``(epsilon, delta)`` for the whole fit (reserved before any of the ``K`` solves reads
+    the data; its ``detail`` holds ``K``, ``epsilon_k`` and ``delta_k``). Each binary
+    model thus gets the noise of a binary fit at ``epsilon_k``: for pure DP, ``K`` times the
+    noise scale of a binary fit at ``epsilon`` with a fixed ``lam``, ``sqrt(K)`` times with
+    ``regularization="auto"`` (whose ``lam`` grows like ``sqrt(1 / epsilon_k)``).
+    ``predict_proba`` (logistic loss) normalizes the ``K`` per-class sigmoids, as
+    scikit-learn's ``OneVsRestClassifier`` does. ``result_.w`` is then the ``(K, p)``
+    matrix of the released points, ``result_.certificates`` the certificates of all ``K``
+    releases and ``result_.detail["per_class"]`` their public facts.
+
     Sample weights are not supported: a weight above 1 multiplies one example's influence and
     voids the sensitivity bound.
 
@@ -801,13 +861,21 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
             on_data_dependent_bounds=on_data_dependent_bounds,
         )
 
+    def _public_multiclass(self) -> bool:
+        """Whether the public ``classes`` name more than two labels (multiclass needs them)."""
+        try:
+            return bool(self.classes is not None and np.unique(np.asarray(self.classes)).size > 2)
+        except TypeError:  # labels that cannot be ordered together: refused in fit
+            return False
+
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        # labels are never inferred for more than two classes (see `classes`)
+        tags.classifier_tags.multi_class = self._public_multiclass()
         return tags
 
     def _more_tags(self) -> dict[str, bool]:  # pragma: no cover - scikit-learn < 1.6
-        return {"binary_only": True}
+        return {"binary_only": not self._public_multiclass()}
 
     def _check_loss_parameters(self, mechanism: str) -> None:
         self._check_choice("loss", ("logistic", "hinge"))
@@ -819,10 +887,11 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
             classes = np.unique(np.asarray(self.classes))
         except TypeError:  # labels of types that cannot be ordered together
             classes = np.asarray([])
-        if classes.ndim != 1 or classes.size != 2:
+        if classes.ndim != 1 or classes.size < 2:
             raise InvalidParameterError(
                 f"The `classes` parameter of `{self._owner()}` must list the two public class "
-                f"labels, e.g. classes=[0, 1]. Got {self.classes!r}."
+                "labels, e.g. classes=[0, 1], or K > 2 of them for one-vs-rest, e.g. "
+                f"classes=[0, 1, 2]. Got {self.classes!r}."
             )
         return classes
 
@@ -871,11 +940,18 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
                 "PrivateQuantileRegressor or PrivateRidgeRegressor."
             ) from exc
         kind = type_of_target(y, input_name="y")
-        if kind != "binary":
+        one_vs_rest = classes is not None and classes.size > 2
+        if kind != "binary" and not (kind == "multiclass" and one_vs_rest):
+            given = (
+                "without public `classes`"
+                if classes is None
+                else f"with the two `classes` = {classes.tolist()!r}"
+            )
             raise DataError(
-                f"Only binary classification is supported. The type of the target is {kind}. "
-                f"`{self._owner()}` fits two classes; for more, fit one estimator per class "
-                "(one-vs-rest) with epsilon split among them and one shared accountant."
+                f"Only binary classification is supported {given}. The type of the target is "
+                f"{kind}. `{self._owner()}` fits more than two classes (one-vs-rest, epsilon "
+                "split among them) only when all K labels are public: pass them, e.g. "
+                "classes=[0, 1, 2] (they are never taken from the data)."
             )
         taken: list[_DataBound] = []
         if classes is None:
@@ -899,25 +975,123 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
             if np.any(unknown):
                 raise DataError(
                     f"y contains labels outside `classes` = {classes.tolist()!r} of "
-                    f"`{self._owner()}`. Map them to the two public classes before fitting, or "
+                    f"`{self._owner()}`. Map them to the "
+                    f"{'two ' if classes.size == 2 else ''}public classes before fitting, or "
                     "fix `classes`."
                 )
         self.classes_ = classes
+        if classes.size > 2:
+            self._fit_one_vs_rest(settings, X_fit, np.asarray(y), classes, taken)
+            return self
         target = np.where(y == classes[1], 1.0, -1.0)
         self._fit_private(settings, X_fit, target, taken)
         return self
+
+    def _fit_one_vs_rest(
+        self,
+        settings: _Settings,
+        X: np.ndarray,
+        y: np.ndarray,
+        classes: np.ndarray,
+        taken: list[_DataBound],
+    ) -> None:
+        """``K`` binary releases (class ``k`` against the rest) at ``exact_share(epsilon, K)``
+        each, charged as one event of ``(epsilon, delta)`` (basic composition: one record's
+        label change touches all ``K`` problems)."""
+        K = int(classes.size)
+        share = exact_share(settings.epsilon, K)
+        delta_share = exact_share(settings.delta, K) if settings.delta > 0 else 0.0
+        per_class = dataclasses.replace(settings, epsilon=share, delta=delta_share)
+        targets = [np.where(y == c, 1.0, -1.0) for c in classes]
+        plan = self._plan_private(per_class, X, targets[0], taken)
+        self._report(taken, settings.strict)
+        problems = [self._problem(plan, target) for target in targets]  # before any spend
+        n = X.shape[0]
+        event = PrivacyEvent(
+            label=(
+                f"{self._owner()} one-vs-rest: {K} x {type(plan.mechanism).__name__}"
+                f"(n={n}, d={plan.rows.shape[1]}) at epsilon/{K}"
+            ),
+            epsilon=settings.epsilon,
+            delta=settings.delta,
+            kind="pure" if settings.delta == 0 else "approx",
+            detail={
+                "composition": "basic, over the K one-vs-rest releases",
+                "classes": K,
+                "per_class_epsilon": share,
+                "per_class_delta": delta_share,
+            },
+        )
+        budget = (
+            self.accountant
+            if self.accountant is not None
+            else Accountant(settings.epsilon, settings.delta)
+        )
+        # independent noise for every class: one generator drawn from in turn (None: a fresh
+        # OS-random generator per release)
+        rng = None if self.random_state is None else make_rng(self.random_state)[0]
+        results = []
+        for k, problem in enumerate(problems):
+            # the first release reserves the fit's one event in `budget` once it has validated
+            # and planned itself, before it reads the data; every release also checks its own
+            # events against its share on a scratch budget
+            scratch = (
+                _ChargeFirst(share, delta_share, charge=budget, event=event)
+                if k == 0
+                else Accountant(share, delta_share)
+            )
+            results.append(
+                problem.solve_private(
+                    plan.mechanism, epsilon=share, delta=delta_share, rng=rng, accountant=scratch
+                )
+            )
+        released = np.vstack([np.asarray(r.w, float) for r in results])
+        d, s = plan.n_features, plan.intercept_scaling
+        self.coef_ = released[:, :d]
+        self.intercept_ = released[:, d] * s if settings.fit_intercept else np.zeros(K)
+        detail: dict[str, Any] = {
+            "one_vs_rest": K,
+            "per_class_epsilon": share,
+            "per_class_delta": delta_share,
+            "per_class": tuple(MappingProxyType(dict(r.detail)) for r in results),
+        }
+        if "noise_scale" in results[0].detail:  # the same public plan for every class
+            detail["noise_scale"] = results[0].detail["noise_scale"]
+        self.result_ = PrivateResult(
+            w=released,
+            epsilon=settings.epsilon,
+            delta=settings.delta,
+            certificates=tuple(c for r in results for c in r.certificates),
+            ledger=budget.ledger,
+            seeded=results[0].seeded,
+            mechanism=f"one-vs-rest[{K} x {results[0].mechanism}]",
+            detail=MappingProxyType(detail),
+            neighbors=results[0].neighbors,
+        )
+        self.certificates_ = self.result_.certificates
+        self.ledger_ = self.result_.ledger
+        self.bounds_ = plan.bounds
+        self.data_dependent_bounds_ = tuple(b.name for b in taken)
 
     def _set_coefficients(self, coef: np.ndarray, intercept: float) -> None:
         self.coef_ = coef.reshape(1, -1)
         self.intercept_ = np.array([intercept])
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
-        """Signed score ``X @ coef_[0] + intercept_[0]`` (positive: ``classes_[1]``)."""
+        """Signed score ``X @ coef_[0] + intercept_[0]`` (positive: ``classes_[1]``), of
+        shape (n_samples,); with ``K > 2`` classes the per-class scores
+        ``X @ coef_.T + intercept_``, of shape (n_samples, K)."""
+        check_is_fitted(self, "result_")
+        if np.ndim(self.coef_) == 2 and np.shape(self.coef_)[0] > 1:
+            X = self._validate(X, reset=False)
+            return X @ np.asarray(self.coef_).T + np.asarray(self.intercept_)
         return self._decision(X)
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """Predicted class labels."""
-        scores = self._decision(X)
+        """Predicted class labels (one-vs-rest: the class of the largest score)."""
+        scores = self.decision_function(X)
+        if scores.ndim == 2:
+            return self.classes_[np.argmax(scores, axis=1)]
         return self.classes_[(scores > 0).astype(int)]
 
     def _has_probabilities(self) -> bool:
@@ -926,15 +1100,58 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
     @available_if(_has_probabilities)
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities of the logistic model (``loss="logistic"`` only): columns in
-        the order of ``classes_``."""
-        p = expit(self._decision(X))
+        the order of ``classes_``. Binary: the sigmoid of the score. One-vs-rest: the ``K``
+        per-class sigmoids normalized to sum to 1 (as scikit-learn's OneVsRestClassifier)."""
+        scores = self.decision_function(X)
+        if scores.ndim == 2:
+            return np.exp(self._log_proba_one_vs_rest(scores))
+        p = expit(scores)
         return np.column_stack([1.0 - p, p])
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""
-        scores = self._decision(X)
+        scores = self.decision_function(X)
+        if scores.ndim == 2:
+            return self._log_proba_one_vs_rest(scores)
         return np.column_stack([-np.logaddexp(0.0, scores), -np.logaddexp(0.0, -scores)])
+
+    @staticmethod
+    def _log_proba_one_vs_rest(scores: np.ndarray) -> np.ndarray:
+        """``log(sigmoid(s_k) / sum_j sigmoid(s_j))``, computed in log space."""
+        log_sigmoid = -np.logaddexp(0.0, -scores)
+        return log_sigmoid - logsumexp(log_sigmoid, axis=1, keepdims=True)
+
+
+class _ChargeFirst(Accountant):
+    """The scratch budget ``(share, delta_share)`` of the first binary release of a
+    one-vs-rest fit. Its first reservation (made by the pipeline after that release has been
+    validated and planned, before the data is read) first records the fit's one ``event`` in
+    the accountant ``charge`` (all or nothing: if that raises, nothing is recorded anywhere
+    and nothing is released)."""
+
+    __slots__ = ("_charge", "_charged", "_event")
+
+    def __init__(
+        self, epsilon: float, delta: float, *, charge: Accountant, event: PrivacyEvent
+    ) -> None:
+        super().__init__(epsilon, delta)
+        self._charge = charge
+        self._event = event
+        self._charged = False
+
+    def _charge_once(self) -> None:
+        if not self._charged:
+            self._charge.reserve(self._event)
+            self._charged = True
+
+    def reserve(self, event: PrivacyEvent) -> None:
+        self._charge_once()
+        super().reserve(event)
+
+    def reserve_all(self, events: Iterable[PrivacyEvent]) -> None:
+        self._charge_once()
+        super().reserve_all(events)
 
 
 # ------------------------------------------------------------------------------------------
