@@ -181,6 +181,8 @@ def release(
         )
     if "solver" in mechanism.requirements and hasattr(context, "prepare"):
         context.prepare()  # compile before anything is spent (data-independent)
+    if hasattr(mechanism, "preflight"):
+        mechanism.preflight(plan, context)  # data-free checks of the run (e.g. its executor)
     budget = (
         accountant if accountant is not None else Accountant(epsilon, delta, neighbors=relation)
     )

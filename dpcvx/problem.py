@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import cvxpy as cp
@@ -252,18 +253,87 @@ class Problem(DeclaredSource):
 
 def project_point(decl: Declaration, point, localize=None, xi: float | None = None) -> np.ndarray:
     """The body of :meth:`Problem.project` for any declaration (public post-processing)."""
-    base = decl.domain
-    dom = base if localize is None else LocalizedDomain(base, *localize)
-    point = np.asarray(point, float)
-    if base.kind in EXACT_PROJECTION:
-        if isinstance(dom, LocalizedDomain):
-            return dom.make_feasible(dom.project(point, xi))
-        return dom.make_feasible(dom.project(point))
-    v = cp.Variable(decl.d)
-    cons = [substitute(c, decl.variable, v) for c in dom.constraints]
-    cp.Problem(cp.Minimize(cp.sum_squares(v - point)), cons).solve(solver=cp.CLARABEL)
-    guess = point if v.value is None else np.asarray(v.value, float)
-    return dom.make_feasible(guess)
+    return DomainProjector(decl.domain, decl.variable, decl.d)(point, localize, xi)
+
+
+@dataclass(frozen=True, slots=True)
+class DomainProjector:
+    """The Euclidean projection onto a declaration's public domain, made exactly feasible
+    (with ``localize=(c, r)`` onto ``W intersect B(c, r)``). It holds the domain and nothing
+    of the data, and pickles: executors receive it with their block."""
+
+    domain: Any
+    variable: Any
+    d: int
+
+    def __call__(self, point, localize=None, xi: float | None = None) -> np.ndarray:
+        base = self.domain
+        dom = base if localize is None else LocalizedDomain(base, *localize)
+        point = np.asarray(point, float)
+        if base.kind in EXACT_PROJECTION:
+            if isinstance(dom, LocalizedDomain):
+                return dom.make_feasible(dom.project(point, xi))
+            return dom.make_feasible(dom.project(point))
+        v = cp.Variable(self.d)
+        cons = [substitute(c, self.variable, v) for c in dom.constraints]
+        cp.Problem(cp.Minimize(cp.sum_squares(v - point)), cons).solve(solver=cp.CLARABEL)
+        guess = point if v.value is None else np.asarray(v.value, float)
+        return dom.make_feasible(guess)
+
+
+@dataclass(frozen=True, slots=True)
+class SolveSetup:
+    """What every certified solve of a release shares, all public (compiled templates, the
+    domain and its block, the extension's ``C``, the first solver): no data."""
+
+    template: Template
+    block: DomainBlock
+    plain: Template | None
+    domain: Any
+    extension: float | None
+    solver: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockSolve:
+    """``solve(lam, w0, alpha, localize=None, candidate=None) -> CertifiedSolution``: the
+    certified solve on one block of examples (a module-level class, so that it pickles with
+    only its block's rows: a process pool or a Dask worker receives those and the public
+    setup, never the whole dataset). ``candidate``: an earlier certificate of the same
+    objective over W, returned as is when it also certifies ``alpha`` over the localized
+    domain."""
+
+    decl: Declaration
+    setup: SolveSetup
+
+    def __call__(
+        self,
+        lam: float,
+        w0: np.ndarray,
+        alpha: float,
+        localize=None,
+        candidate: CertifiedSolution | None = None,
+    ) -> CertifiedSolution:
+        setup = self.setup
+        w_domain, w_block = None, setup.block
+        if localize is not None:  # a public W0 = W intersect B(c, r) for w only
+            w_domain = LocalizedDomain(setup.domain, *localize)
+            if candidate is not None and still_certified(candidate, w_domain, lam, w0, alpha):
+                return candidate
+            w_block = localized_block(setup.block, w_domain.ball_center, w_domain.ball_radius)
+        return certified_solve(
+            self.decl,
+            setup.template,
+            w_block,
+            lam=lam,
+            w0=w0,
+            accuracy=alpha,
+            solver=setup.solver,
+            private=True,
+            extension=setup.extension,
+            w_domain=w_domain,
+            plain_template=setup.plain,
+        )
 
 
 def resolve_center(source, center) -> np.ndarray:
@@ -302,6 +372,10 @@ class ReleaseContext:
         self._base = base
         # compiled on the first solver() call (on the calling thread)
         self._compiled: tuple[Template, DomainBlock, Template | None] | None = None
+        decl = problem.declaration
+        #: the public projection (see :meth:`Problem.project`); it holds no data, so blocks
+        #: shipped to an executor carry it cheaply
+        self.project = DomainProjector(decl.domain, decl.variable, decl.d)
 
     def solver(self, indices=None, C: float | None = None):
         """``solve(lam, w0, alpha, localize=None, candidate=None) -> CertifiedSolution`` on the
@@ -318,39 +392,13 @@ class ReleaseContext:
             raise InvalidParameterError(
                 "Internal: a per-solve extension release must give C for every solve."
             )
-        extension, domain = self.extension, self.domain
+        extension = self.extension
         if C is not None:
             extension = float(C)
             template = with_extension(template, extension)
-
-        def solve(
-            lam: float,
-            w0: np.ndarray,
-            alpha: float,
-            localize=None,
-            candidate: CertifiedSolution | None = None,
-        ) -> CertifiedSolution:
-            w_domain, w_block = None, block
-            if localize is not None:  # a public W0 = W intersect B(c, r) for w only
-                w_domain = LocalizedDomain(domain, *localize)
-                if candidate is not None and still_certified(candidate, w_domain, lam, w0, alpha):
-                    return candidate
-                w_block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
-            return certified_solve(
-                decl,
-                template,
-                w_block,
-                lam=lam,
-                w0=w0,
-                accuracy=alpha,
-                solver=self._solver,
-                private=True,
-                extension=extension,
-                w_domain=w_domain,
-                plain_template=plain,
-            )
-
-        return solve
+        return BlockSolve(
+            decl, SolveSetup(template, block, plain, self.domain, extension, self._solver)
+        )
 
     def prepare(self) -> None:
         """Compile the templates the solves need (data-independent; done before the budget is
@@ -430,10 +478,6 @@ class ReleaseContext:
             vals = evaluate(decl.loss, leaves, n * k)
             out[start : start + k] = np.asarray(vals, float).reshape(k, n)
         return out
-
-    def project(self, point, localize=None, xi: float | None = None) -> np.ndarray:
-        """See :meth:`Problem.project` (public post-processing)."""
-        return self.problem.project(point, localize=localize, xi=xi)
 
 
 class LipschitzExtension:

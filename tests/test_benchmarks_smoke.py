@@ -166,3 +166,17 @@ def test_bench_scale_smoke_runs():
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "arrowhead IPM" in proc.stdout and "Newton" in proc.stdout
+
+
+def test_bench_executors_smoke_runs():
+    """LDOP's blocks on a process pool release the in-process point (the script exits 1
+    otherwise)."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_executors.py"), "--smoke", "--no-dask"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "process pool" in proc.stdout and "True" in proc.stdout

@@ -678,3 +678,31 @@ def test_label_range_gives_the_squared_loss_its_label_bound(diabetes):
         "squared", feature_norm_bound=5.0, label_range=(-1.0, 3.0), random_state=0
     ).fit(Xtr, ytr)
     assert reg.bounds_["label_bound"] == 3.0 and reg.data_dependent_bounds_ == ()
+
+
+def test_parallel_cross_validation_with_an_accountant_runs_in_threads_or_fails_spending_nothing():
+    # an accountant is one live budget: process workers (joblib's default, loky) would charge
+    # copies of it, so pickling it is refused with dpcvx's message and nothing is spent; joblib's
+    # threads share it, and every fold is charged to it
+    import joblib
+    from sklearn.model_selection import cross_val_score
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X @ np.array([1.0, -1.0, 0.5]) > 0).astype(int)
+    acct = dpcvx.Accountant(3.0)
+    clf = dpcvx.PrivateLinearClassifier(
+        epsilon=1.0, feature_norm_bound=4.0, classes=[0, 1], accountant=acct, random_state=0
+    )
+    with pytest.raises(Exception) as info:
+        cross_val_score(clf, X, y, cv=3, n_jobs=2)
+    chain, exc = [], info.value
+    while exc is not None:
+        chain.append(str(exc))
+        exc = exc.__cause__
+    assert any("cannot be pickled" in text for text in chain)
+    assert acct.spent.epsilon == 0.0 and not acct.ledger.events
+    with joblib.parallel_backend("threading", n_jobs=2):
+        scores = cross_val_score(clf, X, y, cv=3, n_jobs=2)
+    assert scores.shape == (3,) and len(acct.ledger.events) == 3
+    assert acct.spent.epsilon == pytest.approx(3.0)

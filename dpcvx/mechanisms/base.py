@@ -13,7 +13,10 @@ attributes (the :class:`Mechanism` protocol):
   refused before anything is spent, and when ``solver`` is named the solve templates are
   compiled before the budget is reserved; ``extension`` says which loss it solves
   (:data:`PLAIN`, :data:`PLANNED`, :data:`PER_SOLVE`); ``enforces_lipschitz`` asks the
-  pipeline to enforce its ``lipschitz`` claim with the Lipschitz extension (paper 000, eq. (5)).
+  pipeline to enforce its ``lipschitz`` claim with the Lipschitz extension (paper 000, eq. (5));
+- optionally ``preflight(plan, context)``: data-free checks of the run that need the release
+  context (e.g. that an executor can run a block job), called after the templates are compiled
+  and before the budget is reserved; it raises :class:`~dpcvx.InvalidParameterError`.
 
 A plan (the :class:`Plan` protocol) carries its guarantee and emits its own privacy events
 (:meth:`Plan.events`) and its public facts (:meth:`Plan.facts`), so what a plan contains is

@@ -458,6 +458,40 @@ class LocalizedDoubleOutputPerturbation:
             ledger_detail=MappingProxyType(ledger),
         )
 
+    # ------------------------------------------------------------------ preflight
+    def preflight(self, plan: LocalizedPlan, context: Any) -> None:
+        """Check, before the budget is reserved, that the ``executor`` can run a block: one
+        probe job ships what every block job ships except the rows (the block mechanism, the
+        public projection, a generator) and runs there. Data-free, so its failure is public:
+        it raises :class:`~dpcvx.InvalidParameterError` and nothing is spent (a failure
+        during the release is a private abort, with the budget spent)."""
+        if self.executor is None:
+            return
+        phase = plan.phases[0]
+        mech = DoubleOutputPerturbation(
+            C=phase.C,
+            regularization=phase.regularization,
+            zeta=self.zeta,
+            constants=self.constants,
+            solver=self.solver,
+        )
+        payload = (mech, phase.block, context.project, np.random.default_rng(0))
+        try:
+            future = self.executor.submit(_probe, payload, plan.initial_point)
+            ok = future.result()
+        except Exception as exc:  # noqa: BLE001 - data-free: reported with its cause
+            raise InvalidParameterError(
+                f"The `executor` of `{type(self).__name__}` could not run a block job "
+                f"({type(exc).__name__}: {exc}). Block jobs are pickled to the executor's "
+                "workers (a process pool, a Dask client's executor): dpcvx must be importable "
+                "there and the data source's projection picklable. Nothing was spent."
+            ) from exc
+        if not ok:  # pragma: no cover - a worker that returns without running the probe
+            raise InvalidParameterError(
+                f"The `executor` of `{type(self).__name__}` returned a wrong probe result. "
+                "Nothing was spent."
+            )
+
     # ------------------------------------------------------------------ release
     def release(self, plan: LocalizedPlan, context: Any, rng: np.random.Generator) -> Release:
         """Run the phases (``context`` is :class:`dpcvx.problem.ReleaseContext`). Returns the
@@ -527,6 +561,13 @@ class LocalizedDoubleOutputPerturbation:
             for f in futures:
                 f.cancel()
             raise
+
+
+def _probe(payload, point) -> bool:
+    """The executor's probe job (see :meth:`LocalizedDoubleOutputPerturbation.preflight`):
+    unpickles a block job's public parts and projects the public initial point."""
+    _, _, project, _ = payload
+    return bool(np.all(np.isfinite(project(np.asarray(point, float)))))
 
 
 def _run_block(mechanism, plan, solve, project, rng, domain):

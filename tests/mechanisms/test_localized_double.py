@@ -179,6 +179,66 @@ def test_executors_give_the_same_release_for_the_same_seed(executor_kind):
     assert np.array_equal(got, expected)
 
 
+def test_a_process_pool_runs_the_blocks_and_releases_the_same_point():
+    # stdlib pickle, not cloudpickle: every block job is module-level functions and classes
+    from concurrent.futures import ProcessPoolExecutor
+
+    problem = _hinge_problem(n=300)
+    expected = problem.solve_private(_mech(), epsilon=1.0, rng=5).w
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        got = problem.solve_private(_mech(executor=pool), epsilon=1.0, rng=5).w
+    assert np.array_equal(got, expected)
+
+
+def test_a_block_job_carries_its_rows_only():
+    import pickle
+
+    from dpcvx.problem import BlockSolve
+
+    problem = _hinge_problem(n=2000, d=3)
+    context = problem.release_context(extension=None, solver=None, base=True)
+    context.prepare()
+    idx = np.arange(10, 30)
+    solve = context.solver(indices=idx, C=1.0)
+    assert isinstance(solve, BlockSolve) and solve.decl.n == idx.size
+    whole = context.solver(C=1.0)
+    assert len(pickle.dumps(solve)) < len(pickle.dumps(whole)) / 5
+    X = problem.declaration.data
+    for key, arr in solve.decl.data.items():
+        assert np.array_equal(arr, np.asarray(X[key])[idx])
+    # the projection the blocks use holds no data at all
+    assert len(pickle.dumps(context.project)) < 50_000
+
+
+class _BrokenExecutor:
+    def submit(self, fn, *args, **kwargs):
+        raise RuntimeError("no workers available")
+
+
+class _UnpicklingExecutor:
+    """Pickles every job as a process pool would, and runs it here."""
+
+    def submit(self, fn, *args, **kwargs):
+        import pickle
+        from concurrent.futures import Future
+
+        fn, args = pickle.loads(pickle.dumps((fn, args)))
+        future: Future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def test_an_executor_that_cannot_run_a_block_is_refused_before_anything_is_spent():
+    problem = _hinge_problem(n=300)
+    acct = dpcvx.Accountant(1.0)
+    with pytest.raises(InvalidParameterError, match="could not run a block job.*Nothing was spent"):
+        problem.solve_private(_mech(executor=_BrokenExecutor()), epsilon=1.0, accountant=acct)
+    assert acct.spent.epsilon == 0.0 and not acct.ledger.events
+    # every part of a block job survives pickling (what a process pool does to it)
+    got = problem.solve_private(_mech(executor=_UnpicklingExecutor()), epsilon=1.0, rng=2).w
+    assert np.array_equal(got, problem.solve_private(_mech(), epsilon=1.0, rng=2).w)
+
+
 def test_a_failed_block_raises_fixed_text_and_keeps_the_budget_spent(monkeypatch):
     problem = _hinge_problem()
     import dpcvx.certification.solve as solve_module
