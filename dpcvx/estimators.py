@@ -50,6 +50,7 @@ from dpcvx.mechanisms.base import Mechanism, exact_share
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.noise import calibrate
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
+from dpcvx.mechanisms.selection import PrivateSelection
 from dpcvx.mechanisms.sufficient_statistics import SufficientStatisticsPerturbation
 from dpcvx.problem import Problem
 from dpcvx.results import PrivateResult
@@ -112,6 +113,10 @@ _RESERVED_OPTIONS = {
 #: rows longer than the bound are scaled to ``bound * (1 - _CLIP_MARGIN)``: their float64 norm
 #: then stays below the bound whatever the rounding, so the Lipschitz bound is exact
 _CLIP_MARGIN = 1e-10
+#: ``regularization="select"``: the grid is the automatic ``lam`` of one candidate times these
+SELECTION_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
+#: the validation share of a private selection of ``lam``
+SELECTION_VALIDATION = 0.2
 
 
 class _DataBound(NamedTuple):
@@ -145,7 +150,7 @@ class _Settings:
     feature_norm_bound: float | None
     label_bound: float | None
     domain_radius: float
-    regularization: float | None  # None: "auto"
+    regularization: float | None  # None: "auto" (or a selection)
     fit_intercept: bool
     intercept_scaling: float
     moment_order: float
@@ -154,6 +159,9 @@ class _Settings:
     options: Mapping[str, Any]
     strict: bool
     label_range: tuple[float, float] | None = None
+    #: private selection of ``lam`` (:class:`~dpcvx.PrivateSelection`): ``"select"`` (the
+    #: public default grid) or the user's grid
+    regularization_grid: tuple[float, ...] | str | None = None
 
 
 # ------------------------------------------------------------------------------------------
@@ -189,8 +197,14 @@ _COMMON_PARAMETERS = """\
         smallest radius that holds a good model in the units of your public preprocessing
         (predictions are at most ``R sqrt(B^2 + s^2)`` in magnitude); a needlessly large
         ``R`` means a smaller automatic ``lam`` and more noise.
-    regularization : float or "auto", default="auto"
+    regularization : float, "auto", "select" or list of float, default="auto"
         ``lam > 0`` of the term ``(lam/2) ||w||^2`` (``w`` includes the intercept coordinate).
+        ``"select"`` or a list of public values: ``lam`` is selected privately
+        (:class:`~dpcvx.PrivateSelection`, Liu and Talwar's random stopping, pure epsilon, one
+        ledger event) on a private 20% validation split, every candidate at ``epsilon / 3``;
+        ``"select"`` searches the automatic ``lam`` of one candidate times 1/4, 1/2, 1, 2, 4.
+        Output perturbation with ``delta = 0`` only; ``bounds_["regularization"]`` is the
+        selected value.
         ``"auto"``: with output perturbation ``lam = 2 L sqrt(m / n) / R``, where ``L`` is
         the Lipschitz bound and ``m`` the expected noise norm per unit sensitivity
         (``d/epsilon`` for pure DP): it balances the bias ``lam R^2 / 2`` against the noise's
@@ -348,15 +362,32 @@ class _PrivateLinearModel(BaseEstimator):
                 f"Got {type(self.fit_intercept).__name__}: {self.fit_intercept!r}."
             )
         regularization = self.regularization
+        grid: tuple[float, ...] | str | None = None
         if isinstance(regularization, str):
-            if regularization != "auto":
+            if regularization not in ("auto", "select"):
                 raise InvalidParameterError(
-                    f"The `regularization` parameter of `{owner}` must be 'auto' or a positive "
-                    f"finite float. Got {regularization!r}."
+                    f"The `regularization` parameter of `{owner}` must be 'auto', 'select', a "
+                    f"positive finite float or a list of them. Got {regularization!r}."
                 )
+            grid = "select" if regularization == "select" else None
+            regularization = None
+        elif isinstance(regularization, (list, tuple, np.ndarray)):
+            values = list(np.asarray(regularization, dtype=object).reshape(-1))
+            if not values:
+                raise InvalidParameterError(
+                    f"The `regularization` grid of `{owner}` is empty: give public values of "
+                    "lam, e.g. regularization=[0.01, 0.1, 1.0]."
+                )
+            grid = tuple(check_positive(v, "regularization", owner) for v in values)
             regularization = None
         else:
             regularization = check_positive(regularization, "regularization", owner)
+        if grid is not None and (mechanism != "output_perturbation" or self.delta != 0):
+            raise InvalidParameterError(
+                f"`{owner}` selects `regularization` privately (regularization='select' or a "
+                "list) with mechanism='output_perturbation' and delta=0 only (Liu and Talwar's "
+                f"pure selection). Got mechanism={mechanism!r}, delta={self.delta!r}."
+            )
         k = check_moment_order(self.moment_order, owner, "moment_order")
         g_k = self._optional_positive("feature_moment")
         g_2 = self._optional_positive("feature_second_moment")
@@ -388,6 +419,7 @@ class _PrivateLinearModel(BaseEstimator):
             else None,
             domain_radius=check_positive(self.domain_radius, "domain_radius", owner),
             regularization=regularization,
+            regularization_grid=grid,
             fit_intercept=bool(self.fit_intercept),
             intercept_scaling=check_positive(self.intercept_scaling, "intercept_scaling", owner),
             moment_order=k,
@@ -515,6 +547,8 @@ class _PrivateLinearModel(BaseEstimator):
         self.result_ = result
         self.certificates_ = result.certificates
         self.ledger_ = result.ledger
+        if plan.bounds.get("regularization_grid") is not None:
+            plan.bounds["regularization"] = float(result.detail["selected_regularization"])
         self.bounds_ = plan.bounds
         self.data_dependent_bounds_ = tuple(b.name for b in taken)
 
@@ -589,6 +623,9 @@ class _PrivateLinearModel(BaseEstimator):
                 lipschitz=L, regularization=lam, **settings.options
             )
             bounds.update(lipschitz=L, regularization=lam)
+            if settings.regularization_grid is not None:
+                mech, grid = self._selection(settings, L, R, n, p, bounds)
+                bounds.update(regularization=None, regularization_grid=grid)
         else:
             k = settings.moment_order
             g_k, g_2 = settings.feature_moment, settings.feature_second_moment
@@ -632,6 +669,47 @@ class _PrivateLinearModel(BaseEstimator):
             intercept_scaling=s,
             domain_radius=R,
         )
+
+    def _selection(
+        self, settings: _Settings, L: float, R: float, n: int, p: int, bounds: dict[str, Any]
+    ) -> tuple[Mechanism, tuple[float, ...]]:
+        """:class:`~dpcvx.PrivateSelection` over the grid of ``lam`` (every entry with the
+        extension's ``C = L``), scored by the mean validation loss clipped to ``[0, f_0 + L R]``
+        (``f_0`` the largest loss at ``w = 0`` over the public labels: every loss here is
+        nonnegative and ``L``-Lipschitz on the ball of radius ``R``). ``"select"``: the
+        automatic ``lam`` of one candidate (``epsilon / 3``, ``n_train`` rows) times
+        :data:`SELECTION_FACTORS`. All public."""
+        grid = settings.regularization_grid
+        fraction = SELECTION_VALIDATION
+        if grid == "select":
+            n_train = n - max(1, math.floor(fraction * n))
+            unit = calibrate(1.0, settings.epsilon / 3.0, 0.0)
+            base = 2.0 * L * math.sqrt(unit.scale * p / max(n_train, 1)) / R
+            grid = tuple(base * f for f in SELECTION_FACTORS)
+        assert isinstance(grid, tuple)
+        labels = self._public_labels(settings)
+        score = cp.Constant(0.0)
+        f0 = 0.0
+        for value in labels:
+            label = cp.Parameter(value=float(value))
+            f0 = max(f0, float(self._loss(score, label).value))
+        upper = math.nextafter(f0 + L * R, math.inf)
+        bounds.update(selection_loss_bounds=(0.0, upper))
+        mech = PrivateSelection(
+            grid=tuple((lam, L) for lam in grid),
+            loss_bounds=(0.0, upper),
+            validation_fraction=fraction,
+        )
+        return mech, grid
+
+    def _public_labels(self, settings: _Settings) -> tuple[float, ...]:
+        """The extreme public labels (the loss at ``w = 0`` is largest at one of them)."""
+        if settings.label_bound is None:
+            raise InvalidParameterError(
+                f"`{self._owner()}` needs a public `label_bound` to select `regularization` "
+                "privately (the validation loss must have a public range)."
+            )
+        return (-settings.label_bound, settings.label_bound)
 
     def _report(self, taken: list[_DataBound], strict: bool) -> None:
         """Warn (pointing at the caller of ``fit``) or raise for every bound taken from the data."""
@@ -897,6 +975,9 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
 
     def _gradient_factor(self) -> float:
         return 1.0
+
+    def _public_labels(self, settings: _Settings) -> tuple[float, ...]:
+        return (-1.0, 1.0)  # the encoded labels
 
     def _loss(self, score: cp.Expression, label: cp.Parameter) -> cp.Expression:
         if self.loss == "hinge":

@@ -706,3 +706,71 @@ def test_parallel_cross_validation_with_an_accountant_runs_in_threads_or_fails_s
         scores = cross_val_score(clf, X, y, cv=3, n_jobs=2)
     assert scores.shape == (3,) and len(acct.ledger.events) == 3
     assert acct.spent.epsilon == pytest.approx(3.0)
+
+
+def test_regularization_selected_privately_is_one_event_and_picks_from_the_grid():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 3))
+    y = (X @ np.array([1.0, -1.0, 0.5]) > 0).astype(int)
+    acct = dpcvx.Accountant(2.0)
+    grid = [0.05, 0.5, 5.0]
+    clf = dpcvx.PrivateLinearClassifier(
+        epsilon=2.0,
+        feature_norm_bound=4.0,
+        classes=[0, 1],
+        regularization=grid,
+        accountant=acct,
+        random_state=3,
+    ).fit(X, y)
+    assert len(acct.ledger.events) == 1 and acct.spent.epsilon == pytest.approx(2.0)
+    assert clf.bounds_["regularization"] in grid
+    assert clf.bounds_["regularization_grid"] == tuple(grid)
+    assert clf.result_.mechanism.startswith("PrivateSelection")
+    lo, hi = clf.bounds_["selection_loss_bounds"]
+    L = clf.bounds_["lipschitz"]
+    assert lo == 0.0 and hi == pytest.approx(np.log(2.0) + L * clf.bounds_["domain_radius"])
+    select = dpcvx.PrivateLinearClassifier(
+        epsilon=2.0, feature_norm_bound=4.0, classes=[0, 1], regularization="select", random_state=3
+    ).fit(X, y)
+    assert len(select.bounds_["regularization_grid"]) == 5
+    assert select.bounds_["regularization"] in select.bounds_["regularization_grid"]
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"regularization": []}, "empty"),
+        ({"regularization": [0.1, -1.0]}, "regularization"),
+        ({"regularization": "tune"}, "'select'"),
+        ({"regularization": "select", "delta": 1e-6}, "delta=0 only"),
+        ({"regularization": "select", "mechanism": "ldop"}, "output_perturbation"),
+    ],
+)
+def test_bad_selection_requests_raise_and_spend_nothing(params, match):
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    y = (X[:, 0] > 0).astype(int)
+    acct = dpcvx.Accountant(1.0)
+    kw = {"epsilon": 1.0, "feature_norm_bound": 3.0, "classes": [0, 1], "accountant": acct}
+    kw.update(params)
+    with pytest.raises(InvalidParameterError, match=match):
+        dpcvx.PrivateLinearClassifier(**kw).fit(X, y)
+    assert not acct.ledger.events
+
+
+def test_a_regressor_selects_only_with_a_public_label_bound():
+    X = np.random.default_rng(0).normal(size=(80, 2))
+    y = X[:, 0]
+    acct = dpcvx.Accountant(1.0)
+    with pytest.raises(InvalidParameterError, match="label_bound"):
+        dpcvx.PrivateRidgeRegressor(
+            epsilon=1.0, feature_norm_bound=3.0, regularization="select", accountant=acct
+        ).fit(X, y)
+    assert not acct.ledger.events
+    reg = dpcvx.PrivateRidgeRegressor(
+        epsilon=1.0,
+        feature_norm_bound=3.0,
+        label_bound=3.0,
+        regularization=[0.1, 1.0],
+        random_state=0,
+    ).fit(X, y)
+    assert reg.bounds_["regularization"] in (0.1, 1.0)
