@@ -77,6 +77,20 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _regularization(text: str) -> float | None:
+    """``auto`` (None) or a positive finite number."""
+    if text.strip().lower() == "auto":
+        return None
+    return _positive_float(text)
+
+
+def _auto_regularization(lipschitz: float, radius: float, n: int, d: int, epsilon: float) -> float:
+    """The estimators' automatic ``lam = 2 L sqrt(d / (epsilon n)) / R`` (pure epsilon): it
+    balances the bias ``lam R^2 / 2`` against the noise's effect ``2 L^2 d / (epsilon lam n)``,
+    from public quantities only (``docs/estimators.md``)."""
+    return 2.0 * lipschitz * math.sqrt(d / (epsilon * n)) / radius
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -169,9 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--regularization",
-        type=_positive_float,
-        default=0.01,
-        help="lam of the regularized ERM (public)",
+        type=_regularization,
+        default=None,
+        metavar="LAM|auto",
+        help="lam of the regularized ERM (public); 'auto' (default): the estimators' rule "
+        "2 L sqrt(d / (epsilon n)) / R for every epsilon",
     )
     demo.add_argument(
         "--epsilons",
@@ -326,7 +342,15 @@ def _demo(args: argparse.Namespace) -> int:
     X, Y = prepare(X_train, y_train)
     Xt, Yt = prepare(X_test, y_test)
     n, d = X.shape
-    radius, lam = 5.0, args.regularization
+    radius = 5.0
+
+    def lam_for(epsilon: float) -> float:
+        if args.regularization is not None:
+            return float(args.regularization)
+        return _auto_regularization(1.0, radius, n, d, epsilon)
+
+    lam = lam_for(args.epsilon)
+    majority = float(max(np.mean(Yt > 0), np.mean(Yt < 0)))
     w = cp.Variable(d)
     x = cp.Parameter(d)
     y = cp.Parameter()
@@ -334,6 +358,7 @@ def _demo(args: argparse.Namespace) -> int:
         dpcvx.losses.hinge(x @ w, y), w, data={x: X, y: Y}, domain=dpcvx.domains.l2_ball(w, radius)
     )
     mechanism = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam)
+    rule = "automatic" if args.regularization is None else "fixed"
 
     def accuracy(v: np.ndarray, A: np.ndarray, b: np.ndarray) -> float:
         return float(np.mean(np.where(A @ v >= 0, 1.0, -1.0) == b))
@@ -346,7 +371,7 @@ def _demo(args: argparse.Namespace) -> int:
     say = print
     say(
         f"dpcvx demo: breast_cancer, {n} training and {len(Yt)} test examples, d = {d}; "
-        f"hinge loss, l2 ball of radius {radius:g}, lam = {lam:g}"
+        f"hinge loss, l2 ball of radius {radius:g}, lam = {lam:.4g} ({rule})"
     )
     say(
         f"guarantee: {dpcvx.Guarantee(epsilon=result.epsilon, delta=result.delta)}"
@@ -358,7 +383,7 @@ def _demo(args: argparse.Namespace) -> int:
     else:
         say("")
         say(result.summary())
-    say(f"non-private certified solve: {exact}")
+    say(f"non-private certified solve (same lam): {exact}")
     say("")
     rows = [(f"private (epsilon = {args.epsilon:g})", result.w), ("non-private", exact.w)]
     say(f"{'':28s} {'train acc':>9s} {'test acc':>9s} {'test risk':>9s}")
@@ -367,18 +392,24 @@ def _demo(args: argparse.Namespace) -> int:
             f"{label:28s} {accuracy(v, X, Y):9.3f} {accuracy(v, Xt, Yt):9.3f} "
             f"{risk(v, Xt, Yt):9.4f}"
         )
+    say(f"{'majority class (baseline)':28s} {'':9s} {majority:9.3f}")
     if plot_path is None:
         return EXIT_OK
 
     epsilons = args.epsilons
-    grid = [(e, r) for e in epsilons for r in range(args.repeats)]
+    # the grid's non-private reference: the certified fit at the grid's smallest lam
+    best = problem.solve(regularization=min(lam_for(e) for e in epsilons))
+    grid = [(e, r) for e in epsilons for r in range(args.repeats)]  # k % repeats == r
     risks: dict[float, list[float]] = {e: [] for e in epsilons}
     accs: dict[float, list[float]] = {e: [] for e in epsilons}
     for k, (e, _) in enumerate(
         progress_bar(grid, desc="demo: epsilon grid", unit="fit", enabled=not args.quiet)
     ):
-        seed = None if args.seed is None else args.seed + 1 + k
-        v = problem.solve_private(mechanism, epsilon=e, rng=seed).w
+        # seeded: the r-th fit of every epsilon shares its seed (common random numbers, so
+        # the curve compares epsilons, not draws)
+        seed = None if args.seed is None else args.seed + 1 + k % args.repeats
+        mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam_for(e))
+        v = problem.solve_private(mech, epsilon=e, rng=seed).w
         risks[e].append(risk(v, Xt, Yt))
         accs[e].append(accuracy(v, Xt, Yt))
     if not args.quiet:
@@ -391,9 +422,17 @@ def _demo(args: argparse.Namespace) -> int:
         say(f"{'epsilon':>8s} {'risk':>8s} {'accuracy':>8s}")
         for e in epsilons:
             say(f"{e:8g} {np.median(risks[e]):8.4f} {np.median(accs[e]):8.3f}")
-        say(f"{'non-private':>8s} {risk(exact.w, Xt, Yt):8.4f} {accuracy(exact.w, Xt, Yt):8.3f}")
+        say(f"{'non-private':>8s} {risk(best.w, Xt, Yt):8.4f} {accuracy(best.w, Xt, Yt):8.3f}")
+        say(f"{'majority':>8s} {'':8s} {majority:8.3f}")
     _save_plot(
-        plot_path, epsilons, risks, accs, risk(exact.w, Xt, Yt), accuracy(exact.w, Xt, Yt), args
+        plot_path,
+        epsilons,
+        risks,
+        accs,
+        risk(best.w, Xt, Yt),
+        accuracy(best.w, Xt, Yt),
+        majority,
+        args,
     )
     say(f"plot saved to {plot_path}")
     return EXIT_OK
@@ -418,6 +457,7 @@ def _save_plot(
     accs: Mapping[float, Sequence[float]],
     exact_risk: float,
     exact_acc: float,
+    majority: float,
     args: argparse.Namespace,
 ) -> None:
     import numpy as np
@@ -443,7 +483,9 @@ def _save_plot(
             label=f"range of {args.repeats} fits",
         )
         ax.plot(eps, med, "o-", color="C0", label="dpcvx, pure epsilon-DP (median)")
-        ax.axhline(exact, color="k", ls="--", label="non-private (certified)")
+        ax.axhline(exact, color="k", ls="--", label="non-private (certified, smallest lam)")
+        if ax is right:
+            ax.axhline(majority, color="C7", ls="-.", label="majority class")
         ax.axvline(args.epsilon, color="C3", ls=":", lw=1, label=f"epsilon = {args.epsilon:g}")
         ax.set_xscale("log")
         ax.set_xlabel("epsilon")
@@ -451,8 +493,12 @@ def _save_plot(
         ax.grid(True, which="both", alpha=0.3)
     right.legend(loc="lower right", fontsize="small")
     fig.suptitle(
-        "dpcvx demo: breast_cancer, certified output perturbation (hinge loss, "
-        f"lam = {args.regularization:g})"
+        "dpcvx demo: breast_cancer, certified output perturbation (hinge loss, lam "
+        + (
+            "automatic per epsilon)"
+            if args.regularization is None
+            else f"= {args.regularization:g})"
+        )
     )
     try:
         fig.savefig(path, dpi=120)

@@ -54,12 +54,37 @@ def test_demo_end_to_end_saves_the_plot_in_the_current_directory(tmp_path):
     out = proc.stdout
     assert "guarantee: 2-DP (pure" in out and "SEEDED" in out
     assert "certified by dpcvx" in out  # the release's certificate
-    assert "non-private certified solve: certified" in out
+    assert "non-private certified solve (same lam): certified" in out
+    assert "(automatic)" in out and "majority class (baseline)" in out
     assert "private (epsilon = 2)" in out and "non-private" in out and "test acc" in out
     plot = tmp_path / cli.DEMO_PLOT
     assert f"plot saved to {plot}" in out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     _no_traceback(proc)
+
+
+def test_demo_curve_uses_the_automatic_rule_and_is_monotone_when_seeded(tmp_path):
+    # seeded: the r-th fit of every epsilon shares its seed, so the medians compare epsilons
+    proc = run(
+        "demo",
+        "--seed",
+        "0",
+        "--repeats",
+        "3",
+        "--epsilons",
+        "0.1,1,10",
+        "--plot",
+        "c.png",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    assert "(automatic)" in out
+    lines = out[out.index("epsilon     risk accuracy") :].splitlines()[1:4]
+    risks = [float(line.split()[1]) for line in lines]
+    assert risks == sorted(risks, reverse=True), lines
+    majority = float(out.split("majority class (baseline)")[1].split()[0])
+    assert 0.6 < majority < 0.65  # breast cancer's test split
 
 
 def test_bench_one_benchmark_smoke_prints_its_table():
