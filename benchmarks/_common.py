@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["write_json"]
+__all__ = ["RESULTS_ENV", "results_dir", "write_json"]
+
+#: ``dpcvx bench --out DIR`` sets this variable for the scripts it runs
+RESULTS_ENV = "DPCVX_BENCH_OUT"
+
+
+def results_dir() -> Path:
+    """Where the benchmarks write their JSON: ``$DPCVX_BENCH_OUT`` when set (``dpcvx bench
+    --out``), else ``results/`` beside the scripts."""
+    env = os.environ.get(RESULTS_ENV)
+    return Path(env).expanduser().resolve() if env else Path(__file__).resolve().parent / "results"
 
 
 def write_json(doc: dict, path: Path) -> None:

@@ -53,11 +53,11 @@ from pathlib import Path
 
 import cvxpy as cp
 import numpy as np
-from _common import write_json
+from _common import results_dir, write_json
 
 import dpcvx
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir()
 N, D, LAM, C_EXT, EPSILON, RHO = 40, 3, 0.1, 1.0, 1.0, 0.3
 #: declared Lipschitz constants for the nominal universe ||x|| <= 1, |y| <= 1 on the unit ball
 DECLARED_L = {"hinge": 1.0, "absolute": 1.0, "squared": 4.0, "saddle_logistic": 1.0 + RHO}

@@ -105,6 +105,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import results_dir
 
 # Only numpy (and, lazily, scikit-learn) at module level: the same file runs as the worker in
 # the diffprivlib environment, which has neither dpcvx nor cvxpy.
@@ -147,7 +148,7 @@ ENV_VARIABLE = "DPCVX_DIFFPRIVLIB_ENV"
 DEFAULT_ENV = Path(
     os.environ.get(ENV_VARIABLE) or Path(tempfile.gettempdir()) / "dpcvx-diffprivlib-venv"
 )
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir()
 DEFAULT_OUTPUT = RESULTS / "bench_diffprivlib.json"
 SMOKE_OUTPUT = RESULTS / "bench_diffprivlib_smoke.json"
 EXPLORE_OUTPUT = RESULTS / "bench_diffprivlib_explore.json"

@@ -39,6 +39,7 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
+from _common import results_dir
 
 import dpcvx
 
@@ -63,7 +64,7 @@ TARGET_RATIO = 1.5  # dpcvx_s / cvxpy_s at n = TARGET_RATIO_N
 TARGET_RATIO_N = 10_000
 TARGET_GROWTH = 4.5  # time(4n) / time(n)
 TARGET_CERT_SHARE = 0.10  # certify_seconds / total
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "bench_erm.json"
+DEFAULT_OUTPUT = results_dir() / "bench_erm.json"
 SMOKE_OUTPUT = DEFAULT_OUTPUT.with_name("bench_erm_smoke.json")
 
 

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import cvxpy as cp
 import numpy as np
+from _common import results_dir
 
 import dpcvx
 from dpcvx.accounting.zcdp import zcdp_to_dp
@@ -261,8 +262,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     out = (
         Path(args.output)
         if args.output
-        else ROOT
-        / "results"
+        else results_dir()
         / ("bench_heavy_tailed_smoke.json" if args.smoke else "bench_heavy_tailed.json")
     )
     grid.close()

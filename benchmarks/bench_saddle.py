@@ -20,7 +20,7 @@ from pathlib import Path
 
 import cvxpy as cp
 import numpy as np
-from _common import write_json
+from _common import results_dir, write_json
 
 import dpcvx
 
@@ -74,7 +74,7 @@ def main() -> None:
     ap.add_argument("--n", default="300,1000,3000")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--smoke", action="store_true", help="tiny run for the test suite")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "saddle.json"))
+    ap.add_argument("--out", default=str(results_dir() / "saddle.json"))
     args = ap.parse_args()
     ns = [100] if args.smoke else [int(s) for s in args.n.split(",")]
     seeds = 1 if args.smoke else args.seeds

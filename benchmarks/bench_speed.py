@@ -36,7 +36,7 @@ from pathlib import Path
 
 import cvxpy as cp
 import numpy as np
-from _common import write_json
+from _common import results_dir, write_json
 
 import dpcvx
 
@@ -240,7 +240,7 @@ def main(argv=None) -> int:
     print(HEADER, flush=True)
     rows = run(losses, ns, ds, repeats, args.accuracy, args.cvxpy_max_n, report=_print_row)
     print("* QuantileRegressor penalizes lam ||w||_1: a close objective, not the same one.")
-    out_dir = Path(args.out) if args.out else Path(__file__).resolve().parent / "results"
+    out_dir = Path(args.out) if args.out else results_dir()
     write_json(
         {"lambda": LAM, "accuracy": args.accuracy, "rows": rows}, out_dir / "bench_speed.json"
     )

@@ -44,11 +44,11 @@ from pathlib import Path
 
 import cvxpy as cp
 import numpy as np
-from _common import write_json
+from _common import results_dir, write_json
 
 import dpcvx
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir()
 #: Clarabel settings of the reference solves
 REFERENCE_SETTINGS = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11}
 #: allowed error of a reference optimum, relative to 1 + |F*|

@@ -221,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         help="run the benchmark suite or one benchmark and print its tables",
         description=_wrap(
-            "Run the benchmarks of the repository's benchmarks/ folder (every bench_*.py), "
+            "Run the benchmarks (the repository's benchmarks/ folder, shipped with the package: "
+            "every bench_*.py), "
             "or one of them, each in its own Python process, and print their tables of "
             "ratios measured side by side. The full suite takes a long time (see "
             "benchmarks/README.md); --smoke runs the quick CI configuration."
@@ -232,10 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
             "  dpcvx bench --smoke                 # every benchmark, quick\n"
             "  dpcvx bench erm --smoke             # one benchmark (bench_erm.py)\n"
             "  dpcvx bench erm -- --repeats 1      # arguments after -- go to the script\n"
+            "  dpcvx bench speed --smoke --out results/\n"
             "\n"
             + _wrap(
-                "The benchmarks are not installed with the package: run from a clone "
-                "of the repository or pass --dir."
+                "The scripts' JSON results go to --out (default benchmarks/results in a "
+                "clone, ./dpcvx-bench-results for an installed package); nothing is written "
+                "into an installed package."
             )
         ),
     )
@@ -253,8 +256,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--dir",
         default=None,
         metavar="PATH",
-        help="the benchmarks folder (default: the repository's benchmarks/ "
-        "next to the dpcvx package, else ./benchmarks)",
+        help="the benchmarks folder (default: the scripts shipped with the package: the "
+        "repository's benchmarks/)",
+    )
+    bench.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="folder of the benchmarks' JSON results (default: benchmarks/results in a clone, "
+        "./dpcvx-bench-results for an installed package)",
     )
 
     audit = sub.add_parser(
@@ -510,6 +520,22 @@ def _save_plot(
 
 
 # ============================================================================ bench
+def _installed_benchmarks() -> Path | None:
+    """The benchmark scripts shipped in the package (``dpcvx._benchmarks``: the repository's
+    benchmarks/ folder, in a clone or an installed wheel)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("dpcvx._benchmarks")
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(location)
+        if path.is_dir() and list(path.glob("bench_*.py")):
+            return path.resolve()
+    return None
+
+
 def _find_benchmarks(directory: str | None) -> Path:
     if directory is not None:
         path = Path(directory).expanduser().resolve()
@@ -520,15 +546,33 @@ def _find_benchmarks(directory: str | None) -> Path:
             )
         return path
     here = Path(__file__).resolve().parent.parent / "benchmarks"
-    for path in (here, Path.cwd() / "benchmarks"):
-        if path.is_dir() and list(path.glob("bench_*.py")):
-            return path.resolve()
+    for candidate in (here, _installed_benchmarks(), Path.cwd() / "benchmarks"):
+        if candidate is not None and candidate.is_dir() and list(candidate.glob("bench_*.py")):
+            return candidate.resolve()
     raise Failure(
-        "the benchmarks are not installed with the dpcvx package: `dpcvx bench` runs the "
-        "scripts of the repository's benchmarks/ folder, and none was found next to the "
-        f"package ({here}) or in the current directory. Clone the repository and run "
-        "`dpcvx bench` from its root, or pass `--dir path/to/benchmarks`."
+        "no benchmark scripts were found: not beside the package, not installed with it "
+        "(dpcvx._benchmarks) and not in ./benchmarks. Reinstall dpcvx, or pass "
+        "`--dir path/to/benchmarks`."
     )
+
+
+def _results_folder(folder: Path, out: str | None) -> Path:
+    """``--out``, else ``results/`` beside the scripts when they are a writable checkout,
+    else ``./dpcvx-bench-results`` (never inside an installed package)."""
+    if out is not None:
+        path = Path(out).expanduser().resolve()
+    elif (folder.parent / "pyproject.toml").is_file() and os.access(folder, os.W_OK):
+        path = folder / "results"
+    else:
+        path = Path.cwd() / "dpcvx-bench-results"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(
+            f"--out: cannot create the folder {str(path)!r} ({err.strerror or err}). "
+            "Choose another output folder."
+        ) from None
+    return path
 
 
 def _benchmark_names(folder: Path) -> list[str]:
@@ -592,6 +636,9 @@ def _bench(args: argparse.Namespace, extra: list[str]) -> int:
     env = os.environ.copy()
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    results = _results_folder(folder, args.out)
+    env["DPCVX_BENCH_OUT"] = str(results)  # the scripts' JSON go there (benchmarks/_common.py)
+    print(f"== results in {results}", flush=True)
     summary = []
     for name, path, script_args in plan:
         print(f"== {name} {' '.join(script_args)}".rstrip(), flush=True)
@@ -599,7 +646,7 @@ def _bench(args: argparse.Namespace, extra: list[str]) -> int:
         try:
             proc = subprocess.run(
                 [sys.executable, str(path), *script_args],
-                cwd=str(folder.parent),
+                cwd=str(folder.parent if results.parent == folder else results),
                 env=env,
                 check=False,
             )

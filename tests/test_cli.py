@@ -228,14 +228,20 @@ def test_bench_discovers_scripts_passes_arguments_and_reports_failures(capfd, tm
     assert "failed: bench_broken" in captured.err
 
 
-def test_bench_without_the_repository_folder_says_so(capsys, monkeypatch, tmp_path):
-    """Installed from a wheel: no benchmarks/ next to the package, none in the cwd."""
+def test_bench_runs_from_an_installed_package_and_says_so_when_the_scripts_are_missing(
+    capsys, monkeypatch, tmp_path
+):
+    """Installed from a wheel: no benchmarks/ next to the package; the scripts ship inside it
+    (dpcvx._benchmarks). Without them either, the command says what to do."""
     fake = tmp_path / "site-packages" / "dpcvx" / "cli.py"
     monkeypatch.setattr(cli, "__file__", str(fake))
     monkeypatch.chdir(tmp_path)
+    assert cli.main(["bench", "--list"]) == 0  # found as dpcvx._benchmarks
+    assert "bench_speed" in capsys.readouterr().out
+    monkeypatch.setattr(cli, "_installed_benchmarks", lambda: None)
     assert cli.main(["bench", "--smoke"]) == 1
     err = capsys.readouterr().err
-    assert "not installed with the dpcvx package" in err and "--dir" in err
+    assert "no benchmark scripts were found" in err and "--dir" in err
     assert cli.main(["bench", "--dir", str(tmp_path / "nowhere")]) == 2
 
 
