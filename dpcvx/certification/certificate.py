@@ -665,8 +665,11 @@ def certify(
     accuracy: float | None = None,
     solver_stats: Mapping[str, Any] | None = None,
     thetas: list | None = None,
+    domain: Domain | LocalizedDomain | None = None,
 ) -> CertifiedSolution:
-    """Certify ``w_candidate`` for ``F`` (see the module docstring).
+    """Certify ``w_candidate`` for ``F`` (see the module docstring) over ``domain`` (default
+    the declaration's W; a localized ``W intersect B(c, r)`` for paper 000's localized solves,
+    whose minimum the certificate then bounds).
 
     ``prog`` and ``z`` (the stamped program and the solver's duals), or ``thetas`` (per term,
     multipliers of each argument in the atom's own units, e.g. the loss's derivatives at the
@@ -676,7 +679,7 @@ def certify(
     import time
 
     start = time.perf_counter()
-    domain = decl.domain
+    domain = decl.domain if domain is None else domain
     w_hat = domain.make_feasible(np.asarray(w_candidate, float))
     w0 = np.asarray(w0, float)
     sums, counts = value_sums(decl, w_hat, prog=prog, z=z, thetas=thetas)

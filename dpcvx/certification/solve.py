@@ -449,6 +449,7 @@ def _certified_solve(
                     z=raw.z,
                     accuracy=accuracy,
                     solver_stats=stats,
+                    domain=w_domain,
                 )
             else:
                 cert = certify_extension(
@@ -939,12 +940,19 @@ def _certify_point(
     ``F_C`` (as a plain block, or at the examples' ``copies`` of the extension's relaxed
     form), so that the certificate never relies on the Lipschitz bounds that chose the rung.
     A localized ``w_domain`` counts for the extension's certificate (paper 000's Algorithm
-    4); the plain certificate is over W, which only loosens it."""
+    4), and the plain one too (over ``W`` without one)."""
     if copies is not None:
         stats["extension_copies"] = int(np.count_nonzero(np.any(copies != x[None, :], axis=1)))
     if extension is None:
         return certify(
-            decl, x, lam=lam, w0=w0, accuracy=accuracy, solver_stats=stats, thetas=thetas
+            decl,
+            x,
+            lam=lam,
+            w0=w0,
+            accuracy=accuracy,
+            solver_stats=stats,
+            thetas=thetas,
+            domain=w_domain,
         )
     return certify_extension(
         decl,

@@ -490,3 +490,27 @@ def test_small_regularization_random_problems_on_simplex_and_l1_ball():
                     if sol.gap < 0 or sol.lower > F_star + 10 * tol * (1 + abs(F_star)):
                         failures.append((seed, loss_name, domain.name, solver, sol.gap))
     assert not failures, failures
+
+
+@pytest.mark.parametrize("radius", [1e-3, 0.1])
+@pytest.mark.parametrize("domain", ["box", "ball"])
+def test_a_plain_localized_solve_is_certified_over_the_localized_domain(radius, domain):
+    # 0.5 (w - x)^2 with x = +-1 (mean 0), lam = 1.81 toward c = 0.9, on W intersect
+    # B(0.9, r): the ball is active (the minimizer over W is 0.58), so the minimum over the
+    # localized domain is at 0.9 - r. Certified over W instead, the gap would be about
+    # F(0.9 - r) - F(0.58) > 0.1, far above any target (paper 004's strongly convex
+    # reductions solve exactly this, with no extension)
+    w = cp.Variable(1)
+    x = cp.Parameter(1)
+    X = np.array([[1.0]] * 5 + [[-1.0]] * 5)
+    cons = [cp.abs(w) <= 1] if domain == "box" else [cp.norm(w) <= 1]
+    problem = dpcvx.Problem(0.5 * cp.sum_squares(w - x), w, {x: X}, cons)
+    context = problem.release_context(extension=None, solver=None)
+    context.prepare()
+    c = np.array([0.9])
+    cert = context.solver()(1.81, c, 1e-8, localize=(c, radius))
+    assert cert.gap <= 1e-8
+    expected = 0.9 - radius  # closed form: the projection of 0.58 onto [0.9 - r, 0.9 + r]
+    assert abs(float(cert.w[0]) - expected) <= cert.distance_bound + 1e-12
+    F = 0.5 * np.mean((expected - X[:, 0]) ** 2) + 1.81 / 2 * (expected - 0.9) ** 2
+    assert cert.lower <= F + 1e-12 <= cert.upper + 2e-12
