@@ -5,7 +5,7 @@ The public API is what this module exports; everything else is internal.
 
 from __future__ import annotations
 
-from dpcvx import audit, domains, estimators, losses
+from dpcvx import audit, domains, estimators, losses, preprocessing
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent, ZcdpAccountant
 from dpcvx.arrays import ArraySource, MeanEstimate
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
@@ -39,15 +39,28 @@ from dpcvx.mechanisms.deletion import (
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, OutputPertLocalize
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.exponential import ExponentialMechanism, LocalizedExponentialMechanism
+from dpcvx.mechanisms.inverse_sensitivity import (
+    GradientInverseSensitivityNet,
+    InverseSensitivityQuantile,
+    gradient_inverse_sensitivity_net,
+    inverse_sensitivity_median,
+    inverse_sensitivity_quantile,
+)
+from dpcvx.mechanisms.iterative_localization import (
+    GrowthAdaptiveLocalization,
+    IterativeLocalization,
+)
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation, choose_regularization
 from dpcvx.mechanisms.phased_user import PhasedUserERM, PhasedUserSCO
 from dpcvx.mechanisms.selection import PrivateSelection
+from dpcvx.mechanisms.strongly_convex_user import StronglyConvexUserERM, StronglyConvexUserSCO
 from dpcvx.mechanisms.sufficient_statistics import SufficientStatisticsPerturbation
 from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
 from dpcvx.neighbors import AddRemoveOne, NeighborRelation, ReplaceOne, ReplaceOneUser
 from dpcvx.oracle import OracleProblem, structured_solve
+from dpcvx.preprocessing import PrivateStandardScaler, PublicBoundsScaler
 from dpcvx.problem import LipschitzExtension, Problem
 from dpcvx.results import PrivateResult
 from dpcvx.saddle_problem import SaddleProblem
@@ -101,11 +114,22 @@ __all__ = [
     "structured_solve",
     "ReleaseCertificate",
     "SaddleProblem",
+    "StronglyConvexUserERM",
+    "StronglyConvexUserSCO",
     "SufficientStatisticsPerturbation",
     "PrivateSelection",
     "TiltedOutputPerturbation",
     "UserLevelProblem",
     "ZcdpAccountant",
+    "GrowthAdaptiveLocalization",
+    "IterativeLocalization",
+    "GradientInverseSensitivityNet",
+    "InverseSensitivityQuantile",
+    "gradient_inverse_sensitivity_net",
+    "inverse_sensitivity_median",
+    "inverse_sensitivity_quantile",
+    "PrivateStandardScaler",
+    "PublicBoundsScaler",
     "Sensitivity",
     "SolverError",
     "__version__",
@@ -119,4 +143,5 @@ __all__ = [
     "domains",
     "estimators",
     "losses",
+    "preprocessing",
 ]

@@ -1155,9 +1155,26 @@ def _linear_pair(n: int = 10, value: float = 1.0, others: float = 0.0):
     return _box_problem(lambda w, x, y: x @ w, X0, X1)
 
 
-def _user_pair(n: int, items: int, value: float, others: float):
-    """The linear pair of :func:`_linear_pair` as user-level data: ``n`` users of ``items``
-    items, every item of a user equal to its record."""
+def _quadratic_loss(w, x, y):
+    """The item loss ``0.5 (w - x)^2`` (strong convexity 1, verified from its structure)."""
+    import cvxpy as cp
+
+    return 0.5 * cp.sum_squares(w - x)
+
+
+def _quadratic_pair(n: int = 10, value: float = 1.0, others: float = 0.0):
+    """Quadratic loss ``0.5 (w - x)^2`` on ``W = [-1, 1]``: records as for
+    :func:`_linear_pair`."""
+    X0 = np.full((n, 1), float(others))
+    X1 = X0.copy()
+    X0[-1], X1[-1] = value, -value
+    return _box_problem(_quadratic_loss, X0, X1)
+
+
+def _user_pair(n: int, items: int, value: float, others: float, loss: str = "linear"):
+    """The linear (or quadratic) pair of :func:`_linear_pair` (:func:`_quadratic_pair`) as
+    user-level data: ``n`` users of ``items`` items, every item of a user equal to its
+    record."""
     import cvxpy as cp
 
     from dpcvx import domains
@@ -1169,8 +1186,10 @@ def _user_pair(n: int, items: int, value: float, others: float):
     X0[-items:], X1[-items:] = value, -value
     users = np.repeat(np.arange(n), items)
     dom = domains.box(w, -1.0, 1.0)
+    item_loss = _quadratic_loss(w, x, None) if loss == "quadratic" else x @ w
     return tuple(
-        UserLevelProblem(x @ w, w, {x: X}, dom, users=users, items_per_user=items) for X in (X0, X1)
+        UserLevelProblem(item_loss, w, {x: X}, dom, users=users, items_per_user=items)
+        for X in (X0, X1)
     )
 
 
@@ -1266,8 +1285,10 @@ def build_pair(pair: WorstCasePair) -> tuple[Any, Any]:
         return _linear_pair(pair.n, pair.value, others=pair.others)
     if pair.source == "problem" and pair.loss == "absolute":
         return _absolute_outlier_pair(pair.n, pair.value)
-    if pair.source == "users" and pair.loss == "linear":
-        return _user_pair(pair.n, pair.items, pair.value, pair.others)
+    if pair.source == "problem" and pair.loss == "quadratic":
+        return _quadratic_pair(pair.n, pair.value, others=pair.others)
+    if pair.source == "users" and pair.loss in ("linear", "quadratic"):
+        return _user_pair(pair.n, pair.items, pair.value, pair.others, loss=pair.loss)
     if pair.source == "saddle" and pair.loss == "saddle-linear":
         return _saddle_pair(pair.n, pair.value, pair.others)
     if pair.source == "arrays" and pair.loss == "mean":

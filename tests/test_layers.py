@@ -41,7 +41,7 @@ PROBLEMS = {
     "dpcvx.losses",
     "dpcvx.domains",
 }
-FRONT_ENDS = {"dpcvx.audit", "dpcvx.estimators"}
+FRONT_ENDS = {"dpcvx.audit", "dpcvx.estimators", "dpcvx.preprocessing"}
 PACKAGE_LEVEL = {"dpcvx"}
 COMMAND_LINE = {"dpcvx.cli", "dpcvx.__main__"}
 PREFIX_STAGES = [

@@ -25,18 +25,22 @@ from dpcvx.mechanisms.clipped_gradient import ClippedGradientDescent
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, OutputPertLocalize
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.exponential import ExponentialMechanism, LocalizedExponentialMechanism
+from dpcvx.mechanisms.iterative_localization import IterativeLocalization
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.mechanisms.phased_user import PhasedUserERM, PhasedUserSCO
 from dpcvx.mechanisms.selection import PrivateSelection
+from dpcvx.mechanisms.strongly_convex_user import StronglyConvexUserERM, StronglyConvexUserSCO
 from dpcvx.mechanisms.sufficient_statistics import SufficientStatisticsPerturbation
 from dpcvx.mechanisms.tilted import TiltedOutputPerturbation
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation, ReplaceOneUser
 
 __all__ = ["REGISTRY", "Registered", "WorstCasePair", "registered"]
 
-PairLoss = Literal["linear", "absolute", "saddle-linear", "mean", "median", "regression"]
+PairLoss = Literal[
+    "linear", "quadratic", "absolute", "saddle-linear", "mean", "median", "regression"
+]
 PairSource = Literal["problem", "saddle", "arrays", "users"]
 
 
@@ -46,9 +50,11 @@ class WorstCasePair:
 
     Attributes
     ----------
-    loss : {"linear", "absolute", "saddle-linear", "mean", "median", "regression"}
+    loss : {"linear", "quadratic", "absolute", "saddle-linear", "mean", "median", "regression"}
         ``"linear"``: the loss ``x w`` on ``W = [-1, 1]``, ``n - 1`` records ``x = others``
-        and the last one ``+value`` vs ``-value``. ``"absolute"``: ``|x w - y|`` on
+        and the last one ``+value`` vs ``-value``. ``"quadratic"``: the loss
+        ``0.5 (w - x)^2`` on ``[-1, 1]`` (strong convexity 1, verified by dpcvx from its
+        structure), records as for ``"linear"``. ``"absolute"``: ``|x w - y|`` on
         ``[-1, 1]`` with ``n - 1`` zero records and, first, an outlier ``(-+value, value)``
         pulling toward ``-1`` vs ``+1``. ``"saddle-linear"``: ``x w + v w`` with an adversary
         ``v`` in ``[-0.5, 0.5]`` on ``[-1, 1]`` (a :class:`~dpcvx.SaddleProblem`), records as
@@ -426,6 +432,63 @@ REGISTRY: tuple[Registered, ...] = (
         neighbors=ReplaceOneUser(3),
     ),
     Registered(
+        name="strongly-convex-user-erm",
+        aliases=("StronglyConvexUserERM", "sc-user-erm"),
+        description=(
+            "paper 004's Strongly-Convex-ERM (Alg 5) with the naive user-level subroutine: "
+            "item loss 0.5 (w - x)^2 on [-1, 1] (mu = 1, verified; G = 2, the largest "
+            "|w - x|), n = 10 users of 3 items, the last user's items all +1 vs all -1: the "
+            "user's mean item moves by 2, so stage 1's minimizers (the mean of all items, "
+            "+0.1 vs -0.1) are exactly 2 value/(mu n) = 0.2 apart, half its bound 2G/(mu n) = "
+            "0.4 (the pair's gradients differ by |x - x'| = 2 = G, the most this loss allows: "
+            "no pair moves them further). beta = 1/(2 n^2 m) gives R' = 5.38 > 2, so K' = K; "
+            "move_tolerance = 0.5: 3 phases, lam_i = 0.086, 0.343, 1.373, minimizers "
+            "0.2/(1 + lam_i) apart at a common centre, noise scales 29, 7.3, 1.8 (stage 1: "
+            "0.84). The released last phase carries stage 1's shift only through the phase "
+            "centres, so it reveals a small part of epsilon: the control's factor is 50"
+        ),
+        mechanism=StronglyConvexUserERM(
+            lipschitz=2.0,
+            strong_convexity=1.0,
+            items_per_user=3,
+            move_tolerance=0.5,
+            progress=False,
+        ),
+        pair=WorstCasePair(loss="quadratic", n=10, value=1.0, source="users", items=3),
+        epsilon=1.0,
+        control_factor=50.0,
+        thresholds=(-0.2, -0.1, 0.0, 0.1, 0.2),
+        runs=1000,
+        neighbors=ReplaceOneUser(3),
+    ),
+    Registered(
+        name="strongly-convex-user-sco",
+        aliases=("StronglyConvexUserSCO", "sc-user-sco"),
+        description=(
+            "paper 004's Strongly-Convex-SCO (Alg 6) with the naive user-level subroutine on "
+            "the pair of strongly-convex-user-erm (0.5 (w - x)^2 on [-1, 1], mu = 1, G = 2, "
+            "n = 10 users of 3 items, the last user's items +1 vs -1: stage 1's minimizers "
+            "exactly 0.2 apart, half the bound 0.4); R' = 34.6 (Prop B.1's term dominates), "
+            "so K' = K; move_tolerance = 0.9: one phase on all 10 users, lam = 0.327, "
+            "minimizers 0.2/1.327 apart at a common centre, noise scale 2.57. The released "
+            "phase reveals a small part of epsilon: the control's factor is 50"
+        ),
+        mechanism=StronglyConvexUserSCO(
+            lipschitz=2.0,
+            strong_convexity=1.0,
+            items_per_user=3,
+            move_tolerance=0.9,
+            shuffle=False,
+            progress=False,
+        ),
+        pair=WorstCasePair(loss="quadratic", n=10, value=1.0, source="users", items=3),
+        epsilon=1.0,
+        control_factor=50.0,
+        thresholds=(-0.2, -0.1, 0.0, 0.1, 0.2),
+        runs=1000,
+        neighbors=ReplaceOneUser(3),
+    ),
+    Registered(
         name="sufficient-statistics-perturbation",
         aliases=("SufficientStatisticsPerturbation", "ssp"),
         description=(
@@ -468,6 +531,24 @@ REGISTRY: tuple[Registered, ...] = (
         control_factor=10.0,
         thresholds=(-0.5, 0.0, 0.5),
         runs=2000,
+    ),
+    Registered(
+        name="iterative-localization",
+        aliases=("IterativeLocalization", "il"),
+        description=(
+            "paper 001's Algorithm 1 with one round (k = 1, step size 1.6: eta_1 = 0.1, "
+            "lam_1 = 2/(eta_1 m) = 2) on the linear loss x*w on [-1, 1], n = 10, the last "
+            "record +1 vs -1: the minimizers are exactly 2L/(lam_1 m) = L eta_1 = 0.1 apart "
+            "(the certified sensitivity 0.105 is attained up to the 5% inflation)"
+        ),
+        mechanism=IterativeLocalization(
+            lipschitz=1.0, rounds=1, step_size=1.6, shuffle=False, progress=False
+        ),
+        pair=WorstCasePair(loss="linear", n=10, value=1.0),
+        epsilon=1.0,
+        control_factor=2.0,
+        thresholds=(-0.05, 0.0, 0.05),
+        runs=5000,
     ),
 )
 
