@@ -8,6 +8,23 @@ from __future__ import annotations
 from dpcvx import audit, domains, estimators, losses, preprocessing
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent, ZcdpAccountant
 from dpcvx.arrays import ArraySource, MeanEstimate
+from dpcvx.calculators import (
+    ConvexFrameworkBound,
+    ExtensionBias,
+    ExtensionTradeoff,
+    HeavyTailedRate,
+    HighProbabilityParameters,
+    LocalizedDistanceBound,
+    StronglyConvexFrameworkBound,
+    extension_tradeoff,
+    framework_convex_bound,
+    framework_strongly_convex_bound,
+    heavy_tailed_rate,
+    high_probability_parameters,
+    lipschitz_extension_bias,
+    localized_distance_bound,
+    paper_extension_parameter,
+)
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.certification.extension import ExtensionValues
 from dpcvx.distributed import DaskProblem
@@ -144,4 +161,19 @@ __all__ = [
     "estimators",
     "losses",
     "preprocessing",
+    "ConvexFrameworkBound",
+    "ExtensionBias",
+    "ExtensionTradeoff",
+    "HeavyTailedRate",
+    "HighProbabilityParameters",
+    "LocalizedDistanceBound",
+    "StronglyConvexFrameworkBound",
+    "extension_tradeoff",
+    "framework_convex_bound",
+    "framework_strongly_convex_bound",
+    "heavy_tailed_rate",
+    "high_probability_parameters",
+    "lipschitz_extension_bias",
+    "localized_distance_bound",
+    "paper_extension_parameter",
 ]

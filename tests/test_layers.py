@@ -29,6 +29,7 @@ CORE = {
     "dpcvx.types",
     "dpcvx.neighbors",
     "dpcvx._progress",
+    "dpcvx.calculators",
 }
 PIPELINE = {"dpcvx.pipeline", "dpcvx.results"}
 PROBLEMS = {
