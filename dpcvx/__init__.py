@@ -5,7 +5,7 @@ The public API is what this module exports; everything else is internal.
 
 from __future__ import annotations
 
-from dpcvx import audit, domains, estimators, losses, preprocessing
+from dpcvx import audit, domains, estimators, growth, losses, preprocessing
 from dpcvx.accounting.ledger import Accountant, Ledger, PrivacyEvent, ZcdpAccountant
 from dpcvx.arrays import ArraySource, MeanEstimate
 from dpcvx.calculators import (
@@ -71,6 +71,7 @@ from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation, choose_regularization
 from dpcvx.mechanisms.phased_user import PhasedUserERM, PhasedUserSCO
+from dpcvx.mechanisms.resampled_erm import ResampledERM
 from dpcvx.mechanisms.selection import PrivateSelection
 from dpcvx.mechanisms.strongly_convex_user import StronglyConvexUserERM, StronglyConvexUserSCO
 from dpcvx.mechanisms.sufficient_statistics import SufficientStatisticsPerturbation
@@ -140,6 +141,7 @@ __all__ = [
     "ZcdpAccountant",
     "GrowthAdaptiveLocalization",
     "IterativeLocalization",
+    "ResampledERM",
     "GradientInverseSensitivityNet",
     "InverseSensitivityQuantile",
     "gradient_inverse_sensitivity_net",
@@ -159,6 +161,7 @@ __all__ = [
     "required_users",
     "domains",
     "estimators",
+    "growth",
     "losses",
     "preprocessing",
     "ConvexFrameworkBound",

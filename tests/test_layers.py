@@ -30,6 +30,7 @@ CORE = {
     "dpcvx.neighbors",
     "dpcvx._progress",
     "dpcvx.calculators",
+    "dpcvx.growth",
 }
 PIPELINE = {"dpcvx.pipeline", "dpcvx.results"}
 PROBLEMS = {
