@@ -7,12 +7,14 @@ next to the in-process release, side by side in one run.
 
 Data (seeded): Student-t(5) features scaled so that ``E||x||^2 = 1``, labels from a linear model
 with Student-t(3) noise, the absolute loss ``|x.w - y|`` on the l2 ball of radius 5: a
-heavy-tailed regression, LDOP's use case (k = 4 with the features' exact fourth moment). Each row
-is the median of ``--repeats`` releases of the same seed on: one process; a
+heavy-tailed regression, LDOP's use case (k = 4 with the features' exact fourth moment). Each
+row is the median of ``--repeats`` releases of the same seed on: one process; a
 ``concurrent.futures.ProcessPoolExecutor``; a ``distributed.LocalCluster`` (processes, one
-thread each) through ``client.get_executor()``. Every executor must release the same point as
-the in-process run (the blocks get generators spawned before dispatch), which the ``same``
-column checks. A block job carries only its block's rows and the public solve setup.
+thread each), given as the ``Client`` itself (block rows scattered straight to the workers)
+and as ``client.get_executor()`` (block rows inside the task graph). Every executor must
+release the same point as the in-process run (the blocks get generators spawned before
+dispatch), which the ``same`` column checks. A block job carries only its block's rows and the
+public solve setup.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
         )
         client = Client(cluster)
-        executors.append(("LocalCluster", client.get_executor()))
+        executors.append(("Dask Client", client))
+        executors.append(("Dask executor", client.get_executor()))
     rows = []
     print(
         f"{'n':>8s} {'d':>4s} {'executor':>14s} {'seconds':>8s} {'in-process':>10s} "

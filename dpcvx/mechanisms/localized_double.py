@@ -203,8 +203,10 @@ class LocalizedDoubleOutputPerturbation:
         Draw the partition from a uniformly random permutation (default; it keeps blocks
         i.i.d. when the data are sorted). It never affects privacy.
     executor : concurrent.futures.Executor, optional
-        Runs the ``J`` blocks of a phase (e.g. a thread pool or a Dask ``distributed`` client's
-        ``get_executor()``); default in-process, one after the other. The result does not
+        Runs the ``J`` blocks of a phase (e.g. a process or thread pool, or a Dask
+        ``distributed.Client``, whose workers then receive each block's rows directly by
+        ``scatter``; its ``get_executor()`` works too, with the rows inside the task graph);
+        default in-process, one after the other. The result does not
         depend on it: every block gets its own child generator, spawned in block order
         before dispatch.
     solver : str, optional
@@ -554,6 +556,12 @@ class LocalizedDoubleOutputPerturbation:
     def _run(self, tasks):
         if self.executor is None:
             return [_run_block(*task) for task in tasks]
+        scatter = getattr(self.executor, "scatter", None)
+        if callable(scatter):
+            # a Dask ``distributed.Client``: each block's rows go straight to a worker
+            # (``direct=True``) instead of through the scheduler inside the task graph
+            solves = scatter([task[2] for task in tasks], direct=True, hash=False)
+            tasks = [(t[0], t[1], s, *t[3:]) for t, s in zip(tasks, solves)]
         futures = [self.executor.submit(_run_block, *task) for task in tasks]
         try:
             return [f.result() for f in futures]
