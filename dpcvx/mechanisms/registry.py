@@ -25,7 +25,10 @@ from dpcvx.mechanisms.clipped_gradient import ClippedGradientDescent
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, OutputPertLocalize
 from dpcvx.mechanisms.em_pgm import ProjectedGradientExponentialMechanism
 from dpcvx.mechanisms.exponential import ExponentialMechanism, LocalizedExponentialMechanism
-from dpcvx.mechanisms.iterative_localization import IterativeLocalization
+from dpcvx.mechanisms.iterative_localization import (
+    GrowthAdaptiveLocalization,
+    IterativeLocalization,
+)
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
@@ -548,6 +551,27 @@ REGISTRY: tuple[Registered, ...] = (
         pair=WorstCasePair(loss="linear", n=10, value=1.0),
         epsilon=1.0,
         control_factor=2.0,
+        thresholds=(-0.05, 0.0, 0.05),
+        runs=5000,
+    ),
+    Registered(
+        name="growth-adaptive-localization",
+        aliases=("GrowthAdaptiveLocalization", "gal"),
+        description=(
+            "paper 001's Algorithm 2 with one epoch (T = 1: Algorithm 1 on the ball of radius "
+            "D_0 = D, k = ceil(ln 10) = 3 rounds of 3 records, step size 1.6), shuffled "
+            "batches, the linear loss x*w on [-1, 1], n = 10, the last record +1 vs -1: the "
+            "record lands in one round, whose minimizers move by L eta_j; the later rounds "
+            "re-centre and add noise, so the pair shows little of epsilon and the control's "
+            "factor is 10 (several epochs are tested in "
+            "tests/mechanisms/test_iterative_localization.py)"
+        ),
+        mechanism=GrowthAdaptiveLocalization(
+            lipschitz=1.0, epochs=1, step_size=1.6, progress=False
+        ),
+        pair=WorstCasePair(loss="linear", n=10, value=1.0),
+        epsilon=1.0,
+        control_factor=10.0,
         thresholds=(-0.05, 0.0, 0.05),
         runs=5000,
     ),
