@@ -293,6 +293,35 @@ def single_solve_release(
     return run(plan, context.solver(), context.project, rng, context.domain.kind)
 
 
+def public_start(
+    owner: str, initial_point: Any, center: Any, d: int, diameter: float | None = None
+) -> tuple[np.ndarray, float]:
+    """The public starting point of a localization (``initial_point``, else the domain's
+    center) as a float vector of shape ``(d,)``, and the domain's diameter as a positive finite
+    float (when ``diameter`` is given; ``nan`` otherwise); :class:`~dpcvx.InvalidParameterError`
+    before anything is spent."""
+    from dpcvx.errors import InvalidParameterError
+
+    start = center if initial_point is None else initial_point
+    if start is None:
+        raise InvalidParameterError(
+            f"`{owner}` needs a data source with a domain (or an `initial_point`)."
+        )
+    start = np.asarray(start, float)
+    if start.shape != (d,):
+        raise InvalidParameterError(
+            f"The `initial_point` of `{owner}` must have shape ({d},). Got {start.shape}."
+        )
+    if diameter is None:
+        return start, float("nan")
+    D = float(diameter)
+    if not (math.isfinite(D) and D > 0.0):
+        raise InvalidParameterError(
+            f"`{owner}` needs a bounded domain with a positive finite diameter. Got {diameter!r}."
+        )
+    return start, D
+
+
 def exact_share(total: float, parts: int) -> float:
     """The largest float ``s <= total / parts`` with ``parts * s <= total`` in exact arithmetic:
     the per-step budget of an iterative mechanism, so that its events never add up to more

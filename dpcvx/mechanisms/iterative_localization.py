@@ -89,7 +89,15 @@ from dpcvx._validation import check_center, check_delta, check_positive, check_r
 from dpcvx.accounting.ledger import PrivacyEvent
 from dpcvx.certification.certificate import ReleaseCertificate
 from dpcvx.errors import CertificationError, InvalidParameterError
-from dpcvx.mechanisms.base import PLAIN, ExtensionUse, Release, noise_event, perturb, round_up
+from dpcvx.mechanisms.base import (
+    PLAIN,
+    ExtensionUse,
+    Release,
+    noise_event,
+    perturb,
+    public_start,
+    round_up,
+)
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate
 from dpcvx.mechanisms.output_perturbation import ACCURACY_FLOOR, default_accuracy
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
@@ -279,22 +287,7 @@ class _Localization:
                 f"`{owner}` with noise='laplace' is pure epsilon-DP: `delta` must be 0. Got "
                 f"{delta!r}. Use noise='l2_laplace' (Gaussian noise when delta > 0)."
             )
-        start = center if self.initial_point is None else self.initial_point
-        if start is None:
-            raise InvalidParameterError(
-                f"`{owner}` needs a data source with a domain (or an `initial_point`)."
-            )
-        start = np.asarray(start, float)
-        if start.shape != (d,):
-            raise InvalidParameterError(
-                f"The `initial_point` of `{owner}` must have shape ({d},). Got {start.shape}."
-            )
-        D = float(diameter)
-        if not (math.isfinite(D) and D > 0.0):
-            raise InvalidParameterError(
-                f"`{owner}` needs a bounded domain with a positive finite diameter (P10). Got "
-                f"{diameter!r}."
-            )
+        start, D = public_start(owner, self.initial_point, center, d, diameter)
         beta = self.failure_probability
         if beta is None:
             beta = 1.0 / (n + d)

@@ -106,6 +106,7 @@ from dpcvx.mechanisms.base import (
     exact_share,
     noise_event,
     perturb,
+    public_start,
     round_up,
 )
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate
@@ -364,21 +365,7 @@ class _PhasedUser:
                 f"probability 1/(n m); for the naive subroutine it affects utility only. Pass "
                 f"{owner}(..., items_per_user=m)."
             )
-        start = center if self.initial_point is None else self.initial_point
-        if start is None:
-            raise InvalidParameterError(
-                f"`{owner}` needs a data source with a domain (or an `initial_point`)."
-            )
-        start = np.asarray(start, float)
-        if start.shape != (d,):
-            raise InvalidParameterError(
-                f"The `initial_point` of `{owner}` must have shape ({d},). Got {start.shape}."
-            )
-        D = float(diameter)
-        if not (math.isfinite(D) and D > 0.0):
-            raise InvalidParameterError(
-                f"`{owner}` needs a bounded domain with a positive diameter. Got {diameter!r}."
-            )
+        start, D = public_start(owner, self.initial_point, center, d, diameter)
         beta = self.failure_probability
         if beta is None:
             beta = 1.0 / (n * m)
