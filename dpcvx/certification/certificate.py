@@ -172,11 +172,14 @@ def _minorants(
     w_hat: np.ndarray,
     n_total: int | None = None,
     thetas: list | None = None,
+    mixes: dict[int, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """Slopes ``s`` (n, d), intercepts ``beta`` (n,) and a per-example scale (for margins).
     ``n_total``: the number of examples the program's objective averages over (default n).
     ``thetas``: per term, multipliers of each argument in the atom's own units (as
-    :func:`_term_duals` returns them), used instead of the solver's duals."""
+    :func:`_term_duals` returns them), used instead of the solver's duals. ``mixes``: per
+    generic ``maximum`` term (by index), weights ``(n, m)`` on its pieces' tangent cuts
+    (:func:`_mixed_cut`) instead of one cut of the maximum."""
     n, d = decl.n, decl.d
     n_total = n if n_total is None else n_total
     leaves = decl.derived_values()
@@ -189,7 +192,10 @@ def _minorants(
         counts[term.kind] = counts.get(term.kind, 0) + 1
         wgt = term.weight
         if term.kind == "generic":
-            gs, gb = _tangent_cut(decl, term, w_hat)
+            cut = (
+                None if mixes is None or t not in mixes else _mixed_cut(decl, term, w_hat, mixes[t])
+            )
+            gs, gb = _tangent_cut(decl, term, w_hat) if cut is None else cut
             s += gs
             beta += gb
             scale += np.abs(gb) + _apply(np.abs(gs)[:, None, :], np.abs(w_hat))[:, 0]
@@ -280,7 +286,13 @@ def _max_terms_minorant(
     G = np.stack([g for g, _ in GD], axis=1)
     D = np.stack([g_ for _, g_ in GD], axis=1)
     margin = 1e-7 * (1.0 + np.max(np.abs(G), axis=1))
-    mu = max_terms_weights(G, D, [None if x is None else x for x in duals], margin)
+    mu = max_terms_weights(
+        G,
+        D,
+        [None if x is None else x for x in duals],
+        margin,
+        None if any(p.kind == "abs" for p in term.parts) else np.stack(jacs, axis=1),
+    )
     gs = np.zeros((n, d))
     gb = np.zeros(n)
     bound = np.zeros(n)
@@ -476,6 +488,138 @@ def _monotone(
     return slope.reshape(n, -1, d).sum(axis=1), inter.reshape(n, -1).sum(axis=1)
 
 
+def _generic_max_cuts(
+    decl: Declaration, term: Term, w_hat: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Values ``(n, m)`` and true subgradients ``(n, m, d)`` at ``w_hat`` of each piece of a
+    generic term whose expression is a ``maximum`` of scalar pieces, or None."""
+    from cvxpy.atoms.elementwise.maximum import maximum as cp_maximum
+
+    expr = term.expr
+    if not isinstance(expr, cp_maximum) or len(expr.args) < 2 or expr.size != 1:
+        return None
+    if w_hat.ndim != 1:
+        return None
+    n, d = decl.n, decl.d
+    leaves = decl.derived_values()
+    vals, jacs = [], []
+    try:
+        for a in expr.args:
+            if a.size != 1:
+                return None
+            v, j = subgradient_jet(a, decl.variable, leaves, n, w_hat)
+            vals.append(np.broadcast_to(np.asarray(v, float).reshape(-1), (n,)))
+            jacs.append(np.broadcast_to(np.asarray(j, float).reshape(-1, d), (n, d)))
+    except (Unsupported, ValueError):
+        return None
+    V, J = np.stack(vals, axis=1), np.stack(jacs, axis=1)
+    if not (np.all(np.isfinite(V)) and np.all(np.isfinite(J))):
+        return None
+    return V, J
+
+
+def _mixed_cut(
+    decl: Declaration, term: Term, w_hat: np.ndarray, theta: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``max_j g_j(y) >= sum_j theta_j (g_j(w) + <a_j, y - w>)`` with ``a_j`` a true
+    subgradient of the piece ``g_j`` at ``w`` and ``theta`` summing to one exactly (each cut
+    minorizes its piece, hence the maximum; a piece below the top only loosens the bound).
+    None when the weights are not such a point or the pieces have no cuts."""
+    cuts = _generic_max_cuts(decl, term, w_hat)
+    if cuts is None:
+        return None
+    V, J = cuts
+    theta = np.asarray(theta, float)
+    if (
+        theta.shape != V.shape
+        or not np.all(np.isfinite(theta))
+        or np.any(theta < 0)
+        or np.any(theta.sum(axis=1) != 1.0)  # exact: the weights are dyadic (_stationary_mixes)
+    ):
+        return None
+    wgt = float(term.weight)
+    gs = np.einsum("nm,nmd->nd", theta, J)
+    gb = np.einsum("nm,nm->n", theta, V - J @ w_hat)
+    return wgt * gs, wgt * gb
+
+
+def _stationary_mixes(
+    decl: Declaration, w_hat: np.ndarray, lam: float, w0: np.ndarray
+) -> dict[int, np.ndarray] | None:
+    """Per generic ``maximum`` term, weights on its pieces' cuts for the examples where two
+    pieces tie at ``w_hat``: the minimum-norm move ``t_i`` in ``[0, 1]`` from the top piece
+    toward the second that makes the minorants' mean slope cancel ``lam (w_hat - w0)`` (the
+    stationarity of the Lagrangian at an interior minimizer; at a kink any convex
+    combination of the pieces' subgradients is one of the maximum's). ``t`` is rounded to a
+    multiple of ``2**-40`` so that the weights sum to one exactly. None without such a term.
+    Only a choice among valid minorants: the bound is valid for any weights."""
+    if lam <= 0 or w_hat.ndim != 1:
+        return None
+    n, d = decl.n, decl.d
+    if d > 2000:
+        return None
+    base: dict[int, np.ndarray] = {}
+    moves = []
+    for t, term in enumerate(decl.terms):
+        if term.kind != "generic":
+            continue
+        cuts = _generic_max_cuts(decl, term, w_hat)
+        if cuts is None:
+            continue
+        V, J = cuts
+        m = V.shape[1]
+        order = np.argsort(-V, axis=1, kind="stable")
+        k1, k2 = order[:, 0], order[:, 1]
+        rows = np.arange(n)
+        top = V[rows, k1]
+        tied = top - V[rows, k2] <= 1e-7 * (1.0 + np.abs(top))
+        base[t] = np.eye(m)[k1]
+        if tied.any():
+            b = float(term.weight) * (J[rows, k2] - J[rows, k1])[tied] / n
+            moves.append((t, np.flatnonzero(tied), k1[tied], k2[tied], b))
+    if not moves:
+        return None
+    s0, _, _, _ = _minorants(decl, None, None, w_hat, mixes=base)
+    r0 = s0.sum(axis=0) / n + lam * (w_hat - w0)
+    B = np.concatenate([mv[4] for mv in moves], axis=0)  # (k, d)
+    if not np.all(np.isfinite(B)) or not np.all(np.isfinite(r0)):
+        return None
+
+    def h(lmb: np.ndarray) -> np.ndarray:
+        return B.T @ np.clip(B @ lmb, 0.0, 1.0) + r0
+
+    lmb = np.zeros(d)
+    res = h(lmb)
+    ridge = 1e-12 * (1.0 + float(np.sum(B * B)))
+    for _ in range(50):
+        u = B @ lmb
+        free = (u >= 0.0) & (u <= 1.0)
+        H = B[free].T @ B[free] + ridge * np.eye(d)
+        try:
+            step = np.linalg.solve(H, res)
+        except np.linalg.LinAlgError:
+            break
+        a = 1.0
+        while a > 1e-6:
+            trial = lmb - a * step
+            r_trial = h(trial)
+            if np.linalg.norm(r_trial) < np.linalg.norm(res):
+                break
+            a /= 2
+        else:
+            break
+        lmb, res = trial, r_trial
+    tt = np.round(np.clip(B @ lmb, 0.0, 1.0) * 2.0**40) / 2.0**40
+    out = {k: v.copy() for k, v in base.items()}
+    start = 0
+    for t, idx, k1, k2, _b in moves:
+        part = tt[start : start + idx.size]
+        start += idx.size
+        out[t][idx, k1] = 1.0 - part
+        out[t][idx, k2] = part
+    return out
+
+
 def _tangent_cut(decl: Declaration, term: Term, w_hat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``f(y) >= f(w) + <g, y - w>`` with a true subgradient ``g`` of the term at ``w``, for all
     examples at once (:func:`subgradient_jet`); atoms without a rule there fall back to CVXPY's
@@ -569,11 +713,12 @@ def value_sums(
     prog: StampedProgram | None = None,
     z: np.ndarray | None = None,
     thetas: list | None = None,
+    mixes: dict[int, np.ndarray] | None = None,
 ) -> tuple[ValueSums, dict]:
     """:func:`certify`'s sums over the examples of ``decl`` at the feasible point ``w_hat``,
     and the count of each kind of minorant."""
     vals = decl.loss_values(w_hat)
-    s, beta, scale, counts = _minorants(decl, prog, z, w_hat, thetas=thetas)
+    s, beta, scale, counts = _minorants(decl, prog, z, w_hat, thetas=thetas, mixes=mixes)
     sums = ValueSums(
         decl.n,
         float(np.sum(vals)),
@@ -684,6 +829,18 @@ def certify(
     w0 = np.asarray(w0, float)
     sums, counts = value_sums(decl, w_hat, prog=prog, z=z, thetas=thetas)
     bounds = value_bounds(sums, domain, lam=lam, w0=w0, w_hat=w_hat)
+    if not (accuracy is not None and bounds[2] <= accuracy):
+        # a generic maximum's single tangent cut takes one piece's slope at a kink: mix the
+        # tied pieces' cuts toward stationarity instead, and keep the better valid bound
+        try:
+            mixes = _stationary_mixes(decl, w_hat, lam, w0)
+        except Exception:  # noqa: BLE001 - an internal failure only forgoes the mixed cuts
+            mixes = None
+        if mixes is not None:
+            mixed_sums, _ = value_sums(decl, w_hat, prog=prog, z=z, thetas=thetas, mixes=mixes)
+            mixed = value_bounds(mixed_sums, domain, lam=lam, w0=w0, w_hat=w_hat)
+            if mixed[2] < bounds[2]:
+                bounds = mixed
     gap = bounds[2]
     # the same gap as a sum of duality gaps, computed stably (values never meet a margin)
     radius = (

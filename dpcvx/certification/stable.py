@@ -179,11 +179,22 @@ def sub_values(kind: str, e: np.ndarray, param: float | None) -> tuple[np.ndarra
     raise KeyError(kind)
 
 
-def max_terms_weights(G: np.ndarray, D: np.ndarray, raw: list, margin: np.ndarray) -> np.ndarray:
+def max_terms_weights(
+    G: np.ndarray,
+    D: np.ndarray,
+    raw: list,
+    margin: np.ndarray,
+    J: np.ndarray | None = None,
+) -> np.ndarray:
     """Weights ``mu`` (n, m) in the simplex for ``max_j g_j``: one-hot on a winner that beats
     every other piece by more than ``margin``; elsewhere the solver's split duals (``mu_j
-    theta_j``) divided by the derivatives, restricted to the pieces near the top, clipped and
-    normalized (one-hot on the top when they give no weight). Any simplex point is valid."""
+    theta_j``) divided by the derivatives, restricted to the pieces near the top. A near piece
+    whose derivative vanishes (``square`` at its kink) does not reveal its weight through its
+    dual: such pieces share what the identified weights leave of one. With the pieces'
+    Jacobians ``J`` (n, m, d), the weights are then refined (:func:`_stationary_weights`) so
+    that the combined slope ``sum_j mu_j g_j' J_j`` matches the solver's ``sum_j raw_j J_j``.
+    Clipped and normalized (one-hot on the top when they give no weight). Any simplex point
+    is valid: the weights only decide how tight the minorant is."""
     n, m = G.shape
     top = np.argmax(G, axis=1)
     onehot = np.eye(m)[top]
@@ -191,7 +202,9 @@ def max_terms_weights(G: np.ndarray, D: np.ndarray, raw: list, margin: np.ndarra
     second = np.max(np.where(onehot > 0, -np.inf, G), axis=1) if m > 1 else np.full(n, -np.inf)
     clear = best - second > margin
     near = G >= (best - margin)[:, None]
+    dscale = 1e-6 * (1.0 + np.max(np.abs(np.nan_to_num(D)) * near, axis=1))
     cols = []
+    blind = np.zeros((n, m), dtype=bool)  # near pieces whose dual cannot tell their weight
     for j in range(m):
         r = raw[j]
         if r is None:
@@ -199,15 +212,79 @@ def max_terms_weights(G: np.ndarray, D: np.ndarray, raw: list, margin: np.ndarra
             continue
         d = D[:, j]
         ok = np.abs(d) > 1e-12
+        blind[:, j] = np.abs(d) <= dscale
         cols.append(
             np.where(ok, np.nan_to_num(np.asarray(r, float).reshape(n)) / np.where(ok, d, 1.0), 0.0)
         )
     mu = np.nan_to_num(np.stack(cols, axis=1), nan=0.0, posinf=0.0, neginf=0.0)
     mu = np.clip(mu, 0.0, 1e300) * near
+    blind &= near
+    nblind = blind.sum(axis=1)
+    seen = np.where(blind, 0.0, mu).sum(axis=1)
+    rest = np.where(nblind > 0, np.clip(1.0 - seen, 0.0, 1.0) / np.maximum(nblind, 1), 0.0)
+    mu = np.where(blind, rest[:, None], mu)
     total = mu.sum(axis=1, keepdims=True)
     ok = (total > 0) & np.isfinite(total)
     mu = np.where(ok, mu / np.where(ok, total, 1.0), onehot)
+    if J is not None and m > 1 and all(r is not None for r in raw):
+        R = np.stack([np.asarray(r, float).reshape(n) for r in raw], axis=1)
+        mu = _stationary_weights(mu, D, R, J, near & ~clear[:, None])
     return np.where(clear[:, None], onehot, mu)
+
+
+def _project_simplex(v: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Rows of ``v`` projected onto the simplex of the entries where ``mask`` (zero elsewhere);
+    rows without a masked entry are returned unchanged."""
+    m = v.shape[1]
+    x = np.where(mask, v, -1e300)
+    u = -np.sort(-x, axis=1)
+    css = np.cumsum(np.where(u > -1e299, u, 0.0), axis=1) - 1.0
+    k = np.arange(1, m + 1)
+    cond = (u - css / k > 0) & (u > -1e299)
+    rho = np.maximum(np.sum(cond, axis=1), 1)
+    tau = css[np.arange(v.shape[0]), rho - 1] / rho
+    out = np.where(mask, np.maximum(x - tau[:, None], 0.0), 0.0)
+    return np.where(mask.any(axis=1, keepdims=True), out, v)
+
+
+def _stationary_weights(
+    mu: np.ndarray, D: np.ndarray, R: np.ndarray, J: np.ndarray, active: np.ndarray
+) -> np.ndarray:
+    """Per example with two or more ``active`` pieces: the simplex weights (on the active
+    pieces) nearest, in combined slope, to the solver's: least squares of ``sum_j mu_j D_j J_j
+    - sum_j R_j J_j`` by projected gradient from ``mu`` (never worse than ``mu``). At a kink
+    this is the convex combination of the pieces' subgradients that the stationarity of the
+    Lagrangian asks for. Only a choice of simplex weights: validity does not depend on it."""
+    rows = np.flatnonzero(active.sum(axis=1) >= 2)
+    if rows.size == 0:
+        return mu
+    with np.errstate(all="ignore"):
+        Dr = np.nan_to_num(D[rows])
+        Rr = np.nan_to_num(R[rows])
+        Jr = np.nan_to_num(np.asarray(J, float)[rows])
+        V = Dr[:, :, None] * Jr  # (k, m, d)
+        c = np.einsum("km,kmd->kd", Rr, Jr)
+        Q = np.einsum("kmd,kld->kml", V, V)
+        q = np.einsum("kmd,kd->km", V, c)
+        cc = np.einsum("kd,kd->k", c, c)
+        act = active[rows]
+        L = np.maximum(np.einsum("kmm->k", Q), 1e-300)
+
+        def resid(x: np.ndarray) -> np.ndarray:
+            return np.einsum("km,kml,kl->k", x, Q, x) - 2.0 * np.einsum("km,km->k", x, q) + cc
+
+        x0 = _project_simplex(mu[rows], act)
+        x = x0
+        for _ in range(100):
+            g = np.einsum("kml,kl->km", Q, x) - q
+            x = _project_simplex(x - g / L[:, None], act)
+        better = np.isfinite(resid(x)) & (resid(x) < resid(x0))
+        x = np.where(better[:, None], x, x0)
+    if not np.all(np.isfinite(x)):
+        return mu
+    out = mu.copy()
+    out[rows] = x
+    return out
 
 
 def max_terms_clear(G: np.ndarray, margin: np.ndarray) -> np.ndarray:
@@ -466,7 +543,13 @@ def _max_terms(
         axis=1,
     )
     margin = 2.0 * np.max(move, axis=1) + 1e-300
-    mu = max_terms_weights(G, D, list(raw) if raw is not None else [None] * m, margin)
+    mu = max_terms_weights(
+        G,
+        D,
+        list(raw) if raw is not None else [None] * m,
+        margin,
+        None if any(p.kind == "abs" for p in parts) else J,
+    )
     clear = max_terms_clear(G, margin)
     fy = np.zeros(n)
     err = np.zeros(n)

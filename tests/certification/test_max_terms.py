@@ -197,3 +197,133 @@ def test_infinite_duals_give_a_valid_bound_not_an_error():
             decl, w_star, lam=LAM, w0=np.zeros(D), prog=prog, z=np.full(prog.A.shape[0], bad)
         )
         assert np.isfinite(cert.gap) and cert.lower <= f_star + 1e-9
+
+
+# An affine piece and a square piece meeting at a kink where the optimum sits: many examples
+# have both pieces active, where the square's derivative vanishes, so its split dual says
+# nothing about its weight. The weights come from the affine piece's dual and the stationarity
+# of the combined slope (it used to take one-hot weights on the affine piece: gap 0.24).
+KINK_LAM = 0.17
+
+
+def _kink_case(kind, d):
+    n = 300
+    rng = np.random.default_rng(0)
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    y = cp.Parameter()
+    v = cp.Variable(d)
+    if d == 1:
+        X = np.where(rng.random(n) < 0.75, 1.0, -1.0)[:, None]
+        Y = np.zeros(n)
+    else:
+        X = rng.normal(size=(n, d))
+        Y = X @ np.full(d, 0.3) + 0.1 * rng.normal(size=n)
+    if kind == "offset":
+        loss = cp.maximum(0.125 - x @ w, cp.square(x @ w - 0.125))
+        whole = cp.maximum(0.125 - X @ v, cp.square(X @ v - 0.125))
+        data = {x: X}
+    else:
+        loss = cp.maximum(y - x @ w, cp.square(x @ w - y))
+        whole = cp.maximum(Y - X @ v, cp.square(X @ v - Y))
+        data = {x: X, y: Y}
+    problem = dpcvx.Problem(loss, w, data, [cp.norm(w) <= 1])
+    ref = cp.Problem(
+        cp.Minimize(cp.sum(whole) / n + KINK_LAM / 2 * cp.sum_squares(v)), [cp.norm(v, 2) <= 1]
+    )
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
+    return problem, float(ref.value)
+
+
+@pytest.mark.parametrize("kind,d", [("offset", 1), ("offset", 3), ("label", 3)])
+def test_affine_and_square_meeting_at_the_optimum_are_certified(kind, d):
+    problem, f_star = _kink_case(kind, d)
+    assert [t.kind for t in problem.declaration.terms] == ["max_terms"]
+    sol = problem.solve(regularization=KINK_LAM, accuracy=1e-9)
+    assert sol.gap <= 1e-9
+    tol = 1e-8 * (1 + abs(f_star))
+    assert sol.lower <= f_star + tol and f_star <= sol.upper + tol
+    mech = dpcvx.OutputPerturbation(lipschitz=10.0, regularization=KINK_LAM)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
+        assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
+
+
+def test_kink_weights_only_choose_a_simplex_point():
+    """Garbage duals at the kink still give a valid (looser) bound: the weights are clipped
+    to the simplex whatever the duals say."""
+    from dpcvx.certification.stable import max_terms_weights
+
+    rng = np.random.default_rng(3)
+    n, m, d = 40, 2, 3
+    G = np.zeros((n, m))
+    D = np.stack([np.ones(n), np.zeros(n)], axis=1)
+    J = rng.normal(size=(n, m, d))
+    for raw in (
+        [rng.normal(size=n) * 1e6, rng.normal(size=n)],
+        [np.full(n, np.nan), np.full(n, np.inf)],
+        [-np.ones(n), np.ones(n)],
+    ):
+        mu = max_terms_weights(G, D, raw, np.full(n, 1e-7), J)
+        assert np.all(np.isfinite(mu)) and np.all(mu >= 0)
+        assert np.allclose(mu.sum(axis=1), 1.0)
+
+
+def _pow_case():
+    n = 300
+    rng = np.random.default_rng(0)
+    X = np.where(rng.random(n) < 0.75, 1.0, -1.0)[:, None]
+    w = cp.Variable(1)
+    x = cp.Parameter(1)
+    v = cp.Variable(1)
+    problem = dpcvx.Problem(
+        cp.maximum(0.125 - x @ w, cp.power(cp.pos(x @ w - 0.125), 1.5)),
+        w,
+        {x: X},
+        [cp.norm(w) <= 1],
+    )
+    whole = cp.maximum(0.125 - X @ v, cp.power(cp.pos(X @ v - 0.125), 1.5))
+    ref = cp.Problem(
+        cp.Minimize(cp.sum(whole) / n + KINK_LAM / 2 * cp.sum_squares(v)), [cp.norm(v, 2) <= 1]
+    )
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
+    return problem, float(ref.value), np.asarray(v.value, float)
+
+
+def test_generic_maximum_at_its_kink_mixes_the_pieces_cuts():
+    """``maximum(affine, power(pos(.), 1.5))`` is a generic term (one tangent cut of the
+    maximum, one piece's slope at the kink: gap 0.24): the tied pieces' cuts are mixed."""
+    problem, f_star, _ = _pow_case()
+    assert [t.kind for t in problem.declaration.terms] == ["generic"]
+    sol = problem.solve(regularization=KINK_LAM, accuracy=1e-9)
+    assert sol.gap <= 1e-9
+    tol = 1e-8 * (1 + abs(f_star))
+    assert sol.lower <= f_star + tol and f_star <= sol.upper + tol
+
+
+def test_mixed_cuts_are_valid_for_any_weights():
+    """Any exact simplex weights on the pieces' cuts give a lower bound below the minimum;
+    weights off the simplex are refused (the single cut of the maximum is used)."""
+    from dpcvx.certification.certificate import (
+        _generic_max_cuts,
+        _mixed_cut,
+        value_bounds,
+        value_sums,
+    )
+
+    problem, f_star, w_star = _pow_case()
+    decl = problem.declaration
+    w0 = np.zeros(1)
+    rng = np.random.default_rng(5)
+    for w_hat in (w_star, w_star + 1e-3, np.array([-0.5])):
+        w_hat = decl.domain.make_feasible(w_hat)
+        V, _ = _generic_max_cuts(decl, decl.terms[0], w_hat)
+        for _ in range(5):
+            t = np.round(rng.random(decl.n) * 2.0**40) / 2.0**40
+            theta = np.stack([1.0 - t, t], axis=1)
+            sums, _ = value_sums(decl, w_hat, mixes={0: theta})
+            _, lower, _, _, _ = value_bounds(sums, decl.domain, lam=KINK_LAM, w0=w0, w_hat=w_hat)
+            assert lower <= f_star + 1e-12
+        bad = np.stack([np.full(decl.n, 0.7), np.full(decl.n, 0.7)], axis=1)
+        assert _mixed_cut(decl, decl.terms[0], w_hat, bad) is None
+        assert _mixed_cut(decl, decl.terms[0], w_hat, -np.eye(2)[np.zeros(decl.n, int)]) is None
