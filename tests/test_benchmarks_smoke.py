@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -180,3 +181,51 @@ def test_bench_executors_smoke_runs():
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "process pool" in proc.stdout and "True" in proc.stdout
+
+
+def _smoke(script: str, *args: str) -> subprocess.CompletedProcess:
+    """Run ``benchmarks/<script> --smoke ARGS`` from the repository root; it must succeed."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--smoke", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_bench_growth_smoke_runs(tmp_path):
+    """GA, IL, OP and LDOP on the kappa = 1.5, 2, 3 fixtures at two tiny n, one repeat."""
+    out = tmp_path / "growth.json"
+    proc = _smoke("bench_growth.py", "--output", str(out))
+    assert "fitted rate exponents" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert {e["kappa"] for e in doc["table"]} == {1.5, 2.0, 3.0}
+    assert len(doc["rows"]) == 6  # 3 kappas x 2 sizes x 1 repeat
+    for row in doc["rows"]:
+        # the common start is feasible and the closed forms are consistent: excess >= 0
+        assert row["start"]["population"] >= 0.0
+        assert row["erm"]["population"] >= -1e-12
+        for name in ("GA", "IL", "OP", "LDOP"):
+            res = row[name]
+            if res["ok"]:  # a certification failure is counted, not a crash
+                assert res["population"] >= -1e-9 and res["empirical"] >= -1e-9
+    # growth-adaptive and iterative localization always release
+    assert all(row["GA"]["ok"] and row["IL"]["ok"] for row in doc["rows"])
+
+
+def test_bench_user_level_smoke_runs(tmp_path):
+    """Naive baseline, Phased-SCO/ERM and the reference deletion route on a tiny grid, both
+    user models; the crossover m* is reported."""
+    out = tmp_path / "user_level.json"
+    proc = _smoke("bench_user_level.py", "--output", str(out))
+    assert "m-gain" in proc.stdout and "crossover m*" in proc.stdout
+    assert "deletion route" in proc.stdout
+    doc = json.loads(out.read_text())
+    modes = {r["mode"] for r in doc["m_sweep"]}
+    assert modes == {"exchangeable", "duplicated"}
+    for r in doc["m_sweep"]:
+        assert 0.0 <= r["naive"] <= 2.0 and 0.0 <= r["phased_sco"] <= 2.0
+    assert doc["deletion"]["crossover"]["printed"] > 1.0
