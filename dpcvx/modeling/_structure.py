@@ -21,8 +21,11 @@ import cvxpy as cp
 import numpy as np
 from cvxpy.atoms.affine.add_expr import AddExpression
 from cvxpy.atoms.affine.binary_operators import DivExpression, MulExpression, multiply
+from cvxpy.atoms.affine.hstack import Hstack
+from cvxpy.atoms.affine.reshape import reshape as Reshape
 from cvxpy.atoms.affine.sum import Sum
 from cvxpy.atoms.affine.unary_operators import NegExpression
+from cvxpy.atoms.affine.vstack import Vstack
 from cvxpy.atoms.elementwise.abs import abs as cp_abs
 from cvxpy.atoms.elementwise.exp import exp as cp_exp
 from cvxpy.atoms.elementwise.huber import huber as cp_huber
@@ -266,14 +269,30 @@ def _atom_term(
         found = pl_pieces(expr)
         if found is not None and len(found) > 1:
             return Term("pieces", weight, tuple(found), whole, atom=expr, summed=summed)
-    if isinstance(expr, cp_maximum) and not summed and expr.size == 1:
+    if (isinstance(expr, cp_maximum) or _stacked_max(expr)) and not summed and expr.size == 1:
         return _max_terms(expr, weight, whole)
     return None
+
+
+def _stacked_max(expr: cp.Expression) -> bool:
+    """``max(hstack([g_1, ..., g_m]))`` (or ``vstack``): the same function as
+    ``maximum(g_1, ..., g_m)``, another spelling of it."""
+    return (
+        isinstance(expr, cp_max)
+        and getattr(expr, "axis", None) is None
+        and isinstance(expr.args[0], (Hstack, Vstack))
+    )
 
 
 def _flat_maximum(expr: cp.Expression) -> list[cp.Expression]:
     if isinstance(expr, cp_maximum):
         return [b for a in expr.args for b in _flat_maximum(a)]
+    if _stacked_max(expr):
+        # hstack wraps each scalar piece in a reshape to shape (1,)
+        pieces = [
+            a.args[0] if isinstance(a, Reshape) and a.size == 1 else a for a in expr.args[0].args
+        ]
+        return [b for a in pieces for b in _flat_maximum(a)]
     return [expr]
 
 
