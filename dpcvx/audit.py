@@ -749,6 +749,21 @@ class _MemoizedSource:
         self.declared = problem.declared
         self.neighbors = problem.neighbors
         self._contexts: dict = {}
+        self._removed: dict = {}
+        if hasattr(problem, "quadratic_removed"):  # as the pipeline finds it on the Problem
+            self.quadratic_removed = self._quadratic_removed
+
+    def _quadratic_removed(self, mu: float, center) -> _MemoizedSource:
+        """The memoized source of ``problem.quadratic_removed(mu, center)`` (a strongly convex
+        claim enforced on the loss minus its quadratic), paired with the partner's."""
+        key = (float(mu), tuple(np.asarray(center, float).tolist()))
+        if key not in self._removed:
+            derived = _MemoizedSource(self._problem.quadratic_removed(mu, center))
+            self._removed[key] = derived
+            if self.partner is not None:
+                other = self.partner._quadratic_removed(mu, center)
+                derived.partner, other.partner = other, derived
+        return self._removed[key]
 
     def release_context(self, *, extension, solver, base: bool = False):
         key = (extension, solver, base)

@@ -152,9 +152,20 @@ def release(
         claim is not None
         and C is None
         and declared is not None
-        and float(getattr(mechanism, "strong_convexity", 0.0) or 0.0) == 0.0
         and not any(t.kind == "generic" for t in declared.terms)
     )
+    mu = float(getattr(mechanism, "strong_convexity", 0.0) or 0.0)
+    target: Any = source
+    if enforced and mu > 0.0:
+        # the extension of f itself would lose the strong convexity the noise relies on:
+        # enforce the claim on h = f - (mu/2)||w - c||^2 (convex: dpcvx verified mu) and keep
+        # (mu/2)||w - c||^2 as an exact regularizer of every solve (_StrongContext)
+        remover = getattr(source, "quadratic_removed", None)
+        if remover is None or domain is None:
+            enforced = False  # a source that cannot rewrite its loss: the claim is trusted
+        else:
+            shift_center = np.asarray(domain.center, float).copy()
+            target = remover(mu, shift_center)
     if enforced:
         # the claim is enforced, not trusted: examples not certified L-Lipschitz on W run on
         # the L-Lipschitz extension (the others keep their plain block, so a true claim costs
@@ -170,9 +181,11 @@ def release(
     )
     _check_events(name, events, epsilon, delta, relation)
 
-    context = source.release_context(
+    context = target.release_context(
         extension=C, solver=getattr(mechanism, "solver", None), base=mode == PER_SOLVE
     )
+    if target is not source:
+        context = _StrongContext(context, mu, shift_center)
     missing = [r for r in mechanism.requirements if not hasattr(context, r)]
     if missing:  # checked before anything is spent
         raise InvalidParameterError(
@@ -200,7 +213,13 @@ def release(
         detail.update(extension_C=C)
     if declared is not None and (C is not None or mode == PER_SOLVE):
         detail.update(universe=UNIVERSE_TEXT.format(slope=universe_slope(declared)))
-    if enforced:
+    if enforced and target is not source:
+        detail.update(
+            lipschitz_claim="enforced by the L-Lipschitz extension of the loss minus its "
+            "verified quadratic (mu/2)||w - c||^2, c the domain's center; the quadratic is kept"
+        )
+        _warn_if_claim_unverified(target.declared, float(claim))  # type: ignore[arg-type]
+    elif enforced:
         detail.update(lipschitz_claim="enforced by the L-Lipschitz extension")
         _warn_if_claim_unverified(declared, float(claim))  # type: ignore[arg-type]
     return PrivateResult(
@@ -214,6 +233,50 @@ def release(
         detail=MappingProxyType(detail),
         neighbors=relation,
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ShiftedSolve:
+    """A certified solve of ``F(w) + (lam/2)||w - w0||^2`` with ``F = (1/n) sum_i h_i +
+    (mu/2)||w - c||^2`` (up to a constant): the solve of ``(1/n) sum_i h_i`` with the
+    regularization ``lam + mu`` centred at ``(lam w0 + mu c)/(lam + mu)``, the same objective
+    up to a constant, so the certified gap and point are the same. Picklable (block jobs)."""
+
+    inner: Any
+    mu: float
+    center: np.ndarray
+
+    def __call__(self, lam: float, w0: Any, alpha: float, localize: Any = None, candidate=None):
+        total = float(lam) + self.mu
+        shifted = (float(lam) * np.asarray(w0, float) + self.mu * self.center) / total
+        return self.inner(total, shifted, alpha, localize=localize, candidate=candidate)
+
+
+class _StrongContext:
+    """The release context of a strongly convex claim enforced on ``h = f - (mu/2)||w - c||^2``
+    (see :func:`release`): the certified solves of ``h``'s source, each with ``(mu/2)||w -
+    c||^2`` added back (:class:`_ShiftedSolve`), and the public projections. It offers nothing
+    else (per-example gradients or loss values of ``h`` would not be ``f``'s): a mechanism
+    that needs more is refused before anything is spent."""
+
+    def __init__(self, inner: Any, mu: float, center: np.ndarray) -> None:
+        self._inner = inner
+        self._mu = float(mu)
+        self._center = np.asarray(center, float)
+        self.n, self.d, self.domain = inner.n, inner.d, inner.domain
+        self.extension = inner.extension
+        self.project = inner.project
+
+    def prepare(self) -> None:
+        self._inner.prepare()
+
+    def solver(self, indices: Any = None, C: float | None = None) -> _ShiftedSolve:
+        inner = (
+            self._inner.solver(indices=indices)
+            if C is None
+            else self._inner.solver(indices=indices, C=C)
+        )
+        return _ShiftedSolve(inner, self._mu, self._center)
 
 
 def _relation(source: DataSource, mechanism: Mechanism) -> NeighborRelation:

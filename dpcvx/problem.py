@@ -14,6 +14,7 @@ from dpcvx._validation import check_nonnegative, check_positive
 from dpcvx.accounting.ledger import Accountant
 from dpcvx.certification.certificate import CertifiedSolution, still_certified
 from dpcvx.certification.extension import ExtensionValues, extension_bounds
+from dpcvx.certification.lipschitz import remove_quadratic
 from dpcvx.certification.solve import certified_solve
 from dpcvx.certification.tilted import certified_tilted_solve
 from dpcvx.compilation.solvers import check_solver, solve_program
@@ -235,6 +236,15 @@ class Problem(DeclaredSource):
     ) -> ReleaseContext:
         """The data access a mechanism gets once its budget is reserved (internal)."""
         return ReleaseContext(self, extension=extension, solver=solver, base=base)
+
+    def quadratic_removed(self, mu: float, center: np.ndarray) -> Problem:
+        """The same data with the loss ``f - (mu/2) ||w - center||^2`` (up to per-example
+        constants; convex because dpcvx verified ``mu``), on the same domain (internal: the
+        pipeline enforces a Lipschitz claim on it while keeping the strong convexity, see
+        :func:`dpcvx.certification.lipschitz.remove_quadratic`)."""
+        decl = self._decl
+        expr, data = remove_quadratic(decl, mu, center)
+        return Problem(expr, decl.variable, data, list(decl.domain.user_constraints))
 
     def _localized_domain(self, center, radius: float) -> LocalizedDomain:
         """The public domain ``W intersect B(center, radius)`` (``center`` must lie in W)."""

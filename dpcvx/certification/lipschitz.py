@@ -29,7 +29,7 @@ from dpcvx.modeling.declaration import Declaration
 if TYPE_CHECKING:
     import cvxpy as cp
 
-__all__ = ["lipschitz_bounds", "strong_convexity_bound"]
+__all__ = ["lipschitz_bounds", "remove_quadratic", "strong_convexity_bound"]
 
 
 def _spectral(jac: np.ndarray) -> np.ndarray:
@@ -147,13 +147,11 @@ def _public_coefficient(expr: cp.Expression, variable: cp.Variable) -> bool:
     return all(_public_coefficient(arg, variable) for arg in expr.args)
 
 
-def strong_convexity_bound(decl: Declaration) -> float:
-    """A strong-convexity modulus in ``w`` that holds for **every possible example**, read from
-    the loss's public structure: the sum over its squared terms ``weight * ||M w + b(z)||^2``
-    (``square`` summed, ``sum_squares``/``quad_over_lin`` with a constant denominator) whose
-    matrix ``M`` reads no data, of ``2 weight lambda_min(M^T M) / denominator``; every other
-    term is only convex. 0 when there is none."""
-    total = 0.0
+def _strong_terms(decl: Declaration):
+    """The loss's squared terms ``weight * ||M w + b(z)||^2 / den`` whose matrix ``M`` reads no
+    data (``square`` summed or scalar, ``sum_squares``, ``quad_over_lin`` with a constant
+    denominator), as ``(term, M, den, capacity)`` with ``capacity = weight lambda_min(M^T M) /
+    den``: half the strong-convexity modulus the term contributes for every possible example."""
     leaves = decl.derived_values()
     for term in decl.terms:
         if term.kind not in ("square", "sum_squares"):
@@ -170,5 +168,67 @@ def strong_convexity_bound(decl: Declaration) -> float:
         M = np.asarray(jac, float).reshape(decl.n, -1, decl.d)[0]
         smallest = float(np.linalg.eigvalsh(M.T @ M)[0]) if M.shape[0] >= decl.d else 0.0
         den = float(term.param or 1.0) if term.kind == "sum_squares" else 1.0
-        total += 2.0 * float(term.weight) * max(smallest, 0.0) / den
-    return total
+        yield term, M, den, float(term.weight) * max(smallest, 0.0) / den
+
+
+def strong_convexity_bound(decl: Declaration) -> float:
+    """A strong-convexity modulus in ``w`` that holds for **every possible example**, read from
+    the loss's public structure: the sum over its squared terms ``weight * ||M w + b(z)||^2``
+    (``square`` summed, ``sum_squares``/``quad_over_lin`` with a constant denominator) whose
+    matrix ``M`` reads no data, of ``2 weight lambda_min(M^T M) / denominator``; every other
+    term is only convex. 0 when there is none."""
+    return sum(2.0 * cap for *_, cap in _strong_terms(decl))
+
+
+def remove_quadratic(
+    decl: Declaration, mu: float, center: np.ndarray
+) -> tuple[cp.Expression, dict[cp.Parameter, np.ndarray]]:
+    """The loss minus ``(mu/2) ||w - center||^2``, up to a per-example constant, as a CVXPY
+    expression with its data: ``h(w, z) = f(w, z) - (mu/2) ||w - c||^2 + const(z)``, convex for
+    every possible example when ``mu <= strong_convexity_bound(decl)``.
+
+    Each squared term of :func:`_strong_terms` gives up the share ``s_t = (mu/2) cap_t /
+    sum cap`` (``<= cap_t``, so what is left is convex): ``(weight/den) ||M w + b||^2 -
+    s_t ||w - c||^2 = (weight/den) ||P w||^2 + <q_t(z), w> + const`` with ``P^T P = M^T M -
+    (s_t den / weight) I`` (public, positive semidefinite) and ``q_t(z) = (2 weight/den) M^T
+    b(z) + 2 s_t c``. The linear parts of all such terms are one new per-example parameter;
+    every other term is kept as written. Used to enforce a Lipschitz claim without giving up
+    the verified strong convexity (:func:`dpcvx.pipeline.release`)."""
+    import cvxpy as cp
+
+    strong = list(_strong_terms(decl))
+    total = sum(cap for *_, cap in strong)
+    if not strong or total <= 0.0 or mu <= 0.0:
+        raise ValueError("Internal: no verified strong convexity to remove.")
+    w = decl.variable
+    c = np.asarray(center, float).reshape(decl.d)
+    leaves = dict(decl.data)
+    leaves.update(decl.derived_values())
+    replaced = {id(t) for t, *_ in strong}
+    pieces = [t.weight * t.expr for t in decl.terms if id(t) not in replaced]
+    linear = np.zeros((decl.n, decl.d))
+    for term, M, den, cap in strong:
+        share = min(0.5 * mu * cap / total, cap)
+        offset, _ = affine_jet(term.args[0], w, leaves, decl.n)
+        b = np.asarray(offset, float).reshape(decl.n, -1)
+        scale = float(term.weight) / den
+        linear += 2.0 * scale * (b @ M) + 2.0 * share * c
+        vals, vecs = np.linalg.eigh(M.T @ M)
+        rest = np.clip(vals - share / scale, 0.0, None)
+        if np.any(rest > 0.0):
+            P = np.sqrt(rest)[:, None] * vecs.T
+            pieces.append(scale * cp.sum_squares(P @ w))
+    q = cp.Parameter(decl.d, name="removed_quadratic_linear")
+    expr = q @ w
+    for piece in pieces:
+        expr = expr + piece
+    used = {p.id for p in expr.parameters()}
+    data: dict[cp.Parameter, np.ndarray] = {
+        p: np.asarray(decl.data[p.id]) for p in decl.parameters if p.id in used
+    }
+    values = decl.derived_values()
+    data.update(
+        {dp.parameter: values[dp.parameter.id] for dp in decl.derived if dp.parameter.id in used}
+    )
+    data[q] = linear
+    return expr, data

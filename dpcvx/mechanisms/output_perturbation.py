@@ -100,7 +100,10 @@ class OutputPerturbation:
         (paper 000, eq. (5)), the others keep their plain block, so the release is private
         whatever the data and a true claim costs nothing; a
         :class:`~dpcvx.LipschitzClaimWarning` tells the curator when the data contradict it.
-        The claim is trusted (not enforced) with ``strong_convexity > 0`` and for losses with
+        With ``strong_convexity = mu > 0`` the claim is enforced on ``f - (mu/2)||w - c||^2``
+        (``c`` the domain's center; for ``0.5 ||w - x||^2`` that is ``||x - c|| <= L``), and
+        ``(mu/2)||w - c||^2`` is kept as an exact regularizer, so the objective stays
+        ``(lam + mu)``-strongly convex. The claim is trusted (not enforced) for losses with
         generic terms; clip or normalize features with public bounds there.
     regularization : float
         ``lam >= 0``, the strong-convexity modulus added as ``(lam/2) ||w - center||^2``

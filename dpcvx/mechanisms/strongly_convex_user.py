@@ -57,8 +57,11 @@ What privacy rests on: ``mu`` (stage 1's sensitivity is ``2 G/(mu n)``; P10, P14
 pipeline accepts the ``strong_convexity`` claim only up to what dpcvx verifies from the
 loss's public structure, before anything is spent; as for
 :class:`~dpcvx.OutputPerturbation` with ``strong_convexity > 0``, the ``lipschitz`` claim is
-then trusted, not enforced by the Lipschitz extension (which would remove the strong
-convexity): bound the data universe with public bounds.
+enforced on ``h = f - (mu/2)||w - c||^2`` (``c`` the domain's center): items dpcvx cannot
+certify ``G``-Lipschitz for ``h`` run on its ``G``-Lipschitz extension and
+``(mu/2)||w - c||^2`` is kept as an exact regularizer of every solve (both stages), so the
+objective keeps its strong convexity and neighbours' differences stay ``2G/n``-Lipschitz
+whatever the data (:func:`dpcvx.pipeline.release`).
 
 Defaults (utility only): ``failure_probability`` ``beta = 1/(2 n^2 m)`` (L541, L566). The
 naive route never returns bottom, so the paper-silent bottom case (``K' = K``, P6) never
@@ -422,8 +425,8 @@ class StronglyConvexUserERM(_StronglyConvexUser):
     ----------
     lipschitz : float
         ``G``: a bound on the Lipschitz constant in ``w`` of one *item's* loss on the domain,
-        for every possible item (trusted, as for :class:`~dpcvx.OutputPerturbation` with
-        ``strong_convexity > 0``: bound the data universe publicly).
+        for every possible item. Enforced on the item loss minus ``(mu/2)||w - c||^2`` (module
+        docstring): a false claim costs utility, never privacy.
     strong_convexity : float
         ``mu > 0``: the strong-convexity modulus of every item's loss (privacy-critical: stage
         1's sensitivity is ``2 G/(mu n)``). On a declared problem it must not exceed what
@@ -485,8 +488,8 @@ class StronglyConvexUserSCO(_StronglyConvexUser):
     ----------
     lipschitz : float
         ``G``: a bound on the Lipschitz constant in ``w`` of one *item's* loss on the domain,
-        for every possible item (trusted, as for :class:`~dpcvx.OutputPerturbation` with
-        ``strong_convexity > 0``: bound the data universe publicly).
+        for every possible item. Enforced on the item loss minus ``(mu/2)||w - c||^2`` (module
+        docstring): a false claim costs utility, never privacy.
     strong_convexity : float
         ``mu > 0``: the strong-convexity modulus of every item's loss (privacy-critical: stage
         1's sensitivity is ``2 G/(mu n)``). On a declared problem it must not exceed what
