@@ -1,4 +1,4 @@
-"""Bound and parameter calculators for papers 000 and 003: pure functions of public numbers.
+"""Bound and parameter calculators for papers 000, 002 and 003: pure functions of public numbers.
 
 Nothing here touches data. Every function maps public numbers (a sample size, a dimension, a
 privacy parameter, moment bounds, a diameter, a step size) to the number a theorem of the paper
@@ -41,6 +41,22 @@ Paper 003 (rho-zCDP, Algorithm 1 ``SCOF``: projected gradient descent with a mea
 :func:`high_probability_parameters` -> :class:`HighProbabilityParameters`
     The parameters of Theorem B.8 (003 L974-1039): ``tau``, ``T``, ``eta``,
     ``m = d log(d M n / beta)``, ``alpha = 1/n^3`` and the per-step noise, with the rate's terms.
+
+Paper 002 (Lowy and Razaviyayn, output perturbation; ``002 L...`` are lines of
+``shared/papers/002_f70484ffcee9a6db.txt``, "002 E#" errata of its digest, Section 7):
+
+:func:`smooth_perturbation_bound` -> :class:`SmoothPerturbationBound`
+    Proposition 2.6: ``(beta/2) E||z||^2`` for the unprojected release, E4 (factor ``d``).
+:func:`smooth_strongly_convex_bound` -> :class:`SmoothStronglyConvexBound`
+    Corollary 2.2 and Theorem 3.2 (class ``H``, general or ERM, exact or ``alpha``-accurate).
+:func:`smooth_tilted_bound` -> :class:`SmoothStronglyConvexBound`
+    Smooth tilted ERM (Section 5.1.2, Theorem 5.2) with erratum E9: ``C_tau^2``, not ``C_tau``.
+:func:`smooth_convex_bound` -> :class:`SmoothConvexBound`
+    Theorem 3.5 / Proposition 2.8 (class ``J``, regularized, unprojected).
+:func:`strongly_convex_population_bound`, :func:`smooth_strongly_convex_population_bound`
+    -> :class:`StronglyConvexPopulationBound`: Propositions 4.1 and 4.2 with Corollaries 4.1
+    and 4.2 (population loss by uniform stability); the unprojected stability step of Lemma 4.2
+    is repaired [derived].
 
 Corrections to the papers
 -------------------------
@@ -103,6 +119,16 @@ __all__ = [
     "lipschitz_extension_bias",
     "localized_distance_bound",
     "paper_extension_parameter",
+    "SmoothConvexBound",
+    "SmoothPerturbationBound",
+    "SmoothStronglyConvexBound",
+    "StronglyConvexPopulationBound",
+    "smooth_convex_bound",
+    "smooth_perturbation_bound",
+    "smooth_strongly_convex_bound",
+    "smooth_strongly_convex_population_bound",
+    "smooth_tilted_bound",
+    "strongly_convex_population_bound",
 ]
 
 _MOMENT_000 = (
@@ -980,5 +1006,962 @@ def high_probability_parameters(
         errata=(
             "P14: tau's typeset sqrt(rho n) is sqrt(rho)*n (as in Thm 5.2)",
             "P3: m = d log(dMn/beta) here, not Thm 5.2's 8 d log(3 M n^3)",
+        ),
+    )
+
+
+# ==================================================================================== paper 002
+# Lowy & Razaviyayn, output perturbation (seed text ``shared/papers/002_f70484ffcee9a6db.txt``,
+# "002 L..."; errata "E#" are items of Section 7 of its digest
+# ``shared/papers/002_f70484ffcee9a6db.digest.md``).
+
+
+def _zwb_s(delta: float, epsilon: float) -> float:
+    """``s_delta = c_delta + sqrt(c_delta^2 + epsilon)`` of ZWB+19 (002 Eq. (5))."""
+    c = math.sqrt(math.log(2.0 / math.expm1(0.5 * math.log1p(16.0 * delta))))
+    return c + math.sqrt(c * c + epsilon)
+
+
+def _check_delta_002(value: object, owner: str) -> float:
+    out = check_real(value, "delta", owner)
+    if not 0.0 <= out < 0.5:
+        raise InvalidParameterError(
+            f"The `delta` parameter of `{owner}` must be 0 (pure DP) or lie in (0, 1/2) (the "
+            f"ZWB+19 Gaussian of 002 Eq. (5)). Got {value!r}."
+        )
+    return out
+
+
+def _noise_moments(d: int, epsilon: float, delta: float, sensitivity: float) -> tuple[float, float]:
+    """``(E||z||, E||z||^2)`` of 002's noise calibrated to ``sensitivity`` (Lemma B.3).
+
+    Pure: ``||z|| ~ Gamma(d, Delta/epsilon)``, so ``E||z|| = d Delta/epsilon`` and ``E||z||^2 =
+    d(d+1) Delta^2/epsilon^2``. Gaussian: ``sigma = s_delta Delta/(sqrt(2) epsilon)``,
+    ``E||z||^2 = d sigma^2`` and the bound ``E||z|| <= sqrt(d) sigma`` (Jensen) is returned.
+    """
+    if delta == 0.0:
+        scale = sensitivity / epsilon
+        return d * scale, d * (d + 1) * scale * scale
+    sigma = _zwb_s(delta, epsilon) * sensitivity / (math.sqrt(2.0) * epsilon)
+    return math.sqrt(d) * sigma, d * sigma * sigma
+
+
+def _base_ratio(d: int, epsilon: float, delta: float) -> float:
+    """``d/epsilon`` (pure) or ``sqrt(d) s_delta/epsilon`` (approximate): the digest's rho."""
+    return d / epsilon if delta == 0.0 else math.sqrt(d) * _zwb_s(delta, epsilon) / epsilon
+
+
+def _check_accuracy(value: object, owner: str) -> float:
+    out = check_real(value, "accuracy", owner)
+    if out < 0:
+        raise InvalidParameterError(
+            f"The `accuracy` parameter (alpha) of `{owner}` must be non-negative (0 means an "
+            f"exact minimizer). Got {value!r}."
+        )
+    return out
+
+
+_ERRATUM_4 = (
+    "002 E4: Prop 2.6's delta > 0 display (L353) omits the factor d; its proof (B.4.1, L1757) "
+    "has E||z||^2 = d sigma^2, so the bound is (beta/4) d s_delta^2 Delta^2/epsilon^2"
+)
+_ERRATUM_9 = (
+    "002 E9: the smooth TERM bounds (L1263-1279, Thm 5.2) print C_tau where Prop 2.6 gives "
+    "C_tau^2 (they scale with Delta^2 and Delta = (2L/mu) C_tau/n, Lemma 5.2)"
+)
+
+
+# ------------------------------------------------------------------------ 002 Proposition 2.6
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmoothPerturbationBound:
+    """002 Proposition 2.6: excess risk of unprojected output perturbation of a smooth ``F``.
+
+    Attributes
+    ----------
+    smoothness, sensitivity : float
+        ``beta`` and the l2 sensitivity ``Delta`` the noise is calibrated to.
+    d, epsilon, delta :
+        Dimension and guarantee (``delta = 0``: l2 Laplace noise, Eq. (4); ``delta`` in
+        (0, 1/2): ZWB+19 Gaussian, Eq. (5)).
+    sigma : float or None
+        ``s_delta Delta/(sqrt(2) epsilon)`` for the Gaussian, None for pure DP.
+    noise_second_moment : float
+        ``E||z||^2``: ``d(d+1) Delta^2/epsilon^2`` (pure) or ``d sigma^2`` (Lemma B.3).
+    value : float
+        ``(beta/2) E||z||^2``, the bound of the proof (B.4.1), erratum E4 applied.
+    paper_value : float
+        The statement's last form: ``beta d^2 Delta^2/epsilon^2`` (pure, ``>= value``) or the
+        printed ``(beta/4) s_delta^2 Delta^2/epsilon^2`` without the factor ``d`` (E4: it is
+        ``value/d``, not a bound for ``d > 1``).
+    """
+
+    smoothness: float
+    sensitivity: float
+    d: int
+    epsilon: float
+    delta: float
+    sigma: float | None
+    noise_second_moment: float
+    value: float
+    paper_value: float
+    reference: str
+    assumptions: tuple[str, ...]
+    errata: tuple[str, ...]
+
+
+def smooth_perturbation_bound(
+    *, smoothness: float, sensitivity: float, d: int, epsilon: float, delta: float = 0.0
+) -> SmoothPerturbationBound:
+    """002 Proposition 2.6 (L347-353): ``E F(w* + z) - F(w*) <= (beta/2) E||z||^2``.
+
+    Parameters
+    ----------
+    smoothness : float
+        ``beta > 0``: ``F(., X)`` is ``beta``-smooth on ``R^d`` for every ``X``.
+    sensitivity : float
+        ``Delta > 0``, the l2 sensitivity bound the noise is calibrated to (any valid bound:
+        ``2L/mu``, ``2L/(mu n)``, TERM's ``(2L/mu) min{1, C_tau/n}``, ...).
+    d : int
+        Dimension.
+    epsilon, delta : float
+        The guarantee; ``delta = 0`` or ``0 < delta < 1/2``.
+
+    Returns
+    -------
+    SmoothPerturbationBound
+
+    Notes
+    -----
+    Proof B.4.1 (L1751-1757): the descent lemma at the unconstrained minimizer ``w*``
+    (``grad F(w*) = 0``) and mean-zero noise give ``(beta/2) E||z||^2``. Erratum E4 of the 002
+    digest is applied: the printed ``delta > 0`` display drops the factor ``d`` that its proof
+    keeps. The bound is quadratic in ``Delta``, which is why the smooth TERM bounds must carry
+    ``C_tau^2`` (erratum E9; see :func:`smooth_tilted_bound`).
+    """
+    owner = "smooth_perturbation_bound"
+    beta = check_positive(smoothness, "smoothness", owner)
+    Delta = check_positive(sensitivity, "sensitivity", owner)
+    d = _check_count(d, "d", owner)
+    eps = check_positive(epsilon, "epsilon", owner)
+    dl = _check_delta_002(delta, owner)
+    _, second = _noise_moments(d, eps, dl, Delta)
+    if dl == 0.0:
+        sigma = None
+        paper = beta * d * d * Delta * Delta / (eps * eps)
+    else:
+        s = _zwb_s(dl, eps)
+        sigma = s * Delta / (math.sqrt(2.0) * eps)
+        paper = beta / 4.0 * (s / eps) ** 2 * Delta * Delta
+    return SmoothPerturbationBound(
+        smoothness=beta,
+        sensitivity=Delta,
+        d=d,
+        epsilon=eps,
+        delta=dl,
+        sigma=sigma,
+        noise_second_moment=second,
+        value=0.5 * beta * second,
+        paper_value=paper,
+        reference="002 Proposition 2.6 (L347-353), proof B.4.1 (L1749-1757), Lemma B.3",
+        assumptions=(
+            "F(., X) is beta-smooth on all of R^d (the noisy point leaves any ball)",
+            "w*(X) is an unconstrained minimizer, grad F(w*(X), X) = 0 (digest P6); the "
+            "release is w*(X) + z, not projected (002 Eq. (2))",
+            "the noise is calibrated to an l2 sensitivity bound Delta (002 Eq. (4)/(5))",
+        ),
+        errata=(_ERRATUM_4,),
+    )
+
+
+# ---------------------------------------------------- 002 Corollary 2.2, Theorem 3.2, Thm 5.2
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmoothStronglyConvexBound:
+    """002 Corollary 2.2 and Theorem 3.2 (and Theorem 5.2 for TERM): the class ``H``.
+
+    Excess (empirical) risk of unprojected output perturbation of a ``mu``-strongly convex,
+    ``beta``-smooth, ``L``-Lipschitz ``F``, from the exact minimizer (Cor 2.2) or from an
+    ``alpha``-accurate one with the inflated sensitivity (Algorithm 1, Thm 3.2).
+
+    Attributes
+    ----------
+    n : int or None
+        Sample size (None for a general, non-ERM ``F``).
+    erm : bool
+        Whether ``F`` is an average of one per-example loss (sensitivity divided by ``n``).
+    condition_number : float
+        ``kappa = beta/mu`` (``beta_tau/mu`` for TERM).
+    tilt_factor : float or None
+        TERM's ``C_tau = exp(tau (A_R - a_R))`` (Lemma 5.2), None otherwise.
+    sensitivity_factor : float
+        ``m`` with ``Delta = 2 L m / mu``: ``1`` (general), ``1/n`` (ERM), ``min{1, C_tau/n}``
+        (TERM, Lemma 5.2).
+    ratio : float
+        ``m d/epsilon`` (pure) or ``m sqrt(d) s_delta/epsilon`` (approximate): the paper's
+        privacy ratio with ``n`` (or ``n/C_tau``) folded in.
+    sensitivity : float
+        ``Delta = 2 L m/mu`` (Prop 2.2; Lemma 5.2).
+    conceptual_value : float
+        ``(beta/2) E||z||^2`` at ``Delta`` (Prop 2.6 with E4): the bound of Cor 2.2.
+    corollary_value : float
+        Cor 2.2's printed closed form ``4 kappa (L^2/mu) ratio^2`` (``>= conceptual_value``; for
+        ``delta > 0`` it is 4 times the corrected Prop 2.6). For TERM this is the bound of
+        002 L1263-1269 with ``C_tau^2`` (E9).
+    accuracy : float
+        ``alpha``, the solver's guaranteed suboptimality (default: ``paper_accuracy``).
+    paper_accuracy : float
+        Thm 3.2's ``alpha = (L^2/mu) m^2 min{kappa rho^2, 1}`` (``rho = d/epsilon`` or
+        ``sqrt(d) s_delta/epsilon``).
+    inflated_sensitivity : float
+        ``Delta' = Delta + 2 sqrt(2 alpha/mu)`` (Prop 3.1).
+    value : float
+        ``(beta/2) E||z'||^2 + alpha`` with ``z'`` calibrated to ``Delta'``: proof C.1.4 with
+        the exact noise moments. Equals ``conceptual_value`` when ``alpha = 0``.
+    theorem_display_value : float
+        Thm 3.2's first display: ``4 beta (L m/mu + sqrt(2 alpha/mu))^2 rho^2 + alpha`` (pure)
+        or ``2 beta (...)^2 rho^2 + alpha`` (approximate); ``>= value``.
+    theorem_value : float
+        ``26 kappa (L^2/mu) ratio^2`` (pure) or ``13.5 kappa (L^2/mu) ratio^2`` (approximate).
+    theorem_value_applies : bool
+        ``accuracy <= paper_accuracy``, under which ``theorem_value >= theorem_display_value``
+        [derived: ``4 (1 + sqrt 2)^2 + 1 = 24.3 <= 26``, ``2 (1 + sqrt 2)^2 + 1 = 12.7 <=
+        13.5``].
+    printed_value : float or None
+        TERM only: Thm 5.2's printed ``26 (or 13.5) kappa_tau (L^2 C_tau/mu) (rho/n)^2`` with
+        ``C_tau`` where ``C_tau^2`` is needed (E9). Not a bound when ``C_tau < n``.
+    conditions : tuple of (str, bool)
+        The theorem's hypothesis ``ratio <= 1`` (the bound is informative only then; the
+        constants above do not need it).
+    """
+
+    n: int | None
+    d: int
+    epsilon: float
+    delta: float
+    lipschitz: float
+    strong_convexity: float
+    smoothness: float
+    erm: bool
+    condition_number: float
+    tilt_factor: float | None
+    sensitivity_factor: float
+    ratio: float
+    sensitivity: float
+    conceptual_value: float
+    corollary_value: float
+    accuracy: float
+    paper_accuracy: float
+    inflated_sensitivity: float
+    value: float
+    theorem_display_value: float
+    theorem_value: float
+    theorem_value_applies: bool
+    printed_value: float | None
+    conditions: tuple[tuple[str, bool], ...]
+    reference: str
+    assumptions: tuple[str, ...]
+    errata: tuple[str, ...]
+
+
+def _check_strongly_convex(
+    lipschitz: object, strong_convexity: object, smoothness: object | None, owner: str
+) -> tuple[float, float, float | None]:
+    L = check_positive(lipschitz, "lipschitz", owner)
+    mu = check_positive(strong_convexity, "strong_convexity", owner)
+    if smoothness is None:
+        return L, mu, None
+    beta = check_positive(smoothness, "smoothness", owner)
+    if mu > beta:
+        raise InvalidParameterError(
+            f"`{owner}` got strong_convexity = {mu!r} > smoothness = {beta!r}; a function "
+            "cannot be more strongly convex than it is smooth."
+        )
+    return L, mu, beta
+
+
+def _smooth_strongly_convex(
+    *,
+    owner: str,
+    n: int | None,
+    erm: bool,
+    m: float,
+    tilt: float | None,
+    d: int,
+    eps: float,
+    dl: float,
+    L: float,
+    mu: float,
+    beta: float,
+    accuracy: object | None,
+    reference: str,
+    assumptions: tuple[str, ...],
+    errata: tuple[str, ...],
+) -> SmoothStronglyConvexBound:
+    kappa = beta / mu
+    rho = _base_ratio(d, eps, dl)
+    ratio = m * rho
+    Delta = 2.0 * L * m / mu
+    _, second = _noise_moments(d, eps, dl, Delta)
+    paper_alpha = (L * L / mu) * m * m * min(kappa * rho * rho, 1.0)
+    alpha = paper_alpha if accuracy is None else _check_accuracy(accuracy, owner)
+    inflated = Delta + 2.0 * math.sqrt(2.0 * alpha / mu)
+    _, second_inflated = _noise_moments(d, eps, dl, inflated)
+    lead = 4.0 if dl == 0.0 else 2.0
+    display = lead * beta * (L * m / mu + math.sqrt(2.0 * alpha / mu)) ** 2 * rho * rho + alpha
+    constant = 26.0 if dl == 0.0 else 13.5
+    printed = None
+    if tilt is not None and n is not None:
+        printed = constant * kappa * (L * L * tilt / mu) * (rho / n) ** 2
+    return SmoothStronglyConvexBound(
+        n=n,
+        d=d,
+        epsilon=eps,
+        delta=dl,
+        lipschitz=L,
+        strong_convexity=mu,
+        smoothness=beta,
+        erm=erm,
+        condition_number=kappa,
+        tilt_factor=tilt,
+        sensitivity_factor=m,
+        ratio=ratio,
+        sensitivity=Delta,
+        conceptual_value=0.5 * beta * second,
+        corollary_value=4.0 * kappa * (L * L / mu) * ratio * ratio,
+        accuracy=alpha,
+        paper_accuracy=paper_alpha,
+        inflated_sensitivity=inflated,
+        value=0.5 * beta * second_inflated + alpha,
+        theorem_display_value=display,
+        theorem_value=constant * kappa * (L * L / mu) * ratio * ratio,
+        theorem_value_applies=alpha <= paper_alpha,
+        printed_value=printed,
+        conditions=(("ratio <= 1", ratio <= 1.0),),
+        reference=reference,
+        assumptions=assumptions,
+        errata=errata,
+    )
+
+
+_SMOOTH_ASSUMPTIONS_002 = (
+    "F(., X) is mu-strongly convex and beta-smooth on all of R^d and L-Lipschitz on B(0, R) "
+    "for every X, with its unconstrained minimizer in B(0, R) (class H, 002 Section 2.5)",
+    "the release is w + z without projection (002 Eq. (2); Algorithm 1 for H)",
+    "alpha > 0: the solver's point w_T satisfies F(w_T) - min F <= alpha on every run, not "
+    "only in expectation (digest P1), and alpha is fixed before seeing data (P2)",
+)
+
+
+def smooth_strongly_convex_bound(
+    *,
+    d: int,
+    epsilon: float,
+    lipschitz: float,
+    strong_convexity: float,
+    smoothness: float,
+    delta: float = 0.0,
+    n: int | None = None,
+    accuracy: float | None = None,
+) -> SmoothStronglyConvexBound:
+    """002 Corollary 2.2 (L357-369) and Theorem 3.2 (L657-693) for the class ``H``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    epsilon, delta : float
+        The guarantee; ``delta = 0`` (l2 Laplace) or ``0 < delta < 1/2`` (ZWB+19 Gaussian).
+    lipschitz, strong_convexity, smoothness : float
+        ``L``, ``mu`` and ``beta`` of ``F`` (``0 < mu <= beta``).
+    n : int, optional
+        Sample size of an ERM objective ``F = (1/n) sum_i f(., x_i)`` (sensitivity ``2L/(mu
+        n)``); None for a general ``F`` (sensitivity ``2L/mu``).
+    accuracy : float, optional
+        ``alpha >= 0`` of Algorithm 1; default Thm 3.2's ``alpha``. ``0`` is the conceptual
+        algorithm of Cor 2.2.
+
+    Returns
+    -------
+    SmoothStronglyConvexBound
+
+    Notes
+    -----
+    ``value`` is the proof's bound (C.1.4: descent lemma at ``w_T`` plus ``alpha``) with the
+    exact noise second moment of Lemma B.3, Prop 2.6's erratum E4 (the missing factor ``d``)
+    applied. The printed closed forms (Cor 2.2's ``4 kappa``, Thm 3.2's 26 and 13.5) are
+    returned beside it; each is ``>= value`` under its stated ``alpha``. Cor 2.2(b) and
+    Thm 3.2's ``delta > 0`` display are loose by a factor 4 and 2 respectively, because their
+    proofs use ``E||z||^2 = d s_delta^2 Delta^2/epsilon^2`` instead of ``d sigma^2 = d
+    s_delta^2 Delta^2/(2 epsilon^2)``. For TERM objectives use :func:`smooth_tilted_bound`,
+    which applies erratum E9 (``C_tau^2``).
+    """
+    owner = "smooth_strongly_convex_bound"
+    d = _check_count(d, "d", owner)
+    eps = check_positive(epsilon, "epsilon", owner)
+    dl = _check_delta_002(delta, owner)
+    L, mu, beta = _check_strongly_convex(lipschitz, strong_convexity, smoothness, owner)
+    assert beta is not None
+    nn = None if n is None else _check_count(n, "n", owner)
+    return _smooth_strongly_convex(
+        owner=owner,
+        n=nn,
+        erm=nn is not None,
+        m=1.0 if nn is None else 1.0 / nn,
+        tilt=None,
+        d=d,
+        eps=eps,
+        dl=dl,
+        L=L,
+        mu=mu,
+        beta=beta,
+        accuracy=accuracy,
+        reference=(
+            "002 Corollary 2.2 (L357-369) via Proposition 2.6 (L347-353) and 2.2; Theorem 3.2 "
+            "(L657-693), proof C.1.4 (L1867-1881)"
+        ),
+        assumptions=_SMOOTH_ASSUMPTIONS_002
+        + (
+            ("ERM: F = (1/n) sum_i f(., x_i) with one fixed f, replace-one neighbors, public n",)
+            if nn is not None
+            else ()
+        ),
+        errata=(
+            _ERRATUM_4,
+            "Cor 2.2(b) and Thm 3.2's delta > 0 display use E||z||^2 = d s^2 Delta^2/eps^2 (2 "
+            "sigma^2 d): valid but loose; value uses d sigma^2",
+        ),
+    )
+
+
+def smooth_tilted_bound(
+    *,
+    n: int,
+    d: int,
+    epsilon: float,
+    lipschitz: float,
+    strong_convexity: float,
+    smoothness: float,
+    tilt: float,
+    loss_lower: float,
+    loss_upper: float,
+    delta: float = 0.0,
+    accuracy: float | None = None,
+) -> SmoothStronglyConvexBound:
+    """Smooth tilted ERM: 002 Section 5.1.2 (L1253-1283) and Theorem 5.2, with erratum E9.
+
+    Parameters
+    ----------
+    n, d : int
+        Sample size and dimension.
+    epsilon, delta : float
+        The guarantee.
+    lipschitz, strong_convexity, smoothness : float
+        ``L``, ``mu``, ``beta`` of every ``f(., x)`` (twice differentiable).
+    tilt : float
+        ``tau > 0``.
+    loss_lower, loss_upper : float
+        ``a_R <= f(w, x) <= A_R`` on ``B(0, R) x X``.
+    accuracy : float, optional
+        ``alpha`` of Algorithm 1 (AGD on ``F_tau``); default ``(L^2/mu) m^2 min{kappa_tau
+        rho^2, 1}`` with ``m = min{1, C_tau/n}`` (see Notes).
+
+    Returns
+    -------
+    SmoothStronglyConvexBound
+        With ``tilt_factor = C_tau``, ``sensitivity_factor = min{1, C_tau/n}``,
+        ``condition_number = kappa_tau`` and ``printed_value`` (the printed, uncorrected
+        Thm 5.2 bound).
+
+    Notes
+    -----
+    ``F_tau = (1/tau) log((1/n) sum_i exp(tau f(w, x_i)))`` is ``mu``-strongly convex (Lemma
+    5.1), ``beta_tau``-smooth with ``beta_tau = beta + tau L^2`` (Lemma 5.3's statement and
+    Thm 5.2; the proof's ``beta + 2 tau L^2`` is looser; [derived] ``hess F_tau = sum_i v_i hess
+    f_i + tau Cov_v(grad f_i) <= (beta + tau L^2) I``) and has sensitivity ``(2L/mu) min{1,
+    C_tau/n}``, ``C_tau = exp(tau (A_R - a_R))`` (Lemma 5.2, whose proof needs the digest's
+    repair, E7). Prop 2.6 is quadratic in the sensitivity, so the bounds carry ``C_tau^2``:
+    **erratum E9** of the 002 digest. The paper prints ``4 kappa_tau (L^2 C_tau/mu)(rho/n)^2``
+    (L1265-1269) and ``26 (13.5) kappa_tau (L^2 C_tau/mu)(rho/n)^2`` (Thm 5.2); with ``C_tau <
+    n`` the corrected bounds are those times ``C_tau``. The paper's Thm 5.2 ``alpha = (L^2/(mu
+    n^2)) min{kappa_tau rho^2, C_tau^2}`` differs from the default here in its first branch;
+    both satisfy ``alpha <= kappa_tau (L^2/mu) ratio^2`` and ``sqrt(2 alpha/mu) <= sqrt(2) L
+    m/mu``, which is all the constants 26 and 13.5 need.
+    """
+    owner = "smooth_tilted_bound"
+    n = _check_count(n, "n", owner)
+    d = _check_count(d, "d", owner)
+    eps = check_positive(epsilon, "epsilon", owner)
+    dl = _check_delta_002(delta, owner)
+    L, mu, beta = _check_strongly_convex(lipschitz, strong_convexity, smoothness, owner)
+    assert beta is not None
+    tau = check_positive(tilt, "tilt", owner)
+    a = check_real(loss_lower, "loss_lower", owner)
+    A = check_real(loss_upper, "loss_upper", owner)
+    if A < a:
+        raise InvalidParameterError(
+            f"`{owner}` got loss_upper = {A!r} < loss_lower = {a!r}: they bound f on B(0, R) x "
+            "X from above and below."
+        )
+    C_tau = math.exp(tau * (A - a))
+    if not math.isfinite(C_tau):
+        raise InvalidParameterError(
+            f"`{owner}`: C_tau = exp(tau (A_R - a_R)) overflows for tau = {tau!r} and loss "
+            f"range {A - a!r}; use the non-tilted bound (sensitivity 2L/mu) instead."
+        )
+    return _smooth_strongly_convex(
+        owner=owner,
+        n=n,
+        erm=False,
+        m=min(1.0, C_tau / n),
+        tilt=C_tau,
+        d=d,
+        eps=eps,
+        dl=dl,
+        L=L,
+        mu=mu,
+        beta=beta + tau * L * L,
+        accuracy=accuracy,
+        reference=(
+            "002 Section 5.1.2 (L1253-1269), Theorem 5.2 (L1271-1283), via Proposition 2.6, "
+            "Lemmas 5.1-5.3 and Theorem 3.2"
+        ),
+        assumptions=_SMOOTH_ASSUMPTIONS_002
+        + (
+            "f(., x) twice differentiable, mu-strongly convex, beta-smooth, L-Lipschitz on "
+            "B(0, R), and a_R <= f <= A_R on B(0, R) x X (002 Theorem 5.2)",
+        ),
+        errata=(
+            _ERRATUM_9,
+            _ERRATUM_4,
+            "002 E8: Lemma 5.3 states beta + L^2 tau, its proof beta + 2 L^2 tau; beta + tau "
+            "L^2 is valid [derived] and used here",
+        ),
+    )
+
+
+# ------------------------------------------------------------------------ 002 Theorem 3.5
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmoothConvexBound:
+    """002 Theorem 3.5 (and Prop 2.8): regularized output perturbation for the class ``J``.
+
+    Attributes
+    ----------
+    ratio : float
+        ``d/epsilon`` or ``sqrt(d) s_delta/epsilon``, divided by ``n`` for ERM.
+    regularization, paper_regularization : float
+        ``lambda`` used, and Thm 3.5's ``(beta L^2/R^2)^(1/3) ratio^(2/3)``.
+    sensitivity : float
+        ``Delta_lambda = 2 (L + lambda R)/lambda`` (divided by ``n`` for ERM), as in
+        Algorithm 6.
+    accuracy, paper_accuracy : float
+        ``alpha``, and Thm 3.5's ``min{L^(4/3) R^(2/3) beta^(-1/3) ratio^(-2/3) m^2, target}``
+        (``m = 1/n`` for ERM, else 1).
+    inflated_sensitivity : float
+        ``Delta_lambda + 2 sqrt(2 alpha/lambda)`` (Prop 3.3).
+    value : float
+        ``lambda R^2/2 + ((beta + lambda)/2) E||z||^2 + alpha`` with the exact noise moment:
+        the decomposition of proof C.3.1 (whose last line drops the 1/2, a valid loosening).
+    target : float
+        ``beta^(1/3) L^(2/3) R^(4/3) ratio^(2/3)``.
+    conceptual_paper_value, theorem_value : float
+        ``48.5 target`` (Prop 2.8, ``alpha = 0``) and ``65 target`` (pure) or ``127 target``
+        (approximate) (Thm 3.5 at ``paper_accuracy``).
+    conditions : tuple of (str, bool)
+        ``ratio^2 <= L/(R beta)`` (Thm 3.5's hypothesis) and ``L <= 2 beta R`` (true for every
+        ``F`` in ``J`` with a minimizer in ``B(0, R)``; a false claim shows up here).
+    """
+
+    n: int | None
+    d: int
+    epsilon: float
+    delta: float
+    lipschitz: float
+    radius: float
+    smoothness: float
+    erm: bool
+    ratio: float
+    regularization: float
+    paper_regularization: float
+    sensitivity: float
+    accuracy: float
+    paper_accuracy: float
+    inflated_sensitivity: float
+    value: float
+    target: float
+    conceptual_paper_value: float
+    theorem_value: float
+    conditions: tuple[tuple[str, bool], ...]
+    reference: str
+    assumptions: tuple[str, ...]
+    errata: tuple[str, ...]
+
+    @property
+    def hypotheses_hold(self) -> bool:
+        """Whether every numeric hypothesis of Theorem 3.5 holds."""
+        return all(ok for _, ok in self.conditions)
+
+
+def smooth_convex_bound(
+    *,
+    d: int,
+    epsilon: float,
+    lipschitz: float,
+    radius: float,
+    smoothness: float,
+    delta: float = 0.0,
+    n: int | None = None,
+    accuracy: float | None = None,
+    regularization: float | None = None,
+) -> SmoothConvexBound:
+    """002 Theorem 3.5 (L883-925): Algorithm 6 without projection on a smooth convex ``F``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    epsilon, delta : float
+        The guarantee.
+    lipschitz, radius, smoothness : float
+        ``L`` (on ``B(0, R)``), ``R`` and ``beta``.
+    n : int, optional
+        Sample size of an ERM objective; None for a general ``F``.
+    accuracy : float, optional
+        ``alpha >= 0`` (default Thm 3.5's; ``0`` is Prop 2.8's conceptual algorithm).
+    regularization : float, optional
+        ``lambda > 0`` (default Thm 3.5's).
+
+    Returns
+    -------
+    SmoothConvexBound
+
+    Notes
+    -----
+    Proof C.3.1 (L1929-1961): ``E F(w_T + z) - F(w*) <= lambda R^2/2 + ((beta + lambda)/2)
+    E||z||^2 + alpha``, valid for any ``lambda > 0`` when ``||w*(X)|| <= R``. ``value``
+    evaluates it with the exact moments of Lemma B.3. The printed constants 65 and 127 need
+    the hypothesis ``ratio^2 <= L/(R beta)``. The proof's ``delta > 0`` line writes
+    ``E||z||^2 <= d s_delta Delta'^2/epsilon^2`` (``s_delta`` not squared, no 1/2); ``value``
+    uses ``d sigma^2``. Cor 3.7(a) prints the first branch of the min as ``alpha`` (digest
+    Section 2.8); the default here is the min, as in the theorem.
+    """
+    owner = "smooth_convex_bound"
+    d = _check_count(d, "d", owner)
+    eps = check_positive(epsilon, "epsilon", owner)
+    dl = _check_delta_002(delta, owner)
+    L = check_positive(lipschitz, "lipschitz", owner)
+    R = check_positive(radius, "radius", owner)
+    beta = check_positive(smoothness, "smoothness", owner)
+    nn = None if n is None else _check_count(n, "n", owner)
+    m = 1.0 if nn is None else 1.0 / nn
+    ratio = m * _base_ratio(d, eps, dl)
+    target = beta ** (1 / 3) * L ** (2 / 3) * R ** (4 / 3) * ratio ** (2 / 3)
+    paper_lam = (beta * L * L / (R * R)) ** (1 / 3) * ratio ** (2 / 3)
+    lam = (
+        paper_lam
+        if regularization is None
+        else check_positive(regularization, "regularization", owner)
+    )
+    first = L ** (4 / 3) * R ** (2 / 3) * beta ** (-1 / 3) * ratio ** (-2 / 3) * m * m
+    paper_alpha = min(first, target)
+    alpha = paper_alpha if accuracy is None else _check_accuracy(accuracy, owner)
+    Delta = 2.0 * (L + lam * R) * m / lam
+    inflated = Delta + 2.0 * math.sqrt(2.0 * alpha / lam)
+    _, second = _noise_moments(d, eps, dl, inflated)
+    return SmoothConvexBound(
+        n=nn,
+        d=d,
+        epsilon=eps,
+        delta=dl,
+        lipschitz=L,
+        radius=R,
+        smoothness=beta,
+        erm=nn is not None,
+        ratio=ratio,
+        regularization=lam,
+        paper_regularization=paper_lam,
+        sensitivity=Delta,
+        accuracy=alpha,
+        paper_accuracy=paper_alpha,
+        inflated_sensitivity=inflated,
+        value=0.5 * lam * R * R + 0.5 * (beta + lam) * second + alpha,
+        target=target,
+        conceptual_paper_value=48.5 * target,
+        theorem_value=(65.0 if dl == 0.0 else 127.0) * target,
+        conditions=(
+            ("ratio^2 <= L/(R beta)", ratio * ratio <= L / (R * beta)),
+            ("L <= 2 beta R", L <= 2.0 * beta * R),
+        ),
+        reference=(
+            "002 Theorem 3.5 (L883-925), proof C.3.1 (L1929-1961); Proposition 2.8; "
+            "Algorithm 6 with Prop 3.3"
+        ),
+        assumptions=(
+            "F(., X) convex and beta-smooth on all of R^d, L-Lipschitz on B(0, R), with a "
+            "minimizer of norm <= R for every X (class J intersected with M_R)",
+            "F_lambda = F + (lambda/2)||w||^2 is minimized to accuracy alpha on every run; the "
+            "release w_T + z is not projected (002 Eq. (7))",
+            "lambda and alpha are fixed before seeing data (digest P2)",
+        ),
+        errata=(
+            "proof C.3.1 drops the 1/2 of the descent lemma and, for delta > 0, writes s_delta "
+            "for s_delta^2/2 in E||z||^2; value uses the exact d sigma^2",
+            "002 E13: Cor 3.7(a) prints the first branch of Thm 3.5's alpha; the theorem's min "
+            "is used",
+        ),
+    )
+
+
+# ----------------------------------------------------------- 002 Propositions 4.1 and 4.2
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StronglyConvexPopulationBound:
+    """002 Proposition 4.1 / Corollary 4.1 (class ``F``) or 4.2 / 4.2 (class ``H``).
+
+    Expected excess population loss of output perturbation run on the empirical loss of ``n``
+    i.i.d. samples, by uniform stability (Lemma 4.1 [BE02], Lemma 4.2) plus the empirical
+    excess risk.
+
+    Attributes
+    ----------
+    smoothness, condition_number : float or None
+        ``beta`` and ``kappa`` (None for the non-smooth class of Prop 4.1).
+    projected : bool
+        Whether the release is projected onto ``B(0, R)`` (Prop 4.1, Eq. (3)) or not
+        (Prop 4.2, Eq. (2)).
+    ratio : float
+        ``d/(epsilon n)`` or ``sqrt(d) s_delta/(epsilon n)``.
+    sensitivity : float
+        ``2 L/(mu n)`` (Prop 2.2).
+    accuracy, paper_accuracy : float
+        ``alpha`` (0 is the conceptual algorithm of the Proposition) and the Corollary's
+        ``alpha``: ``(L^2/(mu n)) min{1/n, rho}`` (Cor 4.1) or ``(L^2/(mu n^2)) min{kappa
+        rho^2, 1}`` (Cor 4.2), ``rho = d/epsilon`` or ``sqrt(d) s_delta/epsilon``.
+    inflated_sensitivity : float
+        ``Delta' = Delta + 2 sqrt(2 alpha/mu)``.
+    stability_term : float
+        The generalization gap bound. Projected: ``L Delta'`` (Lemma 4.2, proof D.1.3).
+        Unprojected: ``(L + beta E||z||) Delta' + beta Delta'^2/2`` [derived, see Notes].
+    paper_stability_term : float
+        ``L Delta'``, as printed for both cases.
+    empirical_term : float
+        Projected: ``L E||z|| + alpha`` (Prop 2.3 / proof C.1.2). Unprojected: ``(beta/2)
+        E||z||^2 + alpha`` (Prop 2.6 with E4, proof C.1.4). Exact noise moments at ``Delta'``.
+    value : float
+        ``stability_term + empirical_term``.
+    proposition_value : float
+        Prop 4.1: ``(2 L^2/mu)(1/n + ratio)``; Prop 4.2: ``(L^2/mu)(2/n + 4 kappa ratio^2)``.
+    corollary_value : float
+        Cor 4.1: ``(L^2/mu)(5/n + 9 ratio)`` (pure) or ``6 ratio`` (approximate); Cor 4.2:
+        ``(L^2/mu)(5/n + 26 kappa ratio^2)`` or ``13.5 kappa ratio^2``.
+    conditions : tuple of (str, bool)
+        ``ratio <= 1`` (the Propositions' hypothesis).
+    """
+
+    n: int
+    d: int
+    epsilon: float
+    delta: float
+    lipschitz: float
+    strong_convexity: float
+    smoothness: float | None
+    condition_number: float | None
+    projected: bool
+    ratio: float
+    sensitivity: float
+    accuracy: float
+    paper_accuracy: float
+    inflated_sensitivity: float
+    stability_term: float
+    paper_stability_term: float
+    empirical_term: float
+    value: float
+    proposition_value: float
+    corollary_value: float
+    conditions: tuple[tuple[str, bool], ...]
+    reference: str
+    assumptions: tuple[str, ...]
+    errata: tuple[str, ...]
+
+
+_POPULATION_ASSUMPTIONS_002 = (
+    "x_1, ..., x_n i.i.d. from D; the empirical loss (1/n) sum_i f(., x_i) is minimized and "
+    "perturbed; replace-one neighbors, public n",
+    "f(., x) is mu-strongly convex and L-Lipschitz on B(0, R) for every x, with the empirical "
+    "and population minimizers in B(0, R)",
+    "alpha > 0: the solver's accuracy holds on every run and alpha is fixed in advance "
+    "(digest P1, P2); the solver's point lies in B(0, R)",
+)
+
+
+def strongly_convex_population_bound(
+    *,
+    n: int,
+    d: int,
+    epsilon: float,
+    lipschitz: float,
+    strong_convexity: float,
+    delta: float = 0.0,
+    accuracy: float = 0.0,
+) -> StronglyConvexPopulationBound:
+    """002 Proposition 4.1 (L1036-1039) and Corollary 4.1 (L1051-1056): class ``F``, projected.
+
+    Parameters
+    ----------
+    n, d : int
+        Sample size and dimension.
+    epsilon, delta : float
+        The guarantee.
+    lipschitz, strong_convexity : float
+        ``L`` and ``mu`` of every ``f(., x)``.
+    accuracy : float, optional
+        ``alpha >= 0`` of Algorithm 1 (default 0: the conceptual algorithm of Prop 4.1). Pass
+        ``paper_accuracy`` of a first call to evaluate Cor 4.1.
+
+    Notes
+    -----
+    Proofs D.1.2-D.1.3: excess population loss ``<=`` (stability ``L Delta'``, Lemmas 4.1-4.2)
+    + (empirical excess ``L E||z|| + alpha``, Cor 2.1 / Thm 3.1) + (``E min F_hat - F* <=
+    0``). ``value`` uses the exact noise moments; the printed Prop 4.1 (constant 2) and Cor 4.1
+    (constants 5, 9 and 6) are returned beside it. For ``delta > 0`` Prop 4.1 writes ``2 L^2
+    rho/mu`` for the proof's ``sqrt(2) L^2 rho/mu``.
+    """
+    owner = "strongly_convex_population_bound"
+    n = _check_count(n, "n", owner)
+    d = _check_count(d, "d", owner)
+    eps = check_positive(epsilon, "epsilon", owner)
+    dl = _check_delta_002(delta, owner)
+    L, mu, _ = _check_strongly_convex(lipschitz, strong_convexity, None, owner)
+    alpha = _check_accuracy(accuracy, owner)
+    rho = _base_ratio(d, eps, dl)
+    ratio = rho / n
+    Delta = 2.0 * L / (mu * n)
+    inflated = Delta + 2.0 * math.sqrt(2.0 * alpha / mu)
+    first, _ = _noise_moments(d, eps, dl, inflated)
+    stability = L * inflated
+    empirical = L * first + alpha
+    k = 9.0 if dl == 0.0 else 6.0
+    return StronglyConvexPopulationBound(
+        n=n,
+        d=d,
+        epsilon=eps,
+        delta=dl,
+        lipschitz=L,
+        strong_convexity=mu,
+        smoothness=None,
+        condition_number=None,
+        projected=True,
+        ratio=ratio,
+        sensitivity=Delta,
+        accuracy=alpha,
+        paper_accuracy=(L * L / (mu * n)) * min(1.0 / n, rho),
+        inflated_sensitivity=inflated,
+        stability_term=stability,
+        paper_stability_term=stability,
+        empirical_term=empirical,
+        value=stability + empirical,
+        proposition_value=2.0 * L * L / mu * (1.0 / n + ratio),
+        corollary_value=L * L / mu * (5.0 / n + k * ratio),
+        conditions=(("ratio <= 1", ratio <= 1.0),),
+        reference=(
+            "002 Proposition 4.1 (L1036-1039), Corollary 4.1 (L1051-1056), Lemma 4.2 "
+            "(L1043), proofs D.1.1-D.1.3 (L1965-1997)"
+        ),
+        assumptions=_POPULATION_ASSUMPTIONS_002
+        + ("the release is projected onto B(0, R) (002 Eq. (3))",),
+        errata=(
+            "Cor 4.1 uses SGD, whose accuracy holds only in expectation (digest P1): use a "
+            "solver with a per-run guarantee to keep the privacy proof",
+        ),
+    )
+
+
+def smooth_strongly_convex_population_bound(
+    *,
+    n: int,
+    d: int,
+    epsilon: float,
+    lipschitz: float,
+    strong_convexity: float,
+    smoothness: float,
+    delta: float = 0.0,
+    accuracy: float = 0.0,
+) -> StronglyConvexPopulationBound:
+    """002 Proposition 4.2 (L1066-1072) and Corollary 4.2 (L1076-1084): class ``H``, unprojected.
+
+    Parameters
+    ----------
+    n, d : int
+        Sample size and dimension.
+    epsilon, delta : float
+        The guarantee.
+    lipschitz, strong_convexity, smoothness : float
+        ``L``, ``mu``, ``beta`` of every ``f(., x)`` (``beta``-smooth on all of ``R^d``).
+    accuracy : float, optional
+        ``alpha >= 0`` (default 0: Prop 4.2's conceptual algorithm).
+
+    Notes
+    -----
+    Proof D.2.1 reuses Prop 4.1's decomposition with the empirical term of Cor 2.2 (here with
+    erratum E4 applied: ``(beta/2) E||z||^2``). Its stability step, Lemma 4.2, says the bound
+    ``L Delta`` "clearly also holds without projection" (L1971). That needs ``f(., x)`` to be
+    ``L``-Lipschitz where the unprojected output lands, i.e. outside ``B(0, R)``, which no
+    strongly convex ``f`` is on all of ``R^d``. [derived] With ``u = w(X) + z``, ``u' = w(X') +
+    z`` and ``w(X') in B(0, R)``: ``f(u) - f(u') <= ||grad f(u')|| ||u - u'|| + (beta/2)||u -
+    u'||^2 <= (L + beta ||z||) Delta' + beta Delta'^2/2``, so the stability term used in
+    ``value`` is ``(L + beta E||z||) Delta' + beta Delta'^2/2``. The printed ``L Delta'`` is
+    kept as ``paper_stability_term``, and ``proposition_value`` / ``corollary_value`` are the
+    printed bounds, which rely on it.
+    """
+    owner = "smooth_strongly_convex_population_bound"
+    n = _check_count(n, "n", owner)
+    d = _check_count(d, "d", owner)
+    eps = check_positive(epsilon, "epsilon", owner)
+    dl = _check_delta_002(delta, owner)
+    L, mu, beta = _check_strongly_convex(lipschitz, strong_convexity, smoothness, owner)
+    assert beta is not None
+    alpha = _check_accuracy(accuracy, owner)
+    kappa = beta / mu
+    rho = _base_ratio(d, eps, dl)
+    ratio = rho / n
+    Delta = 2.0 * L / (mu * n)
+    inflated = Delta + 2.0 * math.sqrt(2.0 * alpha / mu)
+    first, second = _noise_moments(d, eps, dl, inflated)
+    stability = (L + beta * first) * inflated + 0.5 * beta * inflated * inflated
+    empirical = 0.5 * beta * second + alpha
+    k = 26.0 if dl == 0.0 else 13.5
+    return StronglyConvexPopulationBound(
+        n=n,
+        d=d,
+        epsilon=eps,
+        delta=dl,
+        lipschitz=L,
+        strong_convexity=mu,
+        smoothness=beta,
+        condition_number=kappa,
+        projected=False,
+        ratio=ratio,
+        sensitivity=Delta,
+        accuracy=alpha,
+        paper_accuracy=(L * L / (mu * n * n)) * min(kappa * rho * rho, 1.0),
+        inflated_sensitivity=inflated,
+        stability_term=stability,
+        paper_stability_term=L * inflated,
+        empirical_term=empirical,
+        value=stability + empirical,
+        proposition_value=L * L / mu * (2.0 / n + 4.0 * kappa * ratio * ratio),
+        corollary_value=L * L / mu * (5.0 / n + k * kappa * ratio * ratio),
+        conditions=(("ratio <= 1", ratio <= 1.0),),
+        reference=(
+            "002 Proposition 4.2 (L1066-1072), Corollary 4.2 (L1076-1084), Lemma 4.2 "
+            "(L1043), proofs D.1.1, D.2.1-D.2.2 (L1965-2007)"
+        ),
+        assumptions=_POPULATION_ASSUMPTIONS_002
+        + (
+            "f(., x) is beta-smooth on all of R^d; the empirical minimizer is unconstrained "
+            "(grad = 0); the release is not projected (002 Eq. (2))",
+        ),
+        errata=(
+            _ERRATUM_4,
+            "Lemma 4.2 (unprojected case, L1971) uses L-Lipschitzness outside B(0, R); "
+            "[derived] stability_term adds beta E||z|| Delta' + beta Delta'^2/2",
+            "Cor 4.2 uses Katyusha, whose accuracy holds only in expectation (digest P1)",
         ),
     )
