@@ -15,7 +15,11 @@ from dpcvx.calculators import (
     HeavyTailedRate,
     HighProbabilityParameters,
     LocalizedDistanceBound,
+    SmoothConvexBound,
+    SmoothPerturbationBound,
+    SmoothStronglyConvexBound,
     StronglyConvexFrameworkBound,
+    StronglyConvexPopulationBound,
     extension_tradeoff,
     framework_convex_bound,
     framework_strongly_convex_bound,
@@ -24,6 +28,12 @@ from dpcvx.calculators import (
     lipschitz_extension_bias,
     localized_distance_bound,
     paper_extension_parameter,
+    smooth_convex_bound,
+    smooth_perturbation_bound,
+    smooth_strongly_convex_bound,
+    smooth_strongly_convex_population_bound,
+    smooth_tilted_bound,
+    strongly_convex_population_bound,
 )
 from dpcvx.certification.certificate import CertifiedSolution, ReleaseCertificate
 from dpcvx.certification.extension import ExtensionValues
@@ -44,6 +54,7 @@ from dpcvx.estimators import (
     PrivateQuantileRegressor,
     PrivateRidgeRegressor,
 )
+from dpcvx.mechanisms.approx_em import LocalizedApproximateExponentialMechanism
 from dpcvx.mechanisms.clipped_gradient import ClippedGradientDescent
 from dpcvx.mechanisms.deletion import (
     DeletionCalibration,
@@ -104,6 +115,7 @@ __all__ = [
     "DataError",
     "DoubleOutputPerturbation",
     "LocalizedDoubleOutputPerturbation",
+    "LocalizedApproximateExponentialMechanism",
     "LocalizedExponentialMechanism",
     "ProjectedGradientExponentialMechanism",
     "DpcvxError",
@@ -179,4 +191,14 @@ __all__ = [
     "lipschitz_extension_bias",
     "localized_distance_bound",
     "paper_extension_parameter",
+    "SmoothConvexBound",
+    "SmoothPerturbationBound",
+    "SmoothStronglyConvexBound",
+    "StronglyConvexPopulationBound",
+    "smooth_convex_bound",
+    "smooth_perturbation_bound",
+    "smooth_strongly_convex_bound",
+    "smooth_strongly_convex_population_bound",
+    "smooth_tilted_bound",
+    "strongly_convex_population_bound",
 ]
