@@ -8,8 +8,9 @@ features. They follow scikit-learn's conventions (parameters stored as given and
 ``fit``; learned attributes end with ``_``) and expose the guarantee, dpcvx's certificates and
 the privacy ledger after fitting.
 
-- :class:`PrivateLinearClassifier`: binary classification, hinge or logistic loss; one-vs-rest
-  over ``K > 2`` public classes (one ledger event, ``epsilon / K`` per class).
+- :class:`PrivateLinearClassifier`: binary classification, hinge or logistic loss; over
+  ``K > 2`` public classes one-vs-rest (one ledger event, ``epsilon / K`` per class) or, with
+  ``multi_class="multinomial"``, one release of a softmax (multinomial logistic) model.
 - :class:`PrivateQuantileRegressor`: quantile (pinball) regression; least absolute deviation
   is ``quantile=0.5``.
 - :class:`PrivateRidgeRegressor`: l2-regularized regression with the Huber loss (default) or
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import cvxpy as cp
 import numpy as np
-from scipy.special import expit, logsumexp
+from scipy.special import expit, log_softmax, logsumexp, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
@@ -117,6 +118,8 @@ _CLIP_MARGIN = 1e-10
 SELECTION_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 #: the validation share of a private selection of ``lam``
 SELECTION_VALIDATION = 0.2
+#: sqrt(2) rounded up: the multinomial loss's gradient factor (``||q - e_y|| <= sqrt(2)``)
+_SQRT2_UP = math.nextafter(math.sqrt(2.0), math.inf)
 
 
 class _DataBound(NamedTuple):
@@ -566,10 +569,19 @@ class _PrivateLinearModel(BaseEstimator):
         )
 
     def _plan_private(
-        self, settings: _Settings, X: np.ndarray, target: np.ndarray, taken: list[_DataBound]
+        self,
+        settings: _Settings,
+        X: np.ndarray,
+        target: np.ndarray,
+        taken: list[_DataBound],
+        *,
+        blocks: int = 1,
     ) -> _Plan:
         """Clip the rows and build the mechanism from public bounds (and any bound taken from
-        the data, recorded in ``taken``); nothing is reported or spent here."""
+        the data, recorded in ``taken``); nothing is reported or spent here. ``blocks``: the
+        model has that many coefficient blocks of the augmented row's length (the released
+        dimension, which the automatic ``lam`` and the selection grid need, is
+        ``blocks * p``)."""
         n, d = X.shape
         norms = np.linalg.norm(X, axis=1)
         bound = settings.feature_norm_bound
@@ -592,7 +604,7 @@ class _PrivateLinearModel(BaseEstimator):
         s = settings.intercept_scaling if settings.fit_intercept else 0.0
         if settings.fit_intercept:
             X = np.hstack([X, np.full((n, 1), s)])
-        p = X.shape[1]
+        p = X.shape[1] * blocks  # the released dimension
         R = settings.domain_radius
 
         bounds: dict[str, Any] = {
@@ -687,12 +699,7 @@ class _PrivateLinearModel(BaseEstimator):
             base = 2.0 * L * math.sqrt(unit.scale * p / max(n_train, 1)) / R
             grid = tuple(base * f for f in SELECTION_FACTORS)
         assert isinstance(grid, tuple)
-        labels = self._public_labels(settings)
-        score = cp.Constant(0.0)
-        f0 = 0.0
-        for value in labels:
-            label = cp.Parameter(value=float(value))
-            f0 = max(f0, float(self._loss(score, label).value))
+        f0 = self._largest_loss_at_zero(settings)
         upper = math.nextafter(f0 + L * R, math.inf)
         bounds.update(selection_loss_bounds=(0.0, upper))
         mech = PrivateSelection(
@@ -701,6 +708,15 @@ class _PrivateLinearModel(BaseEstimator):
             validation_fraction=fraction,
         )
         return mech, grid
+
+    def _largest_loss_at_zero(self, settings: _Settings) -> float:
+        """``f_0``: the largest loss at ``w = 0`` over the public labels (public)."""
+        score = cp.Constant(0.0)
+        f0 = 0.0
+        for value in self._public_labels(settings):
+            label = cp.Parameter(value=float(value))
+            f0 = max(f0, float(self._loss(score, label).value))
+        return f0
 
     def _public_labels(self, settings: _Settings) -> tuple[float, ...]:
         """The extreme public labels (the loss at ``w = 0`` is largest at one of them)."""
@@ -819,14 +835,17 @@ def _common_init(
 # ------------------------------------------------------------------------------------------
 @_document
 class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
-    """Differentially private linear classifier (hinge or logistic loss): binary, or
-    one-vs-rest over ``K > 2`` public classes.
+    """Differentially private linear classifier (hinge or logistic loss): binary, or over
+    ``K > 2`` public classes one-vs-rest or multinomial (softmax).
 
     Minimizes ``(1/n) sum_i loss(y_i <x_i, w>) + (lam/2) ||w||^2`` over the public ball
     ``||w|| <= domain_radius`` with labels encoded as ``-1`` (``classes_[0]``) and ``+1``
     (``classes_[1]``), and releases the minimizer privately. With ``K > 2`` public
     ``classes`` it fits ``K`` such binary problems (class ``k`` against the rest), each at
-    ``epsilon / K``: see Notes for the cost.
+    ``epsilon / K``: see Notes for the cost. With ``multi_class="multinomial"`` it instead
+    releases one ``K x p`` weight matrix ``W`` (rows ``w_k``) minimizing the softmax
+    cross-entropy ``(1/n) sum_i [log sum_k exp(<x_i, w_k>) - <x_i, w_{y_i}>]
+    + (lam/2) ||W||_F^2`` over ``||W||_F <= domain_radius``, at the full ``epsilon``.
 
     Parameters
     ----------
@@ -841,7 +860,13 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         taken from ``y`` with a :class:`~dpcvx.errors.PrivacyLeakWarning`: which labels occur
         is a fact about the data that the guarantee does not cover (a fit on data with one
         class fails, on its neighbor it does not). Only two classes are ever taken from the
-        data: a one-vs-rest fit needs its ``K`` labels given here.
+        data: a one-vs-rest or multinomial fit needs its ``K`` labels given here.
+    multi_class : {"ovr", "multinomial"}, default="ovr"
+        How ``K > 2`` classes are fitted. ``"ovr"``: ``K`` binary problems (class ``k``
+        against the rest), each at ``epsilon / K``. ``"multinomial"``: one release of the
+        softmax (multinomial logistic) model, ``loss="logistic"`` only; with two classes it
+        is released in scikit-learn's binary form ``coef_ = w_1 - w_0`` (shape
+        ``(1, n_features)``). See Notes.
     %(common_parameters)s
 
     Attributes
@@ -882,6 +907,28 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
     matrix of the released points, ``result_.certificates`` the certificates of all ``K``
     releases and ``result_.detail["per_class"]`` their public facts.
 
+    Multinomial (``multi_class="multinomial"``): ``W`` is flattened to the vector
+    ``w = (w_1, ..., w_K)`` of length ``K p`` (``p`` the augmented row length, the intercept
+    coordinate last in each block), and one example's loss is the CVXPY expression
+    ``log_sum_exp(scores - xe @ w)`` (which equals ``log_sum_exp(scores) - xe @ w``) with
+    ``scores_k = <x, w_k>`` and ``xe`` the row placed in the true class's block (zeros
+    elsewhere), so ``xe @ w = <x, w_y>``. This spelling lets dpcvx verify the Lipschitz claim
+    below on every example: each piece ``<x, w_k - w_y>`` has gradient norm ``sqrt(2) ||x||``
+    (or 0), and a log-sum-exp's gradient is a convex combination of its pieces' gradients;
+    the other spelling is bounded term by term (``2 ||x||``) and would send examples to the
+    Lipschitz extension with a warning. It is one
+    :class:`dpcvx.Problem` released by the same mechanism as a binary fit (one ledger event of
+    ``(epsilon, delta)``). Its Lipschitz bound: the gradient in ``w`` is the outer product
+    ``(q - e_y) (x) x``, block ``k`` being ``(q_k - [k = y]) x``, where ``q`` is the softmax of
+    the scores. So ``||grad|| = ||q - e_y|| ||x||``, and with ``t = 1 - q_y = sum_{k != y} q_k``,
+    ``||q - e_y||^2 = t^2 + sum_{k != y} q_k^2 <= t^2 + t^2 = 2 t^2 <= 2`` (the sum of squares
+    of nonnegative numbers is at most the square of their sum). Hence ``L = sqrt(2)
+    sqrt(B^2 + s^2)`` on rows clipped to ``B`` (rounded up; the supremum ``sqrt(2)`` is
+    approached as ``q`` puts its mass on one wrong class, so the factor cannot be lowered for
+    every domain). The automatic ``lam`` and the noise use the released dimension ``K p``.
+    ``predict_proba`` is the softmax of ``decision_function``. Compared with one-vs-rest, the
+    sensitivity grows by ``sqrt(2)`` but no split of ``epsilon`` is paid.
+
     Sample weights are not supported: a weight above 1 multiplies one example's influence and
     voids the sensitivity bound.
 
@@ -902,6 +949,7 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         loss: str = "logistic",
         *,
         classes: ArrayLike | None = None,
+        multi_class: str = "ovr",
         epsilon: float = 1.0,
         delta: float = 0.0,
         mechanism: str = "output_perturbation",
@@ -920,6 +968,7 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
     ) -> None:
         self.loss = loss
         self.classes = classes
+        self.multi_class = multi_class
         _common_init(
             self,
             epsilon=epsilon,
@@ -956,7 +1005,17 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         return {"binary_only": not self._public_multiclass()}
 
     def _check_loss_parameters(self, mechanism: str) -> None:
-        self._check_choice("loss", ("logistic", "hinge"))
+        loss = self._check_choice("loss", ("logistic", "hinge"))
+        multi_class = self._check_choice("multi_class", ("ovr", "multinomial"))
+        if multi_class == "multinomial" and loss != "logistic":
+            raise InvalidParameterError(
+                f"`{self._owner()}` with multi_class='multinomial' fits the softmax "
+                f"(multinomial logistic) loss. Got loss={loss!r}: pass loss='logistic', or "
+                "multi_class='ovr' for one-vs-rest with the hinge loss."
+            )
+
+    def _multinomial(self) -> bool:
+        return getattr(self, "multi_class", "ovr") == "multinomial"
 
     def _validated_classes(self) -> np.ndarray | None:
         if self.classes is None:
@@ -974,10 +1033,17 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         return classes
 
     def _gradient_factor(self) -> float:
-        return 1.0
+        # multinomial: ||q - e_y|| <= sqrt(2) (class Notes); rounded up
+        return _SQRT2_UP if self._multinomial() else 1.0
 
     def _public_labels(self, settings: _Settings) -> tuple[float, ...]:
         return (-1.0, 1.0)  # the encoded labels
+
+    def _largest_loss_at_zero(self, settings: _Settings) -> float:
+        if self._multinomial():
+            # the cross-entropy at W = 0 is log K for every label
+            return math.nextafter(math.log(int(np.size(self.classes_))), math.inf)
+        return super()._largest_loss_at_zero(settings)
 
     def _loss(self, score: cp.Expression, label: cp.Parameter) -> cp.Expression:
         if self.loss == "hinge":
@@ -991,7 +1057,7 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
-            Two-class labels (see ``classes``).
+            Class labels: two, or any of the ``K > 2`` public ``classes``.
 
         Returns
         -------
@@ -1003,8 +1069,8 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
             A parameter is invalid, or a public bound is missing with
             ``on_data_dependent_bounds="raise"`` (nothing spent).
         DataError
-            ``X`` or ``y`` is unusable: NaN, wrong shape, more than two classes, labels
-            outside ``classes`` (nothing spent).
+            ``X`` or ``y`` is unusable: NaN, wrong shape, more than two classes without
+            ``K > 2`` public ``classes``, labels outside ``classes`` (nothing spent).
         PrivacyBudgetError
             The ``accountant`` cannot afford the fit (nothing spent).
         CertificationError
@@ -1021,8 +1087,8 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
                 "PrivateQuantileRegressor or PrivateRidgeRegressor."
             ) from exc
         kind = type_of_target(y, input_name="y")
-        one_vs_rest = classes is not None and classes.size > 2
-        if kind != "binary" and not (kind == "multiclass" and one_vs_rest):
+        multiclass = classes is not None and classes.size > 2
+        if kind != "binary" and not (kind == "multiclass" and multiclass):
             given = (
                 "without public `classes`"
                 if classes is None
@@ -1030,8 +1096,8 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
             )
             raise DataError(
                 f"Only binary classification is supported {given}. The type of the target is "
-                f"{kind}. `{self._owner()}` fits more than two classes (one-vs-rest, epsilon "
-                "split among them) only when all K labels are public: pass them, e.g. "
+                f"{kind}. `{self._owner()}` fits more than two classes (one-vs-rest or "
+                "multinomial) only when all K labels are public: pass them, e.g. "
                 "classes=[0, 1, 2] (they are never taken from the data)."
             )
         taken: list[_DataBound] = []
@@ -1061,12 +1127,76 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
                     "fix `classes`."
                 )
         self.classes_ = classes
+        if self._multinomial():
+            self._fit_multinomial(settings, X_fit, np.asarray(y), classes, taken)
+            return self
         if classes.size > 2:
             self._fit_one_vs_rest(settings, X_fit, np.asarray(y), classes, taken)
             return self
         target = np.where(y == classes[1], 1.0, -1.0)
         self._fit_private(settings, X_fit, target, taken)
         return self
+
+    def _fit_multinomial(
+        self,
+        settings: _Settings,
+        X: np.ndarray,
+        y: np.ndarray,
+        classes: np.ndarray,
+        taken: list[_DataBound],
+    ) -> None:
+        """One release of the flattened ``K x p`` softmax model (class Notes): the binary
+        path with ``K`` coefficient blocks and ``L = sqrt(2) sqrt(B^2 + s^2)``."""
+        K = int(classes.size)
+        index = np.searchsorted(classes, y)  # every label is in `classes` (checked in fit)
+        plan = self._plan_private(settings, X, index.astype(float), taken, blocks=K)
+        self._report(taken, settings.strict)
+        result = self._multinomial_problem(plan, index, K).solve_private(
+            plan.mechanism,
+            epsilon=settings.epsilon,
+            delta=settings.delta,
+            rng=self.random_state,
+            accountant=self.accountant,
+        )
+        p = plan.rows.shape[1]
+        W = np.asarray(result.w, float).reshape(K, p)
+        d, s = plan.n_features, plan.intercept_scaling
+        coef = W[:, :d]
+        intercept = W[:, d] * s if settings.fit_intercept else np.zeros(K)
+        if K == 2:  # scikit-learn's binary form: the score of classes_[1] minus that of [0]
+            coef, intercept = coef[1:] - coef[:1], intercept[1:] - intercept[:1]
+        self.coef_ = coef
+        self.intercept_ = intercept
+        if plan.bounds.get("regularization_grid") is not None:
+            plan.bounds["regularization"] = float(result.detail["selected_regularization"])
+        plan.bounds["multi_class"] = "multinomial"
+        self.result_ = dataclasses.replace(
+            result, detail=MappingProxyType({**result.detail, "multinomial": K})
+        )
+        self.certificates_ = result.certificates
+        self.ledger_ = result.ledger
+        self.bounds_ = plan.bounds
+        self.data_dependent_bounds_ = tuple(b.name for b in taken)
+
+    @staticmethod
+    def _multinomial_problem(plan: _Plan, index: np.ndarray, K: int) -> Problem:
+        """The softmax cross-entropy over the flattened ``K x p`` matrix: per example
+        ``log_sum_exp(scores) - xe @ w`` with ``xe`` the row in block ``y`` (DPP: both
+        parameters enter affinely; the spelling is explained in the class Notes)."""
+        rows = plan.rows
+        n, p = rows.shape
+        w = cp.Variable(K * p)
+        x = cp.Parameter(p)
+        xe = cp.Parameter(K * p)
+        scores = cp.hstack([x @ w[k * p : (k + 1) * p] for k in range(K)])
+        blocks = np.zeros((n, K, p))
+        blocks[np.arange(n), index] = rows
+        return Problem(
+            cp.log_sum_exp(scores - xe @ w),
+            w,
+            data={x: rows, xe: blocks.reshape(n, K * p)},
+            domain=domains.l2_ball(w, plan.domain_radius),
+        )
 
     def _fit_one_vs_rest(
         self,
@@ -1169,7 +1299,7 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         return self._decision(X)
 
     def predict(self, X: ArrayLike) -> np.ndarray:
-        """Predicted class labels (one-vs-rest: the class of the largest score)."""
+        """Predicted class labels (``K > 2`` classes: the class of the largest score)."""
         scores = self.decision_function(X)
         if scores.ndim == 2:
             return self.classes_[np.argmax(scores, axis=1)]
@@ -1178,12 +1308,19 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
     def _has_probabilities(self) -> bool:
         return self.loss == "logistic"
 
+    def _softmax_model(self) -> bool:
+        """Whether the fitted model is a multinomial one with ``K > 2`` score columns."""
+        return int(self.result_.detail.get("multinomial", 0)) > 2
+
     @available_if(_has_probabilities)
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities of the logistic model (``loss="logistic"`` only): columns in
-        the order of ``classes_``. Binary: the sigmoid of the score. One-vs-rest: the ``K``
+        the order of ``classes_``. Binary (also multinomial with two classes): the sigmoid of
+        the score. Multinomial: the softmax of the ``K`` scores. One-vs-rest: the ``K``
         per-class sigmoids normalized to sum to 1 (as scikit-learn's OneVsRestClassifier)."""
         scores = self.decision_function(X)
+        if scores.ndim == 2 and self._softmax_model():
+            return softmax(scores, axis=1)
         if scores.ndim == 2:
             return np.exp(self._log_proba_one_vs_rest(scores))
         p = expit(scores)
@@ -1193,6 +1330,8 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""
         scores = self.decision_function(X)
+        if scores.ndim == 2 and self._softmax_model():
+            return log_softmax(scores, axis=1)
         if scores.ndim == 2:
             return self._log_proba_one_vs_rest(scores)
         return np.column_stack([-np.logaddexp(0.0, scores), -np.logaddexp(0.0, -scores)])
