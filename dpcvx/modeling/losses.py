@@ -73,26 +73,31 @@ def pinball(
     score: cp.Expression, target: cp.Expression | np.ndarray | float, tau: float
 ) -> cp.Expression:
     """Quantile (pinball) loss ``tau * pos(r) + (1 - tau) * neg(r)`` with ``r = target - score``,
-    for ``0 < tau < 1``; Lipschitz constant ``max(tau, 1 - tau) * max ||x||``."""
+    for ``0 < tau < 1``; Lipschitz constant ``max(tau, 1 - tau) * max ||x||``.
+
+    Written as the one maximum ``max(tau r, (tau - 1) r)`` (the same function): dpcvx then
+    bounds its slope by the larger piece, ``max(tau, 1 - tau) ||x||``, where the sum of two
+    terms would be bounded by the sum of their slopes, ``||x||``."""
     if not 0 < tau < 1:
         raise InvalidParameterError(
             f"The `tau` parameter of `pinball` must lie in (0, 1). Got {tau!r}."
         )
     r = target - score
-    return tau * cp.pos(r) + (1 - tau) * cp.neg(r)
+    return cp.maximum(tau * r, (tau - 1) * r)
 
 
 def epsilon_insensitive(
     score: cp.Expression, target: cp.Expression | np.ndarray | float, width: float
 ) -> cp.Expression:
-    """``max(0, |score - target| - width)`` written as ``pos(r - width) + pos(-r - width)``
-    (equal for ``width >= 0``)."""
+    """``max(0, |score - target| - width)``, written as the one maximum
+    ``max(0, r - width, -r - width)`` (equal for ``width >= 0``), whose slope dpcvx bounds by
+    ``||x||`` (the sum ``pos(r - width) + pos(-r - width)`` would be bounded by ``2 ||x||``)."""
     if width < 0:
         raise InvalidParameterError(
             f"The `width` parameter of `epsilon_insensitive` must be non-negative. Got {width!r}."
         )
     r = score - target
-    return cp.pos(r - width) + cp.pos(-r - width)
+    return cp.maximum(0, r - width, -r - width)
 
 
 def squared(

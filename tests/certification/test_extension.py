@@ -277,3 +277,30 @@ def test_lipschitz_bounds_dominate_gradient_norms_on_the_domain(loss):
             axis=1,
         )
         assert np.all(np.linalg.norm(grad, axis=1) <= bounds * (1 + 1e-6) + 1e-5)
+
+
+@pytest.mark.parametrize("tau", [0.5, 0.2, 0.9])
+def test_the_library_losses_bound_their_slope_by_their_lipschitz_constant(tau):
+    """``losses.pinball`` is ``max(tau, 1 - tau) ||x||``-Lipschitz and
+    ``losses.epsilon_insensitive`` ``||x||``-Lipschitz: dpcvx's structural bound must say so
+    (a looser bound sends every example of a true claim to the extension, slower and with a
+    warning to the curator), and must hold (checked against finite differences)."""
+    from dpcvx.certification.lipschitz import lipschitz_bounds
+
+    rng = np.random.default_rng(3)
+    X, Y = rng.normal(size=(40, 3)), rng.normal(size=40)
+    norms = np.linalg.norm(X, axis=1)
+    w, x, y = cp.Variable(3), cp.Parameter(3), cp.Parameter()
+    dom = dpcvx.domains.l2_ball(w, 2.0)
+    for loss, slope in (
+        (dpcvx.losses.pinball(x @ w, y, tau), max(tau, 1 - tau)),
+        (dpcvx.losses.epsilon_insensitive(x @ w, y, 0.1), 1.0),
+    ):
+        problem = dpcvx.Problem(loss, w, {x: X, y: Y}, dom)
+        bounds = lipschitz_bounds(problem.declaration)
+        np.testing.assert_allclose(bounds, slope * norms, rtol=1e-12)
+        for _ in range(20):  # the bound holds: difference quotients never exceed it
+            u, v = rng.normal(size=(2, 3))
+            u, v = u / max(1, np.linalg.norm(u) / 2), v / max(1, np.linalg.norm(v) / 2)
+            gap = np.abs(problem.declaration.loss_values(u) - problem.declaration.loss_values(v))
+            assert np.all(gap <= bounds * np.linalg.norm(u - v) * (1 + 1e-12) + 1e-12)
