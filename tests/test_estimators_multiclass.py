@@ -45,6 +45,7 @@ def _classifier(X, K, **params):
         "classes": list(range(K)),
         "feature_norm_bound": float(np.sqrt(X.shape[1])),
         "domain_radius": 5.0,
+        "multi_class": "ovr",
         "random_state": 0,
         **params,
     }
