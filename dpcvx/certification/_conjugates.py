@@ -11,7 +11,10 @@ nondecreasing atoms of :data:`dpcvx.modeling._structure.MONOTONE` are functions 
 ``psi*(t) = (p - 1) (t / p)**(p / (p - 1))`` on ``t >= 0``; ``pos_huber`` is
 ``psi(v) = huber(max(v, 0), M)``, with ``psi*(t) = t**2 / 4`` on ``0 <= t <= 2M``. Both
 conjugates are nondecreasing on their domain, so evaluating them at an upper bound of ``t``
-rounds the bound to the safe side.
+rounds the bound to the safe side. The vector atom ``norm2_power`` is ``psi(v) = ||v||_2**p``
+(``p > 1``), with ``psi*(theta) = (p - 1) (||theta||_2 / p)**(p / (p - 1))`` on all of
+``R^k``: ``pos_power``'s conjugate at ``||theta||_2`` (``sup_v <theta, v> - ||v||**p =
+sup_{r >= 0} r ||theta|| - r**p``), evaluated at an upper bound of the float norm.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def clip(kind: str, theta: np.ndarray, param: float | None = None) -> np.ndarray
         return np.maximum(theta, 0.0)
     if kind == "pos_huber":
         return np.clip(theta, 0.0, 2 * _need(param, kind))
-    if kind == "sum_squares":
+    if kind in ("sum_squares", "norm2_power"):
         return theta
     if kind == "norm2":
         nrm = np.linalg.norm(theta, axis=1, keepdims=True)
@@ -92,6 +95,11 @@ def conjugate(kind: str, theta: np.ndarray, param: float | None = None) -> np.nd
             # relative error of the float power (its argument and exponent are rounded too)
             rel = 16 * eps * (4.0 + q * (2.0 + np.abs(np.log(np.where(base > 0, base, 1.0)))))
         return val * (1 + rel) + np.where(base > 0, np.finfo(float).tiny, 0.0)
+    if kind == "norm2_power":
+        k = theta.shape[1]
+        # numpy's norm of k floats is within (k + 2) eps relative of the exact norm
+        r_up = np.linalg.norm(theta, axis=1) * (1 + 4 * (k + 2) * eps)
+        return conjugate("pos_power", r_up, param)
     if kind == "logistic":
         val = xlogy(theta, theta) + xlogy(1 - theta, 1 - theta)
         return val + 8 * eps

@@ -47,6 +47,7 @@ __all__ = [
     "ValueSums",
     "certify",
     "finish_certificate",
+    "matching_mixes",
     "still_certified",
     "value_bounds",
     "value_sums",
@@ -246,6 +247,10 @@ def _minorants(
             (off, jac), theta = jets[0], duals[0]
             off2 = off.reshape(n, -1)
             jac2 = jac.reshape(n, -1, d)
+            if term.kind == "norm2_power":
+                # differentiable: its gradient at the point, whatever the duals (any theta
+                # gives a valid bound; this one is exact at the point)
+                theta = _norm_power_slope(off2 + _apply(jac2, w_hat), term.param_value)
             theta = clip(
                 term.kind,
                 np.zeros_like(off2) if theta is None else theta.reshape(n, -1),
@@ -259,6 +264,14 @@ def _minorants(
         s += gs if wgt == 1.0 else wgt * gs
         beta += wgt * gb
     return s, beta, scale, counts
+
+
+def _norm_power_slope(e: np.ndarray, p: float) -> np.ndarray:
+    """The gradient ``p ||e||**(p - 2) e`` of ``||e||_2**p`` per row of ``e`` (zero at 0)."""
+    nrm = np.linalg.norm(e, axis=1, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        g = p * nrm ** (p - 1.0) * (e / np.where(nrm > 0, nrm, 1.0))
+    return np.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def _max_terms_minorant(
@@ -492,16 +505,29 @@ def _generic_max_cuts(
     decl: Declaration, term: Term, w_hat: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Values ``(n, m)`` and true subgradients ``(n, m, d)`` at ``w_hat`` of each piece of a
-    generic term whose expression is a ``maximum`` of scalar pieces, or None."""
+    generic term whose expression is a ``maximum`` of scalar pieces, or a nonnegative
+    per-example multiple ``c * maximum(g_1, ..., g_m)`` of one (``c`` free of the variable,
+    e.g. a ``nonneg`` data parameter: the pieces are then ``c g_j``, since ``c max_j g_j =
+    max_j c g_j`` and ``c`` times a cut of ``g_j`` is a cut of ``c g_j`` for ``c >= 0``,
+    checked on the values), or None."""
     from cvxpy.atoms.elementwise.maximum import maximum as cp_maximum
 
-    expr = term.expr
+    n, d = decl.n, decl.d
+    if w_hat.shape[-1] != d or w_hat.ndim not in (1, 2):
+        return None
+    leaves = decl.derived_values()
+    expr, factors = _scaled_maximum(term.expr)
     if not isinstance(expr, cp_maximum) or len(expr.args) < 2 or expr.size != 1:
         return None
-    if w_hat.ndim != 1:
+    scale = np.ones(n)
+    try:
+        for c in factors:
+            cv, _ = subgradient_jet(c, decl.variable, leaves, n, w_hat)
+            scale = scale * np.broadcast_to(np.asarray(cv, float).reshape(-1), (n,))
+    except (Unsupported, ValueError):
         return None
-    n, d = decl.n, decl.d
-    leaves = decl.derived_values()
+    if not (np.all(np.isfinite(scale)) and np.all(scale >= 0)):
+        return None
     vals, jacs = [], []
     try:
         for a in expr.args:
@@ -515,7 +541,26 @@ def _generic_max_cuts(
     V, J = np.stack(vals, axis=1), np.stack(jacs, axis=1)
     if not (np.all(np.isfinite(V)) and np.all(np.isfinite(J))):
         return None
+    if factors:
+        V, J = scale[:, None] * V, scale[:, None, None] * J
     return V, J
+
+
+def _scaled_maximum(expr: Any) -> tuple[Any, list]:
+    """``(g, [c_1, ...])`` with ``expr == c_1 * ... * g``, each ``c_k`` a scalar free of the
+    variable (a constant or a data parameter), peeled off the outside of ``expr``."""
+    from cvxpy.atoms.affine.binary_operators import MulExpression, multiply
+
+    factors: list = []
+    while isinstance(expr, (multiply, MulExpression)) and len(expr.args) == 2:
+        for c, e in ((expr.args[0], expr.args[1]), (expr.args[1], expr.args[0])):
+            if not c.variables() and c.size == 1 and e.variables():
+                factors.append(c)
+                expr = e
+                break
+        else:
+            break
+    return expr, factors
 
 
 def _mixed_cut(
@@ -539,8 +584,56 @@ def _mixed_cut(
         return None
     wgt = float(term.weight)
     gs = np.einsum("nm,nmd->nd", theta, J)
-    gb = np.einsum("nm,nm->n", theta, V - J @ w_hat)
+    at = J @ w_hat if w_hat.ndim == 1 else np.einsum("nmd,nd->nm", J, w_hat)
+    gb = np.einsum("nm,nm->n", theta, V - at)
     return wgt * gs, wgt * gb
+
+
+def matching_mixes(
+    decl: Declaration, points: np.ndarray, target: np.ndarray
+) -> dict[int, np.ndarray] | None:
+    """Per generic ``maximum`` term, weights on its pieces' cuts at per-example points
+    ``points`` (n, d) for the examples where two pieces tie there: the move ``t_i`` in
+    ``[0, 1]`` from the top piece toward the second that brings the example's slope closest
+    to ``target[i]`` (the extension's ``g_i``: at a kink of ``f`` the minorant's slope can
+    match it, and the support gap ``sigma_W(g - s) - <g - s, y>`` vanishes). ``t`` is rounded
+    to a multiple of ``2**-40``, so the weights sum to one exactly. None without such a term.
+    Only a choice among valid minorants: the bound is valid for any weights."""
+    n, d = decl.n, decl.d
+    points = np.asarray(points, float)
+    target = np.asarray(target, float)
+    if points.shape != (n, d) or target.shape != (n, d) or not np.all(np.isfinite(target)):
+        return None
+    found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for t, term in enumerate(decl.terms):
+        if term.kind == "generic":
+            cuts = _generic_max_cuts(decl, term, points)
+            if cuts is not None:
+                found[t] = cuts
+    if not found:
+        return None
+    base = {t: np.eye(V.shape[1])[np.argmax(V, axis=1)] for t, (V, _) in found.items()}
+    s0, _, _, _ = _minorants(decl, None, None, points, mixes=base)
+    resid = target - s0  # what the mixed terms should add to their base slopes
+    out: dict[int, np.ndarray] = {}
+    rows = np.arange(n)
+    for t, (V, J) in found.items():
+        order = np.argsort(-V, axis=1, kind="stable")
+        k1, k2 = order[:, 0], order[:, 1]
+        top = V[rows, k1]
+        tied = top - V[rows, k2] <= 1e-7 * (1.0 + np.abs(top))
+        b = float(decl.terms[t].weight) * (J[rows, k2] - J[rows, k1])  # (n, d)
+        bb = np.einsum("nd,nd->n", b, b)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            step = np.einsum("nd,nd->n", resid, b) / np.where(bb > 0, bb, 1.0)
+        step = np.where(tied & (bb > 0) & np.isfinite(step), np.clip(step, 0.0, 1.0), 0.0)
+        step = np.round(step * 2.0**40) / 2.0**40
+        theta = base[t].copy()
+        theta[rows, k1] = 1.0 - step
+        theta[rows, k2] += step
+        resid = resid - step[:, None] * b
+        out[t] = theta
+    return out
 
 
 def _stationary_mixes(

@@ -28,6 +28,7 @@ from dpcvx.certification.certificate import (
     CertifiedSolution,
     _minorants,
     _term_duals,
+    matching_mixes,
 )
 from dpcvx.certification.stable import stable_extension_gap
 from dpcvx.compilation.stamp import StampedProgram
@@ -120,6 +121,23 @@ def extension_bounds(
         g = _SOC_SIGN * n_total * np.nan_to_num(z[prog.soc_rows][:, 1:])
     norms = np.linalg.norm(g, axis=1, keepdims=True)
     g = g * np.minimum(1.0, C / np.maximum(norms * (1 + 8 * _EPS), 1e-300))
+    if prog is not None and prog.soc_rows is not None:
+        # a generic maximum at a kink of y_i: mix its pieces' cuts toward the slope g_i
+        try:
+            mixes = matching_mixes(decl, Y_hat, g)
+        except Exception:  # noqa: BLE001 - an internal failure only forgoes the mixed cuts
+            mixes = None
+        if mixes is not None:
+            s_m, beta_m, scale_m, _ = _minorants(
+                decl, prog, z, Y_hat, n_total, thetas=thetas, mixes=mixes
+            )
+            # per example, the tighter of the two valid support bounds
+            phi_0 = beta - dom.support(g - s, hints=Y_hat)
+            phi_m = beta_m - dom.support(g - s_m, hints=Y_hat)
+            better = (phi_m > phi_0)[:, None]
+            s = np.where(better, s_m, s)
+            beta = np.where(better[:, 0], beta_m, beta)
+            scale = np.where(better[:, 0], np.maximum(scale, scale_m), scale)
     phi = beta - dom.support(g - s, hints=Y_hat)
     lower = g @ w + phi
     mag = 1.0 + np.abs(f_vals) + C * dist + np.abs(beta) + scale + np.abs(g) @ np.abs(w)

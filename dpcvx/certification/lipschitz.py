@@ -7,7 +7,9 @@ that can occur on W (``|theta| <= 1`` for abs, pos and logistic, ``<= 2M`` for H
 dual-norm ball for norms, the simplex for max and log-sum-exp, and the range of ``E`` over the
 domain's bounding ball for squares and exponentials; for ``psi(max_j E_j)`` with ``psi``
 nondecreasing (``max(v, 0)**p``, one-sided Huber) the slope ``psi'`` at the largest value of
-``max_j E_j`` over the bounding ball times ``max_j ||J_j||``). Generic terms get ``inf``.
+``max_j E_j`` over the bounding ball times ``max_j ||J_j||``; for ``||E||_2**p`` the slope
+``p R_E**(p - 1)`` at the largest norm ``R_E`` of ``E`` over the ball times ``||J||_2``).
+Generic terms get ``inf``.
 
 dpcvx uses these bounds for speed only: an example with ``A(z_i) <= C`` has ``f_C = f`` on W,
 so the extension's joint program can keep the plain block for it (no copy ``y_i``). The
@@ -101,6 +103,13 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
                     slope = np.exp(np.minimum(reach, 700.0))
                 best = np.maximum(best, abs(float(part.weight)) * slope * nrm[:, 0])
             total += wgt * best
+        elif term.kind == "norm2_power":  # ||grad|| = p ||E||**(p-1) ||J^T u||, ||u|| = 1
+            off, jac = flat[0]
+            spec = _spectral(jac)
+            reach = np.linalg.norm(off + jac @ c, axis=1) * (1 + 1e-9) + spec * R
+            p = term.param_value
+            with np.errstate(over="ignore"):
+                total += wgt * p * reach ** (p - 1.0) * spec * (1 + 1e-9)
         elif term.kind == "norm2":
             total += wgt * _spectral(flat[0][1])  # the operator norm of each Jacobian
         elif term.kind == "norm1":  # max ||J^T theta|| over the cube <= sqrt(k) ||J||_2

@@ -163,7 +163,7 @@ UNIVERSE_SLOPE = 1e4
 #: the same for losses with curved terms (squares, exponentials, powers), whose values grow
 #: like the square of the slope: 1e2 keeps their values within 1e4 of the extension's scale
 UNIVERSE_SLOPE_CURVED = 1e2
-_CURVED = ("square", "sum_squares", "exp", "pos_power", "pos_huber", "max_terms")
+_CURVED = ("square", "sum_squares", "exp", "pos_power", "pos_huber", "max_terms", "norm2_power")
 
 
 def universe_slope(decl: Declaration) -> float:

@@ -122,6 +122,8 @@ def _rebuild(term: Term, splits: list[cp.Variable | None]) -> cp.Expression:
         inner = cp.power(cp.maximum(*args, 0.0), term.param_value)
     elif term.kind == "pos_huber":
         inner = cp.huber(cp.maximum(*args, 0.0), term.param_value)
+    elif term.kind == "norm2_power":
+        inner = cp.power(cp.norm(args[0], 2), term.param_value)
     else:
         node = term.atom
         assert node is not None  # elementwise and vector kinds keep their atom

@@ -7,8 +7,10 @@ is affine in ``w`` and ``psi_t`` is an atom with a known convex conjugate (see
 nonnegative constants, e.g. ``pos(abs(r) - eps)``) become ``pieces`` terms; a nondecreasing
 ``psi`` of such a nonnegative maximum (``power(g, p)`` with ``p > 1``, ``square(pos(r))``,
 ``abs(r)**p``, ``huber(pos(r))``) becomes a ``pos_power`` or ``pos_huber`` term on the pieces.
-Anything else becomes a ``generic`` term, certified with tangent cuts (valid for every convex
-term, tight where it is differentiable).
+``power(norm(E, 2), p)`` (``p > 1``) becomes a ``norm2_power`` term (``psi(v) = ||v||_2**p``,
+``psi*(theta) = (p - 1) (||theta||_2 / p)**(p / (p - 1))``). Anything else becomes a
+``generic`` term, certified with tangent cuts (valid for every convex term, tight where it is
+differentiable).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ __all__ = ["Term", "decompose", "pl_pieces"]
 #: atoms applied elementwise to one affine argument (then summed when wrapped in ``cp.sum``)
 ELEMENTWISE = ("abs", "square", "huber", "logistic", "exp")
 #: atoms of one affine vector argument with a scalar value
-VECTOR = ("norm2", "norm1", "norminf", "sum_squares", "max", "log_sum_exp")
+VECTOR = ("norm2", "norm1", "norminf", "sum_squares", "max", "log_sum_exp", "norm2_power")
 #: ``psi(max_j E_j)`` for a nondecreasing ``psi`` on ``[0, inf)`` (``max(v, 0)**p``, the Huber
 #: function of ``max(v, 0)``), elementwise over the broadcast pieces ``E_j``
 MONOTONE = ("pos_power", "pos_huber")
@@ -62,7 +64,8 @@ class Term:
     ``"generic"`` (``expr`` is certified by tangent cuts). ``expr`` is the whole term without
     its weight (including an enclosing ``cp.sum``); ``atom`` is the atom node itself. ``param``
     holds an atom's constant (the Huber threshold, the quad_over_lin denominator, the exponent
-    ``p`` of ``pos_power``). For the kinds in :data:`MONOTONE`, ``args`` are the affine pieces
+    ``p`` of ``pos_power`` and of ``norm2_power``, ``||E||_2**p``, smooth for ``p >= 2``).
+    For the kinds in :data:`MONOTONE`, ``args`` are the affine pieces
     ``E_j`` (some may be constant) and the term is ``psi(max_j E_j)``; ``smooth`` records that
     it is differentiable with a Lipschitz gradient (``|E|**p`` or ``max(E, 0)**p``, ``p >= 2``).
     """
@@ -265,6 +268,10 @@ def _atom_term(
             return Term("max", weight, (a,), whole, atom=expr)
         if isinstance(expr, cp_lse) and axis_none:
             return Term("log_sum_exp", weight, (a,), whole, atom=expr)
+    if isinstance(expr, cp_power) and not summed:
+        term = _norm_power_term(expr, weight, whole)
+        if term is not None:
+            return term
     if isinstance(expr, (cp_maximum, cp_abs, NegExpression)):
         found = pl_pieces(expr)
         if found is not None and len(found) > 1:
@@ -272,6 +279,24 @@ def _atom_term(
     if (isinstance(expr, cp_maximum) or _stacked_max(expr)) and not summed and expr.size == 1:
         return _max_terms(expr, weight, whole)
     return None
+
+
+def _norm_power_term(expr: cp.Expression, weight: float, whole: cp.Expression) -> Term | None:
+    """``power(norm(E, 2), p)`` with ``p > 1`` and ``E`` affine as a ``norm2_power`` term
+    ``||E||_2**p`` (differentiable, with gradient ``p ||E||**(p - 2) E``; smooth for ``p >= 2``)."""
+    inner = expr.args[0]
+    if not (
+        isinstance(inner, Pnorm)
+        and getattr(inner, "axis", None) is None
+        and float(inner.p) == 2.0
+        and inner.args[0].is_affine()
+        and inner.args[0].variables()
+    ):
+        return None
+    p = float(expr.p.value)
+    if not (math.isfinite(p) and p > 1.0):
+        return None
+    return Term("norm2_power", weight, (inner.args[0],), whole, atom=expr, param=p, smooth=p >= 2.0)
 
 
 def _stacked_max(expr: cp.Expression) -> bool:
