@@ -81,6 +81,7 @@ from dpcvx.mechanisms.iterative_localization import (
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation, choose_regularization
+from dpcvx.mechanisms.output_perturbation_localize import OutputPerturbationLocalize
 from dpcvx.mechanisms.phased_user import PhasedUserERM, PhasedUserSCO
 from dpcvx.mechanisms.resampled_erm import ResampledERM
 from dpcvx.mechanisms.selection import PrivateSelection
@@ -117,6 +118,7 @@ __all__ = [
     "LocalizedDoubleOutputPerturbation",
     "LocalizedApproximateExponentialMechanism",
     "LocalizedExponentialMechanism",
+    "OutputPerturbationLocalize",
     "ProjectedGradientExponentialMechanism",
     "DpcvxError",
     "ExponentialMechanism",

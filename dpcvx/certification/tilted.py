@@ -13,6 +13,15 @@ itself:
   ``f_i >= <s_i, w> + beta_i`` (the same valid-by-construction minorants as plain ERM), so
   ``min F_tau >= sum_i p_i beta_i + min_W <sum_i p_i s_i, w> + (lam/2)||w - w0||^2 - KL/tau``.
   dpcvx takes ``p = softmax(tau f(w_hat))``; any other choice would still be valid.
+
+**The max-loss (``tilt = math.inf``; paper 002, Section 5.1: ``tau -> inf``).**
+``F_inf(w) = max_i f(w, z_i) + (lam/2) ||w - w0||^2``, solved as the epigraph program
+``s_i >= f_i``, ``t >= s_i``, minimize ``t`` plus the regularizer (a linear program in the
+stamped blocks: no exponential cone). Certificate: for ANY ``p`` in the simplex,
+``max_i f_i(w) >= sum_i p_i f_i(w)`` (Gibbs' bound with ``KL/tau = 0``), so
+``min F_inf >= sum_i p_i beta_i + min_W <sum_i p_i s_i, w> + (lam/2)||w - w0||^2``; dpcvx
+takes ``p`` = the solver's duals of the rows ``t >= s_i``, clipped at 0 and normalized (the
+arg-max indicator of ``f(w_hat)`` if they vanish); any other choice would still be valid.
 """
 
 from __future__ import annotations
@@ -143,6 +152,89 @@ def _tilted_program(
     return out, n_var
 
 
+def _max_program(
+    prog: StampedProgram, lam: float, w0: np.ndarray, null: int = 0
+) -> tuple[StampedProgram, int, np.ndarray]:
+    """The max-loss epigraph program (columns ``[u, s, t]``): ``s_i >= C_i u + c0_i`` (each
+    example's block), ``t >= s_i``, and ``t >= 0`` when ``null`` examples enter with the zero
+    loss; minimize ``t`` plus the regularizer. Returns it, ``n_var`` and the rows (of the new
+    program) of ``t >= s_i`` (then ``t >= 0``), whose duals are the simplex weights."""
+    n, d = prog.n, prog.d
+    A = sp.csr_matrix(prog.A)
+    n_var = A.shape[1]
+    cols = n_var + n + 1
+    t0 = n_var + n
+    segs = {kind: (start, size) for kind, start, size in segments(prog.cones)}
+
+    def widen(block):
+        return sp.hstack([block, sp.csr_matrix((block.shape[0], cols - n_var))], format="csr")
+
+    zs, zn = segs["zero"]
+    ns_, nn = segs["nonneg"]
+    ss, sn = segs["soc"]
+    es, en = segs["exp"]
+    eye = sp.identity(n, format="csr")
+    # s_i - C_i u - c0_i >= 0   (slack = b - A x)
+    rows_fit = sp.hstack([sp.csr_matrix(prog.C_obj), -eye, sp.csr_matrix((n, 1))], format="csr")
+    b_fit = -np.asarray(prog.c0_obj, float)
+    # t - s_i >= 0, then t >= 0 for the null examples
+    k = n + (1 if null else 0)
+    t_col = -np.ones((k, 1))
+    s_part = sp.vstack([eye, sp.csr_matrix((k - n, n))], format="csr")
+    rows_max = sp.hstack([sp.csr_matrix((k, n_var)), s_part, sp.csr_matrix(t_col)], format="csr")
+    A_new = sp.vstack(
+        [
+            widen(A[zs : zs + zn]),
+            widen(A[ns_ : ns_ + nn]),
+            rows_fit,
+            rows_max,
+            widen(A[ss : ss + sn]),
+            widen(A[es : es + en]),
+        ],
+        format="csc",
+    )
+    b = prog.b
+    b_new = np.concatenate(
+        [b[zs : zs + zn], b[ns_ : ns_ + nn], b_fit, np.zeros(k), b[ss : ss + sn], b[es : es + en]]
+    )
+    q = np.zeros(cols)
+    q[:d] = -lam * np.asarray(w0, float)
+    q[t0] = 1.0
+    q0 = lam / 2 * float(np.sum(np.asarray(w0, float) ** 2))
+    P = sp.csc_matrix((np.full(d, float(lam)), (np.arange(d), np.arange(d))), shape=(cols, cols))
+    cones = ConeLayout(
+        zero=prog.cones.zero,
+        nonneg=prog.cones.nonneg + n + k,
+        soc=prog.cones.soc,
+        exp=prog.cones.exp,
+    )
+    shift = n + k
+
+    def moved(rows: np.ndarray | None) -> np.ndarray | None:
+        if rows is None:
+            return None
+        return np.where(rows >= ns_ + nn, rows + shift, rows)
+
+    split_rows = tuple(tuple(moved(r_) for r_ in rows_t) for rows_t in prog.split_rows)
+    out = StampedProgram(
+        P=P, q=q, q0=q0, A=A_new, b=b_new, cones=cones, d=d, n=n, split_rows=split_rows
+    )
+    return out, n_var, zn + nn + n + np.arange(k)
+
+
+def _simplex_weights(duals: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The solver's duals of ``t >= s_i`` (and ``t >= 0``) made a point of the simplex:
+    clipped at 0 and normalized; the arg-max indicator of ``values`` if they vanish. Any
+    point of the simplex gives a valid lower bound, so this only shapes the gap."""
+    p = np.maximum(np.nan_to_num(np.asarray(duals, float)), 0.0)
+    total = float(np.sum(p))
+    if not (math.isfinite(total) and total > 0.0):
+        p = np.zeros(values.size)
+        p[int(np.argmax(values))] = 1.0
+        return p
+    return p / total
+
+
 def certified_tilted_solve(
     decl: Declaration,
     template: Template,
@@ -210,6 +302,16 @@ def _solve(
         w0=w0,
         per_example_objective=True,
     )
+    if math.isinf(tilt):
+        mprog, m_var, max_rows = _max_program(base, lam, w0)
+        return _ladder(
+            mprog,
+            solver,
+            accuracy,
+            lambda raw: _certify_max(
+                decl, raw.z, raw.x[:m_var], mprog, max_rows, lam, w0, accuracy, dict(raw.stats)
+            ),
+        )
     prog, n_var = _tilted_program(base, tilt, lam, w0)
     return _ladder(
         prog,
@@ -285,12 +387,18 @@ def _solve_extension(
         parts, domain_block, d=d, lam=lam, w0=w0, per_example_objective=True
     )
     part_decls = [decl if idx.size == n else decl.subset(idx) for idx, _ in groups]
-    prog, n_var = _tilted_program(base, tilt, lam, w0, null)
-    # the tilted program inserts n + 1 nonnegative rows after the base's nonnegative rows
+    max_rows: np.ndarray | None = None
+    if math.isinf(tilt):
+        prog, n_var, max_rows = _max_program(base, lam, w0, null)
+    else:
+        prog, n_var = _tilted_program(base, tilt, lam, w0, null)
+    # the program inserts nonnegative rows (n + 1 tilted; 2n, plus one with null examples,
+    # max-loss) after the base's nonnegative rows
     cut = base.cones.zero + base.cones.nonneg
+    shift = prog.cones.nonneg - base.cones.nonneg
 
     def moved(rows: np.ndarray | None) -> np.ndarray | None:
-        return None if rows is None else np.where(rows >= cut, rows + n + 1, rows)
+        return None if rows is None else np.where(rows >= cut, rows + shift, rows)
 
     views = [
         replace(
@@ -318,6 +426,7 @@ def _solve_extension(
             dict(raw.stats),
             C,
             null,
+            max_rows,
         ),
     )
 
@@ -336,6 +445,7 @@ def _certify_extension(
     stats: dict[str, Any],
     C: float,
     null: int = 0,
+    max_rows: np.ndarray | None = None,
 ) -> CertifiedSolution:
     """Gibbs' bound for tilted ERM on ``f_C``: for ANY ``p`` in the simplex,
     ``F_tau(w) >= sum_i p_i f_C(w, z_i) - KL(p || uniform) / tau``, and each
@@ -347,7 +457,13 @@ def _certify_extension(
     w_hat = dom.make_feasible(np.asarray(x[: decl.d], float))
     # the solver's epigraph values s_i estimate f_C(w_hat, z_i): tilted weights for the duals
     s_hat = np.nan_to_num(np.asarray(x[n_var : n_var + n], float))
-    p_hat = softmax(np.concatenate([tilt * s_hat, np.zeros(null)]))[:n]
+    if max_rows is not None:  # max-loss: the simplex weights are the duals of t >= s_i
+        p_max = _simplex_weights(
+            np.asarray(z_full, float)[max_rows], np.concatenate([s_hat, np.zeros(null)])
+        )
+        p_hat = p_max[:n]
+    else:
+        p_hat = softmax(np.concatenate([tilt * s_hat, np.zeros(null)]))[:n]
     z = np.array(np.nan_to_num(z_full), float)
     offset = 0
     for view in views:
@@ -365,14 +481,24 @@ def _certify_extension(
     ]
     f_up, g, mag_i, phi = (np.concatenate([pc[k] for pc in pieces]) for k in (0, 2, 4, 5))
     reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
-    scores = np.concatenate([tilt * f_up, np.zeros(null)])  # null examples: f = 0 exactly
-    upper_raw = float(logsumexp(scores) - math.log(n_all)) / tilt + reg
-    p_all = softmax(scores)
-    p = p_all[:n]  # the null examples' minorant is 0 (slope 0, intercept 0)
-    kl = float(np.sum(np.where(p_all > 0, p_all * np.log(np.maximum(n_all * p_all, 1e-300)), 0.0)))
+    if max_rows is not None:  # max-loss: max_i f_i >= sum_i p_i f_i for p in the simplex
+        upper_raw = max(float(np.max(f_up)), 0.0 if null else -math.inf) + reg
+        p = p_max[:n]  # the null examples' minorant is 0 (slope 0, intercept 0)
+        kl, kl_term = 0.0, 0.0
+    else:
+        scores = np.concatenate([tilt * f_up, np.zeros(null)])  # null examples: f = 0 exactly
+        upper_raw = float(logsumexp(scores) - math.log(n_all)) / tilt + reg
+        p_all = softmax(scores)
+        p = p_all[:n]  # the null examples' minorant is 0 (slope 0, intercept 0)
+        kl = float(
+            np.sum(np.where(p_all > 0, p_all * np.log(np.maximum(n_all * p_all, 1e-300)), 0.0))
+        )
+        kl_term = kl / tilt
     q_min = dom.min_linear_quadratic(p @ g, lam, w0, hint=w_hat)
-    lower_raw = float(p @ phi) + q_min - kl / tilt
-    mag = 1.0 + float(p @ mag_i) + reg + abs(q_min) + kl / tilt
+    lower_raw = float(p @ phi) + q_min - kl_term
+    mag = 1.0 + float(p @ mag_i) + reg + abs(q_min) + kl_term
+    if max_rows is not None:  # the max may come from an example of small weight
+        mag += abs(upper_raw)
     upper = upper_raw + ROUNDING * mag * (1 + n * 1e-4)
     lower = lower_raw - ROUNDING * mag * (1 + n * 1e-4)
     gap = upper - lower
@@ -428,6 +554,58 @@ def _certify(
     if not np.isfinite(gap) or gap < 0:
         raise CertificationError("Internal: inconsistent tilted-ERM certificate.")
     stats.update(tilt=tilt, kl=kl)
+    return CertifiedSolution(
+        w=w_hat,
+        upper=upper,
+        lower=lower,
+        gap=gap,
+        distance_bound=float(np.sqrt(2 * gap / lam)) if lam > 0 else float("inf"),
+        regularization=lam,
+        center=w0.copy(),
+        accuracy=accuracy,
+        solver_stats=MappingProxyType(stats),
+    )
+
+
+def _certify_max(
+    decl: Declaration,
+    z_full: np.ndarray,
+    x: np.ndarray,
+    prog: StampedProgram,
+    max_rows: np.ndarray,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    stats: dict[str, Any],
+) -> CertifiedSolution:
+    """The max-loss certificate (module docstring): the upper bound ``max_i f_i(w_hat)`` plus
+    the regularizer at the exactly feasible ``w_hat``, from the user's own loss; the lower
+    bound ``sum_i p_i beta_i + min_W <sum_i p_i s_i, w> + reg`` for the simplex weights ``p``
+    (the duals of ``t >= s_i``) and the valid-by-construction minorants ``f_i >= <s_i, w> +
+    beta_i`` of each example's block."""
+    n = decl.n
+    dom = decl.domain
+    w_hat = dom.make_feasible(np.asarray(x[: decl.d], float))
+    f = decl.loss_values(w_hat)
+    reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
+    upper_raw = float(np.max(f)) + reg
+    p = _simplex_weights(np.asarray(z_full, float)[max_rows], f)
+    # the split rows of example i carry p_i times its ERM duals: rescale them to weight 1/n
+    z = np.array(np.nan_to_num(z_full), float)
+    for rows_t in prog.split_rows:
+        for rows in rows_t:
+            if rows is not None:
+                z[rows] = z[rows] / np.maximum(n * p[:, None], 1e-300)
+    s, beta, scale, _ = _minorants(decl, prog, z, np.broadcast_to(w_hat, (n, decl.d)).copy())
+    q_min = dom.min_linear_quadratic(p @ s, lam, w0, hint=w_hat)
+    lower_raw = float(p @ beta) + q_min
+    mag = 1.0 + float(np.max(np.abs(f))) + float(p @ (np.abs(beta) + scale)) + reg + abs(q_min)
+    upper = upper_raw + ROUNDING * mag * (1 + n * 1e-4)
+    lower = lower_raw - ROUNDING * mag * (1 + n * 1e-4)
+    gap = upper - lower
+    if not np.isfinite(gap) or gap < 0:
+        raise CertificationError("Internal: inconsistent max-loss certificate.")
+    stats.update(tilt=math.inf, objective="max-loss", weights_support=int(np.sum(p > 1e-9)))
     return CertifiedSolution(
         w=w_hat,
         upper=upper,

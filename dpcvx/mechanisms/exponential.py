@@ -41,7 +41,9 @@ P9); a finite public net has one (the exact Gumbel-max of the log-probabilities,
 :func:`~dpcvx.mechanisms.sampling.sample_index`, which draws every positive mass with exactly
 its probability).
 
-**Privacy of Algorithm 11.** Stage 1 is certified output perturbation at ``epsilon/2``: the
+**Privacy of Algorithm 11.** Stage 1 is Algorithm 10 as its own mechanism
+(:class:`~dpcvx.mechanisms.output_perturbation_localize.OutputPerturbationLocalize`, run
+through its planning and release functions), certified output perturbation at ``epsilon/2``: the
 exact minimizers of ``F`` over ``W`` on neighbors differ by at most ``2L/(lam n)`` (paper 002,
 Prop 2.2; this needs ``L`` to be a true bound, as for :class:`~dpcvx.OutputPerturbation`), the
 certified solve adds ``sqrt(2 alpha/lam)`` on each side, and ``w_loc = Pi_W(w~ + z)`` with
@@ -75,9 +77,8 @@ from dpcvx._validation import (
     check_positive,
     check_pure_budget,
 )
-from dpcvx.certification.certificate import ReleaseCertificate
-from dpcvx.errors import CertificationError, InvalidParameterError, SolverError
-from dpcvx.mechanisms.base import PLAIN, ExtensionUse, OneEventPlan, Release, perturb
+from dpcvx.errors import InvalidParameterError, SolverError
+from dpcvx.mechanisms.base import PLAIN, ExtensionUse, OneEventPlan, Release
 from dpcvx.mechanisms.em_pgm import (
     NetDistribution,
     _check_domain,
@@ -86,7 +87,12 @@ from dpcvx.mechanisms.em_pgm import (
     net_points,
     sample_index,
 )
-from dpcvx.mechanisms.noise import NoiseSpec, calibrate
+from dpcvx.mechanisms.noise import NoiseSpec
+from dpcvx.mechanisms.output_perturbation_localize import (
+    LocalizationPlan,
+    localize,
+    plan_localization,
+)
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee, Sensitivity
 
@@ -354,8 +360,9 @@ class ExponentialPlan(OneEventPlan):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LocalizedExponentialPlan(OneEventPlan):
     """Everything a :class:`LocalizedExponentialMechanism` release uses that can be fixed
-    before any data is touched (the stage-2 net and its radius follow from the public
-    ``w_loc`` at release)."""
+    before any data is touched: stage 1 is Algorithm 10's own plan at ``epsilon/2``
+    (:class:`~dpcvx.mechanisms.output_perturbation_localize.LocalizationPlan`); the stage-2 net
+    and its radius follow from the public ``w_loc`` at release."""
 
     guarantee: Guarantee  # the whole release: epsilon
     stage_epsilon: float  # epsilon / 2 for each stage
@@ -364,17 +371,46 @@ class LocalizedExponentialPlan(OneEventPlan):
     lipschitz: float  # L
     regularization: float  # lam (the objective's strong convexity)
     center: np.ndarray  # w0
-    accuracy: float  # alpha of the stage-1 certified solve
-    base_sensitivity: float  # 2 L / (lam n)
-    localization_sensitivity: Sensitivity  # Delta_F = 2L/(lam n) + 2 sqrt(2 alpha/lam)
-    noise: NoiseSpec  # stage 1, at epsilon / 2
-    xi: float
-    domain_radius: float  # R = D / 2
-    radius: float  # R0 = xi Delta_F d / (epsilon/2)
+    localization: LocalizationPlan  # stage 1: Algorithm 10 at epsilon / 2
     spacing: float  # upper bound on the stage-2 grid spacing
     net_bound: int  # public upper bound on the number of stage-2 net points
     detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     ledger_detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def accuracy(self) -> float:
+        """``alpha`` of the stage-1 certified solve."""
+        return self.localization.accuracy
+
+    @property
+    def base_sensitivity(self) -> float:
+        """``2 L / (lam n)``."""
+        return self.localization.base_sensitivity
+
+    @property
+    def localization_sensitivity(self) -> Sensitivity:
+        """``Delta_F = 2L/(lam n) + 2 sqrt(2 alpha/lam)``, rounded up."""
+        return self.localization.sensitivity
+
+    @property
+    def noise(self) -> NoiseSpec:
+        """Stage 1's noise, at ``epsilon / 2``."""
+        return self.localization.noise
+
+    @property
+    def xi(self) -> float:
+        """The radius shrinkage."""
+        return self.localization.xi
+
+    @property
+    def domain_radius(self) -> float:
+        """``R = D / 2``."""
+        return self.localization.domain_radius
+
+    @property
+    def radius(self) -> float:
+        """``R0 = xi Delta_F d / (epsilon/2)``, rounded up."""
+        return self.localization.radius
 
 
 # -------------------------------------------------------------------------------- Algorithm 9
@@ -632,7 +668,11 @@ class LocalizedExponentialMechanism:
     ``epsilon``: ``epsilon/2`` localization + ``epsilon/2`` exponential mechanism, by basic
     composition (paper 002, Algorithm 11 and the sentence after it).
 
-    1. **Localization (Algorithm 10, budget epsilon/2).** Certified solve of ``min_W F`` to
+    1. **Localization (Algorithm 10, budget epsilon/2).** Exactly
+       :class:`~dpcvx.mechanisms.output_perturbation_localize.OutputPerturbationLocalize`'s
+       plan and release at ``epsilon/2`` (``plan.localization``; the module's
+       ``plan_localization`` and ``localize``), with Algorithm 11's default ``xi`` from the
+       whole ``epsilon``. Certified solve of ``min_W F`` to
        accuracy ``alpha``; ``w_loc = Pi_W(w~ + z)`` with ``z`` of density
        ``exp(-(epsilon/2) ||z|| / Delta_F)``, ``Delta_F = 2L/(lam n) + 2 sqrt(2 alpha/lam)``
        (paper 002, Prop 2.2 and Prop 3.1: the certified point is within ``sqrt(2 alpha /
@@ -731,35 +771,29 @@ class LocalizedExponentialMechanism:
                 f"The `center` of `{owner}` must have shape ({d},). Got {w0.shape}."
             )
         L, lam, half = self.lipschitz, self.regularization, epsilon / 2.0
-        base = 2.0 * L / (lam * n)
-        alpha = self.accuracy
-        if alpha is None:  # 2 sqrt(2 alpha / lam) = 5% of the base sensitivity
-            alpha = max((0.025 * base) ** 2 * lam / 2.0, 1e-9 * (1.0 + L * D))
-        delta_F = math.nextafter(base + 2.0 * math.sqrt(2.0 * alpha / lam), math.inf)
-        noise = calibrate(delta_F, half, 0.0)
-        R = D / 2.0
-        if self.xi is not None:
-            xi, xi_source = self.xi, "public override"
-        else:
-            ratio = epsilon**2 * lam * R / (d * L)
-            xi, xi_source = math.log(ratio), "log(epsilon^2 lam R / (d L)) (Algorithm 11)"
-            if not xi > 0.0:
-                raise InvalidParameterError(
-                    f"`{owner}`'s default radius shrinkage xi = log(epsilon^2 lam R / (d L)) "
-                    f"= log({ratio:.4g}) = {xi:.4g} is not positive (epsilon = {epsilon:g}, "
-                    f"lam = {lam:g}, R = D/2 = {R:g}, d = {d}, L = {L:g}), so the localized "
-                    "set would have a non-positive radius. Proposition G.2 assumes "
-                    "d lam R >= 2L and epsilon > d, which fail badly here. Nothing was spent. "
-                    "Use ExponentialMechanism (no localization), or pass a public `xi` > 0 "
-                    "(it shapes utility only), or a larger epsilon or regularization."
-                )
-        R0 = math.nextafter(xi * delta_F * d / half, math.inf)
-        if not (math.isfinite(R0) and R0 > 0.0):
-            raise InvalidParameterError(
-                f"`{owner}` computed the localization radius R0 = xi Delta_F d/(epsilon/2) = "
-                f"{R0!r}, which is not a positive finite float. Rescale the problem or pass a "
-                "moderate public `xi`."
-            )
+        # stage 1 is Algorithm 10 itself at epsilon/2, with Algorithm 11's default xi (from
+        # the whole budget epsilon)
+        loc = plan_localization(
+            owner,
+            lipschitz=L,
+            regularization=lam,
+            center=w0,
+            n=n,
+            d=d,
+            diameter=D,
+            epsilon=half,
+            xi_epsilon=epsilon,
+            accuracy=self.accuracy,
+            xi=self.xi,
+            fallback="Use ExponentialMechanism (no localization), or ",
+        )
+        alpha, base, delta_F, noise = (
+            loc.accuracy,
+            loc.base_sensitivity,
+            loc.sensitivity.value,
+            loc.noise,
+        )
+        xi, xi_source, R0, R = loc.xi, loc.detail["xi_source"], loc.radius, loc.domain_radius
         extent = min(2.0 * R0, D)
         h, bound = _grid_spacing(self.spacing, extent, d, self.max_points, 1, owner)
         split = "epsilon/2 localization + epsilon/2 exponential mechanism (basic composition)"
@@ -805,13 +839,7 @@ class LocalizedExponentialMechanism:
             lipschitz=L,
             regularization=lam,
             center=np.asarray(w0, float).copy(),
-            accuracy=alpha,
-            base_sensitivity=base,
-            localization_sensitivity=Sensitivity(value=delta_F, norm="l2"),
-            noise=noise,
-            xi=xi,
-            domain_radius=R,
-            radius=R0,
+            localization=loc,
             spacing=h,
             net_bound=bound,
             detail=MappingProxyType(detail),
@@ -869,16 +897,16 @@ class LocalizedExponentialMechanism:
         owner = "LocalizedExponentialMechanism"
         domain = context.domain
         _check_supported(domain, owner)  # public, before the data is touched
-        # stage 1 (Algorithm 10 at epsilon/2); a failed solve raises dpcvx's fixed-text
-        # CertificationError
-        cert = context.solver()(plan.regularization, plan.center, plan.accuracy)
-        if not cert.gap <= plan.accuracy:  # defensive: the solve contract guarantees this
-            raise CertificationError(
-                "Internal: a certificate above the accuracy target reached the release step; "
-                "nothing was released."
-            )
-        noisy = perturb(cert.w, plan.noise, rng)
-        w_loc = np.asarray(context.project(noisy), float).reshape(plan.d)  # post-processing
+        # stage 1: Algorithm 10 at epsilon/2 (a failed solve raises dpcvx's fixed-text
+        # CertificationError); the noise and the projection are the localization's own
+        w_loc, public = localize(
+            plan.localization,
+            context.solver(),
+            context.project,
+            rng,
+            f"{domain.kind} (stage 1: localization)",
+        )
+        w_loc = w_loc.reshape(plan.d)
         # stage 2 (Algorithm 9 at epsilon/2 on W cap B(w_loc, R0)): everything but the scores
         # is a function of the public w_loc
         setup = self._local_setup(plan, domain, w_loc)
@@ -889,14 +917,6 @@ class LocalizedExponentialMechanism:
             w = np.asarray(dist.points[index], float).copy()
         except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private release
             raise SolverError(_FAILURE) from None
-        public = ReleaseCertificate(
-            accuracy=plan.accuracy,
-            distance_bound=math.sqrt(2.0 * plan.accuracy / plan.regularization),
-            regularization=plan.regularization,
-            strong_convexity=0.0,
-            center=np.asarray(plan.center, float).copy(),
-            domain=f"{domain.kind} (stage 1: localization)",
-        )
         extra = {
             "localization_center": tuple(float(v) for v in w_loc),
             "localization_radius": plan.radius,

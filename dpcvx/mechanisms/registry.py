@@ -17,6 +17,7 @@ reference entry (``docs/contributing.md``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,6 +33,7 @@ from dpcvx.mechanisms.iterative_localization import (
 from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
+from dpcvx.mechanisms.output_perturbation_localize import OutputPerturbationLocalize
 from dpcvx.mechanisms.phased_user import PhasedUserERM, PhasedUserSCO
 from dpcvx.mechanisms.resampled_erm import ResampledERM
 from dpcvx.mechanisms.selection import PrivateSelection
@@ -292,6 +294,37 @@ REGISTRY: tuple[Registered, ...] = (
         epsilon=1.0,
         control_factor=4.0,
         thresholds=(-0.2, -0.1, 0.0, 0.1, 0.2),
+        runs=2000,
+    ),
+    Registered(
+        name="output-perturbation-localize",
+        aliases=("OutputPerturbationLocalize", "opl002", "aloc"),
+        description=(
+            "paper 002's localization A_loc (Algorithm 10) alone: linear loss x*w on [-1, 1], "
+            "n = 10, the last record +1 vs -1 (L = 1, lam = 1, xi = 3): the minimizers are "
+            "exactly 2L/(lam n) apart, the released centre is output perturbation's point"
+        ),
+        mechanism=OutputPerturbationLocalize(lipschitz=1.0, regularization=1.0, xi=3.0),
+        pair=WorstCasePair(loss="linear", n=10, value=1.0),
+        epsilon=1.0,
+        control_factor=2.0,
+        thresholds=(-0.1, 0.0, 0.1),
+        runs=5000,
+    ),
+    Registered(
+        name="max-loss-output-perturbation",
+        aliases=("max-loss", "tilted-inf"),
+        description=(
+            "TiltedOutputPerturbation with tilt = inf (the max-loss, sensitivity 2L/lam): "
+            "linear loss x*w on [-1, 1], n = 10, nine records +1 and the last +1 vs -1 "
+            "(max is w vs |w|; lam = 4: certified minimizers -1/4 and 0, i.e. 0.476 of the "
+            "sensitivity, so the control's factor is 4)"
+        ),
+        mechanism=TiltedOutputPerturbation(lipschitz=1.0, regularization=4.0, tilt=math.inf),
+        pair=WorstCasePair(loss="linear", n=10, value=1.0, others=1.0),
+        epsilon=1.0,
+        control_factor=4.0,
+        thresholds=(-0.2, -0.125, -0.05),
         runs=2000,
     ),
     Registered(

@@ -8,6 +8,15 @@ L-Lipschitz whenever every example's loss is), improved to ``(2L/lam) min{1, C_t
 with the digest's corrected proof: each tilted weight is at most ``C_tau/n``). dpcvx certifies
 the solve (:mod:`dpcvx.certification.tilted`) to a public ``alpha`` and calibrates the noise to
 ``Delta + 2 sqrt(2 alpha/lam)``.
+
+**The max-loss** (``tilt=math.inf``; paper 002, Section 5.1: "tau -> inf gives the max-loss",
+and ``Delta_{F_tau} <= 2L/mu`` for every tau, including tau -> inf): ``F_inf(w) = max_i
+f(w, z_i) + (lam/2)||w - w0||^2`` is L-Lipschitz in its data-dependent part and
+lam-strongly convex, so its minimizer moves by at most ``2L/lam`` between replace-one
+neighbors (the non-ERM Prop 2.2; no ``1/n``, and ``loss_bounds`` give no improvement since
+``C_inf = inf``). dpcvx certifies the solve with the simplex dual (``max_i f_i >= sum_i p_i f_i``
+for every ``p`` in the simplex, :mod:`dpcvx.certification.tilted`) and calibrates the noise to
+``2L/lam + 2 sqrt(2 alpha/lam)``.
 """
 
 from __future__ import annotations
@@ -37,9 +46,10 @@ def tilted_sensitivity(
     tilt: float,
     loss_bounds: tuple[float, float] | None = None,
 ) -> float:
-    """``(2L/lam) min{1, C_tau/n}`` (Lemmas 5.1-5.2 of paper 002), ``C_tau = e^{tau(A-a)}``."""
+    """``(2L/lam) min{1, C_tau/n}`` (Lemmas 5.1-5.2 of paper 002), ``C_tau = e^{tau(A-a)}``;
+    ``2L/lam`` for the max-loss (``tilt = inf``)."""
     base = 2.0 * lipschitz / regularization
-    if loss_bounds is None:
+    if loss_bounds is None or math.isinf(tilt):
         return base
     a, A = loss_bounds
     exponent = tilt * (A - a)
@@ -79,7 +89,9 @@ class TiltedOutputPerturbation:
     regularization : float
         ``lam > 0``.
     tilt : float
-        ``tau > 0`` (small: close to ERM; large: close to the max loss).
+        ``tau > 0`` (small: close to ERM; large: close to the max loss), or ``math.inf``: the
+        max-loss ``max_i f(w, z_i)`` itself (sensitivity ``2L/lam``; ``loss_bounds`` are
+        then refused, since ``C_inf`` is infinite).
     loss_bounds : (float, float), optional
         Public ``a <= f(w, z) <= A`` for every ``w`` in the domain and every possible example;
         gives the ``min{1, C_tau/n}`` improvement. They must hold for the data universe, not
@@ -119,8 +131,20 @@ class TiltedOutputPerturbation:
 
     def __post_init__(self) -> None:
         owner = "TiltedOutputPerturbation"
-        for name in ("lipschitz", "regularization", "tilt"):
+        for name in ("lipschitz", "regularization"):
             object.__setattr__(self, name, check_positive(getattr(self, name), name, owner))
+        tilt = self.tilt
+        if isinstance(tilt, (int, float)) and not isinstance(tilt, bool) and tilt == math.inf:
+            object.__setattr__(self, "tilt", math.inf)  # the max-loss
+            if self.loss_bounds is not None:
+                raise InvalidParameterError(
+                    f"`{owner}` with tilt = inf (the max-loss) has sensitivity 2L/lam whatever "
+                    "the loss range (C_tau = e^{tau (A - a)} is infinite), so `loss_bounds` "
+                    f"would be ignored. Got loss_bounds = {self.loss_bounds!r}: drop them, or "
+                    "use a finite tilt."
+                )
+        else:
+            object.__setattr__(self, "tilt", check_positive(tilt, "tilt", owner))
         if self.loss_bounds is not None:
             try:
                 a, A = (check_real(v, "loss_bounds", owner) for v in self.loss_bounds)
@@ -163,9 +187,15 @@ class TiltedOutputPerturbation:
             alpha = max((0.025 * base) ** 2 * lam / 2.0, 1e-9 * (1.0 + self.lipschitz * diameter))
         total = math.nextafter(base + 2.0 * math.sqrt(2.0 * alpha / lam), math.inf)
         noise = calibrate(total, epsilon, delta)
+        max_loss = math.isinf(self.tilt)
         detail = {
             "mechanism": owner,
-            "paper": "002 Sec 5.1, Thm 5.1 (Lemmas 5.1-5.2)",
+            "paper": (
+                "002 Sec 5.1 (tau -> inf: max-loss; Delta <= 2L/mu, Lemma 5.1 / Prop 2.2)"
+                if max_loss
+                else "002 Sec 5.1, Thm 5.1 (Lemmas 5.1-5.2)"
+            ),
+            "objective": "max-loss" if max_loss else "tilted ERM",
             "tilt": self.tilt,
             "base_sensitivity": base,
             "sensitivity": total,
@@ -193,12 +223,13 @@ class TiltedOutputPerturbation:
         solve = context.tilted_solver(plan.tilt, self.solver, lipschitz=self.lipschitz)
         cert = solve(plan.regularization, plan.center, plan.accuracy)
         out = context.project(perturb(cert.w, plan.noise, rng))
+        objective = "max-loss" if math.isinf(plan.tilt) else "tilted ERM"
         public = ReleaseCertificate(
             accuracy=plan.accuracy,
             distance_bound=math.sqrt(2 * plan.accuracy / plan.regularization),
             regularization=plan.regularization,
             strong_convexity=0.0,
             center=plan.center.copy(),
-            domain=f"{context.domain.kind} (tilted ERM)",
+            domain=f"{context.domain.kind} ({objective})",
         )
         return Release(np.asarray(out, float), (public,))
