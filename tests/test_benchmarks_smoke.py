@@ -229,3 +229,15 @@ def test_bench_user_level_smoke_runs(tmp_path):
     for r in doc["m_sweep"]:
         assert 0.0 <= r["naive"] <= 2.0 and 0.0 <= r["phased_sco"] <= 2.0
     assert doc["deletion"]["crossover"]["printed"] > 1.0
+
+
+def test_bench_datasets_smoke_runs(tmp_path):
+    """dpcvx (and diffprivlib, when its environment exists) vs the non-private fit on the
+    smaller shipped datasets and the heavy-tailed synthetic one: it must print the one table
+    and write its JSON."""
+    out = tmp_path / "datasets.json"
+    proc = _smoke("bench_datasets.py", "--output", str(out))
+    for name in ("breast_cancer", "iris", "diabetes", "heavy_t5", "non-private"):
+        assert name in proc.stdout
+    doc = json.loads(out.read_text())
+    assert doc["summary"]["iris"]["accuracy (%)"]["dpcvx OvR hinge"][0]["count"] >= 1
