@@ -4,6 +4,8 @@ measured side by side in one run.
     python benchmarks/bench_speed.py [--smoke] [--losses logistic,huber,...] [--n 10000,100000]
                                      [--d 20,100] [--repeats 3] [--accuracy 1e-9]
                                      [--cvxpy-max-n 10000] [--out DIR]
+    python benchmarks/bench_speed.py --ldop [--n 10000,100000] [--d 20] [--repeats 3]
+                                     [--losses hinge]
 
 Objective (seeded data, ``lam = 1e-2``, ``w0 = 0``, an l2 ball of radius 100, inactive):
 ``(1/n) sum_i f(w; z_i) + (lam/2) ||w||^2``, no intercept. References, each on that objective:
@@ -24,6 +26,13 @@ dpcvx certifies every solve to ``--accuracy`` (its own certificate: the referenc
 points are not certified); its path is in the ``path`` column. Medians of ``--repeats`` runs
 after one warm-up (dpcvx's warm-up compiles its template once); read the ratios, not the
 seconds. A reference slower than ``SLOW`` seconds is timed by one run.
+
+``--ldop``: LDOP end to end vs one plain solve instead. One certified plain solve
+(``problem.solve(regularization=1e-2)``) and one whole
+``LocalizedDoubleOutputPerturbation(k=4, moment=G_4, second_moment=G_2)`` release at
+epsilon = 1 (seed = repeat index), alternating in one process, on the data of
+``bench_extension.py`` (Student-t(5) features with exact public moments, the unit ball; hinge
+or absolute loss); medians of ``--repeats`` and the median of the paired ratios.
 """
 
 from __future__ import annotations
@@ -216,6 +225,64 @@ def run(losses, ns, ds, repeats: int, accuracy: float, cvxpy_max_n: int, report=
     return rows
 
 
+def _ldop_problem(name: str, n: int, d: int):
+    """bench_extension.py's data and ball, with the hinge or absolute loss."""
+    import math
+
+    from bench_extension import NU, moments
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_t(NU, size=(n, d)) * math.sqrt(3.0 / (5.0 * d))
+    Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    loss = cp.pos(1 - y * (x @ w)) if name == "hinge" else cp.abs(x @ w - y)
+    return dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 1.0]), moments(d)
+
+
+def run_ldop(losses, ns, d: int, repeats: int, report=None) -> list[dict]:
+    """LDOP end to end vs one plain solve, side by side (see the module docstring)."""
+    rows = []
+    for name in losses:
+        if name not in ("hinge", "absolute"):
+            raise ValueError(f"--ldop runs the hinge or absolute loss, not {name!r}")
+        for n in ns:
+            problem, (G2, G4) = _ldop_problem(name, n, d)
+            mech = dpcvx.LocalizedDoubleOutputPerturbation(
+                k=4, moment=G4, second_moment=G2, progress=False
+            )
+            problem.solve(regularization=LAM)  # warm-up: compile the template once
+            plain, ldop = [], []
+            for rep in range(repeats):
+                start = time.perf_counter()
+                problem.solve(regularization=LAM)
+                middle = time.perf_counter()
+                problem.solve_private(mech, epsilon=1.0, rng=rep)
+                plain.append(middle - start)
+                ldop.append(time.perf_counter() - middle)
+            row = {
+                "loss": name,
+                "n": n,
+                "d": d,
+                "plain_seconds": float(np.median(plain)),
+                "ldop_seconds": float(np.median(ldop)),
+                "ratio": float(np.median(ldop) / np.median(plain)),
+                "paired_ratio": float(np.median(np.divide(ldop, plain))),
+            }
+            rows.append(row)
+            if report is not None:
+                report(row)
+    return rows
+
+
+def _print_ldop(r: dict) -> None:
+    print(
+        f"LDOP end to end vs one plain solve: {r['loss']} n={r['n']} d={r['d']}: "
+        f"plain {r['plain_seconds']:.3f} s, LDOP {r['ldop_seconds']:.3f} s, "
+        f"ratio {r['ratio']:.2f}x (paired median {r['paired_ratio']:.2f}x)",
+        flush=True,
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a tiny run for CI")
@@ -226,7 +293,20 @@ def main(argv=None) -> int:
     parser.add_argument("--accuracy", type=float, default=1e-9)
     parser.add_argument("--cvxpy-max-n", type=int, default=10_000)
     parser.add_argument("--out", default=None, help="directory for bench_speed.json")
+    parser.add_argument(
+        "--ldop", action="store_true", help="LDOP end to end vs one plain solve (hinge default)"
+    )
     args = parser.parse_args(argv)
+    if args.ldop:
+        default = args.losses == ",".join(LOSSES)
+        chosen = ("hinge",) if default else tuple(v for v in args.losses.split(",") if v)
+        ns = (1000,) if args.smoke else tuple(int(float(v)) for v in args.n.split(","))
+        d = 5 if args.smoke else int(args.d.split(",")[0])
+        repeats = 1 if args.smoke else max(1, args.repeats)
+        rows = run_ldop(chosen, ns, d, repeats, report=_print_ldop)
+        out_dir = Path(args.out) if args.out else results_dir()
+        write_json({"lambda": LAM, "rows": rows}, out_dir / "bench_speed_ldop.json")
+        return 0
     losses = tuple(v for v in args.losses.split(",") if v)
     unknown = set(losses) - set(LOSSES)
     if unknown:

@@ -387,7 +387,24 @@ def _pair_weights(
     return out
 
 
+#: the relaxed extensions built so far, per model and ``C`` (a block's solve asks twice: once
+#: to choose its rung, once to run it)
+_EXTENSIONS: weakref.WeakKeyDictionary[PiecewiseModel, dict[float, ExtensionPieces | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None:
+    """The relaxed extension of ``model`` at ``C`` (see :class:`ExtensionPieces`), or None;
+    computed once per model and ``C`` (see :func:`_extension_pieces`)."""
+    known = _EXTENSIONS.setdefault(model, {})
+    key = float(C)
+    if key not in known:
+        known[key] = _extension_pieces(model, key)
+    return known[key]
+
+
+def _extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None:
     """The relaxed extension of ``model`` at ``C`` (see :class:`ExtensionPieces`), or None
     when the loss is not one term of pieces sharing a direction with one element per example,
     or when some example's slopes all exceed ``C`` on one side (the relaxation is unbounded
@@ -565,6 +582,36 @@ def _row_max(A: np.ndarray) -> np.ndarray:
     return out
 
 
+def _cho_factor(H: np.ndarray) -> np.ndarray:
+    """``scipy.linalg.cho_factor(H)[0]`` (upper factor, the other triangle left as is) by the
+    same LAPACK call, without the wrapper's per-call overhead (it dominates at small ``d``):
+    the same factor, the same errors (``ValueError`` on a non-finite matrix, ``LinAlgError``
+    when it is not positive definite)."""
+    from scipy.linalg.lapack import dpotrf
+
+    if not np.all(np.isfinite(H)):
+        raise ValueError("array must not contain infs or NaNs")
+    c, info = dpotrf(H, lower=0, clean=0, overwrite_a=0)
+    if info > 0:
+        raise np.linalg.LinAlgError(f"{info}-th leading minor is not positive definite")
+    if info < 0:  # pragma: no cover - the arguments are fixed here
+        raise ValueError(f"illegal value in argument {-info} of POTRF")
+    return c
+
+
+def _cho_solve(c: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``scipy.linalg.cho_solve((c, False), b)`` by the same LAPACK call (see
+    :func:`_cho_factor`)."""
+    from scipy.linalg.lapack import dpotrs
+
+    if not np.all(np.isfinite(b)):
+        raise ValueError("array must not contain infs or NaNs")
+    x, info = dpotrs(c, b, lower=0, overwrite_b=0)
+    if info != 0:  # pragma: no cover - the arguments are fixed here
+        raise ValueError(f"illegal value in argument {-info} of POTRS")
+    return x
+
+
 def arrowhead_ipm(
     model: PiecewiseModel,
     lam: float,
@@ -580,8 +627,6 @@ def arrowhead_ipm(
     to the scale of the problem) or after ``max_iter`` steps. Returns the point, the
     multipliers per term ``(N, m)`` and the number of steps. With ``bounds`` the domain's
     constraints are part of the program (the point may then sit on its boundary)."""
-    from scipy.linalg import cho_factor
-
     d = model.d
     w = np.array(start, float) if bounds is None else bounds.interior(np.array(start, float))
     empty = np.zeros(0)
@@ -642,7 +687,7 @@ def arrowhead_ipm(
         if bounds is not None:
             H += bounds.hessian(st.w, st.nu, st.sd)
         try:
-            factor = cho_factor(H)
+            factor = _cho_factor(H)
         except (np.linalg.LinAlgError, ValueError):
             break
         mu_avg = comp / count
@@ -680,8 +725,6 @@ def arrowhead_ipm(
 def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[tuple]]:
     """One Newton direction of the primal-dual system with complementarity residual ``r_c``:
     ``dw`` from the Schur complement, then every element's ``dt``, ``ds``, ``dmu``."""
-    from scipy.linalg import cho_solve
-
     model, st, Ds, Dsums, r_w, r_t, r_p, factor, bounds, r_d = system
     rhs = -r_w.copy()
     qs = []
@@ -695,7 +738,7 @@ def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[t
     if bounds is not None:
         # g(w) + s = 0, nu s = target:  ds = -r_d - G dw,  dnu = (-rc - nu ds) / s
         rhs -= bounds.jac_t(st.w, (st.nu * r_d - rc_d) / st.sd)
-    dw = cho_solve(factor, rhs)
+    dw = _cho_solve(factor, rhs)
     out = []
     for term, s, D, total, rp, rc, q in zip(model.terms, st.s, Ds, Dsums, r_p, r_c, qs):
         Adw = term.apply(dw)
@@ -717,9 +760,9 @@ def _max_step(st: _State, parts: list[tuple]) -> float:
     with np.errstate(divide="ignore", invalid="ignore"):
         for (_, ds, dmu), s, mu in zip(parts, st.s + [st.sd], st.mu + [st.nu]):
             for x, dx in ((s, ds), (mu, dmu)):
-                if dx.size:
-                    ratio = np.where(dx < 0, -x / dx, np.inf)
-                    alpha = min(alpha, float(ratio.min()))
+                neg = dx < 0
+                if neg.any():
+                    alpha = min(alpha, float((-x[neg] / dx[neg]).min()))
     return alpha
 
 

@@ -9,6 +9,7 @@ if none does, :class:`CertificationError` is raised and nothing is released.
 
 from __future__ import annotations
 
+import weakref
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -172,12 +173,33 @@ def universe_slope(decl: Declaration) -> float:
     return UNIVERSE_SLOPE_CURVED if curved else UNIVERSE_SLOPE
 
 
+#: every declaration's structural Lipschitz bounds, computed once (a private block solve asks
+#: up to three times: its universe, its rung and the rung's relaxation)
+_BOUNDS: weakref.WeakKeyDictionary[Declaration, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def _lipschitz_bounds(decl: Declaration) -> np.ndarray:
+    """:func:`~dpcvx.certification.lipschitz.lipschitz_bounds` of ``decl``, once per
+    declaration (read-only)."""
+    try:
+        return _BOUNDS[decl]
+    except (KeyError, TypeError):
+        pass
+    out = np.asarray(lipschitz_bounds(decl), float)
+    out.flags.writeable = False
+    try:
+        _BOUNDS[decl] = out
+    except TypeError:  # pragma: no cover - declarations are weakly referenceable
+        pass
+    return out
+
+
 def universe_indices(decl: Declaration, C: float) -> np.ndarray | None:
     """Indices of the examples inside the universe of a private extension solve with this
     ``C`` (None when all are)."""
     if any(term.kind == "generic" for term in decl.terms):
         return None  # no structural bound: every example stays (documented)
-    bounds = lipschitz_bounds(decl)
+    bounds = _lipschitz_bounds(decl)
     keep = np.isfinite(bounds) & (bounds <= universe_slope(decl) * C)
     return None if bool(np.all(keep)) else np.flatnonzero(keep)
 
@@ -364,7 +386,7 @@ def _program(
         theta = template.theta(values, decl.n)
         return stamp(template, domain_block, theta, d=decl.d, lam=lam, w0=w0), None
     # classification only decides speed: the certificate is valid for every example either way
-    light = lipschitz_bounds(decl) <= extension * (1 + 1e-12)
+    light = _lipschitz_bounds(decl) <= extension * (1 + 1e-12)
     groups = [(np.flatnonzero(light), plain_template), (np.flatnonzero(~light), template)]
     groups = [(idx, tmpl) for idx, tmpl in groups if idx.size]
     parts = [(tmpl, tmpl.theta(values, decl.n)[idx]) for idx, tmpl in groups]
@@ -820,7 +842,7 @@ LIGHT_SLACK = 1e-9
 
 
 def _nearly_light(decl: Declaration, C: float) -> bool:
-    return bool(np.all(lipschitz_bounds(decl) <= C * (1 + LIGHT_SLACK)))
+    return bool(np.all(_lipschitz_bounds(decl) <= C * (1 + LIGHT_SLACK)))
 
 
 #: the name of the arrowhead interior-point rung (piecewise-linear losses)
@@ -1035,7 +1057,7 @@ def _analytic_rung(
             return None
         assert extension is not None and accuracy is not None  # else T would be None
         # the analysis needs every loss C-Lipschitz: bounds rounded up, compared with C itself
-        if not bool(np.all(lipschitz_bounds(decl) * (1 + 1e-12) <= float(extension))):
+        if not bool(np.all(_lipschitz_bounds(decl) * (1 + 1e-12) <= float(extension))):
             return None
         result = solve_declaration(
             decl, regularization=lam, lipschitz=float(extension), T=T, center=w0, average=True

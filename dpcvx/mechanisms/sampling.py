@@ -512,32 +512,38 @@ def l2_laplace_point(point: object, scale: float, rng: np.random.Generator) -> n
     pairs = -(-d // 2)
 
     def evaluate(g: int, us: list[int], bits: int, prec: int, coords: list[int]):
-        low, high = (0, 1, 0, 1), (0, 1, 0, 1)  # the product V_1 ... V_d
+        # the product V_1 ... V_d lies in [prod k_i, prod (k_i + 1)] / 2^(bits d): both ends
+        # are exact integers, rounded outward once
+        top_lo, top_hi = 1, 1
         for k in us[:d]:
-            lo, hi = _uniform(k, bits)
-            low = mpf_mul(low, lo, prec, round_floor)
-            high = mpf_mul(high, hi, prec, round_ceiling)
+            top_lo *= k
+            top_hi *= k + 1
+        low = from_man_exp(top_lo, -bits * d, prec, round_floor)
+        high = from_man_exp(top_hi, -bits * d, prec, round_ceiling)
         radius = _scale(_neg_ln((low, high), prec), s, prec)
-        gauss: list[_Interval] = []
+        # X_j = (r / ||G||) R_p (cos or sin)(2 pi B_p): the same real, grouped so that one
+        # division serves every coordinate; ||G||^2 = sum_p R_p^2 over complete pairs
+        polar: list[tuple[_Interval, tuple]] = []
         norm2: _Interval = (fzero, fzero)
         for p in range(pairs):
             a, b = us[d + 2 * p], us[d + 2 * p + 1]
-            r_p, (cos, sin) = _box_muller(a, b, bits, prec)
-            gauss.append(mpi_mul(r_p, cos, prec))
+            r_p, cos_sin = _box_muller(a, b, bits, prec)
+            polar.append((r_p, cos_sin))
             if 2 * p + 1 < d:
-                gauss.append(mpi_mul(r_p, sin, prec))
                 square = (
                     mpf_mul(r_p[0], r_p[0], prec, round_floor),
                     mpf_mul(r_p[1], r_p[1], prec, round_ceiling),
                 )
             else:
-                g_last = gauss[-1]
+                g_last = mpi_mul(r_p, cos_sin[0], prec)
                 square = mpi_mul(g_last, g_last, prec)
                 if square[0][0]:  # a square is nonnegative
                     square = (fzero, square[1])
             norm2 = _add(norm2, square, prec)
         norm = (mpf_sqrt(norm2[0], prec, round_floor), mpf_sqrt(norm2[1], prec, round_ceiling))
-        return [mpi_mul(radius, mpi_div(gauss[j], norm, prec), prec) for j in coords]
+        factor = mpi_div(radius, norm, prec)
+        scaled = {p: mpi_mul(factor, polar[p][0], prec) for p in {j // 2 for j in coords}}
+        return [mpi_mul(scaled[j // 2], polar[j // 2][1][j % 2], prec) for j in coords]
 
     return _settle(w, rng, [tuple(range(d))], d + 2 * pairs, evaluate)
 
