@@ -78,7 +78,7 @@ from dpcvx.mechanisms.iterative_localization import (
     GrowthAdaptiveLocalization,
     IterativeLocalization,
 )
-from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
+from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation, PopLocalizeEMPGM
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation, choose_regularization
 from dpcvx.mechanisms.output_perturbation_localize import OutputPerturbationLocalize
@@ -119,6 +119,7 @@ __all__ = [
     "LocalizedApproximateExponentialMechanism",
     "LocalizedExponentialMechanism",
     "OutputPerturbationLocalize",
+    "PopLocalizeEMPGM",
     "ProjectedGradientExponentialMechanism",
     "DpcvxError",
     "ExponentialMechanism",

@@ -84,6 +84,7 @@ __all__ = [
     "ExponentialMechanismPlan",
     "NetDistribution",
     "ProjectedGradientExponentialMechanism",
+    "check_net_domain",
     "exponential_log_probabilities",
     "net_points",
     "sample_index",
@@ -181,6 +182,12 @@ def _round_up_digits(value: float, digits: int) -> float:
     public value: the printed number must still satisfy the bound it is quoted for)."""
     quantum = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
     return math.ceil(value / quantum * (1.0 + 1e-12)) * quantum
+
+
+def check_net_domain(domain) -> None:
+    """Raise :class:`~dpcvx.InvalidParameterError` unless ``domain`` has an exact Euclidean
+    projection (an l2 ball, a box or an l1 ball), as EM-PGM's sensitivity argument needs."""
+    _check_domain(domain)
 
 
 def _check_domain(domain) -> None:

@@ -37,6 +37,10 @@ mechanism's own parameters; none is ever computed from the data):
   smallest index. If more than half of the outputs lie within ``r`` of a point ``x*``, the
   chosen output is within ``3 r`` of ``x*`` whatever the other outputs are and whatever ``r``
   is: the rule needs no radius (the paper's "geometric aggregation" is left to [ALT24]).
+
+The phase loop is shared (``_PhaseLoop``): :class:`PopLocalizeEMPGM` runs it with EM-PGM
+(paper 000, Algorithm 5) as the block mechanism, the route of Theorem E.2, as a reference for
+``d <= 2``.
 """
 
 from __future__ import annotations
@@ -47,27 +51,37 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.stats import binom, gamma
 
 from dpcvx._progress import progress_bar
 from dpcvx._validation import (
     check_center,
     check_moment_order,
+    check_nonnegative,
     check_positive,
     check_pure_budget,
     check_real,
 )
-from dpcvx.errors import CertificationError, InvalidParameterError
-from dpcvx.mechanisms.base import PER_SOLVE, ExtensionUse, OneEventPlan, Release
+from dpcvx.errors import CertificationError, InvalidParameterError, SolverError
+from dpcvx.mechanisms.base import PER_SOLVE, PLAIN, ExtensionUse, OneEventPlan, Release
 from dpcvx.mechanisms.double_output_perturbation import DoubleOutputPerturbation, DoublePlan
+from dpcvx.mechanisms.em_pgm import (
+    ExponentialMechanismPlan,
+    ProjectedGradientExponentialMechanism,
+    check_net_domain,
+    score_sensitivity,
+)
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
-from dpcvx.types import Guarantee
+from dpcvx.types import Guarantee, Sensitivity
 
 __all__ = [
     "LocalizedDoubleOutputPerturbation",
     "LocalizedPlan",
+    "PopLocalizeEMPGM",
     "aggregate",
     "blocks_for_confidence",
+    "em_error_constant",
     "phase_blocks",
 ]
 
@@ -140,6 +154,152 @@ def _spawn(rng: np.random.Generator, count: int) -> list[np.random.Generator]:
     ]
 
 
+def _check_pop_localize(obj: Any, owner: str) -> None:
+    """Validate (and normalize, on the frozen ``obj``) the parameters every Pop-Localize
+    mechanism shares: ``k``, ``moment``, ``second_moment``, ``failure_probability``,
+    ``block_success``, ``blocks``, ``min_block_size``, ``base_regularization``,
+    ``move_tolerance``, ``initial_point``, ``executor`` and ``shuffle``."""
+    object.__setattr__(obj, "k", check_moment_order(obj.k, owner))
+    Gk = check_positive(obj.moment, "moment", owner)
+    G2 = (
+        Gk
+        if obj.second_moment is None
+        else check_positive(obj.second_moment, "second_moment", owner)
+    )
+    if G2 > Gk:
+        raise InvalidParameterError(
+            f"`second_moment` (G_2 = {G2:g}) exceeds `moment` (G_k = {Gk:g}) in `{owner}`: "
+            "by Lyapunov's inequality (E A^j)^(1/j) grows with j, so G_2 <= G_k for any "
+            "valid moment bounds. One of the two bounds is wrong."
+        )
+    object.__setattr__(obj, "moment", Gk)
+    object.__setattr__(obj, "second_moment", G2)
+    beta = check_real(obj.failure_probability, "failure_probability", owner)
+    if not 0.0 < beta < 0.5:
+        raise InvalidParameterError(
+            f"`failure_probability` of `{owner}` must lie in (0, 1/2). Got {beta!r}."
+        )
+    object.__setattr__(obj, "failure_probability", beta)
+    p = check_real(obj.block_success, "block_success", owner)
+    if not 0.5 < p < 1.0:
+        raise InvalidParameterError(
+            f"`block_success` of `{owner}` must lie in (1/2, 1) (a majority of good "
+            f"blocks must be likely). Got {p!r}."
+        )
+    object.__setattr__(obj, "block_success", p)
+    for name in ("blocks", "min_block_size"):
+        value = getattr(obj, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise InvalidParameterError(
+                f"`{name}` of `{owner}` must be a positive integer. Got {value!r}."
+            )
+        object.__setattr__(obj, name, int(value))
+    if obj.base_regularization is not None:
+        object.__setattr__(
+            obj,
+            "base_regularization",
+            check_positive(obj.base_regularization, "base_regularization", owner),
+        )
+    tol = check_real(obj.move_tolerance, "move_tolerance", owner)
+    if not 0.0 <= tol < 1.0:
+        raise InvalidParameterError(
+            f"`move_tolerance` of `{owner}` must lie in [0, 1). Got {tol!r}."
+        )
+    object.__setattr__(obj, "move_tolerance", tol)
+    object.__setattr__(obj, "initial_point", check_center(obj.initial_point, owner))
+    if obj.executor is not None and not callable(getattr(obj.executor, "submit", None)):
+        raise InvalidParameterError(
+            f"The `executor` of `{owner}` must have the concurrent.futures interface "
+            f"(a `submit` method). Got {type(obj.executor).__name__}."
+        )
+    if not isinstance(obj.shuffle, bool):
+        raise InvalidParameterError(f"`shuffle` of `{owner}` must be a bool.")
+
+
+def _partition_plan(
+    obj: Any, n: int, owner: str
+) -> tuple[int, int, list[int], list[int], int, int]:
+    """Algorithm 1's public partition: ``(T_paper, J, n_t, m_t, T_blocks, minimum_n)``, or
+    :class:`~dpcvx.InvalidParameterError` when phase 1 has no block of ``min_block_size``."""
+    T_paper = max(1, math.ceil(math.log2(n))) if n > 1 else 1
+    J = obj.blocks or blocks_for_confidence(T_paper, obj.failure_probability, obj.block_success)
+    batch, block = phase_sizes(n, J)
+    minimum_n = 2 * J * obj.min_block_size
+    if block[0] < obj.min_block_size:
+        raise InvalidParameterError(
+            f"`{owner}` needs n >= 2 * J * min_block_size = {minimum_n} examples (phase 1 "
+            f"uses floor(n/2) examples cut into J = {J} blocks of at least "
+            f"{obj.min_block_size}); got n = {n}. Lower `blocks` (less confidence: "
+            f"failure_probability={obj.failure_probability:g} needs J = {J}) or use "
+            "OutputPerturbation on clipped data."
+        )
+    T_blocks = max(t + 1 for t in range(T_paper) if block[t] >= obj.min_block_size)
+    return T_paper, J, batch, block, T_blocks, minimum_n
+
+
+class _PhaseLoop:
+    """Algorithm 1's loop, shared by every Pop-Localize mechanism: the data-independent
+    partition, one child generator per block, the blocks of a phase (in-process or on the
+    ``executor``), the geometric aggregation. The block mechanism enters through
+    ``jobs(phase, center, index_blocks, children) -> (function, tasks)``: ``function(*task)``
+    runs one block and returns its :class:`Release` (a module-level function, so executors can
+    ship it; ``task[2]`` is what carries the block's rows)."""
+
+    __slots__ = ()
+
+    def _release_phases(self, plan: Any, context: Any, rng: np.random.Generator, jobs, desc: str):
+        J = plan.blocks
+        perm = rng.permutation(plan.n) if self.shuffle else np.arange(plan.n)  # type: ignore[attr-defined]
+        blocks = phase_blocks(
+            perm, [p.batch_size for p in plan.phases], [p.block_size for p in plan.phases], J
+        )
+        w_bar = context.project(plan.initial_point)
+        certificates = []
+        outputs, chosen = [], []
+        phases = progress_bar(
+            zip(plan.phases, blocks),
+            total=len(plan.phases),
+            desc=desc,
+            unit="phase",
+            enabled=self.progress,  # type: ignore[attr-defined]
+        )
+        for phase, index_blocks in phases:
+            center = np.asarray(w_bar, float).copy()
+            children = _spawn(rng, J)
+            function, tasks = jobs(phase, center, index_blocks, children)
+            results = self._run(function, tasks)
+            points = np.stack([np.asarray(r.w, float) for r in results])
+            j_star = aggregate(points)
+            w_bar = points[j_star]
+            outputs.append(points)
+            chosen.append(j_star)
+            for r in results:
+                certificates.extend(r.certificates)
+        extra = {"block_outputs": tuple(outputs), "aggregated_indices": tuple(chosen)}
+        w_out = np.asarray(w_bar, float).copy()
+        return Release(w_out, tuple(certificates), MappingProxyType(extra))
+
+    def _run(self, function, tasks):
+        executor = self.executor  # type: ignore[attr-defined]
+        if executor is None:
+            return [function(*task) for task in tasks]
+        scatter = getattr(executor, "scatter", None)
+        if callable(scatter):
+            # a Dask ``distributed.Client``: each block's rows go straight to a worker
+            # (``direct=True``) instead of through the scheduler inside the task graph
+            rows = scatter([task[2] for task in tasks], direct=True, hash=False)
+            tasks = [(t[0], t[1], r, *t[3:]) for t, r in zip(tasks, rows)]
+        futures = [executor.submit(function, *task) for task in tasks]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PhasePlan:
     """One phase's public quantities."""
@@ -149,7 +309,9 @@ class PhasePlan:
     block_size: int  # m_t
     regularization: float  # lambda_t
     C: float  # C_t
-    block: DoublePlan  # Double-OutputPert plan for one block (center set at release time)
+    #: one block's plan (Double-OutputPert, or EM-PGM for PopLocalizeEMPGM; the block's
+    #: center is set at release time)
+    block: DoublePlan | ExponentialMechanismPlan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,7 +329,7 @@ class LocalizedPlan(OneEventPlan):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LocalizedDoubleOutputPerturbation:
+class LocalizedDoubleOutputPerturbation(_PhaseLoop):
     """Paper 000's Localized Double Output Perturbation: pure epsilon-DP heavy-tailed SCO.
 
     Parameters
@@ -247,55 +409,7 @@ class LocalizedDoubleOutputPerturbation:
 
     def __post_init__(self) -> None:
         owner = "LocalizedDoubleOutputPerturbation"
-        object.__setattr__(self, "k", check_moment_order(self.k, owner))
-        Gk = check_positive(self.moment, "moment", owner)
-        G2 = (
-            Gk
-            if self.second_moment is None
-            else check_positive(self.second_moment, "second_moment", owner)
-        )
-        if G2 > Gk:
-            raise InvalidParameterError(
-                f"`second_moment` (G_2 = {G2:g}) exceeds `moment` (G_k = {Gk:g}) in `{owner}`: "
-                "by Lyapunov's inequality (E A^j)^(1/j) grows with j, so G_2 <= G_k for any "
-                "valid moment bounds. One of the two bounds is wrong."
-            )
-        object.__setattr__(self, "moment", Gk)
-        object.__setattr__(self, "second_moment", G2)
-        beta = check_real(self.failure_probability, "failure_probability", owner)
-        if not 0.0 < beta < 0.5:
-            raise InvalidParameterError(
-                f"`failure_probability` of `{owner}` must lie in (0, 1/2). Got {beta!r}."
-            )
-        object.__setattr__(self, "failure_probability", beta)
-        p = check_real(self.block_success, "block_success", owner)
-        if not 0.5 < p < 1.0:
-            raise InvalidParameterError(
-                f"`block_success` of `{owner}` must lie in (1/2, 1) (a majority of good "
-                f"blocks must be likely). Got {p!r}."
-            )
-        object.__setattr__(self, "block_success", p)
-        for name in ("blocks", "min_block_size"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise InvalidParameterError(
-                    f"`{name}` of `{owner}` must be a positive integer. Got {value!r}."
-                )
-            object.__setattr__(self, name, int(value))
-        if self.base_regularization is not None:
-            object.__setattr__(
-                self,
-                "base_regularization",
-                check_positive(self.base_regularization, "base_regularization", owner),
-            )
-        tol = check_real(self.move_tolerance, "move_tolerance", owner)
-        if not 0.0 <= tol < 1.0:
-            raise InvalidParameterError(
-                f"`move_tolerance` of `{owner}` must lie in [0, 1). Got {tol!r}."
-            )
-        object.__setattr__(self, "move_tolerance", tol)
+        _check_pop_localize(self, owner)
         zeta = check_positive(self.zeta, "zeta", owner)
         object.__setattr__(self, "zeta", zeta)
         if self.constants not in ("tight", "paper"):
@@ -303,14 +417,6 @@ class LocalizedDoubleOutputPerturbation:
                 f"The `constants` parameter of `{owner}` must be 'tight' or 'paper'. "
                 f"Got {self.constants!r}."
             )
-        object.__setattr__(self, "initial_point", check_center(self.initial_point, owner))
-        if self.executor is not None and not callable(getattr(self.executor, "submit", None)):
-            raise InvalidParameterError(
-                f"The `executor` of `{owner}` must have the concurrent.futures interface "
-                f"(a `submit` method). Got {type(self.executor).__name__}."
-            )
-        if not isinstance(self.shuffle, bool):
-            raise InvalidParameterError(f"`shuffle` of `{owner}` must be a bool.")
 
     # ------------------------------------------------------------------ public planning
     def plan(
@@ -335,20 +441,7 @@ class LocalizedDoubleOutputPerturbation:
             )
         k, Gk, D = self.k, self.moment, float(diameter)
         G2 = float(self.second_moment)  # type: ignore[arg-type]  # set in __post_init__
-        T_paper = max(1, math.ceil(math.log2(n))) if n > 1 else 1
-        J = self.blocks or blocks_for_confidence(
-            T_paper, self.failure_probability, self.block_success
-        )
-        batch, block = phase_sizes(n, J)
-        minimum_n = 2 * J * self.min_block_size
-        if block[0] < self.min_block_size:
-            raise InvalidParameterError(
-                f"`{owner}` needs n >= 2 * J * min_block_size = {minimum_n} examples (phase 1 "
-                f"uses floor(n/2) examples cut into J = {J} blocks of at least "
-                f"{self.min_block_size}); got n = {n}. Lower `blocks` (less confidence: "
-                f"failure_probability={self.failure_probability:g} needs J = {J}) or use "
-                "OutputPerturbation on clipped data."
-            )
+        T_paper, J, batch, block, T_blocks, minimum_n = _partition_plan(self, n, owner)
         C = [Gk * (m * epsilon / d) ** (1.0 / k) if m > 0 else 0.0 for m in block]
         # c_noise: median norm of the stage-2 noise in units of C/(epsilon lam m) (lam-free)
         probe = DoubleOutputPerturbation(
@@ -364,7 +457,6 @@ class LocalizedDoubleOutputPerturbation:
         )
         lam1 = self.base_regularization or math.sqrt(2.0 * COUPLING) * rbar / D
         lams = [lam1 * 32.0**t for t in range(T_paper)]
-        T_blocks = max(t + 1 for t in range(T_paper) if block[t] >= self.min_block_size)
         movable = [
             t + 1
             for t in range(T_paper)
@@ -373,6 +465,7 @@ class LocalizedDoubleOutputPerturbation:
         T_move = max(movable) if movable else 1
         T_eff = max(1, min(T_paper, T_blocks, T_move))
         phases = []
+        doubles: list[DoublePlan] = []
         for t in range(T_eff):
             mech = DoubleOutputPerturbation(
                 C=C[t],
@@ -382,6 +475,9 @@ class LocalizedDoubleOutputPerturbation:
                 constants=self.constants,
                 solver=self.solver,
             )
+            doubles.append(
+                mech.plan(n=block[t], d=d, center=start, diameter=D, epsilon=epsilon, delta=0.0)
+            )
             phases.append(
                 PhasePlan(
                     index=t + 1,
@@ -389,9 +485,7 @@ class LocalizedDoubleOutputPerturbation:
                     block_size=block[t],
                     regularization=lams[t],
                     C=C[t],
-                    block=mech.plan(
-                        n=block[t], d=d, center=start, diameter=D, epsilon=epsilon, delta=0.0
-                    ),
+                    block=doubles[-1],
                 )
             )
         confidence = max(0.0, 1.0 - T_eff * float(binom.cdf(J // 2, J, self.block_success)))
@@ -429,13 +523,11 @@ class LocalizedDoubleOutputPerturbation:
                 "block_success": self.block_success,
                 "implied_confidence": confidence,
                 "examples_used": used,
-                "accuracies": tuple(p.block.accuracy for p in phases),
-                "localization_accuracies": tuple(p.block.localization_accuracy for p in phases),
-                "noise_scales": tuple(p.block.noise.scale for p in phases),
-                "localization_noise_scales": tuple(
-                    p.block.localization_noise.scale for p in phases
-                ),
-                "localization_radii": tuple(p.block.radius for p in phases),
+                "accuracies": tuple(b.accuracy for b in doubles),
+                "localization_accuracies": tuple(b.localization_accuracy for b in doubles),
+                "noise_scales": tuple(b.noise.scale for b in doubles),
+                "localization_noise_scales": tuple(b.localization_noise.scale for b in doubles),
+                "localization_radii": tuple(b.radius for b in doubles),
                 "minimum_n": minimum_n,
             }
         )
@@ -505,22 +597,7 @@ class LocalizedDoubleOutputPerturbation:
             raise CertificationError(_FAILURE) from None
 
     def _release(self, plan: LocalizedPlan, context, rng: np.random.Generator):
-        J = plan.blocks
-        perm = rng.permutation(plan.n) if self.shuffle else np.arange(plan.n)
-        blocks = phase_blocks(
-            perm, [p.batch_size for p in plan.phases], [p.block_size for p in plan.phases], J
-        )
-        w_bar = context.project(plan.initial_point)
-        certificates = []
-        outputs, chosen = [], []
-        phases = progress_bar(
-            zip(plan.phases, blocks),
-            total=len(plan.phases),
-            desc="LDOP phases",
-            unit="phase",
-            enabled=self.progress,
-        )
-        for phase, index_blocks in phases:
+        def jobs(phase, center, index_blocks, children):
             mech = DoubleOutputPerturbation(
                 C=phase.C,
                 regularization=phase.regularization,
@@ -528,8 +605,7 @@ class LocalizedDoubleOutputPerturbation:
                 constants=self.constants,
                 solver=self.solver,
             )
-            block_plan = replace(phase.block, center=np.asarray(w_bar, float).copy())
-            children = _spawn(rng, J)
+            block_plan = replace(phase.block, center=center)
             tasks = [
                 (
                     mech,
@@ -541,34 +617,418 @@ class LocalizedDoubleOutputPerturbation:
                 )
                 for idx, child in zip(index_blocks, children)
             ]
-            results = self._run(tasks)
-            points = np.stack([np.asarray(r.w, float) for r in results])
-            j_star = aggregate(points)
-            w_bar = points[j_star]
-            outputs.append(points)
-            chosen.append(j_star)
-            for r in results:
-                certificates.extend(r.certificates)
-        extra = {"block_outputs": tuple(outputs), "aggregated_indices": tuple(chosen)}
-        w_out = np.asarray(w_bar, float).copy()
-        return Release(w_out, tuple(certificates), MappingProxyType(extra))
+            return _run_block, tasks
 
-    def _run(self, tasks):
+        return self._release_phases(plan, context, rng, jobs, "LDOP phases")
+
+
+# ============================================================================ EM-PGM blocks
+_EM_FAILURE = (
+    "dpcvx could not evaluate the EM-PGM scores of one block of PopLocalizeEMPGM. Nothing was "
+    "released and the whole budget stays spent. This message carries no data-dependent "
+    "number, but the failure itself may depend on the data: do not retry on the same data "
+    "without charging the budget again. To fix: check that the loss can be evaluated at every "
+    "point within `smoothing` of the domain, and rescale the data so that losses are of order "
+    "one."
+)
+
+
+def em_error_constant(*, C: float, d: int, epsilon: float, m: int, lam: float, H: float, D: float):
+    """``c_em = 2 + 4 log(3D/eta) + 4 log(10)/d`` with ``eta = C d/(epsilon m (lam + H))``: the
+    non-bias part of EM-PGM's distance bound, ``||w_hat - w_lam|| <= (b_Z + c_em C d/(epsilon
+    m)) / lam`` with probability 0.9 (paper 000, proof of Theorem E.1, step 3: ``2 (H + lam)
+    eta + (4C/(epsilon m)) (d log(3D/eta) + log 10)`` in units of ``C d/(epsilon m)``). The
+    logarithm is floored at 0 (a net of one cell)."""
+    eta = C * d / (epsilon * m * (lam + H))
+    return 2.0 + 4.0 * max(math.log(3.0 * D / eta), 0.0) + 4.0 * math.log(10.0) / d
+
+
+class _BlockRows:
+    """One block's view of the data for an EM-PGM block: the public domain and the loss values
+    of the block's own examples (``context.loss_values(points, indices=...)``)."""
+
+    __slots__ = ("_context", "_indices", "domain", "n")
+
+    def __init__(self, context: Any, indices: np.ndarray) -> None:
+        self._context = context
+        self._indices = np.asarray(indices)
+        self.domain = context.domain
+        self.n = int(self._indices.size)
+
+    def loss_values(self, points: Any) -> np.ndarray:
+        return self._context.loss_values(points, indices=self._indices)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PopLocalizeEMPGM(_PhaseLoop):
+    """Paper 000's Theorem E.2: Pop-Localize (Algorithm 1) with EM-PGM (Algorithm 5) as the
+    block mechanism ``A_ERM``. Pure epsilon-DP heavy-tailed SCO for H-smooth losses. **Time
+    exponential in d: a reference route for d <= 2 only** (cross-checks
+    :class:`LocalizedDoubleOutputPerturbation` on small problems).
+
+    The phase loop, partition, block count ``J``, aggregation and executors are
+    :class:`LocalizedDoubleOutputPerturbation`'s (one shared implementation); only the block
+    mechanism and its parameters differ. Phase ``t`` (block size ``m_t``) runs, on every one of
+    its ``J`` disjoint blocks and centred at the previous phase's aggregate ``wbar_t``,
+    :class:`~dpcvx.mechanisms.em_pgm.ProjectedGradientExponentialMechanism` with Theorem E.1's
+    parameters at sample size ``m_t``:
+
+    - ``lambda_t = 32^(t-1) lambda_1`` (Algorithm 1);
+    - clip ``C_t = G_k (epsilon m_t / d)^(1/k)``;
+    - public step ``gamma_t = 1 / (lambda_t + H)`` (erratum E6: never the data's smoothness);
+    - net spacing ``eta_t = C_t d / (epsilon m_t (lambda_t + H))``, a public net of all of W;
+    - score sensitivity ``Delta_t = 2 C_t / m_t`` plus the float64 allowance of
+      :func:`~dpcvx.mechanisms.em_pgm.score_sensitivity`, taken for the worst centre in W
+      (``||w0|| <= ||c|| + D``), so it holds whatever ``wbar_t`` the earlier phases release.
+
+    ``lambda_1`` is left open by the paper ("a polynomial in the problem parameters"). As for
+    LDOP it balances the telescoping bound behind Theorem 2.1: ``lambda_1 = sqrt(2 A) rbar_1 /
+    D`` (``A = 1152/7``) with the EM-PGM error scale ``rbar_1 = c_em G_k (d/(m_1
+    epsilon))^(1 - 1/k) + G_2 / sqrt(m_1)``, where ``c_em`` (:func:`em_error_constant`) depends
+    on ``lambda_1`` through a logarithm; ``lambda_1`` is the smallest root of that equation
+    (found by bisection from public numbers only).
+
+    Phases run: ``T_eff = min(T_paper, T_blocks, T_move, T_net)``; ``T_blocks`` and ``T_move``
+    as in LDOP, and ``T_net``: the leading phases whose net (at most ``(ceil(D/eta_t) + 1)^d``
+    points; ``eta_t`` shrinks about 16-fold per phase) fits ``max_points``. The detail reports
+    all four. Truncation costs utility only.
+
+    Parameters
+    ----------
+    k : float
+        As for :class:`LocalizedDoubleOutputPerturbation`, and so are ``moment``,
+        ``second_moment``, ``failure_probability``, ``block_success`` (default 0.7, Theorem
+        E.1's success probability), ``blocks``, ``base_regularization``, ``min_block_size``,
+        ``move_tolerance``, ``initial_point``, ``shuffle``, ``executor`` and ``progress``.
+    smoothness : float
+        ``H >= 0``, a public bound on the smoothness of every per-example loss (Theorem E.2
+        assumes H-smooth losses). A wrong ``H`` costs utility only.
+    smoothing : float, optional
+        The radius ``tau`` of the value-only gradient of every block (default ``D /
+        sqrt(m_t)``, EM-PGM's default at the block's size). Public; utility only.
+    max_points : int
+        The largest net a phase may use (at least 4). Default 10000.
+    quadrature_nodes : int
+        Circle quadrature nodes for ``d = 2`` (even, at least 4). Default 32.
+
+    Notes
+    -----
+    Guarantee: pure epsilon-DP, replace-one neighbors, public n, on every dataset; ``delta``
+    must be 0. One ledger event ``epsilon``, and the accounting is exact:
+
+    - every block is EM-PGM at the full epsilon on its own examples, pure epsilon-DP on every
+      dataset (paper 000, Theorem E.1's privacy proof: the clipped projected-gradient score
+      moves by at most ``2 C_t / m_t`` for a *public* step size, which erratum E6 requires);
+    - the blocks are disjoint pieces of a data-independent partition (a uniform permutation
+      from the mechanism's own generator, then contiguous ranges), so a replace-one change
+      touches at most one block; the centre ``wbar_t`` of a phase is a function of earlier
+      releases only, so the whole run is epsilon-DP by adaptive parallel composition (paper 000,
+      Theorem 2.1 and its use in Theorem E.2);
+    - the aggregation and the projection of the initial point are post-processing.
+
+    Utility (Theorem E.2, up to constants and logarithms, with probability ``1 - beta``):
+    ``G_2 D sqrt(log(1/beta)/n) + G_k D (d log(1/beta)/(epsilon n))^(1-1/k) log(D (lambda_max
+    + H) epsilon n / (G_k d))``, when all ``T_paper`` phases run.
+
+    Checked before anything is spent: ``d <= 2``, ``delta = 0``, the partition, phase 1's net
+    against ``max_points`` and (when the domain is known: always through
+    ``solve_private``) that the domain has an exact Euclidean projection (an l2 ball, a box or
+    an l1 ball).
+    """
+
+    k: float
+    moment: float
+    smoothness: float
+    second_moment: float | None = None
+    failure_probability: float = 0.1
+    block_success: float = 0.7
+    blocks: int | None = None
+    base_regularization: float | None = None
+    min_block_size: int = 1
+    move_tolerance: float = 1e-6
+    initial_point: Any = None
+    smoothing: float | None = None
+    max_points: int = 10_000
+    quadrature_nodes: int = 32
+    shuffle: bool = True
+    executor: Any = None
+    progress: bool = True
+
+    #: loss values of each block's rows (the net and the projections are public)
+    requirements: ClassVar[tuple[str, ...]] = ("loss_values", "project")
+    extension: ClassVar[ExtensionUse] = PLAIN
+    enforces_lipschitz: ClassVar[bool] = False
+    neighbors: ClassVar[NeighborRelation] = REPLACE_ONE
+
+    def __post_init__(self) -> None:
+        owner = "PopLocalizeEMPGM"
+        _check_pop_localize(self, owner)
+        object.__setattr__(
+            self, "smoothness", check_nonnegative(self.smoothness, "smoothness", owner)
+        )
+        if self.smoothing is not None:
+            object.__setattr__(
+                self, "smoothing", check_positive(self.smoothing, "smoothing", owner)
+            )
+        for name in ("max_points", "quadrature_nodes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 4:
+                raise InvalidParameterError(
+                    f"`{name}` of `{owner}` must be an integer >= 4. Got {value!r}."
+                )
+            object.__setattr__(self, name, int(value))
+        if self.quadrature_nodes % 2:
+            raise InvalidParameterError(
+                f"`quadrature_nodes` of `{owner}` must be even (antipodal pairs of nodes). "
+                f"Got {self.quadrature_nodes}. Use e.g. 32."
+            )
+
+    def _block_mechanism(self, C: float, lam: float) -> ProjectedGradientExponentialMechanism:
+        return ProjectedGradientExponentialMechanism(
+            C=C,
+            regularization=lam,
+            smoothness=self.smoothness,
+            smoothing=self.smoothing,
+            max_points=self.max_points,
+            quadrature_nodes=self.quadrature_nodes,
+        )
+
+    # ------------------------------------------------------------------ public planning
+    def plan(
+        self,
+        *,
+        n: int,
+        d: int,
+        center: np.ndarray,
+        diameter: float,
+        epsilon: float,
+        delta: float,
+        domain: Any = None,
+    ) -> LocalizedPlan:
+        """Theorem E.2's phases and every block's EM-PGM plan, from public quantities only
+        (class docstring)."""
+        owner = "PopLocalizeEMPGM"
+        epsilon = check_pure_budget(epsilon, delta, owner)
+        if d not in (1, 2):
+            raise InvalidParameterError(
+                f"`{owner}` (Pop-Localize with EM-PGM blocks, paper 000 Theorem E.2) costs time "
+                f"exponential in d and is a reference route for d <= 2 only. Got d = {d}. Use "
+                "LocalizedDoubleOutputPerturbation (polynomial time) in higher dimensions."
+            )
+        if domain is not None:
+            check_net_domain(domain)
+        if center is None:
+            raise InvalidParameterError(
+                f"`{owner}` needs a data source with a public domain (its nets cover W)."
+            )
+        c = np.asarray(center, float).reshape(-1)
+        start = c if self.initial_point is None else self.initial_point
+        if start.shape != (d,):
+            raise InvalidParameterError(
+                f"The `initial_point` of `{owner}` must have shape ({d},). Got {start.shape}."
+            )
+        k, Gk, H, D = self.k, self.moment, self.smoothness, float(diameter)
+        G2 = float(self.second_moment)  # type: ignore[arg-type]  # set in __post_init__
+        T_paper, J, batch, block, T_blocks, minimum_n = _partition_plan(self, n, owner)
+        C = [Gk * (m * epsilon / d) ** (1.0 / k) if m > 0 else 0.0 for m in block]
+        m1, scale1 = block[0], C[0] * d / (epsilon * block[0])  # = G_k (d/(m_1 eps))^(1-1/k)
+
+        def error_scale(lam: float) -> float:
+            c_em = em_error_constant(C=C[0], d=d, epsilon=epsilon, m=m1, lam=lam, H=H, D=D)
+            return c_em * scale1 + G2 / math.sqrt(m1)
+
+        K = math.sqrt(2.0 * COUPLING) / D
+        if self.base_regularization is not None:
+            lam1 = self.base_regularization
+        else:  # the smallest root of lam = K rbar_1(lam) (rbar_1 grows like log(lam))
+            lo = K * (2.0 * scale1 + G2 / math.sqrt(m1))  # c_em >= 2: lo - K rbar(lo) <= 0
+            hi = 2.0 * lo
+            while hi - K * error_scale(hi) <= 0.0:
+                hi *= 2.0
+            lam1 = float(brentq(lambda x: x - K * error_scale(x), lo, hi, xtol=1e-300, rtol=1e-12))
+        rbar = error_scale(lam1)
+        lams = [lam1 * 32.0**t for t in range(T_paper)]
+        spacing = [
+            C[t] * d / (epsilon * block[t] * (lams[t] + H)) if block[t] > 0 else math.inf
+            for t in range(T_paper)
+        ]
+        net = [math.inf if D / h > 1e15 else (math.ceil(D / h) + 1) ** d for h in spacing]
+        if net[0] > self.max_points:
+            raise InvalidParameterError(
+                f"Phase 1 of `{owner}` needs a net of up to {net[0]:.3g} points (spacing "
+                f"eta_1 = C_1 d/(epsilon m_1 (lambda_1 + H)) = {spacing[0]:.3g} over D = {D:g} "
+                f"in d = {d}), above max_points = {self.max_points}. EM-PGM is exponential in d "
+                "and meant for small reference problems: raise `max_points`, or use fewer "
+                "examples or LocalizedDoubleOutputPerturbation."
+            )
+        T_net = 1
+        while T_net < T_paper and block[T_net] > 0 and net[T_net] <= self.max_points:
+            T_net += 1  # the leading phases whose net fits
+        movable = [
+            t + 1
+            for t in range(T_paper)
+            if block[t] > 0 and C[t] / lams[t] >= self.move_tolerance * D
+        ]
+        T_move = max(movable) if movable else 1
+        T_eff = max(1, min(T_paper, T_blocks, T_move, T_net))
+        # the rounding allowance of the score's sensitivity for every centre in W
+        worst = np.zeros(d)
+        worst[0] = float(np.linalg.norm(c)) + D
+        phases = []
+        em_plans: list[ExponentialMechanismPlan] = []
+        for t in range(T_eff):
+            mech = self._block_mechanism(C[t], lams[t])
+            em = mech.plan(
+                n=block[t], d=d, center=c, diameter=D, epsilon=epsilon, delta=0.0, domain=domain
+            )
+            bound = score_sensitivity(
+                n=block[t],
+                C=C[t],
+                regularization=lams[t],
+                step_size=em.step_size,
+                center=c,
+                regularization_center=worst,
+                diameter=D,
+            )
+            value = max(bound, em.sensitivity.value)
+            em_detail = dict(em.detail)
+            em_detail.update(sensitivity=value, coefficient=epsilon / (2.0 * value))
+            em = replace(
+                em,
+                sensitivity=Sensitivity(value=value, norm="l2"),
+                detail=MappingProxyType(em_detail),
+            )
+            em_plans.append(em)
+            phases.append(
+                PhasePlan(
+                    index=t + 1,
+                    batch_size=batch[t],
+                    block_size=block[t],
+                    regularization=lams[t],
+                    C=C[t],
+                    block=em,
+                )
+            )
+        confidence = max(0.0, 1.0 - T_eff * float(binom.cdf(J // 2, J, self.block_success)))
+        used = sum(J * p.block_size for p in phases)
+        composition = (
+            f"parallel over {T_eff * J} disjoint blocks ({T_eff} phases x {J}; a "
+            "data-independent random partition); per block one exponential mechanism (EM-PGM) "
+            "over a public net at the full epsilon"
+        )
+        common = {
+            "paper": "000 Thm E.2 (Alg 1 + Alg 5, Thm E.1; erratum E6: public gamma)",
+            "k": k,
+            "moment": Gk,
+            "second_moment": G2,
+            "smoothness": H,
+            "phases": T_eff,
+            "phases_paper": T_paper,
+            "phases_blocks": T_blocks,
+            "phases_move": T_move,
+            "phases_net": T_net,
+            "blocks": J,
+            "block_sizes": tuple(p.block_size for p in phases),
+            "regularizations": tuple(p.regularization for p in phases),
+            "clip_C": tuple(p.C for p in phases),
+            "step_sizes": tuple(b.step_size for b in em_plans),
+            "spacings": tuple(b.spacing for b in em_plans),
+            "sensitivities": tuple(b.sensitivity.value for b in em_plans),
+            "reference_only": "time exponential in d; d <= 2",
+            "composition": composition,
+        }
+        detail = dict(common)
+        detail.update(
+            {
+                "mechanism": "PopLocalizeEMPGM",
+                "base_regularization": lam1,
+                "error_scale": rbar,
+                "failure_probability": self.failure_probability,
+                "block_success": self.block_success,
+                "implied_confidence": confidence,
+                "examples_used": used,
+                "net_bounds": tuple(b.net_bound for b in em_plans),
+                "smoothings": tuple(b.smoothing for b in em_plans),
+                "minimum_n": minimum_n,
+            }
+        )
+        ledger = dict(common)
+        ledger["per_block_epsilon"] = (epsilon,)
+        ledger["split"] = tuple(
+            f"phase {p.index}: {J} disjoint blocks of {p.block_size} examples, each one "
+            f"EM-PGM at {epsilon:g}"
+            for p in phases
+        ) + (
+            f"parallel composition over disjoint blocks: {epsilon:g} in total "
+            f"({n - used} of {n} examples unused)",
+        )
+        return LocalizedPlan(
+            guarantee=Guarantee(epsilon=epsilon, delta=0.0),
+            n=n,
+            d=d,
+            blocks=J,
+            phases=tuple(phases),
+            initial_point=np.asarray(start, float).copy(),
+            detail=MappingProxyType(detail),
+            ledger_detail=MappingProxyType(ledger),
+        )
+
+    # ------------------------------------------------------------------ preflight
+    def preflight(self, plan: LocalizedPlan, context: Any) -> None:
+        """Data-free checks before the budget is reserved: the domain has an exact Euclidean
+        projection, and the ``executor`` (if any) can run a block job (see
+        :meth:`LocalizedDoubleOutputPerturbation.preflight`). Raises
+        :class:`~dpcvx.InvalidParameterError`; nothing is spent."""
+        check_net_domain(context.domain)
         if self.executor is None:
-            return [_run_block(*task) for task in tasks]
-        scatter = getattr(self.executor, "scatter", None)
-        if callable(scatter):
-            # a Dask ``distributed.Client``: each block's rows go straight to a worker
-            # (``direct=True``) instead of through the scheduler inside the task graph
-            solves = scatter([task[2] for task in tasks], direct=True, hash=False)
-            tasks = [(t[0], t[1], s, *t[3:]) for t, s in zip(tasks, solves)]
-        futures = [self.executor.submit(_run_block, *task) for task in tasks]
+            return
+        phase = plan.phases[0]
+        payload = (
+            self._block_mechanism(phase.C, phase.regularization),
+            phase.block,
+            context.project,
+            np.random.default_rng(0),
+        )
         try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+            ok = self.executor.submit(_probe, payload, plan.initial_point).result()
+        except Exception as exc:  # noqa: BLE001 - data-free: reported with its cause
+            raise InvalidParameterError(
+                f"The `executor` of `{type(self).__name__}` could not run a block job "
+                f"({type(exc).__name__}: {exc}). Nothing was spent."
+            ) from exc
+        if not ok:  # pragma: no cover - a worker that returns without running the probe
+            raise InvalidParameterError(
+                f"The `executor` of `{type(self).__name__}` returned a wrong probe result. "
+                "Nothing was spent."
+            )
+
+    # ------------------------------------------------------------------ release
+    def release(self, plan: LocalizedPlan, context: Any, rng: np.random.Generator) -> Release:
+        """Run the phases (``context`` is :class:`dpcvx.problem.ReleaseContext`). Returns the
+        released point, no certificates (nothing is solved), and public detail (every block
+        output and the aggregation's choices: all covered by the guarantee)."""
+        check_net_domain(context.domain)  # public: raised before the data is touched
+        try:
+            return self._release(plan, context, rng)
+        except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private release
+            raise SolverError(_EM_FAILURE) from None
+
+    def _release(self, plan: LocalizedPlan, context, rng: np.random.Generator):
+        def jobs(phase, center, index_blocks, children):
+            mech = self._block_mechanism(phase.C, phase.regularization)
+            block_plan = replace(phase.block, center=center)
+            tasks = [
+                (mech, block_plan, _BlockRows(context, idx), child)
+                for idx, child in zip(index_blocks, children)
+            ]
+            return _run_em_block, tasks
+
+        return self._release_phases(plan, context, rng, jobs, "Pop-Localize EM-PGM phases")
+
+
+def _run_em_block(mechanism, plan, rows, rng):
+    """One EM-PGM block (a module-level function, so executors can ship it)."""
+    return mechanism.release(plan, rows, rng)
 
 
 def _probe(payload, point) -> bool:

@@ -30,7 +30,7 @@ from dpcvx.mechanisms.iterative_localization import (
     GrowthAdaptiveLocalization,
     IterativeLocalization,
 )
-from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation
+from dpcvx.mechanisms.localized_double import LocalizedDoubleOutputPerturbation, PopLocalizeEMPGM
 from dpcvx.mechanisms.mean_estimation import CoordinatewiseMedianOfMeans, NoiseSmoothingMean
 from dpcvx.mechanisms.output_perturbation import OutputPerturbation
 from dpcvx.mechanisms.output_perturbation_localize import OutputPerturbationLocalize
@@ -216,6 +216,32 @@ REGISTRY: tuple[Registered, ...] = (
         thresholds=(-0.95, -0.9),
         runs=1000,
         exact=True,
+    ),
+    Registered(
+        name="pop-localize-em-pgm",
+        aliases=("PopLocalizeEMPGM", "pl-em-pgm"),
+        description=(
+            "paper 000 Thm E.2: Pop-Localize with EM-PGM blocks on LDOP's pair (absolute loss "
+            "|x w - y| on [-1, 1], n = 40, 39 zero records and one outlier with gradient 1e4 "
+            "pulling to -1 vs +1, first in the unshuffled partition); k = 4, G_k = 1, H = 0, "
+            "one block per phase, lambda_1 = 1, phase 1 only (a 20-point net). The block's "
+            "exact epsilon on this pair is 0.5 epsilon"
+        ),
+        mechanism=PopLocalizeEMPGM(
+            k=4,
+            moment=1.0,
+            smoothness=0.0,
+            blocks=1,
+            shuffle=False,
+            base_regularization=1.0,
+            move_tolerance=0.5,
+            progress=False,
+        ),
+        pair=WorstCasePair(loss="absolute", n=40, value=1e4),
+        epsilon=1.0,
+        control_factor=4.0,
+        thresholds=(-0.2, -0.1, 0.0, 0.1, 0.2),
+        runs=1000,
     ),
     Registered(
         name="output-perturbation-gaussian",
