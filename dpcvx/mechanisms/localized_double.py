@@ -328,6 +328,42 @@ class LocalizedPlan(OneEventPlan):
     ledger_detail: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
 
+def _localized_plan(
+    *,
+    epsilon: float,
+    n: int,
+    d: int,
+    blocks: int,
+    phases: list,
+    start: np.ndarray,
+    detail: dict,
+    ledger: dict,
+    used: int,
+    per_block: tuple[float, ...],
+    each: str,
+) -> LocalizedPlan:
+    """The plan of a Pop-Localize release (one event by parallel composition over the
+    ``blocks`` disjoint blocks of every phase, each block spending ``per_block``)."""
+    ledger["per_block_epsilon"] = per_block
+    ledger["split"] = tuple(
+        f"phase {p.index}: {blocks} disjoint blocks of {p.block_size} examples, each {each}"
+        for p in phases
+    ) + (
+        f"parallel composition over disjoint blocks: {epsilon:g} in total "
+        f"({n - used} of {n} examples unused)",
+    )
+    return LocalizedPlan(
+        guarantee=Guarantee(epsilon=epsilon, delta=0.0),
+        n=n,
+        d=d,
+        blocks=blocks,
+        phases=tuple(phases),
+        initial_point=np.asarray(start, float).copy(),
+        detail=MappingProxyType(detail),
+        ledger_detail=MappingProxyType(ledger),
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LocalizedDoubleOutputPerturbation(_PhaseLoop):
     """Paper 000's Localized Double Output Perturbation: pure epsilon-DP heavy-tailed SCO.
@@ -531,25 +567,18 @@ class LocalizedDoubleOutputPerturbation(_PhaseLoop):
                 "minimum_n": minimum_n,
             }
         )
-        ledger = dict(common)
-        ledger["per_block_epsilon"] = (epsilon / 2.0, epsilon / 2.0)
-        ledger["split"] = tuple(
-            f"phase {p.index}: {J} disjoint blocks of {p.block_size} examples, each "
-            f"{epsilon / 2:g} (localize) + {epsilon / 2:g} (release) = {epsilon:g}"
-            for p in phases
-        ) + (
-            f"parallel composition over disjoint blocks: {epsilon:g} in total "
-            f"({n - used} of {n} examples unused)",
-        )
-        return LocalizedPlan(
-            guarantee=Guarantee(epsilon=epsilon, delta=0.0),
+        return _localized_plan(
+            epsilon=epsilon,
             n=n,
             d=d,
             blocks=J,
-            phases=tuple(phases),
-            initial_point=np.asarray(start, float).copy(),
-            detail=MappingProxyType(detail),
-            ledger_detail=MappingProxyType(ledger),
+            phases=phases,
+            start=start,
+            detail=detail,
+            ledger=dict(common),
+            used=used,
+            per_block=(epsilon / 2.0, epsilon / 2.0),
+            each=f"{epsilon / 2:g} (localize) + {epsilon / 2:g} (release) = {epsilon:g}",
         )
 
     # ------------------------------------------------------------------ preflight
@@ -952,25 +981,18 @@ class PopLocalizeEMPGM(_PhaseLoop):
                 "minimum_n": minimum_n,
             }
         )
-        ledger = dict(common)
-        ledger["per_block_epsilon"] = (epsilon,)
-        ledger["split"] = tuple(
-            f"phase {p.index}: {J} disjoint blocks of {p.block_size} examples, each one "
-            f"EM-PGM at {epsilon:g}"
-            for p in phases
-        ) + (
-            f"parallel composition over disjoint blocks: {epsilon:g} in total "
-            f"({n - used} of {n} examples unused)",
-        )
-        return LocalizedPlan(
-            guarantee=Guarantee(epsilon=epsilon, delta=0.0),
+        return _localized_plan(
+            epsilon=epsilon,
             n=n,
             d=d,
             blocks=J,
-            phases=tuple(phases),
-            initial_point=np.asarray(start, float).copy(),
-            detail=MappingProxyType(detail),
-            ledger_detail=MappingProxyType(ledger),
+            phases=phases,
+            start=start,
+            detail=detail,
+            ledger=dict(common),
+            used=used,
+            per_block=(epsilon,),
+            each=f"one EM-PGM at {epsilon:g}",
         )
 
     # ------------------------------------------------------------------ preflight
