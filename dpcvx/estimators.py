@@ -537,13 +537,19 @@ class _PrivateLinearModel(BaseEstimator):
         raise NotImplementedError  # pragma: no cover
 
     def _fit_private(
-        self, settings: _Settings, X: np.ndarray, target: np.ndarray, taken: list[_DataBound]
+        self,
+        settings: _Settings,
+        X: np.ndarray,
+        target: np.ndarray,
+        taken: list[_DataBound],
+        weights: np.ndarray | None = None,
     ) -> None:
         """Clip, build the problem and the mechanism from public bounds, report every bound
-        taken from the data (warn or raise: nothing is spent before that), then release."""
+        taken from the data (warn or raise: nothing is spent before that), then release.
+        ``weights``: the per-example class weights (classifier with ``class_weight``)."""
         plan = self._plan_private(settings, X, target, taken)
         self._report(taken, settings.strict)
-        result = self._problem(plan, target).solve_private(
+        result = self._problem(plan, target, weights).solve_private(
             plan.mechanism,
             epsilon=settings.epsilon,
             delta=settings.delta,
@@ -563,8 +569,13 @@ class _PrivateLinearModel(BaseEstimator):
         self.bounds_ = plan.bounds
         self.data_dependent_bounds_ = tuple(b.name for b in taken)
 
-    def _problem(self, plan: _Plan, target: np.ndarray) -> Problem:
-        """The ERM problem of the plan's (clipped, augmented) rows with these targets."""
+    def _problem(
+        self, plan: _Plan, target: np.ndarray, weights: np.ndarray | None = None
+    ) -> Problem:
+        """The ERM problem of the plan's (clipped, augmented) rows with these targets
+        (``weights``: the classifier's per-example class weights; None for the others)."""
+        if weights is not None:  # pragma: no cover - only the classifier takes weights
+            raise NotImplementedError
         p = plan.rows.shape[1]
         w = cp.Variable(p)
         x = cp.Parameter(p)
@@ -900,6 +911,15 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         softmax (multinomial logistic) model, ``loss="logistic"`` only; with two classes it
         is released in scikit-learn's binary form ``coef_ = w_1 - w_0`` (shape
         ``(1, n_features)``). See Notes.
+    class_weight : dict or None, default=None
+        Public per-class weights ``{label: weight}``: example ``i`` enters the objective as
+        ``c_{y_i} loss_i`` (weights positive and finite, keys among ``classes``; a label not
+        listed has weight 1, as in scikit-learn). They are public constants, never read from
+        the data, and the Lipschitz bound (hence the automatic ``lam`` and the noise) is
+        multiplied by the largest weight ``c_max``. One-vs-rest gives every binary problem
+        the weights of the *original* labels (scikit-learn's ``LogisticRegression`` rule). Not
+        supported with the multinomial model. ``"balanced"`` is refused: it reads the class
+        frequencies of the private data. See Notes.
     %(common_parameters)s
 
     Attributes
@@ -962,6 +982,24 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
     ``predict_proba`` is the softmax of ``decision_function``. Compared with one-vs-rest, the
     sensitivity grows by ``sqrt(2)`` but no split of ``epsilon`` is paid.
 
+    Class weights (``class_weight``): a public weight ``c_k`` per class makes example ``i``'s
+    loss ``c_{y_i} loss_i``, which is ``c_max L``-Lipschitz for ``c_max = max_k c_k`` (over
+    ``classes_``, including the weight 1 of unlisted labels), so every rule above holds with
+    ``L`` replaced by ``c_max L`` (``bounds_["lipschitz"]``; ``bounds_["class_weight"]`` and
+    ``bounds_["max_class_weight"]`` record the weights). The replaced record may change its
+    label and so its weight; the bound covers every weight. Spelled for dpcvx: the hinge loss
+    as ``s * hinge`` with ``s`` the per-example weight (a nonnegative data parameter in front
+    of a positively homogeneous loss is DPP); the logistic loss, for which ``s * logistic``
+    is not DPP, as a sum over the groups ``g`` of examples sharing a (target, weight) pair:
+    ``sum_g c_g logistic(-t_g <u_g, w>) - log(2) (sum_g c_g - c_{g(i)})``, where ``u_g`` is the
+    row in its own group and 0 in the others. The terms of the other groups are the constants
+    ``c_g log 2``, which the offset removes, so each example's loss equals
+    ``c_{y_i} logistic(-t_i <x_i, w>)`` and dpcvx certifies its Lipschitz bound. In one-vs-rest
+    the ``K`` binary problems share the weights of the original labels (class ``k``'s
+    problem weights a "rest" example by its own class's weight), as scikit-learn's
+    ``LogisticRegression`` does with a dict; liblinear's one-vs-rest (``LinearSVC``) instead
+    weights only the positive class. The multinomial model takes no class weights.
+
     Sample weights are not supported: a weight above 1 multiplies one example's influence and
     voids the sensitivity bound.
 
@@ -983,6 +1021,7 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         *,
         classes: ArrayLike | None = None,
         multi_class: str = "auto",
+        class_weight: Mapping[Any, float] | None = None,
         epsilon: float = 1.0,
         delta: float = 0.0,
         mechanism: str = "output_perturbation",
@@ -1002,6 +1041,7 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         self.loss = loss
         self.classes = classes
         self.multi_class = multi_class
+        self.class_weight = class_weight
         _common_init(
             self,
             epsilon=epsilon,
@@ -1046,6 +1086,66 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
                 f"(multinomial logistic) loss. Got loss={loss!r}: pass loss='logistic', or "
                 "multi_class='ovr' for one-vs-rest with the hinge loss."
             )
+        if self._validated_class_weight() is not None:
+            if self._multinomial():
+                raise InvalidParameterError(
+                    f"`{self._owner()}` does not support `class_weight` with the multinomial "
+                    "(softmax) model: a per-class weight in front of the softmax cross-entropy "
+                    "has no spelling dpcvx can certify. Pass multi_class='ovr' (one-vs-rest, "
+                    "logistic or hinge loss) or class_weight=None."
+                )
+            classes = self._validated_classes()
+            if classes is not None:
+                self._class_weights(classes)  # keys among the public classes
+
+    def _validated_class_weight(self) -> dict[Any, float] | None:
+        """``class_weight`` as a dict of positive finite floats (None when not given);
+        refuses ``"balanced"`` and anything that is not a dict (public: no data is read)."""
+        owner = self._owner()
+        value = getattr(self, "class_weight", None)
+        if value is None:
+            return None
+        if isinstance(value, str) and value == "balanced":
+            raise InvalidParameterError(
+                f"`{owner}` does not support class_weight='balanced': it sets the weights "
+                "from the class frequencies of y, which are private (one record changes them), "
+                "and the weights enter the noise through their maximum. Pass a dict of public "
+                "weights instead, e.g. from public knowledge of the class proportions: "
+                "class_weight={0: 1.0, 1: 5.0}. (A private variant, which would estimate the "
+                "frequencies with noise from a share of epsilon and cap the weights at a public "
+                "bound, is not implemented.) Nothing was spent."
+            )
+        if not isinstance(value, Mapping):
+            raise InvalidParameterError(
+                f"The `class_weight` parameter of `{owner}` must be None or a dict "
+                "{class label: positive finite weight}, e.g. class_weight={0: 1.0, 1: 5.0}. "
+                f"Got {type(value).__name__}: {value!r}."
+            )
+        weights: dict[Any, float] = {}
+        for label, weight in value.items():
+            weights[label] = check_positive(weight, f"class_weight[{label!r}]", owner)
+        return weights
+
+    def _class_weights(self, classes: np.ndarray) -> np.ndarray:
+        """The weight of every label of ``classes`` (1 when not listed), in their order;
+        refuses labels that are not among ``classes``."""
+        given = self._validated_class_weight() or {}
+        labels = classes.tolist()
+        known = set(labels)
+        unknown = [label for label in given if label not in known]
+        if unknown:
+            raise InvalidParameterError(
+                f"The `class_weight` parameter of `{self._owner()}` names labels that are not "
+                f"among the classes {labels!r}: {unknown!r}. Give weights for those classes "
+                "only (a class not listed has weight 1)."
+            )
+        return np.array([given.get(label, 1.0) for label in labels], dtype=float)
+
+    def _max_class_weight(self) -> float:
+        """``c_max``: the largest weight over the fitted ``classes_`` (1 without weights)."""
+        if getattr(self, "class_weight", None) is None:
+            return 1.0
+        return float(np.max(self._class_weights(np.asarray(self.classes_))))
 
     def _multinomial(self) -> bool:
         choice = getattr(self, "multi_class", "auto")
@@ -1070,8 +1170,64 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         return classes
 
     def _gradient_factor(self) -> float:
-        # multinomial: ||q - e_y|| <= sqrt(2) (class Notes); rounded up
-        return _SQRT2_UP if self._multinomial() else 1.0
+        # multinomial: ||q - e_y|| <= sqrt(2) (class Notes); rounded up. Class weights: times
+        # the largest weight (multinomial takes none); the product is rounded up by the caller
+        return _SQRT2_UP if self._multinomial() else self._max_class_weight()
+
+    def _plan_private(
+        self,
+        settings: _Settings,
+        X: np.ndarray,
+        target: np.ndarray,
+        taken: list[_DataBound],
+        *,
+        blocks: int = 1,
+    ) -> _Plan:
+        plan = super()._plan_private(settings, X, target, taken, blocks=blocks)
+        weights = None
+        if getattr(self, "class_weight", None) is not None:
+            classes = np.asarray(self.classes_)
+            weights = dict(zip(classes.tolist(), self._class_weights(classes).tolist()))
+        plan.bounds.update(class_weight=weights, max_class_weight=self._max_class_weight())
+        return plan
+
+    def _problem(
+        self, plan: _Plan, target: np.ndarray, weights: np.ndarray | None = None
+    ) -> Problem:
+        """The binary problem; with class ``weights`` (one per example, public values) the
+        weighted loss spelled as in the class Notes."""
+        if weights is None:
+            return super()._problem(plan, target)
+        rows = plan.rows
+        p = rows.shape[1]
+        w = cp.Variable(p)
+        domain = domains.l2_ball(w, plan.domain_radius)
+        if self.loss == "hinge":  # s * hinge: DPP (a positively homogeneous loss)
+            x = cp.Parameter(p)
+            label = cp.Parameter()
+            scale = cp.Parameter(nonneg=True)
+            return Problem(
+                scale * self._loss(x @ w, label),
+                w,
+                data={x: rows, label: target, scale: weights},
+                domain=domain,
+            )
+        # logistic: one term per (target, weight) group with public constants, the row placed
+        # in its own group's slot and the other groups' constant terms c_g log 2 removed
+        pairs = np.column_stack([target, weights])
+        groups, member = np.unique(pairs, axis=0, return_inverse=True)
+        member = np.ravel(member)
+        at_zero = math.log(2.0)
+        slots = [cp.Parameter(p) for _ in groups]
+        offset = cp.Parameter()
+        loss: cp.Expression = -offset
+        for u, (t, c) in zip(slots, groups):
+            loss = loss + float(c) * self._loss(u @ w, cp.Constant(float(t)))
+        data: dict[cp.Parameter, np.ndarray] = {
+            u: rows * (member == g)[:, None] for g, u in enumerate(slots)
+        }
+        data[offset] = at_zero * (float(np.sum(groups[:, 1])) - groups[member, 1])
+        return Problem(loss, w, data=data, domain=domain)
 
     def _public_labels(self, settings: _Settings) -> tuple[float, ...]:
         return (-1.0, 1.0)  # the encoded labels
@@ -1080,7 +1236,11 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         if self._multinomial():
             # the cross-entropy at W = 0 is log K for every label
             return math.nextafter(math.log(int(np.size(self.classes_))), math.inf)
-        return super()._largest_loss_at_zero(settings)
+        # a weighted example's loss at zero is its weight times the unweighted one
+        unweighted = super()._largest_loss_at_zero(settings)
+        if getattr(self, "class_weight", None) is None:
+            return unweighted
+        return math.nextafter(self._max_class_weight() * unweighted, math.inf)
 
     def _loss(self, score: cp.Expression, label: cp.Parameter) -> cp.Expression:
         if self.loss == "hinge":
@@ -1163,15 +1323,18 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
                     f"{'two ' if classes.size == 2 else ''}public classes before fitting, or "
                     "fix `classes`."
                 )
+        weights = None
+        if self.class_weight is not None:  # public weights, looked up by each example's label
+            weights = self._class_weights(classes)[np.searchsorted(classes, y)]
         self.classes_ = classes
         if self._multinomial():
             self._fit_multinomial(settings, X_fit, np.asarray(y), classes, taken)
             return self
         if classes.size > 2:
-            self._fit_one_vs_rest(settings, X_fit, np.asarray(y), classes, taken)
+            self._fit_one_vs_rest(settings, X_fit, np.asarray(y), classes, taken, weights)
             return self
         target = np.where(y == classes[1], 1.0, -1.0)
-        self._fit_private(settings, X_fit, target, taken)
+        self._fit_private(settings, X_fit, target, taken, weights)
         return self
 
     def _fit_multinomial(
@@ -1242,6 +1405,7 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         y: np.ndarray,
         classes: np.ndarray,
         taken: list[_DataBound],
+        weights: np.ndarray | None = None,
     ) -> None:
         """``K`` binary releases (class ``k`` against the rest) at ``exact_share(epsilon, K)``
         each, charged as one event of ``(epsilon, delta)`` (basic composition: one record's
@@ -1253,7 +1417,8 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         targets = [np.where(y == c, 1.0, -1.0) for c in classes]
         plan = self._plan_private(per_class, X, targets[0], taken)
         self._report(taken, settings.strict)
-        problems = [self._problem(plan, target) for target in targets]  # before any spend
+        # before any spend; every problem weights an example by its original label's weight
+        problems = [self._problem(plan, target, weights) for target in targets]
         n = X.shape[0]
         event = PrivacyEvent(
             label=(

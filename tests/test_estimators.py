@@ -62,7 +62,14 @@ _EXPECTED_FAILED_CHECKS = {
             "Accuracy at realistic sizes is tested in test_*_accuracy below."
         ),
     },
-    "classifier": {},
+    "classifier": {
+        "check_class_weight_classifiers": (
+            "asserts > 87% predictions of the up-weighted class on 50 very noisy points at "
+            "epsilon = 1 with domain_radius = 1; the privacy noise (and, for the logistic loss, "
+            "the unit domain bounding the intercept) keeps both losses near 0.5 (0.46-0.62 over "
+            "10 seeds). Class weights are tested in tests/test_class_weight.py."
+        ),
+    },
 }
 
 
