@@ -232,8 +232,9 @@ _COMMON_PARAMETERS = """\
         ``G_k``: a public bound with ``E ||x||^k <= G_k^k`` over the population of feature
         rows, for ``mechanism="ldop"``, and for output perturbation without
         ``feature_norm_bound`` (the heavy-tailed recipe above: the default heavy-tailed
-        release, 5 to 56 times lower excess risk than clipping at ``G_2`` with the usual
-        ``lam`` in ``benchmarks/bench_heavy_tailed.py``). It shapes accuracy only; privacy
+        release: up to 56 times lower excess risk than clipping at ``G_2`` with the usual
+        ``lam`` in ``benchmarks/bench_heavy_tailed.py``, within seed noise of it on the hinge
+        loss at small n). It shapes accuracy only; privacy
         holds on every dataset. When None, ``feature_norm_bound`` is used if given
         (clipped rows), and otherwise the empirical moment of ``X`` is used with a
         :class:`~dpcvx.errors.PrivacyLeakWarning`.
