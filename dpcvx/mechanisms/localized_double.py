@@ -287,17 +287,34 @@ class _PhaseLoop:
             return [function(*task) for task in tasks]
         scatter = getattr(executor, "scatter", None)
         if callable(scatter):
-            # a Dask ``distributed.Client``: each block's rows go straight to a worker
-            # (``direct=True``) instead of through the scheduler inside the task graph
-            rows = scatter([task[2] for task in tasks], direct=True, hash=False)
-            tasks = [(t[0], t[1], r, *t[3:]) for t, r in zip(tasks, rows)]
-        futures = [executor.submit(function, *task) for task in tasks]
+            # a Dask ``distributed.Client``: one task per worker, each running a contiguous
+            # chunk of the phase's blocks (the blocks are the same size; a task per block paid
+            # the scheduler's per-task overhead J times a phase), with the chunk's rows sent
+            # straight to a worker (``direct=True``) instead of inside the task graph
+            workers = len(executor.scheduler_info().get("workers", {})) or 1
+            cuts = np.linspace(0, len(tasks), min(workers, len(tasks)) + 1).astype(int)
+            chunks = [tasks[a:b] for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+            rows = scatter([[t[2] for t in c] for c in chunks], direct=True, hash=False)
+            futures = [
+                executor.submit(_run_chunk, function, [(t[0], t[1], None, *t[3:]) for t in c], r)
+                for c, r in zip(chunks, rows)
+            ]
+        else:
+            futures = [executor.submit(function, *task) for task in tasks]
         try:
+            if callable(scatter):
+                return [out for f in futures for out in f.result()]
             return [f.result() for f in futures]
         except BaseException:
             for f in futures:
                 f.cancel()
             raise
+
+
+def _run_chunk(function, tasks, rows) -> list:
+    """Run the blocks ``tasks`` (their rows in ``rows``, in order) one after the other on one
+    worker (module level, so executors can ship it)."""
+    return [function(t[0], t[1], r, *t[3:]) for t, r in zip(tasks, rows)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
