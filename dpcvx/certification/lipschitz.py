@@ -159,11 +159,13 @@ def _public_coefficient(expr: cp.Expression, variable: cp.Variable) -> bool:
 def _strong_terms(decl: Declaration):
     """The loss's squared terms ``weight * ||M w + b(z)||^2 / den`` whose matrix ``M`` reads no
     data (``square`` summed or scalar, ``sum_squares``, ``quad_over_lin`` with a constant
-    denominator), as ``(term, M, den, capacity)`` with ``capacity = weight lambda_min(M^T M) /
-    den``: half the strong-convexity modulus the term contributes for every possible example."""
+    denominator, ``norm(E, 2)**2``), as ``(term, M, den, capacity)`` with ``capacity = weight
+    lambda_min(M^T M) / den``: half the strong-convexity modulus the term contributes for every
+    possible example."""
     leaves = decl.derived_values()
     for term in decl.terms:
-        if term.kind not in ("square", "sum_squares"):
+        squared_norm = term.kind == "norm2_power" and float(term.param or 0.0) == 2.0
+        if term.kind not in ("square", "sum_squares") and not squared_norm:
             continue
         if term.kind == "square" and not term.summed and term.args[0].size > 1:
             continue

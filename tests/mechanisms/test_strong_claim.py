@@ -45,6 +45,9 @@ def _spellings():
         "quad_over_lin": dpcvx.Problem(
             cp.quad_over_lin(w - x, 2.0) + cp.logistic(x @ w), w, {x: X}, dom
         ),
+        "norm squared": dpcvx.Problem(
+            cp.norm(w - x, 2) ** 2 / 2 + cp.abs(x @ w - y), w, {x: X, y: Y}, dom
+        ),
         "summed square": dpcvx.Problem(
             cp.sum(cp.square(w - x)) + cp.square(x @ w - y), w, {x: X, y: Y}, dom
         ),
