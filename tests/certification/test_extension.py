@@ -304,3 +304,39 @@ def test_the_library_losses_bound_their_slope_by_their_lipschitz_constant(tau):
             u, v = u / max(1, np.linalg.norm(u) / 2), v / max(1, np.linalg.norm(v) / 2)
             gap = np.abs(problem.declaration.loss_values(u) - problem.declaration.loss_values(v))
             assert np.all(gap <= bounds * np.linalg.norm(u - v) * (1 + 1e-12) + 1e-12)
+
+
+def test_an_affine_part_is_bounded_jointly_with_a_maximum():
+    """The multinomial loss written naturally, ``log_sum_exp(scores) - <x_y, w>``, is
+    ``sqrt(2) ||x||``-Lipschitz (gradient ``(p - e_y) (x) x``): the affine part's gradient is
+    bounded jointly with the log-sum-exp's simplex (``max_j ||J_j + g||``), not added to it
+    (which gave ``2 ||x||`` and sent every example of a true claim to the extension). The
+    bound must hold: difference quotients never exceed it."""
+    from dpcvx.certification.lipschitz import lipschitz_bounds
+
+    rng = np.random.default_rng(7)
+    n, d, k = 30, 3, 4
+    feats, labels = rng.normal(size=(n, d)), rng.integers(k, size=n)
+    W = cp.Variable(k * d)
+    x, xe = cp.Parameter(d), cp.Parameter(k * d)
+    scores = cp.hstack([x @ W[j * d : (j + 1) * d] for j in range(k)])
+    blocks = np.einsum("nk,nd->nkd", np.eye(k)[labels], feats).reshape(n, k * d)
+    problem = dpcvx.Problem(
+        cp.log_sum_exp(scores) - xe @ W, W, {x: feats, xe: blocks}, [cp.norm(W, 2) <= 10]
+    )
+    bounds = lipschitz_bounds(problem.declaration)
+    np.testing.assert_allclose(bounds, np.sqrt(2) * np.linalg.norm(feats, axis=1), rtol=1e-9)
+    w, y = cp.Variable(d), cp.Parameter()
+    Y = np.sign(rng.normal(size=n))
+    hinge = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)) - 0.3 * (x @ w), w, {x: feats, y: Y}, [cp.norm(w) <= 1]
+    )
+    expected = np.where(Y > 0, 1.3, 0.7) * np.linalg.norm(feats, axis=1)
+    np.testing.assert_allclose(lipschitz_bounds(hinge.declaration), expected, rtol=1e-9)
+    for prob, dim, radius in ((problem, k * d, 10.0), (hinge, d, 1.0)):
+        b = lipschitz_bounds(prob.declaration)
+        for _ in range(50):
+            u, v = rng.normal(size=(2, dim))
+            u, v = u * radius / np.linalg.norm(u), v * radius / np.linalg.norm(v) * 0.9
+            gap = np.abs(prob.declaration.loss_values(u) - prob.declaration.loss_values(v))
+            assert np.all(gap <= b * np.linalg.norm(u - v) * (1 + 1e-9) + 1e-12)
