@@ -9,7 +9,10 @@ domain's bounding ball for squares and exponentials; for ``psi(max_j E_j)`` with
 nondecreasing (``max(v, 0)**p``, one-sided Huber) the slope ``psi'`` at the largest value of
 ``max_j E_j`` over the bounding ball times ``max_j ||J_j||``; for ``||E||_2**p`` the slope
 ``p R_E**(p - 1)`` at the largest norm ``R_E`` of ``E`` over the ball times ``||J||_2``).
-Generic terms get ``inf``.
+Generic terms get ``inf``. The affine part is bounded jointly with the first maximum-type term
+(a maximum or log-sum-exp of one vector, a scalar maximum of affine pieces):
+``max_j ||weight J_j + g||`` over its pieces, ``g`` the affine part's gradient, exact for the
+multinomial loss ``lse(scores) - <x_y, w>`` (``sqrt(2) ||x||``).
 
 dpcvx uses these bounds for speed only: an example with ``A(z_i) <= C`` has ``f_C = f`` on W,
 so the extension's joint program can keep the plain block for it (no copy ``y_i``). The
