@@ -213,15 +213,14 @@ def release(
         detail.update(extension_C=C)
     if declared is not None and (C is not None or mode == PER_SOLVE):
         detail.update(universe=UNIVERSE_TEXT.format(slope=universe_slope(declared)))
-    if enforced and target is not source:
+    if enforced:
         detail.update(
-            lipschitz_claim="enforced by the L-Lipschitz extension of the loss minus its "
-            "verified quadratic (mu/2)||w - c||^2, c the domain's center; the quadratic is kept"
+            lipschitz_claim="enforced by the L-Lipschitz extension"
+            if target is source
+            else "enforced by the L-Lipschitz extension of the loss minus its verified "
+            "quadratic (mu/2)||w - c||^2, c the domain's center; the quadratic is kept"
         )
         _warn_if_claim_unverified(target.declared, float(claim))  # type: ignore[arg-type]
-    elif enforced:
-        detail.update(lipschitz_claim="enforced by the L-Lipschitz extension")
-        _warn_if_claim_unverified(declared, float(claim))  # type: ignore[arg-type]
     return PrivateResult(
         w=np.asarray(out.w, float),
         epsilon=epsilon,
@@ -271,12 +270,7 @@ class _StrongContext:
         self._inner.prepare()
 
     def solver(self, indices: Any = None, C: float | None = None) -> _ShiftedSolve:
-        inner = (
-            self._inner.solver(indices=indices)
-            if C is None
-            else self._inner.solver(indices=indices, C=C)
-        )
-        return _ShiftedSolve(inner, self._mu, self._center)
+        return _ShiftedSolve(self._inner.solver(indices=indices, C=C), self._mu, self._center)
 
 
 def _relation(source: DataSource, mechanism: Mechanism) -> NeighborRelation:

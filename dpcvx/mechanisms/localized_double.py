@@ -286,7 +286,8 @@ class _PhaseLoop:
         if executor is None:
             return [function(*task) for task in tasks]
         scatter = getattr(executor, "scatter", None)
-        if callable(scatter):
+        chunked = callable(scatter)
+        if chunked:
             # a Dask ``distributed.Client``: one task per worker, each running a contiguous
             # chunk of the phase's blocks (the blocks are the same size; a task per block paid
             # the scheduler's per-task overhead J times a phase), with the chunk's rows sent
@@ -302,7 +303,7 @@ class _PhaseLoop:
         else:
             futures = [executor.submit(function, *task) for task in tasks]
         try:
-            if callable(scatter):
+            if chunked:
                 return [out for f in futures for out in f.result()]
             return [f.result() for f in futures]
         except BaseException:
