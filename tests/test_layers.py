@@ -29,6 +29,7 @@ CORE = {
     "dpcvx.types",
     "dpcvx.neighbors",
     "dpcvx._progress",
+    "dpcvx._allocator",
     "dpcvx.calculators",
     "dpcvx.growth",
 }

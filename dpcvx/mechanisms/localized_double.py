@@ -54,6 +54,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import binom, gamma
 
+from dpcvx._allocator import roomy_allocator
 from dpcvx._progress import progress_bar
 from dpcvx._validation import (
     check_center,
@@ -297,11 +298,17 @@ class _PhaseLoop:
             chunks = [tasks[a:b] for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
             rows = scatter([[t[2] for t in c] for c in chunks], direct=True, hash=False)
             futures = [
-                executor.submit(_run_chunk, function, [(t[0], t[1], None, *t[3:]) for t in c], r)
+                executor.submit(
+                    _run_chunk,
+                    function,
+                    [(t[0], t[1], None, *t[3:]) for t in c],
+                    r,
+                    pure=False,  # no hashing of the arguments: each task is run once
+                )
                 for c, r in zip(chunks, rows)
             ]
         else:
-            futures = [executor.submit(function, *task) for task in tasks]
+            futures = [executor.submit(_run_one, function, *task) for task in tasks]
         try:
             if chunked:
                 return [out for f in futures for out in f.result()]
@@ -312,10 +319,19 @@ class _PhaseLoop:
             raise
 
 
+def _run_one(function, *task):
+    """Run one block on an executor, with the allocator's thresholds raised while it runs (see
+    :mod:`dpcvx._allocator`; module level, so executors can ship it)."""
+    with roomy_allocator():
+        return function(*task)
+
+
 def _run_chunk(function, tasks, rows) -> list:
     """Run the blocks ``tasks`` (their rows in ``rows``, in order) one after the other on one
-    worker (module level, so executors can ship it)."""
-    return [function(t[0], t[1], r, *t[3:]) for t, r in zip(tasks, rows)]
+    worker (module level, so executors can ship it), with the allocator's thresholds raised
+    while they run (see :mod:`dpcvx._allocator`)."""
+    with roomy_allocator():
+        return [function(t[0], t[1], r, *t[3:]) for t, r in zip(tasks, rows)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
