@@ -284,8 +284,9 @@ def _dpcvx_ovr_hinge(ds, train, test, epsilon, rng):
 
 
 def _dpcvx_default(ds, train, test, epsilon, rng):
-    """``PrivateLinearClassifier`` with its defaults: the logistic loss, the automatic
-    regularization, and for ``K > 2`` the multinomial release (``multi_class="auto"``)."""
+    """``PrivateLinearClassifier`` with its defaults: ``loss="auto"`` (logistic for two
+    classes; for ``K > 2`` the multinomial release when ``K > d``, else one-vs-rest hinge) and
+    the automatic regularization."""
     from dpcvx.estimators import PrivateLinearClassifier
 
     clf = PrivateLinearClassifier(

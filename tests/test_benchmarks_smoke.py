@@ -241,3 +241,13 @@ def test_bench_datasets_smoke_runs(tmp_path):
         assert name in proc.stdout
     doc = json.loads(out.read_text())
     assert doc["summary"]["iris"]["accuracy (%)"]["dpcvx OvR hinge"][0]["count"] >= 1
+
+
+def test_bench_multiclass_smoke_runs():
+    """The study behind ``loss="auto"``: three fixed choices, the rule and the non-private fit
+    on two tiny cells; the script exits 1 if ``loss="auto"`` released anything other than the
+    rule's fixed choice."""
+    proc = _smoke("bench_multiclass.py")
+    lines = proc.stdout.splitlines()
+    assert any(line.strip().startswith("rule:") for line in lines)
+    assert "multinomial" in lines[1] and "ovr hinge" in lines[2]  # K = 3 > d = 2; K <= d = 4

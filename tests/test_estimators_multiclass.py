@@ -234,3 +234,52 @@ def test_clone_get_params_and_pickle():
     loaded = pickle.loads(pickle.dumps(clf))
     np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
     assert loaded.result_.detail["one_vs_rest"] == 3
+
+
+# ---------------------------------------------------------------- loss="auto"
+def _default(X, K, **params):
+    return PrivateLinearClassifier(
+        classes=list(range(K)),
+        feature_norm_bound=float(np.sqrt(X.shape[1])),
+        random_state=0,
+        **params,
+    )
+
+
+def test_auto_loss_fits_one_vs_rest_hinge_when_classes_are_at_most_the_features():
+    X, y = _blobs(K=3, d=2)
+    X = np.column_stack([X, np.zeros((X.shape[0], 2))])  # d = 4 >= K = 3
+    clf = _default(X, 3)
+    assert hasattr(clf, "predict_proba")  # before fit the rule needs d: not decided yet
+    clf.fit(X, y)
+    assert clf.loss_ == "hinge" and clf.loss == "auto"
+    assert clf.result_.detail["one_vs_rest"] == 3
+    assert not hasattr(clf, "predict_proba")
+    twin = _default(X, 3, loss="hinge", multi_class="ovr").fit(X, y)
+    np.testing.assert_array_equal(clf.coef_, twin.coef_)  # the same release, same seed
+
+
+def test_auto_loss_fits_the_multinomial_model_when_classes_outnumber_the_features():
+    X, y = _blobs(K=3, d=2)
+    clf = _default(X, 3).fit(X, y)
+    assert clf.loss_ == "logistic" and clf.result_.detail["multinomial"] == 3
+    np.testing.assert_allclose(clf.predict_proba(X).sum(axis=1), 1.0)
+    twin = _default(X, 3, loss="logistic").fit(X, y)
+    np.testing.assert_array_equal(clf.coef_, twin.coef_)
+
+
+@pytest.mark.parametrize(
+    ("K", "params", "expected"),
+    [
+        (2, {}, "logistic"),  # binary: logistic whatever d
+        (3, {"multi_class": "ovr"}, "logistic"),  # an explicit multi_class keeps logistic
+        (3, {"multi_class": "multinomial"}, "logistic"),
+        (3, {"class_weight": {0: 2.0}}, "hinge"),  # the multinomial takes no weights
+        (3, {"loss": "logistic"}, "logistic"),
+    ],
+)
+def test_auto_loss_rule_from_public_parameters(K, params, expected):
+    X, y = _blobs(K=K, d=2)
+    X = np.column_stack([X, np.zeros((X.shape[0], 3))])  # d = 5
+    clf = _default(X, K, epsilon=5.0, **params).fit(X, y)
+    assert clf.loss_ == expected
