@@ -809,7 +809,30 @@ def value_sums(
     mixes: dict[int, np.ndarray] | None = None,
 ) -> tuple[ValueSums, dict]:
     """:func:`certify`'s sums over the examples of ``decl`` at the feasible point ``w_hat``,
-    and the count of each kind of minorant."""
+    and the count of each kind of minorant.
+
+    On many examples the sums are taken over contiguous row chunks of about
+    :data:`_CHUNK_ENTRIES` data entries (the sums add, :meth:`ValueSums.plus`), so the
+    minorants' per-example slopes and the arguments' Jacobians never exist for all examples
+    at once: the peak memory of a certificate is then a few chunks, not several copies of the
+    data. The solver's duals, when given, are read once for all examples and sliced."""
+    rows = max(1, _CHUNK_ENTRIES // max(decl.d, 1))
+    if decl.n > 2 * rows:
+        if thetas is None and prog is not None and z is not None:
+            thetas = _term_duals(decl, prog, z)
+        total: ValueSums | None = None
+        counts: dict = {}
+        for start in range(0, decl.n, rows):
+            stop = min(decl.n, start + rows)
+            part, counts = value_sums(
+                decl.rows(start, stop),
+                w_hat,
+                thetas=_slice_rows(thetas, start, stop),
+                mixes=None if mixes is None else {t: m[start:stop] for t, m in mixes.items()},
+            )
+            total = part if total is None else total.plus(part)
+        assert total is not None
+        return total, counts
     vals = decl.loss_values(w_hat)
     s, beta, scale, counts = _minorants(decl, prog, z, w_hat, thetas=thetas, mixes=mixes)
     sums = ValueSums(
@@ -822,6 +845,21 @@ def value_sums(
         float(np.sum(scale)),
     )
     return sums, counts
+
+
+#: data entries (rows times the dimension) of one chunk of :func:`value_sums`
+_CHUNK_ENTRIES = 1 << 18
+
+
+def _slice_rows(thetas: list | None, start: int, stop: int) -> list | None:
+    """Per-term multipliers (as :func:`_term_duals` returns them) of the rows
+    ``start:stop``."""
+    if thetas is None:
+        return None
+    return [
+        None if duals is None else [None if v is None else v[start:stop] for v in duals]
+        for duals in thetas
+    ]
 
 
 def value_bounds(

@@ -269,6 +269,24 @@ class Declaration:
         out._derived_values = {k: sliced(v) for k, v in self.derived_values().items()}
         return out
 
+    def rows(self, start: int, stop: int) -> Declaration:
+        """The same declaration on the contiguous examples ``start:stop``, its data and derived
+        values read-only views of this one's (no copy): a chunk of a sum over examples."""
+        if not 0 <= start < stop <= self.n:
+            raise DataError(f"A chunk needs 0 <= start < stop <= {self.n}. Got {start}:{stop}.")
+        out = object.__new__(Declaration)
+        out.__dict__.update(self.__dict__)
+
+        def view(arr: np.ndarray) -> np.ndarray:
+            part = arr[start:stop]
+            part.setflags(write=False)
+            return part
+
+        out.data = MappingProxyType({k: view(v) for k, v in self.data.items()})
+        out.n = int(stop - start)
+        out._derived_values = {k: view(v) for k, v in self.derived_values().items()}
+        return out
+
     def with_data(self, updates: Mapping[int, object]) -> Declaration:
         """The same declaration with the arrays of some parameters (by id) replaced: loss,
         terms and domain are shared, so a template compiled for this declaration serves the

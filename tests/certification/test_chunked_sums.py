@@ -1,0 +1,94 @@
+"""The certificate's sums over examples taken in row chunks (``value_sums`` on many examples)
+equal the sums over all examples at once, whatever guides the multipliers (the solver's
+duals, the loss's own derivatives, none, mixed cuts), and a certified solve on chunks meets
+the same target. Independent answer: the unchunked computation of the same sums."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from dpcvx.certification import certificate
+from dpcvx.compilation.solvers import solve_program
+from dpcvx.compilation.stamp import stamp
+from dpcvx.compilation.template import compile_domain, compile_template
+from dpcvx.modeling.smooth import smooth_model
+from dpcvx.problem import Problem
+
+N, D = 257, 4
+
+
+def _problem(kind: str) -> Problem:
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(N, D))
+    Y = np.sign(X @ rng.normal(size=D) + 0.3 * rng.normal(size=N))
+    R = X @ rng.normal(size=D) + 0.2 * rng.standard_t(3, size=N)
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    loss, labels = {
+        "hinge": (cp.pos(1 - y * (x @ w)), Y),
+        "logistic": (cp.logistic(-y * (x @ w)), Y),
+        "absolute": (cp.abs(x @ w - y), R),
+        "huber+affine": (cp.huber(x @ w - y, 1.0) + 0.1 * (x @ w), R),
+        "pinball": (cp.maximum(0.3 * (y - x @ w), -0.7 * (y - x @ w)), R),
+    }[kind]
+    return Problem(loss, w, data={x: X, y: labels}, domain=[cp.norm(w) <= 2])
+
+
+def _assert_same(a, b) -> None:
+    assert a.n == b.n
+    for name in ("value", "abs_value", "beta", "abs_beta", "scale"):
+        assert getattr(a, name) == pytest.approx(getattr(b, name), rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(a.slope, b.slope, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["hinge", "logistic", "absolute", "huber+affine", "pinball"])
+@pytest.mark.parametrize("guide", ["duals", "none"])
+def test_chunked_sums_equal_the_whole(kind, guide, monkeypatch):
+    problem = _problem(kind)
+    decl = problem.declaration
+    lam, w0 = 0.05, np.zeros(D)
+    prog = z = None
+    if guide == "duals":
+        theta = compile_template(decl).theta(decl.derived_values(), decl.n)
+        prog = stamp(compile_template(decl), compile_domain(decl), theta, d=D, lam=lam, w0=w0)
+        z = solve_program(prog, "CLARABEL", tight=True).z
+    w_hat = decl.domain.make_feasible(problem.solve(regularization=lam).w)
+    whole, counts = certificate.value_sums(decl, w_hat, prog=prog, z=z)
+    monkeypatch.setattr(certificate, "_CHUNK_ENTRIES", 7 * D)  # chunks of 7 rows: 37 of them
+    chunked, chunk_counts = certificate.value_sums(decl, w_hat, prog=prog, z=z)
+    _assert_same(chunked, whole)
+    assert chunk_counts == counts
+
+
+def test_chunked_sums_with_the_loss_derivatives_and_mixes(monkeypatch):
+    problem = _problem("logistic")
+    decl = problem.declaration
+    w_hat = decl.domain.make_feasible(problem.solve(regularization=0.05).w)
+    thetas = smooth_model(decl).multipliers(w_hat)
+    whole, _ = certificate.value_sums(decl, w_hat, thetas=thetas)
+    monkeypatch.setattr(certificate, "_CHUNK_ENTRIES", 5 * D)
+    _assert_same(certificate.value_sums(decl, w_hat, thetas=thetas)[0], whole)
+
+
+def test_a_certified_solve_on_chunks_meets_the_same_target(monkeypatch):
+    problem = _problem("hinge")
+    whole = problem.solve(regularization=0.05, accuracy=1e-9)
+    monkeypatch.setattr(certificate, "_CHUNK_ENTRIES", 11 * D)
+    chunked = problem.solve(regularization=0.05, accuracy=1e-9)
+    assert chunked.gap <= 1e-9 and whole.gap <= 1e-9
+    np.testing.assert_allclose(chunked.w, whole.w, atol=1e-12)
+    assert chunked.lower == pytest.approx(whole.lower, abs=1e-10)
+
+
+def test_rows_are_views_of_the_declaration():
+    decl = _problem("hinge").declaration
+    part = decl.rows(10, 20)
+    assert part.n == 10
+    for key, arr in part.data.items():
+        assert np.shares_memory(arr, decl.data[key]) and not arr.flags.writeable
+        np.testing.assert_array_equal(arr, decl.data[key][10:20])
+    w = np.full(D, 0.1)
+    np.testing.assert_array_equal(part.loss_values(w), decl.loss_values(w)[10:20])
+    with pytest.raises(Exception, match="start < stop"):
+        decl.rows(5, 5)
