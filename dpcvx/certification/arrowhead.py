@@ -228,16 +228,20 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
             jac = np.asarray(jac, float).reshape((n,) + arg.shape + (d,))
             jac = np.broadcast_to(jac, (n,) + shape + (d,))
             A.append(np.ascontiguousarray(jac).reshape(n * k, d))
-        if term.kind == "abs":
-            if A[0] is None:
-                return None
-            A = [A[0], -A[0]]
-            b = [b[0], -b[0]]
         if not all(a is None or np.all(np.isfinite(a)) for a in A) or not all(
             np.all(np.isfinite(v)) for v in b
         ):
             return None
-        base, coefs = _shared_base(A)
+        if term.kind == "abs":  # the pieces E and -E: one matrix, multiples 1 and -1
+            if A[0] is None:
+                return None
+            base, coefs = A[0], (1.0, -1.0)
+            A = [base, base]
+            b = [b[0], -b[0]]
+        else:
+            base, coefs = _shared_base(A)
+        if base is not None:  # every piece is a multiple of base: no copy per piece
+            A = [None if a is None else base for a in A]
         terms.append(
             _Term(term.kind, float(term.weight) / n, tuple(A), tuple(b), shape, base, coefs)
         )
@@ -253,17 +257,32 @@ def _shared_base(A: list[np.ndarray | None]) -> tuple[np.ndarray | None, tuple[f
     if not live:
         return None, ()
     base = live[0]
-    flat = np.abs(base).ravel()
-    pivot = int(np.argmax(flat))
-    if flat[pivot] == 0:
+    flat = base.ravel()
+    # the entry of largest magnitude, by chunks (no temporary of the data's size)
+    step = 1 << 18
+    pivot, top = 0, 0.0
+    for start in range(0, flat.size, step):
+        part = np.abs(flat[start : start + step])
+        k = int(np.argmax(part))
+        if part[k] > top:
+            pivot, top = start + k, float(part[k])
+    if top == 0:
         return None, ()
     coefs = []
     for a in A:
         if a is None:
             coefs.append(0.0)
             continue
-        ratio = float(a.ravel()[pivot] / base.ravel()[pivot])
-        if a is not base and not np.allclose(a, ratio * base, rtol=1e-12, atol=0.0):
+        ratio = float(a.ravel()[pivot] / flat[pivot])
+        if a is not base and not all(
+            np.allclose(
+                a.ravel()[start : start + step],
+                ratio * flat[start : start + step],
+                rtol=1e-12,
+                atol=0.0,
+            )
+            for start in range(0, flat.size, step)
+        ):
             return None, ()
         coefs.append(ratio)
     return base, tuple(coefs)
