@@ -232,6 +232,8 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
             np.all(np.isfinite(v)) for v in b
         ):
             return None
+        base: np.ndarray | None
+        coefs: tuple[float, ...]
         if term.kind == "abs":  # the pieces E and -E: one matrix, multiples 1 and -1
             if A[0] is None:
                 return None
