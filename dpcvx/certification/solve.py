@@ -638,6 +638,8 @@ NEWTON_MAX_D = 1000
 #: to ``1 + |F|``, or after ``NEWTON_MAX_ITER`` steps
 NEWTON_TOL = 1e-14
 NEWTON_MAX_ITER = 100
+#: a Hessian factor is reused while each step shrinks the decrement at least this many times
+REUSE_CONTRACTION = 16.0
 
 
 def _newton(
@@ -673,7 +675,7 @@ def _newton(
             # gradient instead of a Hessian
             direction = -cho_solve(factor, gi)
             decrement = -float(gi @ direction)
-            if not (0 <= decrement <= previous / 4):
+            if not (0 <= decrement <= previous / REUSE_CONTRACTION):
                 factor = None
         if factor is None:
             H = model.hessian(w)[np.ix_(idx, idx)]
