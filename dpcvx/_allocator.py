@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 import os
 import sys
+import threading
 from collections.abc import Iterator
 
 __all__ = ["roomy_allocator"]
@@ -50,20 +51,34 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
+#: the blocks running under raised thresholds in this process (a worker with several threads
+#: runs several at once: the first raises the thresholds, the last restores them)
+_active = 0
+_lock = threading.Lock()
+
+
 @contextlib.contextmanager
 def roomy_allocator() -> Iterator[None]:
     """Raise glibc's trim and mmap thresholds for the block, when the environment froze them
-    (``MALLOC_TRIM_THRESHOLD_`` set, as on Dask workers); restore them and trim after."""
+    (``MALLOC_TRIM_THRESHOLD_`` set, as on Dask workers); restore them and trim after the
+    last block of the process that runs under them ends."""
+    global _active
     trim = _env_int("MALLOC_TRIM_THRESHOLD_", -1)
     libc = _libc() if trim >= 0 else None
     if libc is None:
         yield
         return
-    libc.mallopt(_M_MMAP_THRESHOLD, _ROOMY)
-    libc.mallopt(_M_TRIM_THRESHOLD, 2 * _ROOMY)
+    with _lock:
+        if _active == 0:
+            libc.mallopt(_M_MMAP_THRESHOLD, _ROOMY)
+            libc.mallopt(_M_TRIM_THRESHOLD, 2 * _ROOMY)
+        _active += 1
     try:
         yield
     finally:
-        libc.mallopt(_M_MMAP_THRESHOLD, _env_int("MALLOC_MMAP_THRESHOLD_", _DEFAULT_MMAP))
-        libc.mallopt(_M_TRIM_THRESHOLD, trim)
-        libc.malloc_trim(0)
+        with _lock:
+            _active -= 1
+            if _active == 0:
+                libc.mallopt(_M_MMAP_THRESHOLD, _env_int("MALLOC_MMAP_THRESHOLD_", _DEFAULT_MMAP))
+                libc.mallopt(_M_TRIM_THRESHOLD, trim)
+                libc.malloc_trim(0)

@@ -75,3 +75,17 @@ def test_the_real_allocator_runs_numpy_work_unchanged(monkeypatch):
     with _allocator.roomy_allocator():
         got = A.T @ A
     np.testing.assert_array_equal(got, expected)
+
+
+def test_nested_blocks_restore_only_when_the_last_one_ends(monkeypatch):
+    """Two blocks at once in one worker process (a worker with two threads): the thresholds
+    stay raised until both have ended."""
+    fake = _FakeLibc()
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    monkeypatch.setattr(_allocator, "_libc", lambda: fake)
+    with _allocator.roomy_allocator():
+        with _allocator.roomy_allocator():
+            assert len(fake.calls) == 2  # raised once
+        assert len(fake.calls) == 2  # the outer block still runs: nothing restored
+    assert fake.calls[-1] == ("trim", 0) and len(fake.calls) == 5
+    assert _allocator._active == 0
