@@ -1540,7 +1540,19 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         return self.classes_[(scores > 0).astype(int)]
 
     def _has_probabilities(self) -> bool:
-        return self._resolved_loss() in ("logistic", "auto")
+        loss = self._resolved_loss()
+        if loss in ("logistic", "auto"):
+            return True
+        # the reason, chained to scikit-learn's AttributeError (hasattr stays False)
+        why = (
+            'loss="auto" fitted one-vs-rest with the hinge loss (K <= n_features classes)'
+            if self.loss == "auto"
+            else 'loss="hinge" has no probabilities'
+        )
+        raise AttributeError(
+            f"predict_proba needs the logistic loss: {why}. Pass loss='logistic' (with K > 2 "
+            "classes: the multinomial model, or multi_class='ovr') to get probabilities."
+        )
 
     def _softmax_model(self) -> bool:
         """Whether the fitted model is a multinomial one with ``K > 2`` score columns."""
