@@ -343,7 +343,6 @@ def _term_duals(
     out: list = []
     n = decl.n
     n_total = n if n_total is None else n_total
-    leaves = decl.derived_values()
     for t, term in enumerate(decl.terms):
         if prog is None or z is None or term.kind in ("affine", "generic"):
             out.append(None)
@@ -353,11 +352,9 @@ def _term_duals(
             if r is None:
                 duals.append(None)
                 continue
-            shape = (
-                np.asarray(affine_jet(arg, decl.variable, leaves, n)[0]).shape[1:]
-                if arg.variables()
-                else tuple(arg.shape)
-            )
+            # the argument's own shape: that of its affine jet's per-example offset (no jet
+            # is formed, so an affine atom without a jet rule cannot fail here)
+            shape = tuple(arg.shape)
             duals.append(_DUAL_SIGN * n_total * _flat_dual(z, r, shape) / term.weight)
         out.append(duals)
     return out
@@ -958,7 +955,10 @@ def certify(
     domain = decl.domain if domain is None else domain
     w_hat = domain.make_feasible(np.asarray(w_candidate, float))
     w0 = np.asarray(w0, float)
-    sums, counts = value_sums(decl, w_hat, prog=prog, z=z, thetas=thetas)
+    # the multipliers that guide every bound below: the caller's, or the solver's duals read
+    # once (the same values :func:`_minorants` would read from ``prog`` and ``z`` itself)
+    guide = thetas if thetas is not None else _term_duals(decl, prog, z)
+    sums, counts = value_sums(decl, w_hat, thetas=guide)
     bounds = value_bounds(sums, domain, lam=lam, w0=w0, w_hat=w_hat)
     if not (accuracy is not None and bounds[2] <= accuracy):
         # a generic maximum's single tangent cut takes one piece's slope at a kink: mix the
@@ -968,7 +968,7 @@ def certify(
         except Exception:  # noqa: BLE001 - an internal failure only forgoes the mixed cuts
             mixes = None
         if mixes is not None:
-            mixed_sums, _ = value_sums(decl, w_hat, prog=prog, z=z, thetas=thetas, mixes=mixes)
+            mixed_sums, _ = value_sums(decl, w_hat, thetas=guide, mixes=mixes)
             mixed = value_bounds(mixed_sums, domain, lam=lam, w0=w0, w_hat=w_hat)
             if mixed[2] < bounds[2]:
                 bounds = mixed
@@ -988,7 +988,7 @@ def certify(
             else stable_gap(
                 decl,
                 w_hat,
-                thetas if thetas is not None else _term_duals(decl, prog, z),
+                guide,
                 lam=lam,
                 w0=w0,
                 radius=radius,

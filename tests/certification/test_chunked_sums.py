@@ -92,3 +92,21 @@ def test_rows_are_views_of_the_declaration():
     np.testing.assert_array_equal(part.loss_values(w), decl.loss_values(w)[10:20])
     with pytest.raises(Exception, match="start < stop"):
         decl.rows(5, 5)
+
+
+def test_an_affine_atom_without_a_jet_rule_certifies_on_chunks(monkeypatch):
+    """``cumsum`` has no affine-jet rule (its term gets a tangent cut): reading the solver's
+    duals for the chunks must not need one either."""
+    rng = np.random.default_rng(5)
+    k = 3
+    Xm = rng.normal(size=(N, k, D))
+    Rk = rng.normal(size=(N, k))
+    w, xm, rk = cp.Variable(D), cp.Parameter((k, D)), cp.Parameter(k)
+    problem = Problem(
+        cp.sum(cp.abs(cp.cumsum(xm @ w - rk))), w, data={xm: Xm, rk: Rk}, domain=[cp.norm(w) <= 2]
+    )
+    whole = problem.solve(regularization=0.1)
+    monkeypatch.setattr(certificate, "_CHUNK_ENTRIES", 13 * D)
+    chunked = problem.solve(regularization=0.1)
+    assert chunked.gap == pytest.approx(whole.gap, rel=1e-6, abs=1e-9)
+    np.testing.assert_allclose(chunked.w, whole.w, atol=1e-12)
