@@ -78,7 +78,9 @@ def roomy_allocator() -> Iterator[None]:
     finally:
         with _lock:
             _active -= 1
-            if _active == 0:
+            last = _active == 0
+            if last:
                 libc.mallopt(_M_MMAP_THRESHOLD, _env_int("MALLOC_MMAP_THRESHOLD_", _DEFAULT_MMAP))
                 libc.mallopt(_M_TRIM_THRESHOLD, trim)
-                libc.malloc_trim(0)
+        if last:  # outside the lock: a trim may take a while
+            libc.malloc_trim(0)

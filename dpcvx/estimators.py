@@ -1540,15 +1540,17 @@ class PrivateLinearClassifier(ClassifierMixin, _PrivateLinearModel):
         return self.classes_[(scores > 0).astype(int)]
 
     def _has_probabilities(self) -> bool:
-        loss = self._resolved_loss()
+        # a fitted model answers for the loss it was fitted with, whatever the parameters now
+        loss = getattr(self, "loss_", None) or self._resolved_loss()
         if loss in ("logistic", "auto"):
             return True
         # the reason, chained to scikit-learn's AttributeError (hasattr stays False)
-        why = (
-            'loss="auto" fitted one-vs-rest with the hinge loss (K <= n_features classes)'
-            if self.loss == "auto"
-            else 'loss="hinge" has no probabilities'
-        )
+        if self.loss != "auto":
+            why = "the hinge loss has no probabilities (refit after changing `loss`)"
+        elif getattr(self, "class_weight", None) is not None:
+            why = 'loss="auto" fitted one-vs-rest with the hinge loss (class weights given)'
+        else:
+            why = 'loss="auto" fitted one-vs-rest with the hinge loss (K <= n_features classes)'
         raise AttributeError(
             f"predict_proba needs the logistic loss: {why}. Pass loss='logistic' (with K > 2 "
             "classes: the multinomial model, or multi_class='ovr') to get probabilities."

@@ -258,6 +258,9 @@ def test_auto_loss_fits_one_vs_rest_hinge_when_classes_are_at_most_the_features(
     with pytest.raises(AttributeError) as info:
         clf.predict_proba(X)
     assert "loss='logistic'" in str(info.value.__cause__)  # the reason, chained
+    clf.set_params(multi_class="ovr")  # parameters changed, not refitted: still the hinge fit
+    assert not hasattr(clf, "predict_proba")
+    clf.set_params(multi_class="auto")
     twin = _default(X, 3, loss="hinge", multi_class="ovr").fit(X, y)
     np.testing.assert_array_equal(clf.coef_, twin.coef_)  # the same release, same seed
 

@@ -65,7 +65,9 @@ class _Term:
     shape: tuple[int, ...]  # the atom's shape per example (k entries)
     #: when every piece's Jacobian is a multiple of one matrix (``abs``: ``J, -J``; pinball:
     #: ``-tau X, (1 - tau) X``; a hinge's ``0, -y x``): that matrix and the multiples, so one
-    #: matrix-vector product serves every piece and the Schur complement is one update
+    #: matrix-vector product serves every piece and the Schur complement is one update. ``A``
+    #: then holds ``base`` itself for every piece that depends on ``w`` (no copy per piece):
+    #: its entries only say which pieces do; the Jacobians are ``coefs[j] * base``
     base: np.ndarray | None = None
     coefs: tuple[float, ...] = ()
     #: ``(N, m)`` multiples of ``base`` per row, when they differ between rows (the

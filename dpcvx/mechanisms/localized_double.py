@@ -308,7 +308,12 @@ class _PhaseLoop:
                 for c, r in zip(chunks, rows)
             ]
         else:
-            futures = [executor.submit(_run_one, function, *task) for task in tasks]
+            # on Dask's workers (``client.get_executor()``) under raised allocator thresholds;
+            # any other executor (a process or thread pool) runs the blocks as they are
+            if type(executor).__module__.split(".")[0] == "distributed":
+                futures = [executor.submit(_run_one, function, *task) for task in tasks]
+            else:
+                futures = [executor.submit(function, *task) for task in tasks]
         try:
             if chunked:
                 return [out for f in futures for out in f.result()]
