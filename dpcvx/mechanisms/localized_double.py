@@ -282,6 +282,26 @@ class _PhaseLoop:
         w_out = np.asarray(w_bar, float).copy()
         return Release(w_out, tuple(certificates), MappingProxyType(extra))
 
+    def _probe_executor(self, block_mechanism, block_plan, project, point) -> None:
+        """Run one data-free probe job on the ``executor`` (the block mechanism, its plan, the
+        public projection, a generator: what every block job ships except the rows); raise
+        :class:`~dpcvx.InvalidParameterError`, nothing spent, when it cannot run there."""
+        owner = type(self).__name__
+        payload = (block_mechanism, block_plan, project, np.random.default_rng(0))
+        try:
+            ok = self.executor.submit(_probe, payload, point).result()  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - data-free: reported with its cause
+            raise InvalidParameterError(
+                f"The `executor` of `{owner}` could not run a block job "
+                f"({type(exc).__name__}: {exc}). Block jobs are pickled to the executor's "
+                "workers (a process pool, a Dask client's executor): dpcvx must be importable "
+                "there and the data source's projection picklable. Nothing was spent."
+            ) from exc
+        if not ok:  # pragma: no cover - a worker that returns without running the probe
+            raise InvalidParameterError(
+                f"The `executor` of `{owner}` returned a wrong probe result. Nothing was spent."
+            )
+
     def _run(self, function, tasks):
         executor = self.executor  # type: ignore[attr-defined]
         if executor is None:
@@ -630,29 +650,18 @@ class LocalizedDoubleOutputPerturbation(_PhaseLoop):
         if self.executor is None:
             return
         phase = plan.phases[0]
-        mech = DoubleOutputPerturbation(
-            C=phase.C,
-            regularization=phase.regularization,
-            zeta=self.zeta,
-            constants=self.constants,
-            solver=self.solver,
+        self._probe_executor(
+            self._block_mechanism(phase.C, phase.regularization),
+            phase.block,
+            context.project,
+            plan.initial_point,
         )
-        payload = (mech, phase.block, context.project, np.random.default_rng(0))
-        try:
-            future = self.executor.submit(_probe, payload, plan.initial_point)
-            ok = future.result()
-        except Exception as exc:  # noqa: BLE001 - data-free: reported with its cause
-            raise InvalidParameterError(
-                f"The `executor` of `{type(self).__name__}` could not run a block job "
-                f"({type(exc).__name__}: {exc}). Block jobs are pickled to the executor's "
-                "workers (a process pool, a Dask client's executor): dpcvx must be importable "
-                "there and the data source's projection picklable. Nothing was spent."
-            ) from exc
-        if not ok:  # pragma: no cover - a worker that returns without running the probe
-            raise InvalidParameterError(
-                f"The `executor` of `{type(self).__name__}` returned a wrong probe result. "
-                "Nothing was spent."
-            )
+
+    def _block_mechanism(self, C: float, lam: float) -> DoubleOutputPerturbation:
+        """One block's Double-OutputPert at the phase's ``C`` and ``lambda``."""
+        return DoubleOutputPerturbation(
+            C=C, regularization=lam, zeta=self.zeta, constants=self.constants, solver=self.solver
+        )
 
     # ------------------------------------------------------------------ release
     def release(self, plan: LocalizedPlan, context: Any, rng: np.random.Generator) -> Release:
@@ -666,13 +675,7 @@ class LocalizedDoubleOutputPerturbation(_PhaseLoop):
 
     def _release(self, plan: LocalizedPlan, context, rng: np.random.Generator):
         def jobs(phase, center, index_blocks, children):
-            mech = DoubleOutputPerturbation(
-                C=phase.C,
-                regularization=phase.regularization,
-                zeta=self.zeta,
-                constants=self.constants,
-                solver=self.solver,
-            )
+            mech = self._block_mechanism(phase.C, phase.regularization)
             block_plan = replace(phase.block, center=center)
             tasks = [
                 (
@@ -1044,24 +1047,12 @@ class PopLocalizeEMPGM(_PhaseLoop):
         if self.executor is None:
             return
         phase = plan.phases[0]
-        payload = (
+        self._probe_executor(
             self._block_mechanism(phase.C, phase.regularization),
             phase.block,
             context.project,
-            np.random.default_rng(0),
+            plan.initial_point,
         )
-        try:
-            ok = self.executor.submit(_probe, payload, plan.initial_point).result()
-        except Exception as exc:  # noqa: BLE001 - data-free: reported with its cause
-            raise InvalidParameterError(
-                f"The `executor` of `{type(self).__name__}` could not run a block job "
-                f"({type(exc).__name__}: {exc}). Nothing was spent."
-            ) from exc
-        if not ok:  # pragma: no cover - a worker that returns without running the probe
-            raise InvalidParameterError(
-                f"The `executor` of `{type(self).__name__}` returned a wrong probe result. "
-                "Nothing was spent."
-            )
 
     # ------------------------------------------------------------------ release
     def release(self, plan: LocalizedPlan, context: Any, rng: np.random.Generator) -> Release:
