@@ -10,7 +10,7 @@ the parameter.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 import cvxpy as cp
@@ -256,35 +256,29 @@ class Declaration:
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size == 0 or idx.min() < 0 or idx.max() >= self.n:
             raise DataError(f"A block needs indices in [0, {self.n}). Got {idx.size} indices.")
-        out = object.__new__(Declaration)
-        out.__dict__.update(self.__dict__)
-
-        def sliced(arr: np.ndarray) -> np.ndarray:
-            part = np.ascontiguousarray(arr[idx])
-            part.setflags(write=False)
-            return part
-
-        out.data = MappingProxyType({k: sliced(v) for k, v in self.data.items()})
-        out.n = int(idx.size)
-        out._derived_values = {k: sliced(v) for k, v in self.derived_values().items()}
-        return out
+        return self._on_rows(int(idx.size), lambda arr: np.ascontiguousarray(arr[idx]))
 
     def rows(self, start: int, stop: int) -> Declaration:
         """The same declaration on the contiguous examples ``start:stop``, its data and derived
         values read-only views of this one's (no copy): a chunk of a sum over examples."""
         if not 0 <= start < stop <= self.n:
             raise DataError(f"A chunk needs 0 <= start < stop <= {self.n}. Got {start}:{stop}.")
+        return self._on_rows(int(stop - start), lambda arr: arr[start:stop])
+
+    def _on_rows(self, n: int, take: Callable[[np.ndarray], np.ndarray]) -> Declaration:
+        """The same declaration on ``n`` of its examples: loss, terms and domain shared, every
+        data and derived array replaced by ``take(array)``, read-only."""
         out = object.__new__(Declaration)
         out.__dict__.update(self.__dict__)
 
-        def view(arr: np.ndarray) -> np.ndarray:
-            part = arr[start:stop]
-            part.setflags(write=False)
-            return part
+        def part(arr: np.ndarray) -> np.ndarray:
+            taken = take(arr)
+            taken.setflags(write=False)
+            return taken
 
-        out.data = MappingProxyType({k: view(v) for k, v in self.data.items()})
-        out.n = int(stop - start)
-        out._derived_values = {k: view(v) for k, v in self.derived_values().items()}
+        out.data = MappingProxyType({k: part(v) for k, v in self.data.items()})
+        out.n = n
+        out._derived_values = {k: part(v) for k, v in self.derived_values().items()}
         return out
 
     def with_data(self, updates: Mapping[int, object]) -> Declaration:
