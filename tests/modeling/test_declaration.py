@@ -654,3 +654,26 @@ def test_data_expression_outside_its_domain_is_rejected_at_declaration():
             data={y: np.array([1.0, 1.0, -0.25])},
             domain=[cp.norm(w, 2) <= 1],
         )
+
+
+@pytest.mark.parametrize("center", [np.zeros(4), np.array([3.0, -1.0, 0.5, 2.0])])
+def test_make_feasible_rows_of_an_l2_ball_gives_points_of_the_ball(center):
+    """Rows on the sphere (a point of the boundary repeated, as the extension certificate's
+    copies ``y_i = w``), far outside and inside: every row lands in the ball by the domain's
+    own check, close to its projection."""
+    w = cp.Variable(4)
+    dom = Domain(w, [cp.norm(w - center) <= 2.0])
+    rng = np.random.default_rng(2)
+    u = rng.normal(size=4)
+    on_sphere = center + 2.0 * u / np.linalg.norm(u)
+    P = np.vstack(
+        [
+            np.tile(on_sphere, (500, 1)),
+            center + 50 * rng.normal(size=(20, 4)),
+            center + 0.5 * rng.normal(size=(20, 4)),
+        ]
+    )
+    Q = dom.make_feasible_rows(P)
+    assert all(dom.contains(q) for q in Q)
+    for p, q in zip(P, Q):
+        np.testing.assert_allclose(q, dom.make_feasible(p), rtol=0, atol=1e-12)
