@@ -88,6 +88,7 @@ def extension_bounds(
     n_total: int | None = None,
     thetas: list | None = None,
     copies: np.ndarray | None = None,
+    slopes: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Per-example ``(upper, lower, g, Y_hat, scale, phi)`` for ``f_C(w, z_i)``, where
     ``phi_i <= min_{y in W} f(y, z_i) - <g_i, y>``; ``w`` must lie in the domain. ``x`` and
@@ -100,7 +101,9 @@ def extension_bounds(
     None is such a plain block for a point found without a program, whose multipliers
     ``thetas`` (as for :func:`~dpcvx.certification.certificate.certify`) guide the minorant;
     with ``copies`` (rows ``y_i``, made feasible here) such a point is bounded at those copies
-    instead of ``y_i = w``, with the minorants' slopes clipped to the C-ball as ``g_i``."""
+    instead of ``y_i = w``, with the minorants' slopes clipped to the C-ball as ``g_i``, or
+    the rows of ``slopes`` where they are not NaN (clipped to the C-ball: any ``g_i`` there
+    gives a valid bound; the cone's dual at a copy on W's boundary is tight)."""
     n = decl.n
     n_total = n if n_total is None else n_total
     dom = decl.domain
@@ -116,6 +119,9 @@ def extension_bounds(
     s, beta, scale, _ = _minorants(decl, prog, z, Y_hat, n_total, thetas=thetas)
     if prog is None or prog.soc_rows is None:
         g = s
+        if slopes is not None:
+            given = np.asarray(slopes, float)
+            g = np.where(np.isnan(given), s, given)
     else:
         assert z is not None
         g = _SOC_SIGN * n_total * np.nan_to_num(z[prog.soc_rows][:, 1:])
@@ -220,6 +226,7 @@ def certify_extension(
     parts: list[tuple[Declaration, StampedProgram]] | None = None,
     thetas: list | None = None,
     copies: np.ndarray | None = None,
+    slopes: np.ndarray | None = None,
 ) -> CertifiedSolution:
     """Certify the joint program of Lemma 2.7:
     ``min_{w in W0} (1/n) sum_i f_C(w, z_i) + (lam/2) ||w - w0||^2`` where ``W0`` is
@@ -232,7 +239,9 @@ def certify_extension(
     ``d``) found without a program as a plain block (every ``y_i = w``), with the multipliers
     ``thetas``: valid for ``f_C`` whatever the examples' Lipschitz constants, and tight where
     they are at most ``C``; ``copies`` (with ``prog`` None) are the examples' points ``y_i``
-    for such a point (tight where each copy is the minimizer of its example's extension)."""
+    for such a point (tight where each copy is the minimizer of its example's extension), and
+    ``slopes`` their cone duals ``g_i`` (NaN rows: the minorant's slope clipped to the C-ball;
+    see :func:`extension_bounds`)."""
     import time
 
     start = time.perf_counter()
@@ -242,7 +251,9 @@ def certify_extension(
         list(parts) if parts else [(decl, prog)]
     )
     pieces = [
-        extension_bounds(part_decl, view, x, z, w_hat, C, decl.n, thetas=thetas, copies=copies)
+        extension_bounds(
+            part_decl, view, x, z, w_hat, C, decl.n, thetas=thetas, copies=copies, slopes=slopes
+        )
         for part_decl, view in groups
     ]
     total = ExtensionSums.of(pieces[0])
@@ -261,7 +272,10 @@ def certify_extension(
             if (view is None and copies is not None)
             or (view is not None and view.y_cols is not None)
             else None,
-            None if view is None or view.soc_rows is None else piece[2],
+            piece[2]
+            if (view is not None and view.soc_rows is not None)
+            or (view is None and slopes is not None)
+            else None,
             _term_duals(part_decl, view, z, decl.n)
             if view is not None
             else (thetas if thetas is not None else [None] * len(part_decl.terms)),

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpcvx.certification.arrowhead import (
+    BallCopies,
     Bounds,
+    ExtensionPieces,
     arrowhead_ipm,
     extension_pieces,
     piecewise_model,
@@ -428,8 +430,7 @@ def _certified_solve(
             best = cert
             # without a target, the quasi-Newton point must still be as good as the
             # interior-point default would be (otherwise the ladder goes on)
-            target = accuracy if accuracy is not None else SMOOTH_DEFAULT * (1.0 + abs(cert.upper))
-            if cert.gap <= target:
+            if _meets(cert, accuracy):
                 out = dict(cert.solver_stats)
                 out.update(refinement_step=-1, attempts=tuple(attempts))
                 return _with_stats(cert, out)
@@ -443,8 +444,7 @@ def _certified_solve(
         else:
             attempts.append({"solver": ARROWHEAD, "tight": False, "gap": cert.gap})
             best = cert
-            target = accuracy if accuracy is not None else SMOOTH_DEFAULT * (1.0 + abs(cert.upper))
-            if cert.gap <= target:
+            if _meets(cert, accuracy):
                 out = dict(cert.solver_stats)
                 out.update(refinement_step=-1, attempts=tuple(attempts))
                 return _with_stats(cert, out)
@@ -923,11 +923,138 @@ def _pieces_rung(
     if relaxed is not None:
         # the copies y_i of the examples the extension moves, and multipliers at them
         Y, thetas = relaxed.copies(x, mus)
+        if dom.kind == "l2_ball":
+            fix = relaxed.ball_copies(x, mus, dom.center, float(dom.radius))
+            if fix is not None:  # copies over R^d leave the ball W
+                return _ball_rounds(
+                    decl, relaxed, x, fix, lam, w0, accuracy, stats, w_domain, bounds, target
+                )
         return _certify_point(
             decl, x, lam, w0, accuracy, stats, thetas, relaxed.C, w_domain, copies=Y
         )
     thetas = model.multipliers(mus)
     return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension, w_domain)
+
+
+#: the most re-solves of the extension with copies kept in a ball (see :func:`_ball_rounds`)
+BALL_ROUNDS = 6
+
+
+def _ball_rounds(
+    decl: Declaration,
+    relaxed: ExtensionPieces,
+    x: np.ndarray,
+    fix: BallCopies,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    stats: dict,
+    w_domain: Domain | LocalizedDomain | None,
+    bounds: Bounds,
+    target: float,
+) -> CertifiedSolution:
+    """The extension over a ball W whose copies over ``R^d`` leave W (a small, active domain).
+
+    ``fix`` puts the exact copies of the examples whose copy leaves W at ``x`` in W
+    (:meth:`~dpcvx.certification.arrowhead.ExtensionPieces.ball_copies`). Each round
+    certifies them, or, while the certificate would miss the target, solves again with the
+    arrowhead method, those examples replaced by a second-order model of their extensions at
+    ``x`` (a proximal Newton step: the others keep their exact piecewise-linear form). The
+    certificate is skipped while the change in those examples' slopes since the last solve's
+    model, ``Delta``, predicts a gap above the target (:func:`_predicted_gap`). Up to
+    :data:`BALL_ROUNDS` rounds; then the last certificate (or its error) goes to the ladder,
+    and the joint program takes over. The rounds only move the point the certificate judges."""
+    import time
+
+    dom = decl.domain
+    best: CertifiedSolution | CertificationError | None = None
+    steps = int(stats["iterations"])
+    start = time.perf_counter() - float(stats["seconds"])
+    n = decl.n
+    predicted = fix.before.sum(axis=0) / n  # the slopes the last solve's model gave them
+    rows_before = fix.rows
+    curvature = np.zeros((decl.d, decl.d))  # the last model's, beyond lam I
+    for rounds in range(1, BALL_ROUNDS + 1):
+        change = fix.slopes[fix.rows].sum(axis=0) / n - predicted
+        same = np.array_equal(fix.rows, rows_before)
+        goal = target if accuracy is None else accuracy
+        if isinstance(best, CertifiedSolution):
+            goal = accuracy if accuracy is not None else SMOOTH_DEFAULT * (1 + abs(best.upper))
+        hopeless = same and lam > 0 and _predicted_gap(change, lam, curvature) > goal
+        if not hopeless or rounds == BALL_ROUNDS:
+            stats = dict(
+                stats, iterations=steps, ball_rounds=rounds, seconds=time.perf_counter() - start
+            )
+            try:
+                cert = _certify_point(
+                    decl,
+                    x,
+                    lam,
+                    w0,
+                    accuracy,
+                    stats,
+                    fix.thetas,
+                    relaxed.C,
+                    w_domain,
+                    copies=fix.Y,
+                    slopes=fix.slopes,
+                )
+            except CertificationError as exc:
+                if not isinstance(best, CertifiedSolution):
+                    best = exc
+            else:
+                if _meets(cert, accuracy):
+                    return cert
+                if not isinstance(best, CertifiedSolution) or cert.gap < best.gap:
+                    best = cert
+        if rounds == BALL_ROUNDS:
+            break
+        Q, q = fix.quad
+        x, mus, more = arrowhead_ipm(
+            relaxed.without(fix.rows),
+            lam,
+            w0,
+            x,
+            tol=min(target, 1e-6) * 1e-3,
+            bounds=bounds,
+            quad=fix.quad,
+        )
+        steps += int(more)
+        if not np.all(np.isfinite(x)):
+            break
+        x = (dom if w_domain is None else w_domain).make_feasible(x)
+        predicted = Q @ x + q
+        rows_before = fix.rows
+        curvature = Q
+        following = relaxed.ball_copies(x, mus, dom.center, float(dom.radius))
+        if following is None:  # no copy leaves W now: the relaxed copies are exact
+            Y, thetas = relaxed.copies(x, mus)
+            return _certify_point(
+                decl, x, lam, w0, accuracy, stats, thetas, relaxed.C, w_domain, copies=Y
+            )
+        fix = following
+    if isinstance(best, CertifiedSolution):
+        return best
+    if best is None:  # pragma: no cover - the last round always certifies
+        raise CertificationError("The extension's rounds certified nothing.")
+    raise best
+
+
+def _predicted_gap(change: np.ndarray, lam: float, curvature: np.ndarray) -> float:
+    """``Delta^T (lam I + Q)^{-1} Delta / 2``: the gap a change ``Delta`` in the gradient
+    leaves when the objective's curvature is at least ``lam I + Q`` (the pieces only add to
+    it, so this over-estimates; it only decides whether a certificate is worth computing)."""
+    H = curvature + lam * np.eye(change.size)
+    try:
+        return float(change @ np.linalg.solve(H, change)) / 2
+    except np.linalg.LinAlgError:  # pragma: no cover - lam I + Q is positive definite
+        return float(change @ change) / (2 * lam)
+
+
+def _meets(cert: CertifiedSolution, accuracy: float | None) -> bool:
+    """Whether ``cert`` meets the ladder's target (:func:`_certified_solve`)."""
+    target = accuracy if accuracy is not None else SMOOTH_DEFAULT * (1.0 + abs(cert.upper))
+    return bool(cert.gap <= target)
 
 
 def _bounds(dom: Domain, w_domain: Domain | LocalizedDomain | None) -> Bounds:
@@ -959,6 +1086,7 @@ def _certify_point(
     extension: float | None,
     w_domain: Domain | LocalizedDomain | None = None,
     copies: np.ndarray | None = None,
+    slopes: np.ndarray | None = None,
 ) -> CertifiedSolution:
     """Certify a point found without a program: for ``F``, or, under an extension, for
     ``F_C`` (as a plain block, or at the examples' ``copies`` of the extension's relaxed
@@ -991,6 +1119,7 @@ def _certify_point(
         w_domain=w_domain,
         thetas=thetas,
         copies=copies,
+        slopes=slopes,
     )
 
 

@@ -229,7 +229,7 @@ def test_garbage_from_the_method_is_caught_by_the_certificate(monkeypatch, seed)
     build, labels, whole = _cases(X, Y, R)["pinball"]
     rng = np.random.default_rng(seed)
 
-    def garbage(model, lam, w0, start, *, tol, max_iter=80, bounds=None):
+    def garbage(model, lam, w0, start, *, tol, max_iter=80, bounds=None, quad=None):
         mus = [rng.uniform(-1, 2, size=(t.b[0].size, len(t.b))) * t.c for t in model.terms]
         return rng.normal(size=model.d) * 0.5, mus, 1
 
@@ -305,20 +305,46 @@ def test_the_extension_of_steep_examples_runs_on_the_arrowhead_rung(loss, domain
     assert sol.lower <= ref + tol and ref <= sol.upper + tol
 
 
-def test_copies_outside_the_domain_hand_over_to_the_joint_program():
-    """In a small ball the relaxed extension's copies leave W: the certificate of the rung's
-    point is loose (never wrong) and the joint program certifies instead."""
+def _small_ball_reference(whole_i, X, C, radius):
+    """The joint program of Lemma 2.7 with every copy in the ball of ``radius`` (CVXPY)."""
+    n, d = X.shape
+    v = cp.Variable(d)
+    Yc = cp.Variable((n, d))
+    cons = [cp.norm(Yc, 2, axis=1) <= radius, cp.norm(v, 2) <= radius]
+    obj = cp.sum(whole_i(Yc)) / n + C * cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
+    ref = cp.Problem(cp.Minimize(obj + LAM / 2 * cp.sum_squares(v)), cons)
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    return ref.value
+
+
+@pytest.mark.parametrize("loss", ["hinge", "absolute", "pinball", "epsilon-insensitive"])
+def test_copies_outside_a_small_ball_are_kept_in_it_on_the_arrowhead_rung(loss):
+    """In a small ball the relaxed extension's copies leave W. The rung puts them back in W
+    exactly (a one-dimensional problem per example) and re-solves with a second-order model
+    of those examples: certified on the arrowhead path, and the certified bracket holds the
+    joint program's optimum (copies in W, solved by CVXPY)."""
     X, Y, R = _data(10, n=300)
     X[:150] *= 3.0
     w = cp.Variable(D)
     x = cp.Parameter(D)
     y = cp.Parameter()
-    problem = dpcvx.Problem(cp.abs(x @ w - y), w, data={x: X, y: R}, domain=[cp.norm(w) <= 0.6])
+    labels = Y if loss == "hinge" else R
+    per = {
+        "hinge": cp.pos(1 - y * (x @ w)),
+        "absolute": cp.abs(x @ w - y),
+        "pinball": cp.maximum(TAU * (y - x @ w), (TAU - 1) * (y - x @ w)),
+        "epsilon-insensitive": cp.pos(cp.abs(x @ w - y) - 0.1),
+    }[loss]
+    radius = 0.6
+    problem = dpcvx.Problem(per, w, data={x: X, y: labels}, domain=[cp.norm(w) <= radius])
     sol = problem.lipschitz_extension(1.0).solve(regularization=LAM, accuracy=1e-9)
     assert sol.gap <= 1e-9
-    first = sol.solver_stats["attempts"][0]
-    assert first["solver"] == ARROWHEAD
-    assert sol.solver_stats["solver"] != ARROWHEAD
+    assert sol.solver_stats["solver"] == ARROWHEAD
+    assert sol.solver_stats["ball_rounds"] >= 1
+    value = _per_example(loss, labels)
+    ref = _small_ball_reference(lambda Yc: value(Yc, X), X, 1.0, radius)
+    tol = 1e-7 * (1 + abs(ref))
+    assert sol.lower - tol <= ref <= sol.upper + tol
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -331,7 +357,7 @@ def test_garbage_under_the_extension_is_caught(monkeypatch, seed):
     X[:100] *= 3.0
     rng = np.random.default_rng(seed)
 
-    def garbage(model, lam, w0, start, *, tol, max_iter=80, bounds=None):
+    def garbage(model, lam, w0, start, *, tol, max_iter=80, bounds=None, quad=None):
         mus = [rng.uniform(-1, 2, size=(t.b[0].size, len(t.b))) * t.c for t in model.terms]
         return rng.normal(size=model.d) * 0.5, mus, 1
 

@@ -1,0 +1,129 @@
+"""The Lipschitz extension of a one-direction piecewise-linear loss with its copy kept in an
+l2 ball (:func:`dpcvx.certification.arrowhead._ball_extension`), against independent answers:
+CVXPY on every example's own problem, finite differences, and the bound's own tightness."""
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from dpcvx.certification.arrowhead import _ball_extension
+
+C = 1.0
+
+
+def _rows(seed, k=24, d=4):
+    """Unit directions and pieces: hinges steeper than C, absolute values, and
+    epsilon-insensitive (three pieces) rows."""
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(k, d))
+    u /= np.linalg.norm(u, axis=1)[:, None]
+    sigma = np.zeros((k, 3))
+    beta = np.zeros((k, 3))
+    for i in range(k):
+        a = rng.uniform(0.3, 4.0)
+        b = rng.normal()
+        if i % 3 == 0:  # hinge: max(0, a (b - t)), the constant piece repeated
+            sigma[i] = [0.0, -a, 0.0]
+            beta[i] = [0.0, a * b, 0.0]
+        elif i % 3 == 1:  # absolute: a |t - b|
+            sigma[i] = [a, -a, -a]
+            beta[i] = [-a * b, a * b, a * b]
+        else:  # epsilon-insensitive: max(0, a |t - b| - 0.2)
+            sigma[i] = [0.0, a, -a]
+            beta[i] = [0.0, -a * b - 0.2, a * b - 0.2]
+    return u, sigma, beta
+
+
+def _reference(u, sigma, beta, w, c, R):
+    """Every example's extension ``min_{||y - c|| <= R} h(u^T y) + C ||w - y||`` by CVXPY."""
+    k, d = u.shape
+    Y = cp.Variable((k, d))
+    t = cp.sum(cp.multiply(u, Y), axis=1)
+    h = cp.maximum(*[cp.multiply(sigma[:, j], t) + beta[:, j] for j in range(3)])
+    dist = cp.norm(Y - w[None, :], 2, axis=1)
+    cons = [cp.norm(Y - c[None, :], 2, axis=1) <= R]
+    prob = cp.Problem(cp.Minimize(cp.sum(h + C * dist)), cons)
+    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    Yv = Y.value
+    return (sigma * np.einsum("kd,kd->k", u, Yv)[:, None] + beta).max(axis=1) + C * np.linalg.norm(
+        Yv - w, axis=1
+    )
+
+
+def _bounds(u, sigma, beta, w, c, R, t, Y, g, theta):
+    """Each example's value at its copy and the certificate's lower bound from ``(g, theta)``:
+    ``<g, w> + h(t) - theta t - sigma_W(g - theta u)``."""
+    h = (sigma * t[:, None] + beta).max(axis=1)
+    value = (sigma * np.einsum("kd,kd->k", u, Y)[:, None] + beta).max(axis=1)
+    value = value + C * np.linalg.norm(w[None, :] - Y, axis=1)
+    v = g - theta[:, None] * u
+    lower = g @ w + h - theta * t - (v @ c + R * np.linalg.norm(v, axis=1))
+    return value, lower, h
+
+
+@pytest.mark.parametrize("where", ["inside", "on the sphere", "off center"])
+def test_copies_values_and_duals_match_the_reference_and_bound_tightly(where):
+    u, sigma, beta = _rows(1)
+    rng = np.random.default_rng(2)
+    d = u.shape[1]
+    c = np.zeros(d) if where != "off center" else rng.normal(size=d) * 0.4
+    R = 1.0
+    w = rng.normal(size=d)
+    w *= (0.7 if where == "inside" else 1.0) * R / np.linalg.norm(w)
+    w += c
+    t, Y, g, theta, _ = _ball_extension(u, sigma, beta, w, c, R, C, 1)
+    assert np.all(np.linalg.norm(Y - c, axis=1) <= R * (1 + 1e-12))
+    value, lower, h = _bounds(u, sigma, beta, w, c, R, t, Y, g, theta)
+    ref = _reference(u, sigma, beta, w, c, R)
+    assert np.all(value <= ref + 1e-7)  # at least as good as CVXPY's copies
+    assert np.all(value >= ref - 1e-7)
+    # the certificate's ingredients are valid: ||g|| <= C, theta a slope of h at t
+    assert np.all(np.linalg.norm(g, axis=1) <= C * (1 + 1e-12))
+    grid = np.linspace(-5, 5, 2001)
+    for i in range(len(t)):
+        hg = (sigma[i][None, :] * grid[:, None] + beta[i][None, :]).max(axis=1)
+        assert np.all(hg >= h[i] + theta[i] * (grid - t[i]) - 1e-9)
+    # and tight: the lower bound meets the value (the negative control below shows it can miss)
+    assert np.max(value - lower) <= 1e-9
+    assert np.all(lower <= ref + 1e-7)
+
+
+def test_a_wrong_slope_is_caught_by_the_tightness_check():
+    """Negative control: with theta shifted the bound stays valid but is visibly loose."""
+    u, sigma, beta = _rows(3)
+    w = np.full(u.shape[1], 0.5)
+    c = np.zeros(u.shape[1])
+    t, Y, g, theta, _ = _ball_extension(u, sigma, beta, w, c, 1.0, C, 1)
+    value, lower, _ = _bounds(u, sigma, beta, w, c, 1.0, t, Y, g, theta + 0.5)
+    assert np.max(value - lower) > 1e-3
+
+
+def test_the_model_is_the_extensions_second_order_expansion():
+    """``(Q, q)``: the gradient is the mean of the duals, and the Hessian matches finite
+    differences of the exact duals, both where a kink of ``h`` holds the copy (hinges steeper
+    than C) and where none does (absolute values whose kink lies outside the ball: the copy's
+    position follows ``w``)."""
+    rng = np.random.default_rng(4)
+    k, d = 30, 4
+    u = rng.normal(size=(k, d))
+    u /= np.linalg.norm(u, axis=1)[:, None]
+    a = rng.uniform(1.5, 3.0, k)
+    far = rng.choice([-1.0, 1.0], k) * rng.uniform(3.0, 5.0, k)
+    sigma = np.stack([np.zeros(k), a], axis=1)
+    beta = np.stack([np.zeros(k), rng.normal(size=k)], axis=1)
+    sigma[::2] = np.stack([a, -a], axis=1)[::2]
+    beta[::2] = np.stack([-a * far, a * far], axis=1)[::2]
+    c = np.zeros(d)
+    w = rng.normal(size=d)
+    w *= 0.8 / np.linalg.norm(w)
+    n = 50
+
+    def duals(v):
+        return _ball_extension(u, sigma, beta, v, c, 1.0, C, n)[2].sum(axis=0) / n
+
+    _, _, g, _, (Q, q) = _ball_extension(u, sigma, beta, w, c, 1.0, C, n)
+    np.testing.assert_allclose(Q @ w + q, g.sum(axis=0) / n, atol=1e-12)
+    eps = 1e-6
+    H = np.stack([(duals(w + eps * e) - duals(w - eps * e)) / (2 * eps) for e in np.eye(d)], axis=1)
+    np.testing.assert_allclose(Q, H, atol=1e-5 * np.abs(H).max())
+    assert np.linalg.eigvalsh(Q).min() >= -1e-12
