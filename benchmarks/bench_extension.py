@@ -3,11 +3,15 @@ Localized Double Output Perturbation vs the certified plain ERM on the same data
 in one run.
 
     python benchmarks/bench_extension.py [--n 1000,10000,40000] [--d 20] [--C 1.0]
-        [--lam 0.01] [--radius 1.0] [--no-ldop]
+        [--lam 0.01] [--radius 1.0] [--loss hinge] [--repeat 3] [--no-ldop]
 
 Data: Student-t(5) features scaled by sqrt(3/(5d)) (so E||x||^2 = 1; t(5) has the finite 4th
-moment LDOP's k = 4 needs), labels from a random linear model with noise (seeded), hinge loss,
-the l2 ball of radius ``--radius`` (1: active at the answer; 10: inactive). ``--C`` is the
+moment LDOP's k = 4 needs), labels from a random linear model with noise (seeded), the loss
+``--loss`` (hinge, absolute, pinball, logistic, huber, square; the regression losses take
+``x^T beta`` plus noise as labels), the l2 ball of radius ``--radius`` (1: active at the
+answer; 10: inactive). Times are medians of ``--repeat`` runs, each on a freshly built problem
+(so each pays its own compilation); LDOP runs for the hinge loss only (its moments are the
+features'). ``--C`` is the
 extension's constant; ``--C paper`` uses paper 000's ``G_4 (n epsilon / d)^(1/4)`` at
 epsilon = 1. Prints one row per n with the times, their ratios, the solver iterations, both
 certified gaps, the share of examples whose loss is C-Lipschitz on W and the solve paths.
@@ -35,25 +39,61 @@ def moments(d: int) -> tuple[float, float]:
     return math.sqrt(d * ex2), (d * ex4 + d * (d - 1) * ex2**2) ** 0.25
 
 
-def run(n: int, d: int, C, lam: float, seed: int, ldop: bool = True, radius: float = 1.0) -> dict:
+LOSSES = ("hinge", "absolute", "pinball", "logistic", "huber", "square")
+
+
+def _loss(name: str, w, x, y):
+    r = x @ w - y
+    return {
+        "hinge": lambda: cp.pos(1 - y * (x @ w)),
+        "logistic": lambda: cp.logistic(-y * (x @ w)),
+        "absolute": lambda: cp.abs(r),
+        "pinball": lambda: cp.maximum(0.3 * -r, -0.7 * -r),
+        "huber": lambda: cp.huber(r, 1.0),
+        "square": lambda: cp.square(r),
+    }[name]()
+
+
+def run(
+    n: int,
+    d: int,
+    C,
+    lam: float,
+    seed: int,
+    ldop: bool = True,
+    radius: float = 1.0,
+    loss: str = "hinge",
+    repeat: int = 1,
+) -> dict:
     rng = np.random.default_rng(seed)
     X = rng.standard_t(NU, size=(n, d)) * math.sqrt(3.0 / (5.0 * d))
-    Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+    beta = rng.normal(size=d)
+    noise = rng.normal(size=n)
+    if loss in ("hinge", "logistic"):
+        Y = np.sign(X @ beta + 0.1 * noise)
+    else:
+        Y = 0.3 * (X @ beta) + 0.3 * noise
     G2, G4 = moments(d)
     if C == "paper":
         C = G4 * (n / d) ** 0.25
     C = float(C)
-    w = cp.Variable(d)
-    x = cp.Parameter(d)
-    y = cp.Parameter()
-    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w) <= radius])
-    t0 = time.perf_counter()
-    plain = problem.solve(regularization=lam)
-    t1 = time.perf_counter()
-    ext = problem.lipschitz_extension(C).solve(regularization=lam)
-    t2 = time.perf_counter()
+    plain_times, ext_times = [], []
+    for _ in range(max(1, repeat)):
+        w = cp.Variable(d)
+        x = cp.Parameter(d)
+        y = cp.Parameter()
+        problem = dpcvx.Problem(_loss(loss, w, x, y), w, {x: X, y: Y}, [cp.norm(w) <= radius])
+        t0 = time.perf_counter()
+        plain = problem.solve(regularization=lam)
+        t1 = time.perf_counter()
+        ext = problem.lipschitz_extension(C).solve(regularization=lam)
+        t2 = time.perf_counter()
+        plain_times.append(t1 - t0)
+        ext_times.append(t2 - t1)
+    plain_s, ext_s = float(np.median(plain_times)), float(np.median(ext_times))
     ldop_s = float("nan")
-    if ldop:
+    if ldop and loss == "hinge":
+        t2 = time.perf_counter()
         mech = dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=G4, second_moment=G2)
         problem.solve_private(mech, epsilon=1.0, rng=seed)
         ldop_s = time.perf_counter() - t2
@@ -61,9 +101,11 @@ def run(n: int, d: int, C, lam: float, seed: int, ldop: bool = True, radius: flo
         "n": n,
         "d": d,
         "C": C,
-        "plain_s": t1 - t0,
-        "extension_s": t2 - t1,
-        "ratio": (t2 - t1) / (t1 - t0),
+        "loss": loss,
+        "plain_s": plain_s,
+        "extension_s": ext_s,
+        "ratio": ext_s / plain_s,
+        "ball_rounds": ext.solver_stats.get("ball_rounds", 0),
         "plain_gap": plain.gap,
         "extension_gap": ext.gap,
         "plain_iters": plain.solver_stats.get("iterations"),
@@ -72,7 +114,7 @@ def run(n: int, d: int, C, lam: float, seed: int, ldop: bool = True, radius: flo
         "extension_iters": ext.solver_stats.get("iterations"),
         "light": float(np.mean(np.linalg.norm(X, axis=1) <= C)),
         "ldop_s": ldop_s,
-        "ldop_ratio": ldop_s / (t1 - t0),
+        "ldop_ratio": ldop_s / plain_s,
     }
 
 
@@ -85,27 +127,44 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--lam", type=float, default=0.01)
     parser.add_argument("--radius", type=float, default=1.0, help="the domain's radius")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--loss", default="hinge", help="comma-separated: " + ", ".join(LOSSES))
+    parser.add_argument("--repeat", type=int, default=3, help="runs per cell (medians)")
     args = parser.parse_args(argv)
     C = args.C if args.C == "paper" else float(args.C)
     rows = [
-        run(int(float(v)), args.d, C, args.lam, args.seed, not args.no_ldop, args.radius)
+        run(
+            int(float(v)),
+            args.d,
+            C,
+            args.lam,
+            args.seed,
+            not args.no_ldop,
+            args.radius,
+            loss=loss,
+            repeat=args.repeat,
+        )
+        for loss in args.loss.split(",")
         for v in args.n.split(",")
     ]
     print(
-        f"{'n':>7} {'d':>4} {'C':>6} {'light':>6} {'plain_s':>8} {'extension_s':>11} "
-        f"{'ratio':>6} {'ldop_s':>7} {'ldop/plain':>10} {'iters':>9} {'plain_gap':>9} "
-        f"{'ext_gap':>9}  paths (plain / extension)"
+        f"{'loss':>8} {'n':>7} {'d':>4} {'C':>6} {'light':>6} {'plain_s':>8} {'extension_s':>11} "
+        f"{'ratio':>6} {'ldop_s':>7} {'ldop/plain':>10} {'iters':>9} {'rounds':>6} "
+        f"{'plain_gap':>9} {'ext_gap':>9}  paths (plain / extension)"
     )
     for r in rows:
         print(
-            f"{r['n']:>7} {r['d']:>4} {r['C']:>6.3g} {r['light']:>6.2f} {r['plain_s']:>8.3f} "
-            f"{r['extension_s']:>11.3f} {r['ratio']:>6.1f} {r['ldop_s']:>7.2f} "
-            f"{r['ldop_ratio']:>10.1f} {r['plain_iters']:>4}/{r['extension_iters']:<4} "
+            f"{r['loss']:>8} {r['n']:>7} {r['d']:>4} {r['C']:>6.3g} {r['light']:>6.2f} "
+            f"{r['plain_s']:>8.3f} {r['extension_s']:>11.3f} {r['ratio']:>6.1f} "
+            f"{r['ldop_s']:>7.2f} {r['ldop_ratio']:>10.1f} "
+            f"{r['plain_iters']:>4}/{r['extension_iters']:<4} {r['ball_rounds']:>6} "
             f"{r['plain_gap']:>9.1e} {r['extension_gap']:>9.1e}  "
             f"{r['plain_path']} / {r['extension_path']}"
         )
     for a, b in zip(rows, rows[1:]):
+        if a["loss"] != b["loss"]:
+            continue
         print(
+            f"{a['loss']}: "
             f"growth n={a['n']} -> {b['n']}: plain {b['plain_s'] / a['plain_s']:.2f}, "
             f"extension {b['extension_s'] / a['extension_s']:.2f}, "
             f"ldop {b['ldop_s'] / a['ldop_s']:.2f}"

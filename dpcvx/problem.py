@@ -130,9 +130,14 @@ class Problem(DeclaredSource):
         :class:`dpcvx.pipeline.DataSource`)."""
         return self._decl
 
-    def _compiled(self, extension: float | None = None) -> tuple[Template, DomainBlock]:
+    def _domain(self) -> DomainBlock:
         if self._domain_block is None:
             self._domain_block = compile_domain(self._decl)
+        return self._domain_block
+
+    def _compiled(self, extension: float | None = None) -> tuple[Template, DomainBlock]:
+        self._domain()
+        assert self._domain_block is not None
         if extension not in self._templates:
             self._templates[extension] = compile_template(self._decl, extension=extension)
         return self._templates[extension], self._domain_block
@@ -179,9 +184,16 @@ class Problem(DeclaredSource):
             accuracy = check_positive(accuracy, "accuracy", "Problem.solve")
         check_solver(solver)
         w0 = self._center(center)
-        template, block = self._compiled()
+        # the conic template is compiled only if the ladder reaches the conic program
+        block = self._domain()
         return certified_solve(
-            self._decl, template, block, lam=lam, w0=w0, accuracy=accuracy, solver=solver
+            self._decl,
+            lambda: self._compiled()[0],
+            block,
+            lam=lam,
+            w0=w0,
+            accuracy=accuracy,
+            solver=solver,
         )
 
     def solve_private(
@@ -567,14 +579,14 @@ class LipschitzExtension:
             accuracy = check_positive(accuracy, "accuracy", owner)
         check_solver(solver)
         w0 = self.problem._center(center)
-        template, block = self.problem._compiled(self.C)
+        block = self.problem._domain()
         w_domain = None
         if localize is not None:
             w_domain = self.localized_domain(*localize)
             block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
         return certified_solve(
             self.problem.declaration,
-            template,
+            lambda: self.problem._compiled(self.C)[0],
             block,
             lam=lam,
             w0=w0,
@@ -582,7 +594,7 @@ class LipschitzExtension:
             solver=solver,
             extension=self.C,
             w_domain=w_domain,
-            plain_template=self.problem._compiled()[0],
+            plain_template=lambda: self.problem._compiled()[0],
         )
 
     def localized_domain(self, center, radius: float) -> LocalizedDomain:

@@ -251,3 +251,19 @@ def test_bench_multiclass_smoke_runs():
     lines = proc.stdout.splitlines()
     assert any(line.strip().startswith("rule:") for line in lines)
     assert "multinomial" in lines[1] and "ovr hinge" in lines[2]  # K = 3 > d = 2; K <= d = 4
+
+
+def test_bench_extension_smoke_keeps_copies_in_a_small_ball(capsys):
+    """In-process (no interpreter start-up): on a small, active ball the extension of a
+    piecewise-linear and of a smooth loss stays on the plain loss's own path."""
+    from benchmarks import bench_extension
+
+    rows = bench_extension.main(
+        ["--n", "300", "--d", "4", "--loss", "hinge,logistic", "--repeat", "1", "--no-ldop"]
+        + ["--radius", "0.5"]
+    )
+    assert [r["loss"] for r in rows] == ["hinge", "logistic"]
+    assert rows[0]["extension_path"] == "arrowhead IPM"
+    assert rows[1]["extension_path"] == "Newton"
+    assert all(r["ball_rounds"] >= 1 for r in rows)
+    assert "paths (plain / extension)" in capsys.readouterr().out

@@ -263,3 +263,31 @@ def test_private_release_uses_a_certified_solve(ref):
     assert sol.lower <= F <= sol.upper
     assert sol.gap <= cert.accuracy
     assert ref.domain.contains(res.w, 0.0)
+
+
+def test_the_conic_template_is_compiled_only_when_the_ladder_needs_it():
+    """A smooth loss certified on Newton's path never compiles the conic template (most of a
+    small solve's time); a loss the conic program must solve compiles it then, once."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y_lab = np.sign(X @ np.ones(3) + 0.1)
+    w = cp.Variable(3)
+    x = cp.Parameter(3)
+    y = cp.Parameter()
+    smooth = dpcvx.Problem(cp.logistic(-y * (x @ w)), w, {x: X, y: y_lab}, [cp.norm(w) <= 10])
+    sol = smooth.solve(regularization=0.1)
+    assert sol.solver_stats["solver"] == "Newton"
+    assert smooth._templates == {}
+    ext = smooth.lipschitz_extension(1.0).solve(regularization=0.1)
+    assert ext.gap <= 1e-6 and smooth._templates == {}
+    # a loss neither smooth nor piecewise linear goes to the conic program: compiled there,
+    # then reused
+    conic = dpcvx.Problem(
+        cp.abs(x @ w - y) + cp.square(x @ w),
+        w,
+        {x: X, y: y_lab},
+        [cp.norm(w) <= 10],
+    )
+    first = conic.solve(regularization=0.1)
+    assert set(conic._templates) == {None}
+    assert conic.solve(regularization=0.1).upper == pytest.approx(first.upper, rel=1e-6)

@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from dpcvx.certification.ball import BallCopies, Pieces1D, ball_extension
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.smooth import gram
 
 __all__ = [
-    "BallCopies",
     "Bounds",
     "ExtensionPieces",
     "PiecewiseModel",
@@ -47,7 +47,6 @@ __all__ = [
     "piecewise_model",
 ]
 
-_EPS = float(np.finfo(float).eps)
 #: the method stops after this many steps without improving its merit
 STALL = 5
 #: the most pieces one element may have here (the Schur complement takes m (m - 1) / 2 updates)
@@ -359,9 +358,10 @@ class ExtensionPieces:
     ) -> BallCopies | None:
         """:meth:`copies` for copies that must stay in the ball ``B(center, radius)`` (the
         domain W): the examples whose copy over ``R^d`` leaves it get their exact copy in W
-        (:func:`_ball_extension`), the dual ``g_i`` of ``||w - y_i||`` and the multipliers of
-        their pieces at it, plus a second-order model of their extensions at ``w`` for the next
-        solve. None when every copy lies in the ball (:meth:`copies` is then exact)."""
+        (:func:`~dpcvx.certification.ball.ball_extension`), the dual ``g_i`` of
+        ``||w - y_i||`` and the multipliers of their pieces at it, plus a second-order model of
+        their extensions at ``w`` for the next solve. None when every copy lies in the ball
+        (:meth:`copies` is then exact)."""
         Y, s_star, gamma = self._relaxed(w, mus)
         c = np.asarray(center, float)
         R = float(radius)
@@ -369,9 +369,8 @@ class ExtensionPieces:
         rows = np.flatnonzero(moving & (np.linalg.norm(Y - c, axis=1) > R))
         if rows.size == 0:
             return None
-        t, Yr, g, theta, quad = _ball_extension(
-            self.u[rows], self.sigma[rows], self.beta[rows], w, c, R, self.C, self.model.n
-        )
+        line = Pieces1D(self.sigma[rows], self.beta[rows])
+        t, Yr, g, theta, quad = ball_extension(line, self.u[rows], w, c, R, self.C, self.model.n)
         Y[rows] = Yr
         s_star[rows] = t
         gamma[rows] = theta
@@ -398,190 +397,6 @@ class ExtensionPieces:
         out = dataclasses.replace(term, row_coefs=coefs, b=tuple(b))
         m = self.model
         return PiecewiseModel(m.n, m.d, (out,), m.linear, m.kinds)
-
-
-@dataclass(frozen=True, slots=True)
-class BallCopies:
-    """:meth:`ExtensionPieces.ball_copies`: the copies ``Y`` (rows ``y_i``), the certificate's
-    multipliers, the duals ``g_i`` of the moved examples (NaN rows elsewhere: the certificate's
-    default there), the moved examples ``rows`` and ``(Q, q)``: ``w^T Q w / 2 + q^T w`` is the
-    second-order model at ``w`` (up to a constant) of their extensions' mean over all ``n``
-    examples (exact where a kink of ``h_i`` holds the copy's position ``s_i`` along ``u_i``,
-    and where none does, with ``s_i`` following ``w``); ``before`` the moved examples'
-    slopes in the relaxed extension over ``R^d`` (rows, as ``slopes``)."""
-
-    Y: np.ndarray
-    thetas: list
-    slopes: np.ndarray
-    rows: np.ndarray
-    quad: tuple[np.ndarray, np.ndarray]
-    before: np.ndarray
-
-
-#: the model's curvature ``C / D`` is capped at ``C / (_FLOOR R)``: a copy this near ``w`` is
-#: near the kink of its extension, where no quadratic model holds
-_FLOOR = 1e-4
-#: bisection steps of the one-dimensional extension in a ball (each halves the bracket, to
-#: 2^-24 of the ball's diameter), then Newton's steps (quadratic convergence from there)
-_BISECT = 24
-_NEWTON = 4
-
-
-def _ball_extension(
-    u: np.ndarray,
-    sigma: np.ndarray,
-    beta: np.ndarray,
-    w: np.ndarray,
-    c: np.ndarray,
-    R: float,
-    C: float,
-    n: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """Per example ``h(t) = max_j (sigma_j t + beta_j)`` along the unit direction ``u``: the
-    extension ``min_{||y - c|| <= R} h(u^T y) + C ||w - y||`` in the ball.
-
-    For a fixed ``t = u^T y`` the copy ranges over the slice of the ball, a ``(d - 1)``-ball
-    of radius ``r(t) = sqrt(R^2 - (t - u^T c)^2)``; the nearest point of it to ``w`` is at
-    distance ``D(t) = hypot(u^T w - t, (p - r(t))_+)`` with ``p`` the distance of ``w - c``
-    from the line ``c + R u``. ``h + C D`` is convex in ``t`` (``D`` is the distance to a
-    convex set moving affinely), so bisection on its derivative, then the best of the bracket
-    and the kinks of ``h``, gives ``t``; ``y`` is the nearest point of its slice. Returns
-    ``t``, the copies, the duals ``g = C (w - y) / ||w - y||``, the slopes ``theta`` of ``h``
-    at ``t`` that make ``g - theta u`` normal to the ball at ``y`` (clipped to ``h``'s
-    subdifferential) and the model ``(Q, q)`` of :class:`BallCopies`. Nothing here is
-    trusted: every output only guides dpcvx's certificate."""
-    k, m = sigma.shape
-    z = w - c
-    tau = u @ w
-    gam = u @ c
-    v = z[None, :] - (u @ z)[:, None] * u  # the part of w - c across u
-    p = np.linalg.norm(v, axis=1)
-    lo0, hi0 = gam - R, gam + R
-
-    def slice_radius(t: np.ndarray) -> np.ndarray:
-        return np.sqrt(np.maximum(R * R - (t - gam) ** 2, 0.0))
-
-    def value(t: np.ndarray) -> np.ndarray:
-        h = (sigma * t[:, None] + beta).max(axis=1)
-        return h + C * np.hypot(tau - t, np.maximum(p - slice_radius(t), 0.0))
-
-    def derivative(t: np.ndarray) -> np.ndarray:
-        j = np.argmax(sigma * t[:, None] + beta, axis=1)
-        r = slice_radius(t)
-        q = np.maximum(p - r, 0.0)
-        D = np.hypot(tau - t, q)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dq = np.where(q > 0, (t - gam) / r, 0.0)  # q' = -r'
-            dD = np.where(D > 0, ((t - tau) + q * dq) / D, np.sign(t - tau))
-        dD = np.nan_to_num(dD, nan=0.0, posinf=1e300, neginf=-1e300)
-        return sigma[np.arange(k), j] + C * dD
-
-    def curvature(t: np.ndarray) -> np.ndarray:
-        # C D'' where the copy is on the sphere (q > 0; elsewhere D is linear in t)
-        r = slice_radius(t)
-        q = p - r
-        D = np.hypot(tau - t, np.maximum(q, 0.0))
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            slope = (t - gam) / r
-            Dt = (q * slope + (t - tau)) / D
-            Dtt = (1.0 + slope**2 + q * R * R / r**3 - Dt**2) / D
-        return np.where((q > 0) & (D > 0) & (r > 0), C * np.nan_to_num(Dtt, nan=0.0), 0.0)
-
-    lo, hi = lo0.copy(), hi0.copy()
-    for _ in range(_BISECT):
-        mid = 0.5 * (lo + hi)
-        up = derivative(mid) > 0
-        hi = np.where(up, mid, hi)
-        lo = np.where(up, lo, mid)
-    # Newton's steps from the bracket's middle (F is smooth inside one piece of h; a step
-    # that leaves the bracket is cut back to it, and the values decide below)
-    t_n = 0.5 * (lo + hi)
-    for _ in range(_NEWTON):
-        second = curvature(t_n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = np.where(second > 0, derivative(t_n) / second, 0.0)
-        t_n = np.clip(t_n - np.nan_to_num(step), lo, hi)
-    # the kinks of h (every pair's crossing, in the ball's range) and of D (at u^T w, where
-    # the copy reaches w) are candidates too: at one the derivative jumps, and the bracket
-    # only comes near it
-    cands = [lo, hi, 0.5 * (lo + hi), t_n, np.clip(tau, lo0, hi0)]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for j in range(m):
-            for i in range(j + 1, m):
-                cross = (beta[:, i] - beta[:, j]) / (sigma[:, j] - sigma[:, i])
-                cands.append(np.clip(np.nan_to_num(cross, nan=gam), lo0, hi0))
-    T = np.stack(cands, axis=1)
-    vals = np.stack([value(T[:, a]) for a in range(T.shape[1])], axis=1)
-    t = T[np.arange(k), np.argmin(vals, axis=1)]
-    # within rounding of the least value, Newton's point (the most precise position)
-    top = vals.min(axis=1)
-    t = np.where(vals[:, 3] <= top + 16 * _EPS * (1.0 + np.abs(top)), T[:, 3], t)
-    # the copy: the nearest point of the slice at t
-    r = slice_radius(t)
-    on_sphere = p > r
-    with np.errstate(divide="ignore", invalid="ignore"):
-        shrink = np.where(on_sphere, r / np.where(p > 0, p, 1.0), 1.0)
-    Y = c[None, :] + (t - gam)[:, None] * u + shrink[:, None] * v
-    # a copy within rounding of w is w itself (an example the extension leaves alone)
-    at_w = np.linalg.norm(w[None, :] - Y, axis=1) <= 1e-12 * (1.0 + R + float(np.abs(w).max()))
-    Y[at_w] = w
-    diff = w[None, :] - Y
-    D = np.linalg.norm(diff, axis=1)
-    safe = np.where(D > 0, D, 1.0)
-    normal = diff / safe[:, None]
-    g = np.where((D > 0)[:, None], C * normal, 0.0)
-    # theta: g = theta u + kappa (y - c) / R on the sphere (kappa >= 0 at the optimum)
-    gu = np.einsum("kd,kd->k", g, u)
-    e = (Y - c) / R
-    ue = (t - gam) / R
-    ge = np.einsum("kd,kd->k", g, e)
-    det = 1.0 - ue * ue
-    with np.errstate(divide="ignore", invalid="ignore"):
-        theta = np.where(on_sphere & (det > 1e-12), (gu - ue * ge) / det, gu)
-    H = sigma * t[:, None] + beta
-    top = H.max(axis=1)
-    tol = 1e-12 * (np.abs(top) + np.abs(sigma * t[:, None]).max(axis=1) + np.abs(beta).max(axis=1))
-    active = H >= (top - tol)[:, None]
-    s_lo = np.where(active, sigma, np.inf).min(axis=1)
-    s_hi = np.where(active, sigma, -np.inf).max(axis=1)
-    theta = np.clip(np.nan_to_num(theta), s_lo, s_hi)
-    # a copy at w: the slope of h there nearest zero, and g = theta u + kappa (w - c) / R with
-    # the kappa >= 0 that shortens it most (zero inside the ball, where the normal cone is 0)
-    near = np.clip(0.0, s_lo, s_hi)
-    theta = np.where(at_w, near, theta)
-    inside = np.linalg.norm(z) < R * (1 - 1e-12)
-    kappa = np.zeros(k) if inside else np.maximum(0.0, -near * ((u @ z) / R))
-    g_w = near[:, None] * u + kappa[:, None] * (z / R)[None, :]
-    g[at_w] = g_w[at_w]
-    # the model: C dist(w, slice at t) per example, its gradient C normal and Hessian
-    # (C / D) (I - J - normal normal^T) with J the Jacobian of the projection onto the slice
-    a = np.where(D > 0, C / np.maximum(D, _FLOOR * R), 0.0) / n
-    rho = np.where(on_sphere, shrink, 1.0)
-    ev = v / np.where(p > 0, p, 1.0)[:, None]
-    Q = float(np.sum(a * (1.0 - rho))) * np.eye(w.size)
-    Q += (u * (a * rho)[:, None]).T @ u
-    Q += (ev * (a * rho * on_sphere)[:, None]).T @ ev
-    Q -= (normal * a[:, None]).T @ normal
-    # where t sits inside one piece of h (no kink holds it), t follows w: the extension's
-    # Hessian is the model's less C (d_t grad_w D)(d_t grad_w D)^T / d_tt D (an envelope)
-    free = on_sphere & (active.sum(axis=1) == 1) & (D > _FLOOR * R) & (r > _FLOOR * R)
-    if free.any():
-        f = np.flatnonzero(free)
-        Df, rf, tf = D[f], r[f], t[f]
-        delta = tau[f] - tf
-        q = p[f] - rf
-        slope = (tf - gam[f]) / rf  # -r'(t)
-        Dt = (q * slope - delta) / Df
-        Dtt = (1.0 + slope**2 + q * R * R / rf**3 - Dt**2) / Df
-        cross = (
-            (-u[f] + slope[:, None] * ev[f])
-            - (delta[:, None] * u[f] + q[:, None] * ev[f]) * (Dt / Df)[:, None]
-        ) / Df[:, None]
-        keep = Dtt > 0
-        Q -= (cross[keep] * (C / n / Dtt[keep])[:, None]).T @ cross[keep]
-    Q = 0.5 * (Q + Q.T)
-    grad = np.sum(g, axis=0) / n
-    return t, Y, g, theta, (Q, grad - Q @ w)
 
 
 def _conjugate_pair(

@@ -10,19 +10,20 @@ if none does, :class:`CertificationError` is raised and nothing is released.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dpcvx.certification.arrowhead import (
-    BallCopies,
     Bounds,
     ExtensionPieces,
     arrowhead_ipm,
     extension_pieces,
     piecewise_model,
 )
+from dpcvx.certification.ball import BallCopies, smooth_ball_copies
 from dpcvx.certification.certificate import CertifiedSolution, certify
 from dpcvx.certification.extension import certify_extension
 from dpcvx.certification.lipschitz import lipschitz_bounds
@@ -40,7 +41,7 @@ from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
 from dpcvx.modeling.localized import LocalizedDomain
-from dpcvx.modeling.smooth import SmoothModel, extension_model, smooth_model
+from dpcvx.modeling.smooth import SmoothExtension, SmoothModel, extension_model, smooth_model
 
 if TYPE_CHECKING:
     from dpcvx.modeling.domains import Domain
@@ -73,7 +74,7 @@ def refinement_ladder(
 
 def certified_solve(
     decl: Declaration,
-    template: Template,
+    template: Template | Callable[[], Template],
     domain_block: DomainBlock,
     *,
     lam: float,
@@ -83,9 +84,12 @@ def certified_solve(
     private: bool = False,
     extension: float | None = None,
     w_domain: Domain | LocalizedDomain | None = None,
-    plain_template: Template | None = None,
+    plain_template: Template | Callable[[], Template] | None = None,
 ) -> CertifiedSolution:
     """Solve the regularized ERM and certify it (see the module docstring).
+
+    ``template`` (and ``plain_template``) may be a function that compiles it: it is called
+    only when the ladder reaches the conic program (the smooth and arrowhead paths need none).
 
     With ``accuracy=None`` the first successful solve is certified and returned, whatever its
     gap (the gap is in the result); with a target, the ladder runs until the gap meets it.
@@ -399,7 +403,7 @@ def _program(
 
 def _certified_solve(
     decl: Declaration,
-    template: Template,
+    template: Template | Callable[[], Template],
     domain_block: DomainBlock,
     *,
     lam: float,
@@ -409,7 +413,7 @@ def _certified_solve(
     private: bool,
     extension: float | None,
     w_domain: Domain | LocalizedDomain | None,
-    plain_template: Template | None = None,
+    plain_template: Template | Callable[[], Template] | None = None,
 ) -> CertifiedSolution:
     best: CertifiedSolution | None = None
     attempts: list[dict] = []
@@ -448,6 +452,10 @@ def _certified_solve(
                 out = dict(cert.solver_stats)
                 out.update(refinement_step=-1, attempts=tuple(attempts))
                 return _with_stats(cert, out)
+    if callable(template):  # compiled only now: the paths above need no conic program
+        template = template()
+    if callable(plain_template):
+        plain_template = plain_template()
     prog, parts = _program(decl, template, domain_block, lam, w0, extension, plain_template)
     solved = _recentered(prog, parts or [(decl, prog)])
     steps = refinement_ladder(solver, accuracy)
@@ -625,6 +633,13 @@ def _smooth_rung(
     }
     thetas = model.multipliers(x) if model is not None else None
     if relaxed is not None:
+        assert extension is not None
+        if dom.kind == "l2_ball":
+            rounds = _SmoothRounds(relaxed, float(extension), lam, w0, dom)
+            fix = rounds.fix(x)
+            if fix is not None:  # copies over R^d leave the ball W
+                target = accuracy if accuracy is not None else SMOOTH_DEFAULT
+                return _ball_rounds(decl, rounds, x, fix, lam, w0, accuracy, stats, None, target)
         # the atom's derivative at each copy y_i is the extension model's at w
         Y = relaxed.copies(x)
         return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension, copies=Y)
@@ -924,10 +939,11 @@ def _pieces_rung(
         # the copies y_i of the examples the extension moves, and multipliers at them
         Y, thetas = relaxed.copies(x, mus)
         if dom.kind == "l2_ball":
-            fix = relaxed.ball_copies(x, mus, dom.center, float(dom.radius))
+            rounds = _PiecesRounds(relaxed, mus, lam, w0, bounds, min(target, 1e-6) * 1e-3, dom)
+            fix = rounds.fix(x)
             if fix is not None:  # copies over R^d leave the ball W
                 return _ball_rounds(
-                    decl, relaxed, x, fix, lam, w0, accuracy, stats, w_domain, bounds, target
+                    decl, rounds, x, fix, lam, w0, accuracy, stats, w_domain, target
                 )
         return _certify_point(
             decl, x, lam, w0, accuracy, stats, thetas, relaxed.C, w_domain, copies=Y
@@ -940,9 +956,85 @@ def _pieces_rung(
 BALL_ROUNDS = 6
 
 
+class _PiecesRounds:
+    """:func:`_ball_rounds` for the arrowhead path: the relaxed piecewise-linear extension,
+    re-solved with the moved examples taken out and their model added."""
+
+    def __init__(self, relaxed: ExtensionPieces, mus, lam, w0, bounds: Bounds, tol, dom) -> None:
+        self.relaxed, self.mus, self.lam, self.w0 = relaxed, mus, lam, w0
+        self.bounds, self.tol, self.dom = bounds, tol, dom
+        self.C = relaxed.C
+
+    def fix(self, x: np.ndarray) -> BallCopies | None:
+        return self.relaxed.ball_copies(x, self.mus, self.dom.center, float(self.dom.radius))
+
+    def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
+        return self.relaxed.copies(x, self.mus)
+
+    def solve(self, fix: BallCopies, x: np.ndarray) -> tuple[np.ndarray, int]:
+        out, self.mus, steps = arrowhead_ipm(
+            self.relaxed.without(fix.rows),
+            self.lam,
+            self.w0,
+            x,
+            tol=self.tol,
+            bounds=self.bounds,
+            quad=fix.quad,
+        )
+        return out, steps
+
+
+class _SmoothRounds:
+    """:func:`_ball_rounds` for the smooth path: Newton's method on the relaxed smooth
+    extension with the moved examples' terms taken out and their model added."""
+
+    def __init__(self, relaxed: SmoothExtension, C: float, lam: float, w0, dom) -> None:
+        self.relaxed, self.C, self.lam, self.w0, self.dom = relaxed, C, lam, w0, dom
+
+    def fix(self, x: np.ndarray) -> BallCopies | None:
+        return smooth_ball_copies(self.relaxed, self.C, x, self.dom.center, float(self.dom.radius))
+
+    def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
+        return self.relaxed.copies(x), self.relaxed.model.multipliers(x)
+
+    def solve(self, fix: BallCopies, x: np.ndarray) -> tuple[np.ndarray, int]:
+        model = _Replaced(self.relaxed.model, fix.rows, fix.quad)
+        return ball_newton(model, self.lam, self.w0, x, self.dom.center, float(self.dom.radius))
+
+
+class _Replaced:
+    """A smooth model (one block) with the examples ``rows`` replaced by the quadratic
+    ``w^T Q w / 2 + q^T w``: the model less the rows' own, plus the quadratic."""
+
+    def __init__(self, model: Any, rows: np.ndarray, quad: tuple[np.ndarray, np.ndarray]) -> None:
+        import dataclasses
+
+        from dpcvx.modeling.smooth import SmoothModel
+
+        (blk,) = model.blocks
+        knots = None if blk.knots is None else (blk.knots[0][rows], blk.knots[1][rows])
+        sub = dataclasses.replace(blk, A=blk.A[rows], b=blk.b[rows], knots=knots)
+        self.model = model
+        self.sub = SmoothModel(rows.size, model.d, (sub,))
+        self.share = rows.size / model.n
+        self.Q, self.q = quad
+
+    def value_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = self.model.value_grad(w)
+        sv, sg = self.sub.value_grad(w)
+        Qw = self.Q @ w
+        return (
+            value - self.share * sv + float(w @ Qw) / 2 + float(self.q @ w),
+            grad - self.share * sg + Qw + self.q,
+        )
+
+    def hessian(self, w: np.ndarray) -> np.ndarray:
+        return self.model.hessian(w) - self.share * self.sub.hessian(w) + self.Q
+
+
 def _ball_rounds(
     decl: Declaration,
-    relaxed: ExtensionPieces,
+    rounds_of: _PiecesRounds | _SmoothRounds,
     x: np.ndarray,
     fix: BallCopies,
     lam: float,
@@ -950,18 +1042,18 @@ def _ball_rounds(
     accuracy: float | None,
     stats: dict,
     w_domain: Domain | LocalizedDomain | None,
-    bounds: Bounds,
     target: float,
 ) -> CertifiedSolution:
     """The extension over a ball W whose copies over ``R^d`` leave W (a small, active domain).
 
     ``fix`` puts the exact copies of the examples whose copy leaves W at ``x`` in W
-    (:meth:`~dpcvx.certification.arrowhead.ExtensionPieces.ball_copies`). Each round
-    certifies them, or, while the certificate would miss the target, solves again with the
-    arrowhead method, those examples replaced by a second-order model of their extensions at
-    ``x`` (a proximal Newton step: the others keep their exact piecewise-linear form). The
+    (:func:`~dpcvx.certification.ball.ball_extension`). Each round certifies them, or, while
+    the certificate would miss the target, solves again (``rounds_of``: the arrowhead method
+    or Newton's method), those examples replaced by a second-order model of their extensions
+    at ``x`` (a proximal Newton step: the others keep their exact relaxed form). The
     certificate is skipped while the change in those examples' slopes since the last solve's
-    model, ``Delta``, predicts a gap above the target (:func:`_predicted_gap`). Up to
+    model, ``Delta`` (and ``2 C`` for each example that joined or left them), predicts a gap
+    above the target (:func:`_predicted_gap`). Up to
     :data:`BALL_ROUNDS` rounds; then the last certificate (or its error) goes to the ladder,
     and the joint program takes over. The rounds only move the point the certificate judges."""
     import time
@@ -971,16 +1063,20 @@ def _ball_rounds(
     steps = int(stats["iterations"])
     start = time.perf_counter() - float(stats["seconds"])
     n = decl.n
+    C = rounds_of.C
     predicted = fix.before.sum(axis=0) / n  # the slopes the last solve's model gave them
     rows_before = fix.rows
     curvature = np.zeros((decl.d, decl.d))  # the last model's, beyond lam I
     for rounds in range(1, BALL_ROUNDS + 1):
         change = fix.slopes[fix.rows].sum(axis=0) / n - predicted
-        same = np.array_equal(fix.rows, rows_before)
+        # an example that joined or left the moved ones changes its slope by at most 2 C
+        moved = np.setxor1d(fix.rows, rows_before, assume_unique=True).size
         goal = target if accuracy is None else accuracy
         if isinstance(best, CertifiedSolution):
             goal = accuracy if accuracy is not None else SMOOTH_DEFAULT * (1 + abs(best.upper))
-        hopeless = same and lam > 0 and _predicted_gap(change, lam, curvature) > goal
+        hopeless = lam > 0 and (
+            _predicted_gap(change, lam, curvature) + (2 * C * moved / n) ** 2 / (2 * lam) > goal
+        )
         if not hopeless or rounds == BALL_ROUNDS:
             stats = dict(
                 stats, iterations=steps, ball_rounds=rounds, seconds=time.perf_counter() - start
@@ -994,7 +1090,7 @@ def _ball_rounds(
                     accuracy,
                     stats,
                     fix.thetas,
-                    relaxed.C,
+                    C,
                     w_domain,
                     copies=fix.Y,
                     slopes=fix.slopes,
@@ -1010,15 +1106,7 @@ def _ball_rounds(
         if rounds == BALL_ROUNDS:
             break
         Q, q = fix.quad
-        x, mus, more = arrowhead_ipm(
-            relaxed.without(fix.rows),
-            lam,
-            w0,
-            x,
-            tol=min(target, 1e-6) * 1e-3,
-            bounds=bounds,
-            quad=fix.quad,
-        )
+        x, more = rounds_of.solve(fix, x)
         steps += int(more)
         if not np.all(np.isfinite(x)):
             break
@@ -1026,12 +1114,10 @@ def _ball_rounds(
         predicted = Q @ x + q
         rows_before = fix.rows
         curvature = Q
-        following = relaxed.ball_copies(x, mus, dom.center, float(dom.radius))
+        following = rounds_of.fix(x)
         if following is None:  # no copy leaves W now: the relaxed copies are exact
-            Y, thetas = relaxed.copies(x, mus)
-            return _certify_point(
-                decl, x, lam, w0, accuracy, stats, thetas, relaxed.C, w_domain, copies=Y
-            )
+            Y, thetas = rounds_of.exact(x)
+            return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, C, w_domain, copies=Y)
         fix = following
     if isinstance(best, CertifiedSolution):
         return best

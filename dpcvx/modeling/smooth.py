@@ -26,7 +26,14 @@ from scipy.special import expit, softmax
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 
-__all__ = ["SmoothExtension", "SmoothModel", "extension_model", "gram", "smooth_model"]
+__all__ = [
+    "SmoothExtension",
+    "SmoothModel",
+    "atom_derivative",
+    "extension_model",
+    "gram",
+    "smooth_model",
+]
 
 _SCALAR = ("affine", "square", "huber", "logistic", "exp")
 _VECTOR = ("sum_squares", "log_sum_exp")
@@ -146,6 +153,14 @@ def gram(A: np.ndarray, c: np.ndarray, minus: np.ndarray | None = None) -> np.nd
 
 #: rows times columns of one chunk of :func:`gram`
 _CHUNK = 1 << 18
+
+
+def atom_derivative(block: _Block, v: np.ndarray, order: int) -> np.ndarray:
+    """The scalar atom of ``block`` (``order`` 0), or its first or second derivative, at the
+    arguments ``v`` (with the block's knots, if any, continuing it linearly)."""
+    fn = (_psi, _dpsi, _d2psi)[order]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return fn(block, v)
 
 
 def _psi(blk: _Block, v: np.ndarray) -> np.ndarray:

@@ -406,3 +406,39 @@ def test_a_localized_domain_is_part_of_the_rungs_program():
     ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
     tol = 1e-8 * (1 + abs(ref.value))
     assert sol.lower <= ref.value + tol and ref.value <= sol.upper + tol
+
+
+@pytest.mark.parametrize("loss", ["logistic", "huber", "square"])
+def test_smooth_extension_in_a_small_ball_stays_on_the_smooth_path(loss):
+    """The smooth path's relaxed extension puts copies outside a small ball: the rounds keep
+    them in it (Newton's method on the model), the certificate is met on the smooth path, and
+    its bracket holds the joint program's optimum by CVXPY."""
+    X, Y, R = _data(12, n=300)
+    X[:150] *= 3.0
+    w = cp.Variable(D)
+    x = cp.Parameter(D)
+    y = cp.Parameter()
+    labels = Y if loss == "logistic" else R
+    per = {
+        "logistic": cp.logistic(-y * (x @ w)),
+        "huber": cp.huber(x @ w - y, 1.0),
+        "square": cp.square(x @ w - y),
+    }[loss]
+    radius = 0.6
+    problem = dpcvx.Problem(per, w, data={x: X, y: labels}, domain=[cp.norm(w) <= radius])
+    sol = problem.lipschitz_extension(1.0).solve(regularization=LAM, accuracy=1e-9)
+    assert sol.gap <= 1e-9
+    assert sol.solver_stats["solver"] in ("Newton", "L-BFGS-B", "L-BFGS-B + Newton")
+    assert sol.solver_stats["ball_rounds"] >= 1
+
+    def value(Yc):
+        z = cp.sum(cp.multiply(X, Yc), axis=1)
+        if loss == "logistic":
+            return cp.logistic(-cp.multiply(labels, z))
+        if loss == "huber":
+            return cp.huber(z - labels, 1.0)
+        return cp.square(z - labels)
+
+    ref = _small_ball_reference(value, X, 1.0, radius)
+    tol = 1e-7 * (1 + abs(ref))
+    assert sol.lower - tol <= ref <= sol.upper + tol

@@ -1,12 +1,17 @@
 """The Lipschitz extension of a one-direction piecewise-linear loss with its copy kept in an
-l2 ball (:func:`dpcvx.certification.arrowhead._ball_extension`), against independent answers:
+l2 ball (:func:`dpcvx.certification.ball.ball_extension`), against independent answers:
 CVXPY on every example's own problem, finite differences, and the bound's own tightness."""
 
 import cvxpy as cp
 import numpy as np
 import pytest
 
-from dpcvx.certification.arrowhead import _ball_extension
+from dpcvx.certification.ball import Pieces1D, ball_extension
+
+
+def _ball_extension(u, sigma, beta, w, c, R, C, n):
+    return ball_extension(Pieces1D(sigma, beta), u, w, c, R, C, n)
+
 
 C = 1.0
 
@@ -127,3 +132,44 @@ def test_the_model_is_the_extensions_second_order_expansion():
     H = np.stack([(duals(w + eps * e) - duals(w - eps * e)) / (2 * eps) for e in np.eye(d)], axis=1)
     np.testing.assert_allclose(Q, H, atol=1e-5 * np.abs(H).max())
     assert np.linalg.eigvalsh(Q).min() >= -1e-12
+
+
+@pytest.mark.parametrize("kind", ["logistic", "huber", "square"])
+def test_smooth_atoms_in_the_ball_match_the_reference(kind):
+    """A smooth atom ``weight psi(scale t + offset)`` along ``u``: the same checks as for
+    pieces (values against CVXPY, valid and tight bounds)."""
+    import dataclasses
+
+    from dpcvx.certification.ball import Smooth1D
+    from dpcvx.modeling.smooth import _Block
+
+    rng = np.random.default_rng(5)
+    k, d = 20, 4
+    u = rng.normal(size=(k, d))
+    u /= np.linalg.norm(u, axis=1)[:, None]
+    scale = rng.uniform(0.5, 4.0, k)
+    offset = rng.normal(size=k)
+    blk = _Block(kind, 1.0, 0.5, np.zeros((k, d)), np.zeros(k), 1, ())
+    line = Smooth1D(dataclasses.replace(blk, knots=None), 0.7, scale, offset)
+    c = np.zeros(d)
+    w = rng.normal(size=d)
+    w *= 0.95 / np.linalg.norm(w)
+    t, Y, g, theta, _ = ball_extension(line, u, w, c, 1.0, C, 1)
+    Yv = cp.Variable((k, d))
+    arg = cp.multiply(scale, cp.sum(cp.multiply(u, Yv), axis=1)) + offset
+    atom = {"logistic": cp.logistic(arg), "huber": cp.huber(arg, 0.5), "square": cp.square(arg)}
+    prob = cp.Problem(
+        cp.Minimize(cp.sum(0.7 * atom[kind] + C * cp.norm(Yv - w[None, :], 2, axis=1))),
+        [cp.norm(Yv, 2, axis=1) <= 1.0],
+    )
+    prob.solve(solver=cp.CLARABEL)
+    tY = np.einsum("kd,kd->k", u, Y)
+    value = line.value(tY) + C * np.linalg.norm(w - Y, axis=1)
+    assert float(value.sum()) <= prob.value + 1e-6
+    assert np.all(np.linalg.norm(Y, axis=1) <= 1 + 1e-12)
+    assert np.all(np.linalg.norm(g, axis=1) <= C * (1 + 1e-12))
+    # theta is h's derivative at t; the bound is tight
+    np.testing.assert_allclose(theta, line.slope(t), rtol=1e-12, atol=1e-12)
+    vec = g - theta[:, None] * u
+    lower = g @ w + line.value(t) - theta * t - np.linalg.norm(vec, axis=1)
+    assert np.max(value - lower) <= 1e-8

@@ -1,0 +1,320 @@
+"""The Lipschitz extension of a one-direction loss with its copies kept in an l2 ball.
+
+For a loss ``h_i(u_i^T y)`` of one direction per example (a hinge, an absolute value, a
+pinball or epsilon-insensitive loss; a logistic, squared, Huber or exponential loss of one
+affine argument), the extension of paper 000, eq. (5) over the ball ``W = B(c, R)``,
+
+    f_C(w) = min_{y in W} h(u^T y) + C ||w - y||,
+
+is a one-dimensional problem per example. For a fixed ``t = u^T y`` the copy ranges over the
+slice of the ball, a ``(d - 1)``-ball of radius ``r(t) = sqrt(R^2 - (t - u^T c)^2)``; the
+nearest point of it to ``w`` is at distance ``D(t) = hypot(u^T w - t, (p - r(t))_+)`` with
+``p`` the distance of ``w - c`` from the line through ``c`` along ``u``. ``h + C D`` is convex
+in ``t`` (``D`` is the distance to a convex set that moves affinely), so a bisection on its
+derivative, Newton's steps, and the best of those and of the kinks give ``t``; the copy is
+the nearest point of its slice.
+
+The solve paths use it where the extension over ``R^d`` (whose copies move along ``u_i``
+only, :class:`~dpcvx.certification.arrowhead.ExtensionPieces` and
+:class:`~dpcvx.modeling.smooth.SmoothExtension`) puts copies outside a small, active ball:
+:func:`ball_extension` gives those examples' exact copies, the duals ``g_i`` of ``||w - y_i||``
+and the slopes of ``h_i`` at the copies (what dpcvx's certificate needs to be tight there),
+and a second-order model of their extensions at ``w`` for the next solve. Nothing here is
+trusted: every output only guides the certificate, which evaluates the declared loss.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dpcvx.modeling.smooth import atom_derivative
+
+if TYPE_CHECKING:
+    from dpcvx.modeling.smooth import SmoothExtension
+
+__all__ = ["BallCopies", "Pieces1D", "Smooth1D", "ball_extension", "smooth_ball_copies"]
+
+_EPS = float(np.finfo(float).eps)
+#: the model's curvature ``C / D`` is capped at ``C / (_FLOOR R)``: a copy this near ``w`` is
+#: near the kink of its extension, where no quadratic model holds
+_FLOOR = 1e-4
+#: bisection steps (each halves the bracket, to 2^-16 of the ball's diameter), then Newton's
+#: steps (quadratic convergence from there)
+_BISECT = 16
+_NEWTON = 5
+
+
+@dataclass(frozen=True, slots=True)
+class BallCopies:
+    """The copies of an extension in a ball: the copies ``Y`` (rows ``y_i``), the
+    certificate's multipliers, the duals ``g_i`` of the moved examples (NaN rows elsewhere:
+    the certificate's default there), the moved examples ``rows`` and ``(Q, q)``:
+    ``w^T Q w / 2 + q^T w`` is the second-order model at ``w`` (up to a constant) of their
+    extensions' mean over all ``n`` examples; ``before`` the moved examples' slopes in the
+    relaxed extension over ``R^d`` (rows, as ``slopes``)."""
+
+    Y: np.ndarray
+    thetas: list
+    slopes: np.ndarray
+    rows: np.ndarray
+    quad: tuple[np.ndarray, np.ndarray]
+    before: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class Pieces1D:
+    """``h(t) = max_j (sigma_j t + beta_j)`` per row (``sigma``, ``beta``: ``(k, m)``)."""
+
+    sigma: np.ndarray
+    beta: np.ndarray
+
+    def value(self, t: np.ndarray) -> np.ndarray:
+        return (self.sigma * t[:, None] + self.beta).max(axis=1)
+
+    def slope(self, t: np.ndarray) -> np.ndarray:
+        j = np.argmax(self.sigma * t[:, None] + self.beta, axis=1)
+        return self.sigma[np.arange(t.size), j]
+
+    def curvature(self, t: np.ndarray) -> np.ndarray:
+        return np.zeros_like(t)
+
+    def kinks(self) -> list[np.ndarray]:
+        """Every pair of pieces' crossing (NaN where they are parallel)."""
+        m = self.sigma.shape[1]
+        out = []
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for j in range(m):
+                for i in range(j + 1, m):
+                    out.append(
+                        (self.beta[:, i] - self.beta[:, j]) / (self.sigma[:, j] - self.sigma[:, i])
+                    )
+        return out
+
+    def subdifferential(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The slopes of the pieces active at ``t`` (to rounding): their least and largest."""
+        H = self.sigma * t[:, None] + self.beta
+        top = H.max(axis=1)
+        tol = 1e-12 * (
+            np.abs(top)
+            + np.abs(self.sigma * t[:, None]).max(axis=1)
+            + np.abs(self.beta).max(axis=1)
+        )
+        active = H >= (top - tol)[:, None]
+        lo = np.where(active, self.sigma, np.inf).min(axis=1)
+        hi = np.where(active, self.sigma, -np.inf).max(axis=1)
+        return lo, hi
+
+
+@dataclass(frozen=True, slots=True)
+class Smooth1D:
+    """``h(t) = weight psi(scale t + offset)`` per row for a smooth scalar atom ``psi`` (the
+    block of :mod:`dpcvx.modeling.smooth` that names it, without knots)."""
+
+    block: object
+    weight: float
+    scale: np.ndarray
+    offset: np.ndarray
+
+    def _at(self, t: np.ndarray) -> np.ndarray:
+        return self.scale * t + self.offset
+
+    def value(self, t: np.ndarray) -> np.ndarray:
+        return self.weight * atom_derivative(self.block, self._at(t), 0)  # type: ignore[arg-type]
+
+    def slope(self, t: np.ndarray) -> np.ndarray:
+        d1 = atom_derivative(self.block, self._at(t), 1)  # type: ignore[arg-type]
+        return self.weight * self.scale * d1
+
+    def curvature(self, t: np.ndarray) -> np.ndarray:
+        d2 = atom_derivative(self.block, self._at(t), 2)  # type: ignore[arg-type]
+        return self.weight * self.scale**2 * d2
+
+    def kinks(self) -> list[np.ndarray]:
+        return []
+
+    def subdifferential(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s = self.slope(t)
+        return s, s
+
+
+def ball_extension(
+    line: Pieces1D | Smooth1D,
+    u: np.ndarray,
+    w: np.ndarray,
+    c: np.ndarray,
+    R: float,
+    C: float,
+    n: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """Per example (rows of the unit directions ``u``, ``h`` given by ``line``), the extension
+    ``min_{||y - c|| <= R} h(u^T y) + C ||w - y||`` (see the module docstring). Returns ``t``,
+    the copies, the duals ``g = C (w - y) / ||w - y||``, the slopes ``theta`` of ``h`` at ``t``
+    that make ``g - theta u`` normal to the ball at ``y`` (in ``h``'s subdifferential) and the
+    model ``(Q, q)`` of :class:`BallCopies` (``n`` examples in the mean)."""
+    k = u.shape[0]
+    z = w - c
+    tau = u @ w
+    gam = u @ c
+    v = z[None, :] - (u @ z)[:, None] * u  # the part of w - c across u
+    p = np.linalg.norm(v, axis=1)
+    lo0, hi0 = gam - R, gam + R
+
+    def slice_radius(t: np.ndarray) -> np.ndarray:
+        return np.sqrt(np.maximum(R * R - (t - gam) ** 2, 0.0))
+
+    def value(t: np.ndarray) -> np.ndarray:
+        return line.value(t) + C * np.hypot(tau - t, np.maximum(p - slice_radius(t), 0.0))
+
+    def derivative(t: np.ndarray) -> np.ndarray:
+        r = slice_radius(t)
+        q = np.maximum(p - r, 0.0)
+        D = np.hypot(tau - t, q)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dq = np.where(q > 0, (t - gam) / r, 0.0)  # q' = -r'
+            dD = np.where(D > 0, ((t - tau) + q * dq) / D, np.sign(t - tau))
+        dD = np.nan_to_num(dD, nan=0.0, posinf=1e300, neginf=-1e300)
+        return np.nan_to_num(line.slope(t)) + C * dD
+
+    def distance_curvature(t: np.ndarray) -> np.ndarray:
+        # D'' where the copy is on the sphere (q > 0; elsewhere D is linear in t)
+        r = slice_radius(t)
+        q = p - r
+        D = np.hypot(tau - t, np.maximum(q, 0.0))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            slope = (t - gam) / r
+            Dt = (q * slope + (t - tau)) / D
+            Dtt = (1.0 + slope**2 + q * R * R / r**3 - Dt**2) / D
+        return np.where((q > 0) & (D > 0) & (r > 0), np.nan_to_num(Dtt, nan=0.0), 0.0)
+
+    lo, hi = lo0.copy(), hi0.copy()
+    for _ in range(_BISECT):
+        mid = 0.5 * (lo + hi)
+        up = derivative(mid) > 0
+        hi = np.where(up, mid, hi)
+        lo = np.where(up, lo, mid)
+    # Newton's steps from the bracket's middle (the objective is smooth inside one piece of
+    # h; a step that leaves the bracket is cut back to it, and the values decide below)
+    t_n = 0.5 * (lo + hi)
+    for _ in range(_NEWTON):
+        second = np.nan_to_num(line.curvature(t_n)) + C * distance_curvature(t_n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.where(second > 0, derivative(t_n) / second, 0.0)
+        t_n = np.clip(t_n - np.nan_to_num(step), lo, hi)
+    # the kinks of h and of D (at u^T w, where the copy reaches w) are candidates too: at one
+    # the derivative jumps, and the bracket only comes near it
+    cands = [lo, hi, 0.5 * (lo + hi), t_n, np.clip(tau, lo0, hi0)]
+    cands += [np.clip(np.nan_to_num(kink, nan=0.0), lo0, hi0) for kink in line.kinks()]
+    T = np.stack(cands, axis=1)
+    vals = np.stack([value(T[:, a]) for a in range(T.shape[1])], axis=1)
+    vals = np.where(np.isnan(vals), np.inf, vals)
+    t = T[np.arange(k), np.argmin(vals, axis=1)]
+    # within rounding of the least value, Newton's point (the most precise position)
+    top = vals.min(axis=1)
+    t = np.where(vals[:, 3] <= top + 16 * _EPS * (1.0 + np.abs(top)), T[:, 3], t)
+    # the copy: the nearest point of the slice at t
+    r = slice_radius(t)
+    on_sphere = p > r
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shrink = np.where(on_sphere, r / np.where(p > 0, p, 1.0), 1.0)
+    Y = c[None, :] + (t - gam)[:, None] * u + shrink[:, None] * v
+    # a copy within rounding of w is w itself (an example the extension leaves alone)
+    at_w = np.linalg.norm(w[None, :] - Y, axis=1) <= 1e-12 * (1.0 + R + float(np.abs(w).max()))
+    Y[at_w] = w
+    diff = w[None, :] - Y
+    D = np.linalg.norm(diff, axis=1)
+    safe = np.where(D > 0, D, 1.0)
+    normal = diff / safe[:, None]
+    g = np.where((D > 0)[:, None], C * normal, 0.0)
+    # theta: g = theta u + kappa (y - c) / R on the sphere (kappa >= 0 at the optimum)
+    gu = np.einsum("kd,kd->k", g, u)
+    e = (Y - c) / R
+    ue = (t - gam) / R
+    ge = np.einsum("kd,kd->k", g, e)
+    det = 1.0 - ue * ue
+    with np.errstate(divide="ignore", invalid="ignore"):
+        theta = np.where(on_sphere & (det > 1e-12), (gu - ue * ge) / det, gu)
+    s_lo, s_hi = line.subdifferential(t)
+    theta = np.clip(np.nan_to_num(theta), s_lo, s_hi)
+    # a copy at w: the slope of h there nearest zero, and g = theta u + kappa (w - c) / R with
+    # the kappa >= 0 that shortens it most (zero inside the ball, where the normal cone is 0)
+    near = np.clip(0.0, s_lo, s_hi)
+    theta = np.where(at_w, near, theta)
+    inside = np.linalg.norm(z) < R * (1 - 1e-12)
+    kappa = np.zeros(k) if inside else np.maximum(0.0, -near * ((u @ z) / R))
+    g_w = near[:, None] * u + kappa[:, None] * (z / R)[None, :]
+    g[at_w] = g_w[at_w]
+    # the model: C dist(w, slice at t) per example, its gradient C normal and Hessian
+    # (C / D) (I - J - normal normal^T) with J the Jacobian of the projection onto the slice
+    a = np.where(D > 0, C / np.maximum(D, _FLOOR * R), 0.0) / n
+    rho = np.where(on_sphere, shrink, 1.0)
+    ev = v / np.where(p > 0, p, 1.0)[:, None]
+    Q = float(np.sum(a * (1.0 - rho))) * np.eye(w.size)
+    Q += (u * (a * rho)[:, None]).T @ u
+    Q += (ev * (a * rho * on_sphere)[:, None]).T @ ev
+    Q -= (normal * a[:, None]).T @ normal
+    # a copy at w stays there as w moves (inside the ball; on the sphere, along it): the
+    # extension is h(u^T w) there, of curvature h'' u u^T
+    bend = np.where(at_w, np.nan_to_num(line.curvature(t)), 0.0) / n
+    if bend.any():
+        Q += (u * bend[:, None]).T @ u
+    # where no kink of h holds t, t follows w: the extension's Hessian is the model's less
+    # C^2 (d_t grad_w D)(d_t grad_w D)^T / (h'' + C d_tt D) (an envelope)
+    held = s_hi > s_lo
+    free = on_sphere & ~held & (D > _FLOOR * R) & (r > _FLOOR * R)
+    if free.any():
+        f = np.flatnonzero(free)
+        Df, rf, tf = D[f], r[f], t[f]
+        delta = tau[f] - tf
+        q = p[f] - rf
+        slope = (tf - gam[f]) / rf  # -r'(t)
+        Dt = (q * slope - delta) / Df
+        Dtt = (1.0 + slope**2 + q * R * R / rf**3 - Dt**2) / Df
+        cross = (
+            (-u[f] + slope[:, None] * ev[f])
+            - (delta[:, None] * u[f] + q[:, None] * ev[f]) * (Dt / Df)[:, None]
+        ) / Df[:, None]
+        denom = np.nan_to_num(line.curvature(t))[f] / C + Dtt
+        keep = denom > 0
+        Q -= (cross[keep] * (C / n / denom[keep])[:, None]).T @ cross[keep]
+    Q = 0.5 * (Q + Q.T)
+    grad = np.sum(g, axis=0) / n
+    return t, Y, g, theta, (Q, grad - Q @ w)
+
+
+def smooth_ball_copies(
+    relaxed: SmoothExtension, C: float, w: np.ndarray, center: np.ndarray, radius: float
+) -> BallCopies | None:
+    """:class:`BallCopies` for the smooth extension ``relaxed`` at ``C`` (one scalar atom per
+    example) at ``w``: the examples whose copy over ``R^d`` leaves the ball get their exact
+    copy in it, the atom's derivative at that copy as the certificate's multiplier, and the
+    dual ``g_i``.
+    None when every copy lies in the ball (the relaxed copies are then exact)."""
+    model = relaxed.model
+    (blk,) = model.blocks
+    n = model.n
+    Y = relaxed.copies(w)
+    c = np.asarray(center, float)
+    R = float(radius)
+    norms = np.linalg.norm(blk.A, axis=1)
+    rows = np.flatnonzero((norms > 0) & (np.linalg.norm(Y - c, axis=1) > R))
+    if rows.size == 0:
+        return None
+    thetas = model.multipliers(w)  # the relaxed atom's derivative: the original's at y_i
+    u = blk.A[rows] / norms[rows, None]
+    plain = dataclasses.replace(blk, knots=None)
+    line = Smooth1D(plain, blk.weight, norms[rows], blk.b[rows])
+    t, Yr, g, theta, quad = ball_extension(line, u, w, c, R, C, n)
+    Y[rows] = Yr
+    arg = thetas[0]
+    assert arg is not None
+    flat = arg[0].reshape(-1).copy()
+    before = (blk.weight * norms[rows] * flat[rows])[:, None] * u
+    flat[rows] = theta / (blk.weight * norms[rows])  # psi' at the copy
+    thetas = [[flat.reshape(arg[0].shape)]]
+    slopes = np.full(Y.shape, np.nan)
+    slopes[rows] = g
+    return BallCopies(Y, thetas, slopes, rows, quad, before)
