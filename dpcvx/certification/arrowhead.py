@@ -36,6 +36,7 @@ import numpy as np
 from dpcvx.certification.ball import BallCopies, Pieces1D, ball_extension
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import gram
 
 __all__ = [
@@ -366,7 +367,7 @@ class ExtensionPieces:
         c = np.asarray(center, float)
         R = float(radius)
         moving = np.any(self.u != 0, axis=1)
-        rows = np.flatnonzero(moving & (np.linalg.norm(Y - c, axis=1) > R))
+        rows = np.flatnonzero(moving & (row_norms(Y - c) > R))
         if rows.size == 0:
             return None
         line = Pieces1D(self.sigma[rows], self.beta[rows])

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import atom_derivative
 
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ def ball_extension(
     tau = u @ w
     gam = u @ c
     v = z[None, :] - (u @ z)[:, None] * u  # the part of w - c across u
-    p = np.linalg.norm(v, axis=1)
+    p = row_norms(v)
     lo0, hi0 = gam - R, gam + R
 
     def slice_radius(t: np.ndarray) -> np.ndarray:
@@ -222,10 +223,10 @@ def ball_extension(
         shrink = np.where(on_sphere, r / np.where(p > 0, p, 1.0), 1.0)
     Y = c[None, :] + (t - gam)[:, None] * u + shrink[:, None] * v
     # a copy within rounding of w is w itself (an example the extension leaves alone)
-    at_w = np.linalg.norm(w[None, :] - Y, axis=1) <= 1e-12 * (1.0 + R + float(np.abs(w).max()))
+    at_w = row_norms(w[None, :] - Y) <= 1e-12 * (1.0 + R + float(np.abs(w).max()))
     Y[at_w] = w
     diff = w[None, :] - Y
-    D = np.linalg.norm(diff, axis=1)
+    D = row_norms(diff)
     safe = np.where(D > 0, D, 1.0)
     normal = diff / safe[:, None]
     g = np.where((D > 0)[:, None], C * normal, 0.0)
@@ -299,8 +300,8 @@ def smooth_ball_copies(
     Y = relaxed.copies(w)
     c = np.asarray(center, float)
     R = float(radius)
-    norms = np.linalg.norm(blk.A, axis=1)
-    rows = np.flatnonzero((norms > 0) & (np.linalg.norm(Y - c, axis=1) > R))
+    norms = row_norms(blk.A)
+    rows = np.flatnonzero((norms > 0) & (row_norms(Y - c) > R))
     if rows.size == 0:
         return None
     thetas = model.multipliers(w)  # the relaxed atom's derivative: the original's at y_i

@@ -1074,9 +1074,12 @@ def _ball_rounds(
         goal = target if accuracy is None else accuracy
         if isinstance(best, CertifiedSolution):
             goal = accuracy if accuracy is not None else SMOOTH_DEFAULT * (1 + abs(best.upper))
-        hopeless = lam > 0 and (
-            _predicted_gap(change, lam, curvature) + (2 * C * moved / n) ** 2 / (2 * lam) > goal
+        guess = (
+            _predicted_gap(change, lam, curvature) + (2 * C * moved / n) ** 2 / (2 * lam)
+            if lam > 0
+            else np.inf
         )
+        hopeless = guess > goal
         if not hopeless or rounds == BALL_ROUNDS:
             stats = dict(
                 stats, iterations=steps, ball_rounds=rounds, seconds=time.perf_counter() - start

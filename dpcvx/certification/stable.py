@@ -40,6 +40,7 @@ from dpcvx.certification._conjugates import clip
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling._structure import Term
 from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.domains import row_norms
 
 if TYPE_CHECKING:
     from dpcvx.modeling.domains import Domain
@@ -776,7 +777,7 @@ def stable_extension_sums(
         return None
     fy, err, s, s_abs = out
     if g is None:
-        nrm = np.linalg.norm(s, axis=1, keepdims=True)
+        nrm = row_norms(s)[:, None]
         g = s * np.minimum(1.0, C / np.maximum(nrm * (1 + 8 * _EPS), 1e-300))
     g = np.asarray(g, float)
     P = np.broadcast_to(pts, (n, d))
@@ -794,7 +795,7 @@ def stable_extension_sums(
         * (np.einsum("nd,nd->n", np.abs(v), np.abs(P)) + (np.abs(g) + np.abs(s)) @ reach_y)
     )
     u = w_hat[None, :] - P
-    dist = np.linalg.norm(u, axis=1)
+    dist = row_norms(u)
     cone = (
         C * dist * (1 + 4 * _EPS)
         - np.einsum("nd,nd->n", g, u)

@@ -36,6 +36,7 @@ from dpcvx.modeling._sets import Pieces, parse_constraint, variable_rows
 __all__ = [
     "Domain",
     "box",
+    "row_norms",
     "ellipsoid",
     "l1_ball",
     "l2_ball",
@@ -45,6 +46,15 @@ __all__ = [
 ]
 
 _EPS = np.finfo(float).eps
+
+
+def row_norms(A: np.ndarray) -> np.ndarray:
+    """The l2 norms of the rows of the 2-d array ``A`` (one pass, a few times faster than
+    ``numpy.linalg.norm(A, axis=1)``, which squares into a temporary; every caller's rounding
+    allowance covers either summation order)."""
+    return np.sqrt(np.einsum("ij,ij->i", A, A))
+
+
 _FEAS_REL = 1e-12  # relative margin by which checked inequalities must hold
 
 
@@ -562,8 +572,9 @@ class Domain:
             val = np.sum(np.maximum(V * self._lo, V * self._hi), axis=1)
             mag = np.sum(np.maximum(np.abs(V * self._lo), np.abs(V * self._hi)), axis=1)
         else:
-            val = V @ self.center + self.radius * np.linalg.norm(V, axis=1)
-            mag = np.abs(V) @ np.abs(self.center) + self.radius * np.linalg.norm(V, axis=1)
+            norms = row_norms(V)
+            val = V @ self.center + self.radius * norms
+            mag = np.abs(V) @ np.abs(self.center) + self.radius * norms
         return val + 64 * _EPS * (mag + 1.0) * self.d
 
     def support(self, V: np.ndarray, hints: np.ndarray | None = None) -> np.ndarray:
@@ -576,8 +587,9 @@ class Domain:
         for when no hint is given; never worse than the bounding set's support function."""
         V = np.atleast_2d(np.asarray(V, float))
         if self.kind == "l2_ball":
-            val = V @ self.center + self.radius * np.linalg.norm(V, axis=1)
-            mag = np.abs(V) @ np.abs(self.center) + self.radius * np.linalg.norm(V, axis=1)
+            norms = row_norms(V)
+            val = V @ self.center + self.radius * norms
+            mag = np.abs(V) @ np.abs(self.center) + self.radius * norms
             return val + 64 * _EPS * (mag + 1.0) * self.d
         if self.kind == "l1_ball":
             val = V @ self.center + self.radius * np.max(np.abs(V), axis=1)
@@ -654,10 +666,10 @@ class Domain:
         if self.kind == "l2_ball":
             r = self.radius / (1 + 4 * _EPS)
             diff = P - self.center
-            nrm = np.linalg.norm(diff, axis=1, keepdims=True)
+            nrm = row_norms(diff)[:, None]
             out = self.center + diff * np.minimum(1.0, r / np.maximum(nrm, 1e-300))
             limit = self.radius * (1 - 8 * _EPS) / (1 + 4 * _EPS)
-            bad = np.linalg.norm(out - self.center, axis=1) > limit
+            bad = row_norms(out - self.center) > limit
             # rows the check refuses (projections onto the sphere fail its margin): the shrink
             # of :meth:`make_feasible` toward the interior point, for all of them at once
             idx = np.flatnonzero(bad)
@@ -665,7 +677,7 @@ class Domain:
             t = 1e-15
             while idx.size and t < 1:
                 cand = (1 - t) * proj + t * self.interior
-                ok = np.linalg.norm(cand - self.center, axis=1) <= limit
+                ok = row_norms(cand - self.center) <= limit
                 out[idx[ok]] = cand[ok]
                 idx, proj = idx[~ok], proj[~ok]
                 t *= 2
