@@ -235,12 +235,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="n in {1e3, 3e3}, epsilon 1, absolute loss, 1 seed, small test set",
+        help="n = 1e3, epsilon 1, absolute loss, 1 seed, small test set",
     )
     parser.add_argument("--output", default=None, help="JSON file (default benchmarks/results)")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.n, args.eps, args.loss, args.seeds, args.test_size = "1e3,3e3", "1", "abs", 1, 20_000
+        args.n, args.eps, args.loss, args.seeds, args.test_size = "1e3", "1", "abs", 1, 20_000
     ns = [int(float(v)) for v in args.n.split(",")]
     epss = [float(v) for v in args.eps.split(",")]
     losses = args.loss.split(",")
