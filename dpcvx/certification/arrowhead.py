@@ -355,31 +355,47 @@ class ExtensionPieces:
         return Y, s_star, gamma
 
     def ball_copies(
-        self, w: np.ndarray, mus: list[np.ndarray], center: np.ndarray, radius: float
+        self,
+        w: np.ndarray,
+        mus: list[np.ndarray],
+        center: np.ndarray,
+        radius: float,
+        extra: np.ndarray | None = None,
     ) -> BallCopies | None:
         """:meth:`copies` for copies that must stay in the ball ``B(center, radius)`` (the
         domain W): the examples whose copy over ``R^d`` leaves it get their exact copy in W
         (:func:`~dpcvx.certification.ball.ball_extension`), the dual ``g_i`` of
         ``||w - y_i||`` and the multipliers of their pieces at it, plus a second-order model of
-        their extensions at ``w`` for the next solve. None when every copy lies in the ball
+        their extensions at ``w`` for the next solve. The examples ``extra`` (taken out of the
+        last solve, so ``mus`` says nothing of them) get their exact copies too, outside the
+        model. None when every copy lies in the ball and there is no ``extra``
         (:meth:`copies` is then exact)."""
         Y, s_star, gamma = self._relaxed(w, mus)
         c = np.asarray(center, float)
         R = float(radius)
         moving = np.any(self.u != 0, axis=1)
         rows = np.flatnonzero(moving & (row_norms(Y - c) > R))
-        if rows.size == 0:
+        others = np.zeros(0, int) if extra is None else np.setdiff1d(np.asarray(extra, int), rows)
+        if rows.size == 0 and others.size == 0:
             return None
-        line = Pieces1D(self.sigma[rows], self.beta[rows])
-        t, Yr, g, theta, quad = ball_extension(line, self.u[rows], w, c, R, self.C, self.model.n)
-        Y[rows] = Yr
-        s_star[rows] = t
-        gamma[rows] = theta
-        weights = _pair_weights(self.sigma, self.beta, gamma, s_star)
+        before = gamma[rows, None] * self.u[rows]
         slopes = np.full(Y.shape, np.nan)
-        slopes[rows] = g
+        quad = (np.zeros((w.size, w.size)), np.zeros(w.size))
+        for part in (rows, others):
+            if part.size == 0:
+                continue
+            line = Pieces1D(self.sigma[part], self.beta[part])
+            t, Yr, g, theta, model = ball_extension(
+                line, self.u[part], w, c, R, self.C, self.model.n
+            )
+            Y[part] = Yr
+            s_star[part] = t
+            gamma[part] = theta
+            slopes[part] = g
+            if part is rows:
+                quad = model
+        weights = _pair_weights(self.sigma, self.beta, gamma, s_star)
         thetas = self.source.multipliers([weights * self.model.terms[0].c])
-        before = self._relaxed(w, mus)[2][rows, None] * self.u[rows]
         return BallCopies(Y, thetas, slopes, rows, quad, before)
 
     def without(self, rows: np.ndarray) -> PiecewiseModel:

@@ -43,10 +43,11 @@ _EPS = float(np.finfo(float).eps)
 #: the model's curvature ``C / D`` is capped at ``C / (_FLOOR R)``: a copy this near ``w`` is
 #: near the kink of its extension, where no quadratic model holds
 _FLOOR = 1e-4
-#: bisection steps (each halves the bracket, to 2^-16 of the ball's diameter), then Newton's
-#: steps (quadratic convergence from there)
-_BISECT = 16
-_NEWTON = 5
+#: bisection steps (each halves the bracket, to 2^-12 of the ball's diameter), then at most
+#: this many safeguarded Newton's steps (quadratic convergence where the objective is smooth,
+#: bisection where it is not)
+_BISECT = 12
+_NEWTON = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,10 @@ class Pieces1D:
 
     sigma: np.ndarray
     beta: np.ndarray
+
+    def take(self, idx: np.ndarray) -> Pieces1D:
+        """The rows ``idx``."""
+        return Pieces1D(self.sigma[idx], self.beta[idx])
 
     def value(self, t: np.ndarray) -> np.ndarray:
         return (self.sigma * t[:, None] + self.beta).max(axis=1)
@@ -119,6 +124,10 @@ class Smooth1D:
     weight: float
     scale: np.ndarray
     offset: np.ndarray
+
+    def take(self, idx: np.ndarray) -> Smooth1D:
+        """The rows ``idx``."""
+        return Smooth1D(self.block, self.weight, self.scale[idx], self.offset[idx])
 
     def _at(self, t: np.ndarray) -> np.ndarray:
         return self.scale * t + self.offset
@@ -170,24 +179,28 @@ def ball_extension(
     def value(t: np.ndarray) -> np.ndarray:
         return line.value(t) + C * np.hypot(tau - t, np.maximum(p - slice_radius(t), 0.0))
 
-    def derivative(t: np.ndarray) -> np.ndarray:
-        r = slice_radius(t)
-        q = np.maximum(p - r, 0.0)
-        D = np.hypot(tau - t, q)
+    def derivative(t: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+        # of h + C D, on the rows idx (all by default)
+        tau_, gam_, p_ = (tau, gam, p) if idx is None else (tau[idx], gam[idx], p[idx])
+        r = np.sqrt(np.maximum(R * R - (t - gam_) ** 2, 0.0))
+        q = np.maximum(p_ - r, 0.0)
+        D = np.hypot(tau_ - t, q)
         with np.errstate(divide="ignore", invalid="ignore"):
-            dq = np.where(q > 0, (t - gam) / r, 0.0)  # q' = -r'
-            dD = np.where(D > 0, ((t - tau) + q * dq) / D, np.sign(t - tau))
+            dq = np.where(q > 0, (t - gam_) / r, 0.0)  # q' = -r'
+            dD = np.where(D > 0, ((t - tau_) + q * dq) / D, np.sign(t - tau_))
         dD = np.nan_to_num(dD, nan=0.0, posinf=1e300, neginf=-1e300)
-        return np.nan_to_num(line.slope(t)) + C * dD
+        part = line if idx is None else line.take(idx)
+        return np.nan_to_num(part.slope(t)) + C * dD
 
-    def distance_curvature(t: np.ndarray) -> np.ndarray:
+    def distance_curvature(t: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
         # D'' where the copy is on the sphere (q > 0; elsewhere D is linear in t)
-        r = slice_radius(t)
-        q = p - r
-        D = np.hypot(tau - t, np.maximum(q, 0.0))
+        tau_, gam_, p_ = (tau, gam, p) if idx is None else (tau[idx], gam[idx], p[idx])
+        r = np.sqrt(np.maximum(R * R - (t - gam_) ** 2, 0.0))
+        q = p_ - r
+        D = np.hypot(tau_ - t, np.maximum(q, 0.0))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            slope = (t - gam) / r
-            Dt = (q * slope + (t - tau)) / D
+            slope = (t - gam_) / r
+            Dt = (q * slope + (t - tau_)) / D
             Dtt = (1.0 + slope**2 + q * R * R / r**3 - Dt**2) / D
         return np.where((q > 0) & (D > 0) & (r > 0), np.nan_to_num(Dtt, nan=0.0), 0.0)
 
@@ -197,14 +210,55 @@ def ball_extension(
         up = derivative(mid) > 0
         hi = np.where(up, mid, hi)
         lo = np.where(up, lo, mid)
-    # Newton's steps from the bracket's middle (the objective is smooth inside one piece of
-    # h; a step that leaves the bracket is cut back to it, and the values decide below)
+    # safeguarded Newton's steps (the objective is smooth inside one piece of h): each
+    # derivative shrinks the bracket, and a step that would leave it bisects instead (near a
+    # pole of the ball, where D'' blows up, Newton alone overshoots)
     t_n = 0.5 * (lo + hi)
+    tiny = 4 * _EPS * (np.abs(t_n) + R)
+    # a kink of h, or of D at u^T w (the copy at w), where the derivative changes sign is the
+    # answer (Newton's steps would only creep up to it): those rows are done at once
+    settled = np.zeros(k, bool)
+    for kink in line.kinks() + [tau]:
+        near = np.isfinite(kink) & ~settled
+        near[near] &= (kink[near] > lo[near]) & (kink[near] < hi[near])
+        if not near.any():
+            continue
+        kink = np.where(near, kink, t_n)
+        step = 1e-12 * (np.abs(kink) + R)
+        left, right = derivative(kink - step), derivative(kink + step)
+        hit = near & (left <= 0) & (right >= 0)
+        t_n = np.where(hit, kink, t_n)
+        settled |= hit
+    # so is an end of the range (a pole of the ball) the derivative does not turn back from
+    for end, inward, sign in (
+        (lo0, lo0 + 1e-12 * (np.abs(lo0) + R), 1.0),
+        (hi0, hi0 - 1e-12 * (np.abs(hi0) + R), -1.0),
+    ):
+        near = (end == (lo if sign > 0 else hi)) & ~settled
+        if near.any():
+            hit = near & (sign * derivative(np.where(near, inward, t_n)) >= 0)
+            t_n = np.where(hit, end, t_n)
+            settled |= hit
+    last = hi - lo  # the last step's length (a Newton step must at least halve it)
     for _ in range(_NEWTON):
-        second = np.nan_to_num(line.curvature(t_n)) + C * distance_curvature(t_n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = np.where(second > 0, derivative(t_n) / second, 0.0)
-        t_n = np.clip(t_n - np.nan_to_num(step), lo, hi)
+        act = np.flatnonzero(~settled)  # only the rows still moving
+        if act.size == 0:
+            break
+        ta, la, ha = t_n[act], lo[act], hi[act]
+        slope = derivative(ta, act)
+        up = slope > 0
+        ha = np.where(up, ta, ha)
+        la = np.where(up, la, ta)
+        second = np.nan_to_num(line.take(act).curvature(ta)) + C * distance_curvature(ta, act)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            step = np.nan_to_num(slope / second)
+        trial = ta - step
+        newton = (second > 0) & (trial > la) & (trial < ha) & (2 * np.abs(step) <= last[act])
+        t_new = np.where(newton, trial, 0.5 * (la + ha))
+        moved = np.abs(t_new - ta)
+        last[act] = moved
+        lo[act], hi[act], t_n[act] = la, ha, t_new
+        settled[act] = (ha - la <= tiny[act]) | (moved <= tiny[act])
     # the kinks of h and of D (at u^T w, where the copy reaches w) are candidates too: at one
     # the derivative jumps, and the bracket only comes near it
     cands = [lo, hi, 0.5 * (lo + hi), t_n, np.clip(tau, lo0, hi0)]

@@ -964,9 +964,11 @@ class _PiecesRounds:
         self.relaxed, self.mus, self.lam, self.w0 = relaxed, mus, lam, w0
         self.bounds, self.tol, self.dom = bounds, tol, dom
         self.C = relaxed.C
+        self.out: np.ndarray | None = None  # the examples the last solve took out
 
     def fix(self, x: np.ndarray) -> BallCopies | None:
-        return self.relaxed.ball_copies(x, self.mus, self.dom.center, float(self.dom.radius))
+        c, R = self.dom.center, float(self.dom.radius)
+        return self.relaxed.ball_copies(x, self.mus, c, R, extra=self.out)
 
     def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
         return self.relaxed.copies(x, self.mus)
@@ -981,6 +983,7 @@ class _PiecesRounds:
             bounds=self.bounds,
             quad=fix.quad,
         )
+        self.out = fix.rows
         return out, steps
 
 

@@ -442,3 +442,50 @@ def test_smooth_extension_in_a_small_ball_stays_on_the_smooth_path(loss):
     ref = _small_ball_reference(value, X, 1.0, radius)
     tol = 1e-7 * (1 + abs(ref))
     assert sol.lower - tol <= ref <= sol.upper + tol
+
+
+@pytest.mark.parametrize(
+    "loss, C, radius",
+    [
+        ("square", 1.0, 0.05),  # copies at a pole of the ball (Newton alone overshot there)
+        ("square", 0.01, 0.05),
+        ("huber", 0.01, 0.5),
+        ("hinge", 0.01, 0.5),
+        ("absolute", 0.01, 0.5),
+    ],
+)
+def test_extension_rounds_on_mixed_scales_and_an_off_center_ball(loss, C, radius):
+    """Rows at two scales (0.1 and 10), a ball off the origin, C from tiny to moderate: the
+    rounds keep the plain loss's path and meet the target; for the first case the bracket
+    holds the joint program's optimum."""
+    rng = np.random.default_rng(3)
+    n, d = 400, 5
+    X = rng.normal(size=(n, d)) * rng.choice([0.1, 10.0], size=(n, 1))
+    labels = np.sign(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n))
+    target = X @ rng.normal(size=d) * 0.2 + rng.normal(size=n)
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    y = cp.Parameter()
+    per, lab = {
+        "square": (cp.square(x @ w - y), target),
+        "huber": (cp.huber(x @ w - y, 0.5), target),
+        "hinge": (cp.pos(1 - y * (x @ w)), labels),
+        "absolute": (cp.abs(x @ w - y), target),
+    }[loss]
+    c0 = np.full(d, 0.2)
+    problem = dpcvx.Problem(per, w, data={x: X, y: lab}, domain=[cp.norm(w - c0) <= radius])
+    sol = problem.lipschitz_extension(C).solve(
+        regularization=0.05, center=np.zeros(d), accuracy=1e-8
+    )
+    assert sol.gap <= 1e-8
+    assert sol.solver_stats["solver"] in (ARROWHEAD, "Newton")
+    if (loss, C) == ("square", 1.0):
+        v = cp.Variable(d)
+        Yc = cp.Variable((n, d))
+        z = cp.sum(cp.multiply(X, Yc), axis=1)
+        obj = cp.sum(cp.square(z - lab)) / n + C * cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
+        cons = [cp.norm(Yc - c0[None, :], 2, axis=1) <= radius, cp.norm(v - c0) <= radius]
+        ref = cp.Problem(cp.Minimize(obj + 0.05 / 2 * cp.sum_squares(v)), cons)
+        ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+        tol = 1e-6 * (1 + abs(ref.value))
+        assert sol.lower - tol <= ref.value <= sol.upper + tol
