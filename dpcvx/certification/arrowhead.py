@@ -27,6 +27,7 @@ point; nothing here is trusted.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -400,8 +401,6 @@ class ExtensionPieces:
 
     def without(self, rows: np.ndarray) -> PiecewiseModel:
         """:attr:`model` with the examples ``rows`` taken out (their pieces zero)."""
-        import dataclasses
-
         (term,) = self.model.terms
         assert term.row_coefs is not None
         coefs = term.row_coefs.copy()

@@ -103,8 +103,8 @@ def extension_bounds(
     ``thetas`` (as for :func:`~dpcvx.certification.certificate.certify`) guide the minorant;
     with ``copies`` (rows ``y_i``, made feasible here) such a point is bounded at those copies
     instead of ``y_i = w``, with the minorants' slopes clipped to the C-ball as ``g_i``, or
-    the rows of ``slopes`` where they are not NaN (clipped to the C-ball: any ``g_i`` there
-    gives a valid bound; the cone's dual at a copy on W's boundary is tight)."""
+    the rows of ``slopes`` where they are finite (clipped to the C-ball: any finite ``g_i``
+    there gives a valid bound; the cone's dual at a copy on W's boundary is tight)."""
     n = decl.n
     n_total = n if n_total is None else n_total
     dom = decl.domain
@@ -116,18 +116,20 @@ def extension_bounds(
         Y_hat = dom.make_feasible_rows(np.nan_to_num(x[prog.y_cols]))
     f_vals = _loss_at(decl, Y_hat)
     dist = row_norms(w[None, :] - Y_hat)
-    upper = f_vals + C * dist * (1 + 4 * _EPS)
+    upper = f_vals + C * dist * (1 + (w.size + 4) * _EPS)  # row_norms: (d / 2 + 1) eps
     s, beta, scale, _ = _minorants(decl, prog, z, Y_hat, n_total, thetas=thetas)
     if prog is None or prog.soc_rows is None:
         g = s
         if slopes is not None:
+            # a row with any non-finite entry takes the default (NaN marks it)
             given = np.asarray(slopes, float)
+            given = np.where(np.all(np.isfinite(given), axis=1, keepdims=True), given, np.nan)
             g = np.where(np.isnan(given), s, given)
     else:
         assert z is not None
         g = _SOC_SIGN * n_total * np.nan_to_num(z[prog.soc_rows][:, 1:])
     norms = row_norms(g)[:, None]
-    g = g * np.minimum(1.0, C / np.maximum(norms * (1 + 8 * _EPS), 1e-300))
+    g = g * np.minimum(1.0, C / np.maximum(norms * (1 + (w.size + 8) * _EPS), 1e-300))
     if prog is not None and prog.soc_rows is not None:
         # a generic maximum at a kink of y_i: mix its pieces' cuts toward the slope g_i
         try:

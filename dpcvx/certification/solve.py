@@ -9,6 +9,7 @@ if none does, :class:`CertificationError` is raised and nothing is released.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import Callable
 from types import MappingProxyType
@@ -636,6 +637,7 @@ def _smooth_rung(
         assert extension is not None
         if dom.kind == "l2_ball":
             rounds = _SmoothRounds(relaxed, float(extension), lam, w0, dom)
+            x = dom.make_feasible(x)  # Newton's point may sit a rounding outside the ball
             fix = rounds.fix(x)
             if fix is not None:  # copies over R^d leave the ball W
                 target = accuracy if accuracy is not None else SMOOTH_DEFAULT
@@ -1010,10 +1012,6 @@ class _Replaced:
     ``w^T Q w / 2 + q^T w``: the model less the rows' own, plus the quadratic."""
 
     def __init__(self, model: Any, rows: np.ndarray, quad: tuple[np.ndarray, np.ndarray]) -> None:
-        import dataclasses
-
-        from dpcvx.modeling.smooth import SmoothModel
-
         (blk,) = model.blocks
         knots = None if blk.knots is None else (blk.knots[0][rows], blk.knots[1][rows])
         sub = dataclasses.replace(blk, A=blk.A[rows], b=blk.b[rows], knots=knots)
@@ -1112,7 +1110,10 @@ def _ball_rounds(
         if rounds == BALL_ROUNDS:
             break
         Q, q = fix.quad
-        x, more = rounds_of.solve(fix, x)
+        try:  # a failed re-solve keeps the best certificate so far
+            x, more = rounds_of.solve(fix, x)
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+            break
         steps += int(more)
         if not np.all(np.isfinite(x)):
             break
@@ -1127,7 +1128,7 @@ def _ball_rounds(
         fix = following
     if isinstance(best, CertifiedSolution):
         return best
-    if best is None:  # pragma: no cover - the last round always certifies
+    if best is None:  # rounds judged hopeless, then a re-solve failed
         raise CertificationError("The extension's rounds certified nothing.")
     raise best
 

@@ -778,7 +778,7 @@ def stable_extension_sums(
     fy, err, s, s_abs = out
     if g is None:
         nrm = row_norms(s)[:, None]
-        g = s * np.minimum(1.0, C / np.maximum(nrm * (1 + 8 * _EPS), 1e-300))
+        g = s * np.minimum(1.0, C / np.maximum(nrm * (1 + (d + 8) * _EPS), 1e-300))
     g = np.asarray(g, float)
     P = np.broadcast_to(pts, (n, d))
     v = g - s
@@ -797,7 +797,7 @@ def stable_extension_sums(
     u = w_hat[None, :] - P
     dist = row_norms(u)
     cone = (
-        C * dist * (1 + 4 * _EPS)
+        C * dist * (1 + (d + 4) * _EPS)
         - np.einsum("nd,nd->n", g, u)
         + 4 * (d + 2) * _EPS * (C * dist + np.einsum("nd,nd->n", np.abs(g), np.abs(u)))
     )

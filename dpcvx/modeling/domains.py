@@ -50,8 +50,9 @@ _EPS = np.finfo(float).eps
 
 def row_norms(A: np.ndarray) -> np.ndarray:
     """The l2 norms of the rows of the 2-d array ``A`` (one pass, a few times faster than
-    ``numpy.linalg.norm(A, axis=1)``, which squares into a temporary; every caller's rounding
-    allowance covers either summation order)."""
+    ``numpy.linalg.norm(A, axis=1)``, which squares into a temporary). The sum runs in order,
+    so a norm is within ``(d / 2 + 1)`` eps of the true one (relative) rather than numpy's
+    pairwise ``O(log d)``: every rounding allowance that uses it scales with ``d``."""
     return np.sqrt(np.einsum("ij,ij->i", A, A))
 
 
@@ -668,7 +669,8 @@ class Domain:
             diff = P - self.center
             nrm = row_norms(diff)[:, None]
             out = self.center + diff * np.minimum(1.0, r / np.maximum(nrm, 1e-300))
-            limit = self.radius * (1 - 8 * _EPS) / (1 + 4 * _EPS)
+            # the one-pass norms are within (d / 2 + 1) eps of the true ones: the margin scales
+            limit = self.radius * (1 - (P.shape[1] + 8) * _EPS) / (1 + 4 * _EPS)
             bad = row_norms(out - self.center) > limit
             # rows the check refuses (projections onto the sphere fail its margin): the shrink
             # of :meth:`make_feasible` toward the interior point, for all of them at once

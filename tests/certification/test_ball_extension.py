@@ -173,3 +173,36 @@ def test_smooth_atoms_in_the_ball_match_the_reference(kind):
     vec = g - theta[:, None] * u
     lower = g @ w + line.value(t) - theta * t - np.linalg.norm(vec, axis=1)
     assert np.max(value - lower) <= 1e-8
+
+
+def test_given_duals_that_are_not_finite_take_the_default():
+    """``slopes`` rows with an infinite or NaN entry fall back to the minorant's clipped slope
+    (a finite bound, the same as NaN's); huge finite rows are clipped to the C-ball."""
+    import dpcvx
+    from dpcvx.certification.extension import extension_bounds
+
+    rng = np.random.default_rng(6)
+    n, d = 12, 3
+    X = rng.normal(size=(n, d)) * 3
+    Y = np.sign(rng.normal(size=n))
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w) <= 1])
+    decl = problem.declaration
+    point = np.array([0.3, -0.2, 0.1])
+    copies = np.broadcast_to(point, (n, d)).copy()
+    base = np.full((n, d), np.nan)
+    weird = base.copy()
+    weird[0] = [np.inf, 0.0, 0.0]
+    weird[1] = [np.nan, 1.0, 0.0]
+    weird[2] = [1e300, -1e300, 0.0]
+    up0, lo0, g0, *_ = extension_bounds(
+        decl, None, point, None, point, 1.0, copies=copies, slopes=base
+    )
+    up1, lo1, g1, *_ = extension_bounds(
+        decl, None, point, None, point, 1.0, copies=copies, slopes=weird
+    )
+    assert np.all(np.isfinite(lo1)) and np.all(lo1 <= up1)
+    np.testing.assert_array_equal(lo1[:2], lo0[:2])
+    assert np.all(np.linalg.norm(g1, axis=1) <= 1.0)
