@@ -252,8 +252,9 @@ def ball_extension(
         second = np.nan_to_num(line.take(act).curvature(ta)) + C * distance_curvature(ta, act)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             step = np.nan_to_num(slope / second)
-        trial = ta - step
-        newton = (second > 0) & (trial > la) & (trial < ha) & (2 * np.abs(step) <= last[act])
+            trial = ta - step
+            short = np.abs(step) <= 0.5 * last[act]
+        newton = (second > 0) & (trial > la) & (trial < ha) & short
         t_new = np.where(newton, trial, 0.5 * (la + ha))
         moved = np.abs(t_new - ta)
         last[act] = moved
