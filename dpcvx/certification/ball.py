@@ -179,8 +179,10 @@ def ball_extension(
     def value(t: np.ndarray) -> np.ndarray:
         return line.value(t) + C * np.hypot(tau - t, np.maximum(p - slice_radius(t), 0.0))
 
-    def derivative(t: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
-        # of h + C D, on the rows idx (all by default)
+    def derivative(
+        t: np.ndarray, idx: np.ndarray | None = None, part: Pieces1D | Smooth1D | None = None
+    ) -> np.ndarray:
+        # of h + C D, on the rows idx (all by default; part: line's rows idx, if taken)
         tau_, gam_, p_ = (tau, gam, p) if idx is None else (tau[idx], gam[idx], p[idx])
         r = np.sqrt(np.maximum(R * R - (t - gam_) ** 2, 0.0))
         q = np.maximum(p_ - r, 0.0)
@@ -189,7 +191,8 @@ def ball_extension(
             dq = np.where(q > 0, (t - gam_) / r, 0.0)  # q' = -r'
             dD = np.where(D > 0, ((t - tau_) + q * dq) / D, np.sign(t - tau_))
         dD = np.nan_to_num(dD, nan=0.0, posinf=1e300, neginf=-1e300)
-        part = line if idx is None else line.take(idx)
+        if part is None:
+            part = line if idx is None else line.take(idx)
         return np.nan_to_num(part.slope(t)) + C * dD
 
     def distance_curvature(t: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
@@ -244,12 +247,16 @@ def ball_extension(
         act = np.flatnonzero(~settled)  # only the rows still moving
         if act.size == 0:
             break
-        ta, la, ha = t_n[act], lo[act], hi[act]
-        slope = derivative(ta, act)
+        whole = act.size == k
+        ta, la, ha = (t_n, lo, hi) if whole else (t_n[act], lo[act], hi[act])
+        part = line if whole else line.take(act)
+        slope = derivative(ta, None if whole else act, part)
         up = slope > 0
         ha = np.where(up, ta, ha)
         la = np.where(up, la, ta)
-        second = np.nan_to_num(line.take(act).curvature(ta)) + C * distance_curvature(ta, act)
+        second = np.nan_to_num(part.curvature(ta)) + C * distance_curvature(
+            ta, None if whole else act
+        )
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             step = np.nan_to_num(slope / second)
             trial = ta - step
