@@ -665,12 +665,15 @@ class Domain:
         if self.kind == "box":
             return np.clip(P, self._lo, self._hi)
         if self.kind == "l2_ball":
-            r = self.radius / (1 + 4 * _EPS)
+            d = P.shape[1]
+            # the one-pass norms are within (d / 2 + 1) eps of the true ones: the check's margin
+            # scales with d, and rows are projected just inside it (a point on the sphere, as
+            # every copy y_i = w of a boundary point, then passes without the shrink below)
+            limit = self.radius * (1 - (d + 8) * _EPS) / (1 + 4 * _EPS)
+            r = limit * (1 - (d + 8) * _EPS)
             diff = P - self.center
             nrm = row_norms(diff)[:, None]
             out = self.center + diff * np.minimum(1.0, r / np.maximum(nrm, 1e-300))
-            # the one-pass norms are within (d / 2 + 1) eps of the true ones: the margin scales
-            limit = self.radius * (1 - (P.shape[1] + 8) * _EPS) / (1 + 4 * _EPS)
             bad = row_norms(out - self.center) > limit
             # rows the check refuses (projections onto the sphere fail its margin): the shrink
             # of :meth:`make_feasible` toward the interior point, for all of them at once
