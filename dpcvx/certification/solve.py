@@ -632,16 +632,15 @@ def _smooth_rung(
         "status": "converged",
         "seconds": time.perf_counter() - start,
     }
+    if relaxed is not None and dom.kind == "l2_ball":
+        assert extension is not None
+        rounds = _SmoothRounds(relaxed, float(extension), lam, w0, dom)
+        x = dom.make_feasible(x)  # Newton's point may sit a rounding outside the ball
+        fix = rounds.fix(x)
+        if fix is not None:  # copies over R^d leave the ball W
+            return _ball_rounds(decl, rounds, x, fix, lam, w0, accuracy, stats, None)
     thetas = model.multipliers(x) if model is not None else None
     if relaxed is not None:
-        assert extension is not None
-        if dom.kind == "l2_ball":
-            rounds = _SmoothRounds(relaxed, float(extension), lam, w0, dom)
-            x = dom.make_feasible(x)  # Newton's point may sit a rounding outside the ball
-            fix = rounds.fix(x)
-            if fix is not None:  # copies over R^d leave the ball W
-                target = accuracy if accuracy is not None else SMOOTH_DEFAULT
-                return _ball_rounds(decl, rounds, x, fix, lam, w0, accuracy, stats, None, target)
         # the atom's derivative at each copy y_i is the extension model's at w
         Y = relaxed.copies(x)
         return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension, copies=Y)
@@ -938,15 +937,13 @@ def _pieces_rung(
         "seconds": time.perf_counter() - start,
     }
     if relaxed is not None:
-        # the copies y_i of the examples the extension moves, and multipliers at them
-        Y, thetas = relaxed.copies(x, mus)
         if dom.kind == "l2_ball":
             rounds = _PiecesRounds(relaxed, mus, lam, w0, bounds, min(target, 1e-6) * 1e-3, dom)
             fix = rounds.fix(x)
             if fix is not None:  # copies over R^d leave the ball W
-                return _ball_rounds(
-                    decl, rounds, x, fix, lam, w0, accuracy, stats, w_domain, target
-                )
+                return _ball_rounds(decl, rounds, x, fix, lam, w0, accuracy, stats, w_domain)
+        # the copies y_i of the examples the extension moves, and multipliers at them
+        Y, thetas = relaxed.copies(x, mus)
         return _certify_point(
             decl, x, lam, w0, accuracy, stats, thetas, relaxed.C, w_domain, copies=Y
         )
@@ -1043,7 +1040,6 @@ def _ball_rounds(
     accuracy: float | None,
     stats: dict,
     w_domain: Domain | LocalizedDomain | None,
-    target: float,
 ) -> CertifiedSolution:
     """The extension over a ball W whose copies over ``R^d`` leave W (a small, active domain).
 
@@ -1072,9 +1068,7 @@ def _ball_rounds(
         change = fix.slopes[fix.rows].sum(axis=0) / n - predicted
         # an example that joined or left the moved ones changes its slope by at most 2 C
         moved = np.setxor1d(fix.rows, rows_before, assume_unique=True).size
-        goal = target if accuracy is None else accuracy
-        if isinstance(best, CertifiedSolution):
-            goal = accuracy if accuracy is not None else SMOOTH_DEFAULT * (1 + abs(best.upper))
+        goal = _target(accuracy, best.upper if isinstance(best, CertifiedSolution) else 0.0)
         guess = (
             _predicted_gap(change, lam, curvature) + (2 * C * moved / n) ** 2 / (2 * lam)
             if lam > 0
@@ -1144,10 +1138,15 @@ def _predicted_gap(change: np.ndarray, lam: float, curvature: np.ndarray) -> flo
         return float(change @ change) / (2 * lam)
 
 
+def _target(accuracy: float | None, upper: float) -> float:
+    """The ladder's target (:func:`_certified_solve`): ``accuracy``, or without one the
+    interior-point default relative to the objective's value ``upper``."""
+    return accuracy if accuracy is not None else SMOOTH_DEFAULT * (1.0 + abs(upper))
+
+
 def _meets(cert: CertifiedSolution, accuracy: float | None) -> bool:
-    """Whether ``cert`` meets the ladder's target (:func:`_certified_solve`)."""
-    target = accuracy if accuracy is not None else SMOOTH_DEFAULT * (1.0 + abs(cert.upper))
-    return bool(cert.gap <= target)
+    """Whether ``cert`` meets the ladder's target."""
+    return bool(cert.gap <= _target(accuracy, cert.upper))
 
 
 def _bounds(dom: Domain, w_domain: Domain | LocalizedDomain | None) -> Bounds:
