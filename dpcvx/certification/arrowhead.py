@@ -201,13 +201,12 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
             return None
         if term.kind != "affine" and not term.weight > 0:
             return None
-        try:
-            jets = [affine_jet(arg, decl.variable, leaves, n) for arg in term.args]
-        except Unsupported:
-            return None
-        kinds.append(term.kind)
         if term.kind == "affine":
-            _, jac = jets[0]
+            try:
+                _, jac = affine_jet(term.args[0], decl.variable, leaves, n)
+            except Unsupported:
+                return None
+            kinds.append(term.kind)
             linear += term.weight * np.asarray(jac, float).reshape(n, -1, d).sum(axis=1).mean(0)
             continue
         has_pieces = True
@@ -221,34 +220,51 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
         if term.kind == "pieces" and not 2 <= len(term.args) <= MAX_PIECES:
             return None
         k = int(np.prod(shape)) if shape else 1
+        # piece j's Jacobian is scales[j] * A[j]; A[j] is a data array (or a derived value)
+        # where the Jacobian is a multiple of one, so the model holds no copy of the data's
+        # size (a hinge's -y x is the derived y x negated, pinball's -tau x a multiple of x);
+        # the pieces are built one at a time, so at most one such copy is alive
         A: list[np.ndarray | None] = []
+        scales: list[float] = []
         b: list[np.ndarray] = []
-        for (off, jac), arg in zip(jets, term.args):
+        for arg in term.args:
+            try:
+                off, jac = affine_jet(arg, decl.variable, leaves, n)
+            except Unsupported:
+                return None
             lead = (n,) + (1,) * (len(shape) - len(arg.shape))  # a scalar piece broadcasts
             off = np.broadcast_to(np.asarray(off, float).reshape(lead + arg.shape), (n,) + shape)
             b.append(np.ascontiguousarray(off).reshape(n * k))
+            if not np.all(np.isfinite(b[-1])):
+                return None
             if not arg.variables():
                 A.append(None)
+                scales.append(0.0)
                 continue
             jac = np.asarray(jac, float).reshape((n,) + arg.shape + (d,))
-            jac = np.broadcast_to(jac, (n,) + shape + (d,))
-            A.append(np.ascontiguousarray(jac).reshape(n * k, d))
-        if not all(a is None or np.all(np.isfinite(a)) for a in A) or not all(
-            np.all(np.isfinite(v)) for v in b
-        ):
-            return None
+            jac = np.ascontiguousarray(np.broadcast_to(jac, (n,) + shape + (d,))).reshape(n * k, d)
+            if not np.all(np.isfinite(jac)):
+                return None
+            mat, scale = _data_multiple(jac, decl, leaves)
+            del jac
+            A.append(mat)
+            scales.append(scale)
+        kinds.append(term.kind)
         base: np.ndarray | None
         coefs: tuple[float, ...]
         if term.kind == "abs":  # the pieces E and -E: one matrix, multiples 1 and -1
             if A[0] is None:
                 return None
-            base, coefs = A[0], (1.0, -1.0)
+            base, coefs = A[0], (scales[0], -scales[0])
             A = [base, base]
             b = [b[0], -b[0]]
         else:
             base, coefs = _shared_base(A)
+            coefs = tuple(c * sc for c, sc in zip(coefs, scales))
         if base is not None:  # every piece is a multiple of base: no copy per piece
             A = [None if a is None else base for a in A]
+        else:
+            A = [a if a is None or sc == 1.0 else sc * a for a, sc in zip(A, scales)]
         terms.append(
             _Term(term.kind, float(term.weight) / n, tuple(A), tuple(b), shape, base, coefs)
         )
@@ -264,35 +280,70 @@ def _shared_base(A: list[np.ndarray | None]) -> tuple[np.ndarray | None, tuple[f
     if not live:
         return None, ()
     base = live[0]
-    flat = base.ravel()
-    # the entry of largest magnitude, by chunks (no temporary of the data's size)
-    step = 1 << 18
-    pivot, top = 0, 0.0
-    for start in range(0, flat.size, step):
-        part = np.abs(flat[start : start + step])
-        k = int(np.argmax(part))
-        if part[k] > top:
-            pivot, top = start + k, float(part[k])
-    if top == 0:
+    pivot = _pivot(base)
+    if pivot is None:
         return None, ()
     coefs = []
     for a in A:
         if a is None:
             coefs.append(0.0)
             continue
-        ratio = float(a.ravel()[pivot] / flat[pivot])
-        if a is not base and not all(
-            np.allclose(
-                a.ravel()[start : start + step],
-                ratio * flat[start : start + step],
-                rtol=1e-12,
-                atol=0.0,
-            )
-            for start in range(0, flat.size, step)
-        ):
+        ratio = 1.0 if a is base else _multiple(a, base, pivot)
+        if ratio is None:
             return None, ()
         coefs.append(ratio)
     return base, tuple(coefs)
+
+
+def _data_multiple(jac: np.ndarray, decl: Declaration, leaves) -> tuple[np.ndarray, float]:
+    """``(L, r)`` with ``jac = r * L`` (to 1e-12 relative) for a data array or derived value
+    ``L`` of the declaration (viewed in ``jac``'s shape), or ``(jac, 1.0)``."""
+    arrays = [*decl.data.values(), *leaves.values()]
+    if any(np.may_share_memory(jac, v) for v in arrays):
+        return jac, 1.0
+    pivot = _pivot(jac)
+    if pivot is None:
+        return jac, 1.0
+    for v in arrays:
+        if v.size != jac.size or not v.flags.c_contiguous:
+            continue
+        view = v.reshape(jac.shape)
+        ratio = _multiple(jac, view, pivot)
+        if ratio is not None:
+            return view, ratio
+    return jac, 1.0
+
+
+#: entries per chunk of the comparisons below (no temporary of the data's size)
+_STEP = 1 << 18
+
+
+def _pivot(base: np.ndarray) -> int | None:
+    """The flat index of ``base``'s entry of largest magnitude (None when all are zero)."""
+    flat = base.ravel()
+    pivot, top = 0, 0.0
+    for start in range(0, flat.size, _STEP):
+        part = np.abs(flat[start : start + _STEP])
+        k = int(np.argmax(part))
+        if part[k] > top:
+            pivot, top = start + k, float(part[k])
+    return pivot if top > 0 else None
+
+
+def _multiple(a: np.ndarray, base: np.ndarray, pivot: int) -> float | None:
+    """The ``r`` with ``a = r * base`` to 1e-12 relative, or None; ``pivot`` is the entry of
+    largest magnitude of ``a`` or of ``base`` (:func:`_pivot`), nonzero in both if either is a
+    nonzero multiple of the other."""
+    flat, other = base.ravel(), a.ravel()
+    ratio = float(other[pivot] / flat[pivot])
+    if not np.isfinite(ratio):
+        return None
+    for start in range(0, flat.size, _STEP):
+        if not np.allclose(
+            other[start : start + _STEP], ratio * flat[start : start + _STEP], rtol=1e-12, atol=0.0
+        ):
+            return None
+    return ratio
 
 
 @dataclass(frozen=True, slots=True)
@@ -802,21 +853,25 @@ def arrowhead_ipm(
             for (_, ds, dmu), s, mu in zip(aff, st.s + [st.sd], st.mu + [st.nu])
         )
         sigma = (comp_aff / comp) ** 3 if comp > 0 else 0.0
-        # corrector
-        r_c = [
-            mu * s + dmu * ds - sigma * mu_avg
-            for (_, ds, dmu), s, mu in zip(aff, st.s + [st.sd], st.mu + [st.nu])
-        ]
+        # corrector: its residual overwrites the predictor's (in place, as the updates below:
+        # per-element arrays are a tenth of the data each at d = 20, and a dozen are alive)
+        r_c = rc_aff
+        for rc, (_, ds, dmu) in zip(r_c, aff):
+            rc += dmu * ds
+            rc -= sigma * mu_avg
+        del aff
         dw, parts = _direction(system, r_c)
+        del r_c, rc_aff
         alpha = min(1.0, 0.99 * _max_step(st, parts))
         st.w = st.w + alpha * dw
         for i, (dt, ds, dmu) in enumerate(parts[: len(st.s)]):
-            st.t[i] = st.t[i] + alpha * dt
-            st.s[i] = st.s[i] + alpha * ds
-            st.mu[i] = st.mu[i] + alpha * dmu
+            st.t[i] += alpha * dt
+            st.s[i] += alpha * ds
+            st.mu[i] += alpha * dmu
         _, dsd, dnu = parts[-1]
         st.sd = st.sd + alpha * dsd
         st.nu = st.nu + alpha * dnu
+        del system, parts, Ds, r_p  # not alive while the next step's residuals are formed
     if best is None:
         return st.w, st.mu, steps
     return best[1], best[2], steps
@@ -829,10 +884,11 @@ def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[t
     rhs = -r_w.copy()
     qs = []
     for term, s, D, total, rt, rp, rc in zip(model.terms, st.s, Ds, Dsums, r_t, r_p, r_c):
-        g = -rc / s + D * rp
+        g = D * rp
+        g -= rc / s
         q = (_rows(g) + rt) / total
-        e = g - D * q[:, None]
-        rhs -= term.apply_t(e)
+        g -= D * q[:, None]
+        rhs -= term.apply_t(g)
         qs.append(q)
     rc_d = r_c[-1]
     if bounds is not None:
@@ -843,8 +899,12 @@ def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[t
     for term, s, D, total, rp, rc, q in zip(model.terms, st.s, Ds, Dsums, r_p, r_c, qs):
         Adw = term.apply(dw)
         dt = q + _rows(D * Adw) / total
-        ds = -rp + dt[:, None] - Adw
-        dmu = -rc / s - D * ds
+        ds = dt[:, None] - rp
+        ds -= Adw
+        del Adw
+        dmu = D * ds
+        dmu += rc / s
+        np.negative(dmu, out=dmu)
         out.append((dt, ds, dmu))
     if bounds is not None:
         dsd = -r_d - bounds.jac(st.w, dw)

@@ -181,6 +181,42 @@ def test_losses_outside_the_class_have_no_piecewise_model():
     assert piecewise_model(Declaration(cp.abs(x @ w), w, data, [cp.norm(w, 2) <= 1])) is not None
 
 
+@pytest.mark.parametrize(
+    "spelling, pieces",
+    [
+        (lambda w, x, y: cp.pos(1 - y * (x @ w)), lambda m, y: [1 - y * m, 0]),
+        (lambda w, x, y: cp.maximum(0, 1 - cp.multiply(y, x @ w)), lambda m, y: [1 - y * m, 0]),
+        (lambda w, x, y: cp.pos(1 - (x @ w) * y), lambda m, y: [1 - y * m, 0]),
+        (
+            lambda w, x, y: cp.maximum(TAU * (y - x @ w), (TAU - 1) * (y - x @ w)),
+            lambda m, y: [TAU * (y - m), (TAU - 1) * (y - m)],
+        ),
+        (lambda w, x, y: cp.abs(x @ w - y), lambda m, y: [m - y, y - m]),
+        (
+            lambda w, x, y: cp.pos(cp.abs(x @ w - y) - 0.1),
+            lambda m, y: [m - y - 0.1, y - m - 0.1, 0],
+        ),
+        (lambda w, x, y: cp.maximum(-2.5 * (x @ w), y), lambda m, y: [-2.5 * m, y]),
+    ],
+)
+def test_the_model_holds_no_copy_of_the_data(spelling, pieces):
+    """The pieces' matrix is a data array (or a derived value such as ``y x``) with the
+    multiples folded into ``coefs``: no array of the data's size beyond the declaration's. Its
+    pieces must still be the loss's own (``pieces(x^T w, y)``, written out by hand)."""
+    from dpcvx.certification.arrowhead import piecewise_model
+
+    X, Y, _ = _data(1, n=50, d=3)
+    w, x, y = cp.Variable(3), cp.Parameter(3), cp.Parameter()
+    decl = Declaration(spelling(w, x, y), w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
+    (term,) = piecewise_model(decl).terms
+    arrays = [*decl.data.values(), *decl.derived_values().values()]
+    assert any(np.may_share_memory(term.base, v) for v in arrays)
+    v = np.array([0.3, -1.2, 0.7])
+    model = term.apply(v) + np.stack(term.b, axis=1)
+    expected = np.array([np.broadcast_to(p, X.shape[:1]) for p in pieces(X @ v, Y)]).T
+    assert np.allclose(np.sort(model, axis=1), np.sort(expected, axis=1), rtol=0, atol=1e-12)
+
+
 def test_garbage_multipliers_never_certify_a_wrong_point():
     """The rung only proposes: with its multipliers replaced by garbage, the certificate of the
     same point stays a valid (if loose) bracket of the reference optimum."""
