@@ -87,6 +87,38 @@ def test_piecewise_losses_are_certified_by_the_arrowhead_rung(loss, domain):
     assert sol.lower <= ref + tol and ref <= sol.upper + tol
 
 
+@pytest.mark.parametrize(
+    "loss", ["hinge", "epsilon-insensitive", "weighted hinge plus a linear term"]
+)
+def test_row_chunks_give_the_unchunked_method(monkeypatch, loss):
+    """The method runs each term in row chunks (views, each a term of its own): with chunks of
+    64 rows it must return the unchunked point, and the multipliers put back in the examples'
+    order (a misplaced chunk would give another point's multipliers), and certify."""
+    import dpcvx.certification.arrowhead as ah
+    from dpcvx.certification.solve import _bounds
+
+    X, Y, R = _data(2)
+    build, labels, _ = _cases(X, Y, R)[loss]
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    decl = Declaration(build(w, x, y), w, {x: X, y: labels}, [cp.norm(w, 2) <= 0.5])
+    model = ah.piecewise_model(decl)
+    bounds = _bounds(decl.domain, None)
+    w0, start = np.full(D, 0.1), np.zeros(D)
+    one, mus_one, _ = ah.arrowhead_ipm(model, LAM, w0, start, tol=1e-12, bounds=bounds)
+    monkeypatch.setattr(ah, "CHUNK_ROWS", 64)
+    assert len(ah._chunked(model.terms)[0]) > len(model.terms)
+    many, mus_many, _ = ah.arrowhead_ipm(model, LAM, w0, start, tol=1e-12, bounds=bounds)
+    assert np.allclose(many, one, rtol=0, atol=1e-9)
+    assert [m.shape for m in mus_many] == [m.shape for m in mus_one]
+    for a, b in zip(mus_many, mus_one):
+        assert np.allclose(a, b, rtol=0, atol=1e-8 / N)
+    problem = dpcvx.Problem(
+        build(w, x, y), w, data={x: X, y: labels}, domain=[cp.norm(w, 2) <= 0.5]
+    )
+    sol = problem.solve(regularization=LAM, center=w0, accuracy=1e-9)
+    assert sol.solver_stats["solver"] == ARROWHEAD and sol.gap <= 1e-9
+
+
 def test_a_vector_of_pieces_per_example():
     rng = np.random.default_rng(3)
     n, d, k = 300, 3, 4
