@@ -30,6 +30,7 @@ import numpy as np
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling._structure import Term
 from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.domains import row_norms
 
 if TYPE_CHECKING:
     import cvxpy as cp
@@ -57,9 +58,11 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
     # multinomial loss lse(scores) - <x_y, w>: sqrt(2) ||x|| instead of 2 ||x||)
     joint = next((t for t in decl.terms if _simplex_term(t)), None)
     g_aff = np.zeros((n, d))
+    has_aff = False
     if joint is not None:
         for term in decl.terms:
             if term.kind == "affine":
+                has_aff = True
                 try:
                     _, jac = affine_jet(term.args[0], decl.variable, leaves, n)
                 except Unsupported:
@@ -78,8 +81,10 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
             (np.asarray(off, float).reshape(n, -1), np.asarray(jac, float).reshape(n, -1, d))
             for off, jac in jets
         ]
-        norms = [np.linalg.norm(jac, axis=2) for _, jac in flat]  # (n, k) row norms
-        if term is joint:
+        norms = [_norms_up(jac) for _, jac in flat]  # (n, k) row norms, rounded up
+        if term is joint and not has_aff:  # max_j ||wgt J_j||, and 0 for a constant piece
+            total += wgt * np.concatenate(norms, axis=1).max(axis=1)
+        elif term is joint:
             rows = np.concatenate([jac for _, jac in flat], axis=1)  # every piece's gradient
             if term.kind == "pieces":  # a constant piece has gradient 0
                 rows = np.concatenate([rows, np.zeros((n, 1, d))], axis=1)
@@ -153,6 +158,14 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
     # a structure dpcvx bounds never reports "no bound": an overflow is the largest float
     big = np.finfo(float).max
     return np.nan_to_num(total, nan=big, posinf=big)
+
+
+def _norms_up(jac: np.ndarray) -> np.ndarray:
+    """``(n, k)`` upper bounds on the l2 norms of the rows of ``jac`` ``(n, k, d)``: one pass
+    (:func:`~dpcvx.modeling.domains.row_norms`), rounded up by its error bound."""
+    n, k, d = jac.shape
+    rows = row_norms(np.ascontiguousarray(jac).reshape(n * k, d)).reshape(n, k)
+    return rows * (1.0 + (d + 4) * np.finfo(float).eps)
 
 
 def _simplex_term(term: Term) -> bool:
