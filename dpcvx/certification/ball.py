@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpcvx.modeling.domains import row_norms
-from dpcvx.modeling.smooth import atom_derivative
+from dpcvx.modeling.smooth import atom_derivative, gram
 
 if TYPE_CHECKING:
     from dpcvx.modeling.smooth import SmoothExtension
@@ -78,12 +78,31 @@ class Pieces1D:
         """The rows ``idx``."""
         return Pieces1D(self.sigma[idx], self.beta[idx])
 
+    def _lines(self, t: np.ndarray):
+        # each piece's value, a column at a time (a broadcast over the few pieces runs
+        # numpy's inner loop over them: several times slower)
+        for j in range(self.sigma.shape[1]):
+            yield j, self.sigma[:, j] * t + self.beta[:, j]
+
     def value(self, t: np.ndarray) -> np.ndarray:
-        return (self.sigma * t[:, None] + self.beta).max(axis=1)
+        top = None
+        for _, v in self._lines(t):
+            top = v if top is None else np.maximum(top, v, out=top)
+        assert top is not None
+        return top
 
     def slope(self, t: np.ndarray) -> np.ndarray:
-        j = np.argmax(self.sigma * t[:, None] + self.beta, axis=1)
-        return self.sigma[np.arange(t.size), j]
+        # the first piece of largest value, as numpy's argmax picks it
+        top, out = None, None
+        for j, v in self._lines(t):
+            if top is None:
+                top, out = v, self.sigma[:, 0].copy()
+                continue
+            better = v > top
+            np.copyto(out, self.sigma[:, j], where=better)
+            np.maximum(top, v, out=top)
+        assert out is not None
+        return out
 
     def curvature(self, t: np.ndarray) -> np.ndarray:
         return np.zeros_like(t)
@@ -289,9 +308,8 @@ def ball_extension(
     Y[at_w] = w
     diff = w[None, :] - Y
     D = row_norms(diff)
-    safe = np.where(D > 0, D, 1.0)
-    normal = diff / safe[:, None]
-    g = np.where((D > 0)[:, None], C * normal, 0.0)
+    normal = diff * np.where(D > 0, 1.0 / np.where(D > 0, D, 1.0), 0.0)[:, None]
+    g = C * normal
     # theta: g = theta u + kappa (y - c) / R on the sphere (kappa >= 0 at the optimum)
     gu = np.einsum("kd,kd->k", g, u)
     e = (Y - c) / R
@@ -308,22 +326,22 @@ def ball_extension(
     theta = np.where(at_w, near, theta)
     inside = np.linalg.norm(z) < R * (1 - 1e-12)
     kappa = np.zeros(k) if inside else np.maximum(0.0, -near * ((u @ z) / R))
-    g_w = near[:, None] * u + kappa[:, None] * (z / R)[None, :]
-    g[at_w] = g_w[at_w]
+    aw = np.flatnonzero(at_w)
+    g[aw] = near[aw, None] * u[aw] + kappa[aw, None] * (z / R)[None, :]
     # the model: C dist(w, slice at t) per example, its gradient C normal and Hessian
     # (C / D) (I - J - normal normal^T) with J the Jacobian of the projection onto the slice
     a = np.where(D > 0, C / np.maximum(D, _FLOOR * R), 0.0) / n
     rho = np.where(on_sphere, shrink, 1.0)
     ev = v / np.where(p > 0, p, 1.0)[:, None]
     Q = float(np.sum(a * (1.0 - rho))) * np.eye(w.size)
-    Q += (u * (a * rho)[:, None]).T @ u
-    Q += (ev * (a * rho * on_sphere)[:, None]).T @ ev
-    Q -= (normal * a[:, None]).T @ normal
+    Q += gram(u, a * rho)
+    Q += gram(ev, a * rho * on_sphere)
+    Q -= gram(normal, a)
     # a copy at w stays there as w moves (inside the ball; on the sphere, along it): the
     # extension is h(u^T w) there, of curvature h'' u u^T
     bend = np.where(at_w, np.nan_to_num(line.curvature(t)), 0.0) / n
     if bend.any():
-        Q += (u * bend[:, None]).T @ u
+        Q += gram(u, bend)
     # where no kink of h holds t, t follows w: the extension's Hessian is the model's less
     # C^2 (d_t grad_w D)(d_t grad_w D)^T / (h'' + C d_tt D) (an envelope)
     held = s_hi > s_lo
