@@ -513,3 +513,38 @@ def test_a_million_entries_are_sampled():
     for _ in range(3):
         i = sample_index(logp, rng)
         assert 0 <= i < logp.size and i % 3 != 0
+
+
+_BACKEND_SCRIPT = """
+import hashlib, numpy as np, mpmath.libmp
+from dpcvx.mechanisms.sampling import gaussian_point, l2_laplace_point, laplace_point
+h = hashlib.sha256()
+rng = np.random.default_rng(7)
+for _ in range(60):
+    w = rng.normal(size=5) * 10.0 ** rng.integers(-8, 8)
+    for f in (l2_laplace_point, laplace_point, gaussian_point):
+        h.update(f(w, float(10.0 ** rng.integers(-10, 3)), rng).tobytes())
+print(mpmath.libmp.BACKEND, h.hexdigest())
+"""
+
+
+def test_both_mpmath_backends_draw_the_same_values():
+    """mpmath's gmpy2 backend (a dependency, for speed) and its pure-Python one must give
+    bit-identical releases from the same generator: the backend is not part of the law."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("gmpy2")
+    runs = []
+    for off in ("", "1"):
+        env = {k: v for k, v in os.environ.items() if k != "MPMATH_NOGMPY"}
+        if off:
+            env["MPMATH_NOGMPY"] = off
+        out = subprocess.run(
+            [sys.executable, "-c", _BACKEND_SCRIPT], capture_output=True, text=True, env=env
+        )
+        assert out.returncode == 0, out.stderr
+        runs.append(out.stdout.split())
+    assert [r[0] for r in runs] == ["gmpy", "python"]
+    assert runs[0][1] == runs[1][1]
