@@ -227,11 +227,14 @@ def ball_extension(
         return np.where((q > 0) & (D > 0) & (r > 0), np.nan_to_num(Dtt, nan=0.0), 0.0)
 
     lo, hi = lo0.copy(), hi0.copy()
+    # the derivative at the bracket's ends (unknown at the range's ends: no secant from there)
+    f_lo, f_hi = np.full(k, -np.inf), np.full(k, np.inf)
     for _ in range(_BISECT):
         mid = 0.5 * (lo + hi)
-        up = derivative(mid) > 0
-        hi = np.where(up, mid, hi)
-        lo = np.where(up, lo, mid)
+        dm = derivative(mid)
+        up = dm > 0
+        hi, f_hi = np.where(up, mid, hi), np.where(up, dm, f_hi)
+        lo, f_lo = np.where(up, lo, mid), np.where(up, f_lo, dm)
     # safeguarded Newton's steps (the objective is smooth inside one piece of h): each
     # derivative shrinks the bracket, and a step that would leave it bisects instead (near a
     # pole of the ball, where D'' blows up, Newton alone overshoots)
@@ -262,15 +265,21 @@ def ball_extension(
             t_n = np.where(hit, end, t_n)
             settled |= hit
     last = hi - lo  # the last step's length (a Newton step must at least halve it)
+    side = np.zeros(k)  # which end the last step replaced (+1 the upper, -1 the lower)
     for _ in range(_NEWTON):
         act = np.flatnonzero(~settled)  # only the rows still moving
         if act.size == 0:
             break
         whole = act.size == k
         ta, la, ha = (t_n, lo, hi) if whole else (t_n[act], lo[act], hi[act])
+        fla, fha, sa = (f_lo, f_hi, side) if whole else (f_lo[act], f_hi[act], side[act])
         part = line if whole else line.take(act)
         slope = derivative(ta, None if whole else act, part)
         up = slope > 0
+        # Illinois: an end kept twice in a row has its derivative halved for the secant
+        fla = np.where(up, np.where(sa > 0, 0.5 * fla, fla), slope)
+        fha = np.where(up, slope, np.where(sa < 0, 0.5 * fha, fha))
+        sa = np.where(up, 1.0, -1.0)
         ha = np.where(up, ta, ha)
         la = np.where(up, la, ta)
         second = np.nan_to_num(part.curvature(ta)) + C * distance_curvature(
@@ -280,12 +289,25 @@ def ball_extension(
             step = np.nan_to_num(slope / second)
             trial = ta - step
             short = np.abs(step) <= 0.5 * last[act]
-        newton = (second > 0) & (trial > la) & (trial < ha) & short
-        t_new = np.where(newton, trial, 0.5 * (la + ha))
+            # where Newton's step is refused (a jump of h'' or D'' between t and the root,
+            # where it overshoots), the secant of the derivative across the bracket: it is
+            # continuous, so this converges superlinearly where bisection took ~40 halvings
+            secant = la - fla * (ha - la) / (fha - fla)
+        # a Newton step onto an end of the bracket is taken (the derivative is within
+        # rounding of zero there; a step back and forth between the ends is not short); a
+        # secant step must fall strictly inside (from an end it could stall there)
+        newton = (second > 0) & (trial >= la) & (trial <= ha) & short
+        inside = (fla < 0) & (fha > 0) & (secant > la) & (secant < ha)
+        t_new = np.where(newton, trial, np.where(inside, secant, 0.5 * (la + ha)))
+        # a zero derivative marks a minimizer (the objective is convex): where the minimizers
+        # form an interval, the bracket's end on it is the answer (bisection only creeps there)
+        flat_lo, flat_hi = fla == 0, fha == 0
+        t_new = np.where(flat_lo, la, np.where(flat_hi, ha, t_new))
         moved = np.abs(t_new - ta)
         last[act] = moved
         lo[act], hi[act], t_n[act] = la, ha, t_new
-        settled[act] = (ha - la <= tiny[act]) | (moved <= tiny[act])
+        f_lo[act], f_hi[act], side[act] = fla, fha, sa
+        settled[act] = (ha - la <= tiny[act]) | (moved <= tiny[act]) | flat_lo | flat_hi
     # the kinks of h and of D (at u^T w, where the copy reaches w) are candidates too: at one
     # the derivative jumps, and the bracket only comes near it
     cands = [lo, hi, 0.5 * (lo + hi), t_n, np.clip(tau, lo0, hi0)]
