@@ -118,7 +118,7 @@ class LocalizedDomain:
         self.d = base.d
         self.ball_center = c.copy()
         self.ball_radius = r
-        self.constraints = tuple(base.constraints) + (cp.norm(base.variable - c, 2) <= r,)
+        self._constraints: tuple | None = None  # built when asked (a CVXPY expression)
         if r < base.radius:
             self.center, self.radius = c.copy(), float(r * (1 + 4 * _EPS))
         else:
@@ -135,6 +135,14 @@ class LocalizedDomain:
                 cand = c.copy()
                 break
         self.interior = cand
+
+    @property
+    def constraints(self) -> tuple:
+        """W's constraints and the ball's, as CVXPY constraints on the declared variable."""
+        if self._constraints is None:
+            ball = cp.norm(self.base.variable - self.ball_center, 2) <= self.ball_radius
+            self._constraints = tuple(self.base.constraints) + (ball,)
+        return self._constraints
 
     def _in_ball(self, point: np.ndarray) -> bool:
         return bool(np.linalg.norm(point - self.ball_center) <= self.ball_radius * (1 - 8 * _EPS))
