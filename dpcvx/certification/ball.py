@@ -93,15 +93,12 @@ class Pieces1D:
 
     def slope(self, t: np.ndarray) -> np.ndarray:
         # the first piece of largest value, as numpy's argmax picks it
-        top, out = None, None
-        for j, v in self._lines(t):
-            if top is None:
-                top, out = v, self.sigma[:, 0].copy()
-                continue
-            better = v > top
-            np.copyto(out, self.sigma[:, j], where=better)
+        lines = self._lines(t)
+        _, top = next(lines)
+        out = self.sigma[:, 0].copy()
+        for j, v in lines:
+            np.copyto(out, self.sigma[:, j], where=v > top)
             np.maximum(top, v, out=top)
-        assert out is not None
         return out
 
     def curvature(self, t: np.ndarray) -> np.ndarray:
