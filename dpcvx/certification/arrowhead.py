@@ -339,14 +339,21 @@ def _multiple(a: np.ndarray, base: np.ndarray, pivot: int) -> float | None:
     largest magnitude of ``a`` or of ``base`` (:func:`_pivot`), nonzero in both if either is a
     nonzero multiple of the other."""
     flat, other = base.ravel(), a.ravel()
-    ratio = float(other[pivot] / flat[pivot])
+    top, bottom = float(other[pivot]), float(flat[pivot])
+    if bottom == 0.0:  # not a multiple (no division: a warning here would depend on the data)
+        return None
+    ratio = top / bottom
     if not np.isfinite(ratio):
         return None
-    for start in range(0, flat.size, _STEP):
-        if not np.allclose(
-            other[start : start + _STEP], ratio * flat[start : start + _STEP], rtol=1e-12, atol=0.0
-        ):
-            return None
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow only means no match
+        for start in range(0, flat.size, _STEP):
+            if not np.allclose(
+                other[start : start + _STEP],
+                ratio * flat[start : start + _STEP],
+                rtol=1e-12,
+                atol=0.0,
+            ):
+                return None
     return ratio
 
 

@@ -66,10 +66,24 @@ class NormPiece:
     m: np.ndarray
     r: float
     p: float
-    pinv: np.ndarray = field(init=False)
+    _pinv: np.ndarray | None = field(init=False, default=None)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "pinv", np.linalg.pinv(self.M.T))
+    def pinv(self) -> np.ndarray:
+        """The pseudo-inverse of ``M^T`` (computed once, when first asked: an SVD of a
+        ``d x d`` matrix took 30 s at d = 5000, for a ball that never needed it); a diagonal
+        ``M`` (a ball, a scaled ball) is inverted entry by entry with numpy's cutoff."""
+        if self._pinv is None:
+            M = self.M
+            diag = np.diagonal(M)
+            if M.shape[0] == M.shape[1] and np.count_nonzero(M) == np.count_nonzero(diag):
+                big = float(np.max(np.abs(diag), initial=0.0))
+                keep = np.abs(diag) > 1e-15 * big
+                inv = np.where(keep, 1.0 / np.where(keep, diag, 1.0), 0.0)
+                object.__setattr__(self, "_pinv", np.diag(inv))
+            else:
+                object.__setattr__(self, "_pinv", np.linalg.pinv(M.T))
+        assert self._pinv is not None
+        return self._pinv
 
     def values(self, W: np.ndarray) -> np.ndarray:
         """``||M w + m||_p`` for each row ``w`` of ``W``."""
@@ -224,7 +238,7 @@ class Pieces:
             j = int(np.argmax(shares))
             covered_norm = sum(p.M.T @ u for p, u in zip(self.norms, U))
             rest = v - covered - covered_norm
-            U[j] = U[j] + self.norms[j].pinv @ rest
+            U[j] = U[j] + self.norms[j].pinv() @ rest
             for p, u in zip(self.norms, U):
                 if np.any(u):
                     total += float(p.sigma(u[None, :])[0])

@@ -279,6 +279,30 @@ def test_lipschitz_bounds_dominate_gradient_norms_on_the_domain(loss):
         assert np.all(np.linalg.norm(grad, axis=1) <= bounds * (1 + 1e-6) + 1e-5)
 
 
+@pytest.mark.parametrize("d", [3, 300, 5000])
+def test_a_maximum_is_bounded_by_its_largest_piece_to_rounding_at_any_d(d):
+    """The hinge's bound is ``||x||`` exactly (to rounding: the claim checks allow 1e-12
+    relative), whatever d: with unit rows a true claim ``L = 1`` must hold at d = 5000, where
+    rounding the norms up by their worst-case error would not; with an affine part the joint
+    bound still covers the sum."""
+    from dpcvx.certification.lipschitz import lipschitz_bounds
+
+    rng = np.random.default_rng(3)
+    n = 12
+    X = rng.normal(size=(n, d))
+    X /= np.linalg.norm(X, axis=1)[:, None]
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    labels = np.sign(rng.normal(size=n))
+    hinge = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: labels}, [cp.norm(w) <= 1])
+    bounds = lipschitz_bounds(hinge.declaration)
+    assert np.all(np.abs(bounds - 1.0) <= 1e-13)
+    joint = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)) + 0.5 * (x @ w), w, {x: X, y: labels}, [cp.norm(w) <= 1]
+    )
+    expected = np.maximum(np.abs(0.5 - labels), 0.5)  # max_j ||J_j + 0.5 x||, J in {-y x, 0}
+    assert np.allclose(lipschitz_bounds(joint.declaration), expected, rtol=1e-12)
+
+
 @pytest.mark.parametrize("tau", [0.5, 0.2, 0.9])
 def test_the_library_losses_bound_their_slope_by_their_lipschitz_constant(tau):
     """``losses.pinball`` is ``max(tau, 1 - tau) ||x||``-Lipschitz and

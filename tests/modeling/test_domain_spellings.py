@@ -237,3 +237,26 @@ def test_double_output_perturbation_releases_on_every_spelling(case):
     mech = dpcvx.DoubleOutputPerturbation(k=4, moment=2.0, regularization=0.1)
     res = problem.solve_private(mech, epsilon=1.0, rng=0)
     assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
+
+
+def test_a_ball_in_many_dimensions_declares_without_a_matrix_inverse(monkeypatch):
+    """The support-function cover needs the pseudo-inverse of a norm piece's ``M^T`` only
+    when a remainder is left: it is computed when first asked, and a diagonal ``M`` (every
+    ball and scaled ball) is inverted entry by entry. A ball at d = 5000 took 30 s to declare
+    (an SVD of a 5000 x 5000 identity)."""
+    import dpcvx
+    from dpcvx.modeling._sets import NormPiece
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("no dense pseudo-inverse for a ball")
+
+    monkeypatch.setattr(np.linalg, "pinv", refuse)
+    d = 3000
+    w, x = cp.Variable(d), cp.Parameter(d)
+    X = np.random.default_rng(0).normal(size=(4, d))
+    dpcvx.Problem(cp.abs(x @ w), w, {x: X}, [cp.norm(w) <= 2.0])
+    piece = NormPiece(np.diag([2.0, 0.0, 1e-20, 4.0]), np.zeros(4), 1.0, 2.0)
+    monkeypatch.undo()
+    assert np.allclose(piece.pinv(), np.linalg.pinv(piece.M.T), rtol=1e-14, atol=0)
+    general = NormPiece(np.arange(6.0).reshape(2, 3), np.zeros(2), 1.0, 2.0)
+    assert np.allclose(general.pinv(), np.linalg.pinv(general.M.T))
