@@ -842,8 +842,8 @@ def arrowhead_ipm(
     empty = np.zeros(0)
     st = _State(w=w, t=[], s=[], mu=[], sd=empty, nu=empty)
     # every term in row chunks, each treated as a term of its own (the elements are
-    # independent): a step's dozen passes over per-element arrays then run on arrays that stay
-    # in cache (at n = 1e6 they would stream 16 MB each from memory)
+    # independent): a step's dozen passes over per-element arrays then run on short arrays
+    # (measured 8-10% faster at n = 1e6, d = 20; alike for chunks of 2^12 to 2^15 rows)
     terms, owners = _chunked(model.terms)
     offsets = [np.stack(term.b, axis=1) for term in terms]
     for term, offset in zip(terms, offsets):
