@@ -53,7 +53,7 @@ from cvxpy.atoms.quad_form import QuadForm
 from cvxpy.atoms.quad_over_lin import quad_over_lin
 from scipy.optimize import nnls
 
-__all__ = ["NormPiece", "Pieces", "parse_constraint", "variable_rows"]
+__all__ = ["NormPiece", "Pieces", "parse_constraint", "scaled_identity", "variable_rows"]
 
 _EPS = np.finfo(float).eps
 
@@ -430,8 +430,8 @@ def parse_constraint(
             p, E, power, P = norm
             lim = float(limit.reshape(()))
             M, c = affine_rows(E)
-            if P is not None and P.ndim == 2 and _scaled_identity(P) > 0:
-                lim, P = lim / _scaled_identity(P) * (1 + 4 * _EPS), None
+            if P is not None and P.ndim == 2 and scaled_identity(P) > 0:
+                lim, P = lim / scaled_identity(P) * (1 + 4 * _EPS), None
             if power == 2:
                 if P is not None and lim >= 0:
                     factor_m, slack = _psd_factor(P)
@@ -452,11 +452,16 @@ def parse_constraint(
     return _generic(expr, pieces)
 
 
-def _scaled_identity(P: np.ndarray) -> float:
-    """``a`` when the square matrix ``P == a * I`` exactly, else 0."""
-    if P.shape[0] != P.shape[1] or P[0, 0] == 0.0:
+def scaled_identity(P: np.ndarray) -> float:
+    """``a`` when ``P`` is a square matrix equal to ``a * I`` exactly with ``a != 0``, else 0
+    (without forming ``I``: at d = 5000 each identity was 200 MB)."""
+    if P.ndim != 2 or P.shape[0] != P.shape[1] or P.shape[0] == 0:
         return 0.0
-    return float(P[0, 0]) if np.array_equal(P, P[0, 0] * np.eye(P.shape[0])) else 0.0
+    a = float(P[0, 0])
+    if a == 0.0 or not np.all(np.diagonal(P) == a):
+        return 0.0
+    # the diagonal is a != 0, so P is a * I when nothing else is nonzero (NaN counts)
+    return a if np.count_nonzero(P) == P.shape[0] else 0.0
 
 
 def _generic(expr: cp.Expression, pieces: Pieces) -> str:
@@ -512,7 +517,6 @@ def variable_rows(variable: cp.Variable) -> tuple[np.ndarray, np.ndarray, list[c
     A: list[np.ndarray] = []
     b: list[np.ndarray] = []
     cons: list[cp.Constraint] = []
-    eye = np.eye(d)
     attrs = variable.attributes
     bounds = attrs.get("bounds")
     lo = np.full(d, -np.inf)
@@ -530,12 +534,12 @@ def variable_rows(variable: cp.Variable) -> tuple[np.ndarray, np.ndarray, list[c
     fin_lo = np.isfinite(lo)
     fin_hi = np.isfinite(hi)
     if np.any(fin_lo):
-        A.append(-eye[fin_lo])
+        A.append(-np.eye(d)[fin_lo])
         b.append(-lo[fin_lo])
         idx = np.flatnonzero(fin_lo)
         cons.append(variable[idx] >= lo[idx])
     if np.any(fin_hi):
-        A.append(eye[fin_hi])
+        A.append(np.eye(d)[fin_hi])
         b.append(hi[fin_hi])
         idx = np.flatnonzero(fin_hi)
         cons.append(variable[idx] <= hi[idx])

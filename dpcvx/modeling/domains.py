@@ -31,7 +31,7 @@ from numpy.typing import ArrayLike
 from dpcvx.errors import ModelingError
 from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet
 from dpcvx.modeling._expressions import substitute as _substitute
-from dpcvx.modeling._sets import Pieces, parse_constraint, variable_rows
+from dpcvx.modeling._sets import Pieces, parse_constraint, scaled_identity, variable_rows
 
 __all__ = [
     "Domain",
@@ -149,16 +149,6 @@ def _flat_rows(expr: cp.Expression, variable: cp.Variable) -> tuple[np.ndarray, 
     return rows.M, rows.b
 
 
-def _scaled_identity(M: np.ndarray) -> float:
-    """``a`` when ``M == a * I`` with ``a != 0``, else 0."""
-    if M.ndim != 2 or M.shape[0] != M.shape[1]:
-        return 0.0
-    a = float(M[0, 0])
-    if a == 0.0 or not np.array_equal(M, a * np.eye(M.shape[0])):
-        return 0.0
-    return a
-
-
 class Domain:
     """The analysed parameter domain ``W``.
 
@@ -264,13 +254,13 @@ class Domain:
         balls: list[tuple[np.ndarray, float]] = []
         l1_balls: list[tuple[np.ndarray, float]] = []
         for norm_piece in pieces.norms:
-            scale = _scaled_identity(norm_piece.M)
+            scale = scaled_identity(norm_piece.M)
             if scale:
                 center = -norm_piece.m / scale
                 radius = norm_piece.r / abs(scale)
                 (balls if norm_piece.p == 2 else l1_balls).append((center, radius))
         for pend in pieces.pending:
-            scale = _scaled_identity(pend.F @ pend.M)
+            scale = scaled_identity(pend.F @ pend.M)
             if scale and pend.slack == 0.0:
                 balls.append((-(pend.F @ pend.c) / scale, np.sqrt(pend.lim) / abs(scale)))
         only_one = (
@@ -312,7 +302,9 @@ class Domain:
             self.total = simplex_total
             self._lo, self._hi = np.zeros(self.d), np.full(self.d, simplex_total)
             self.center = np.full(self.d, simplex_total / self.d)
-            self.radius = float(np.linalg.norm(np.eye(self.d)[0] * simplex_total - self.center))
+            vertex = np.zeros(self.d)
+            vertex[0] = simplex_total
+            self.radius = float(np.linalg.norm(vertex - self.center))
             self.diameter = float(np.sqrt(2) * simplex_total)
         elif box_only:
             if np.any(lo > hi):
@@ -341,7 +333,7 @@ class Domain:
         eq, ineq = self._eq[0], self._poly[0]
         if eq.M.shape != (1, self.d) or not np.array_equal(eq.M[0], np.ones(self.d)):
             return None
-        if not (np.array_equal(ineq.M, -np.eye(self.d)) and np.all(ineq.b == 0)):
+        if not (scaled_identity(ineq.M) == -1.0 and np.all(ineq.b == 0)):
             return None
         total = -float(eq.b[0])
         if total <= 0:
