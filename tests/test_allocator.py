@@ -89,3 +89,53 @@ def test_nested_blocks_restore_only_when_the_last_one_ends(monkeypatch):
         assert len(fake.calls) == 2  # the outer block still runs: nothing restored
     assert fake.calls[-1] == ("trim", 0) and len(fake.calls) == 5
     assert _allocator._active == 0
+
+
+def _fresh(monkeypatch, fake):
+    monkeypatch.setattr(_allocator, "_libc", lambda: fake)
+    monkeypatch.setattr(_allocator, "_settled", False)
+    for name in (*_allocator._TUNING, "DPCVX_MALLOC"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_the_first_solve_settles_the_thresholds_at_glibcs_ceiling_once(monkeypatch):
+    """The mmap threshold at 32 MiB and the trim threshold at 64 MiB (the ceiling of glibc's
+    own dynamic adjustment), set by the first call and never again."""
+    fake = _FakeLibc()
+    _fresh(monkeypatch, fake)
+    _allocator.settle_allocator()
+    _allocator.settle_allocator()
+    assert fake.calls == [
+        ("mallopt", _allocator._M_MMAP_THRESHOLD, 32 << 20),
+        ("mallopt", _allocator._M_TRIM_THRESHOLD, 64 << 20),
+    ]
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("MALLOC_TRIM_THRESHOLD_", "65536"),  # Dask's workers: roomy_allocator's case
+        ("MALLOC_MMAP_THRESHOLD_", "1048576"),
+        ("MALLOC_TOP_PAD_", "0"),
+        ("DPCVX_MALLOC", "keep"),
+    ],
+)
+def test_an_allocator_tuned_by_the_environment_is_left_alone(monkeypatch, name, value):
+    fake = _FakeLibc()
+    _fresh(monkeypatch, fake)
+    monkeypatch.setenv(name, value)
+    _allocator.settle_allocator()
+    assert fake.calls == []
+
+
+def test_a_certified_solve_settles_the_allocator(monkeypatch):
+    import cvxpy as cp
+
+    import dpcvx
+
+    fake = _FakeLibc()
+    _fresh(monkeypatch, fake)
+    w, x = cp.Variable(2), cp.Parameter(2)
+    X = np.random.default_rng(1).normal(size=(20, 2))
+    dpcvx.Problem(cp.square(x @ w - 1.0), w, {x: X}, [cp.norm(w) <= 1]).solve(regularization=0.1)
+    assert ("mallopt", _allocator._M_MMAP_THRESHOLD, 32 << 20) in fake.calls

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcvx._allocator import settle_allocator
 from dpcvx.certification.arrowhead import (
     Bounds,
     ExtensionPieces,
@@ -105,6 +106,7 @@ def certified_solve(
     optimization problem, with a copy ``y_i`` only for the other examples. The certificate is
     the extension's for every example either way.
     """
+    settle_allocator()  # once per process: see dpcvx._allocator
     if private:
         try:
             kept = None if extension is None else universe_indices(decl, extension)
