@@ -7,11 +7,13 @@ mapped blocks, up to 32 MiB (and 64 MiB). Until then, and whenever the top of th
 trimmed, arrays of a few megabytes are fresh mappings whose pages fault in on first use, and a
 page fault costs microseconds: a warm squared-loss solve at ``n = 1e5``, ``d = 20`` took
 11,570 page faults and 120 ms a solve, against none and 25 ms with the thresholds at that
-ceiling. dpcvx sets them there from its first solve on: the state glibc's own adjustment ends
-in, reached at once. Memory the process frees is then handed back to the system once more than
-64 MiB of it sits at the top of the heap. Nothing changes where the environment sets a
-``MALLOC_*`` threshold (a user's tuning, Dask's workers), where ``DPCVX_MALLOC=keep``, or
-outside glibc.
+ceiling. dpcvx sets them there from its first solve on: the ceiling glibc's own adjustment
+reaches once the process frees a mapped block of 32 MiB, set at once. The process then keeps
+more of what it frees: blocks up to 32 MiB come from the heap, and the heap is handed back to
+the system only once more than 64 MiB is free at its top. Nothing changes where the
+environment tuned the allocator when dpcvx was imported (``MALLOC_*`` thresholds,
+``glibc.malloc`` tunables in ``GLIBC_TUNABLES``, Dask's workers), where
+``DPCVX_MALLOC=keep``, on 32-bit systems, or outside glibc.
 
 **On Dask's workers** (:func:`roomy_allocator`). Dask's nannies start every worker with
 ``MALLOC_TRIM_THRESHOLD_=65536`` (the configuration value ``distributed.nanny.pre-spawn-environ``),
@@ -77,29 +79,46 @@ _TUNING = (
     "MALLOC_TOP_PAD_",
     "MALLOC_MMAP_MAX_",
 )
+
+
+def _tuned(environ) -> bool:
+    """Whether ``environ`` tunes glibc's allocator (or asks dpcvx to leave it alone)."""
+    if environ.get("DPCVX_MALLOC", "").strip().lower() == "keep":
+        return True
+    return any(name in environ for name in _TUNING) or "glibc.malloc." in environ.get(
+        "GLIBC_TUNABLES", ""
+    )
+
+
+#: the environment as dpcvx was imported: glibc read its own at the process's start, and a Dask
+#: ``Client`` started later in the process sets ``MALLOC_TRIM_THRESHOLD_`` in ``os.environ``
+#: for its workers without that reaching this process's allocator
+_TUNED_AT_IMPORT = _tuned(os.environ)
 _settled = False
 
 
 def settle_allocator() -> None:
-    """Set glibc's mmap and trim thresholds at the ceiling of its own dynamic adjustment
-    (32 MiB and 64 MiB), once per process (see the module docstring); a no-op afterwards, where
-    the environment tunes the allocator, where ``DPCVX_MALLOC=keep`` and outside glibc."""
+    """Set glibc's mmap and trim thresholds at the ceiling of its own dynamic adjustment on
+    64-bit systems (32 MiB and 64 MiB), once per process (see the module docstring); a no-op
+    afterwards, where the environment tuned the allocator when dpcvx was imported (``MALLOC_*``
+    thresholds, ``glibc.malloc`` tunables, ``DPCVX_MALLOC=keep``), on 32-bit systems and outside
+    glibc."""
     global _settled
     if _settled:
         return
+    # found before the lock: finding the C library may run a subprocess, and a thread that
+    # forks meanwhile must not leave the lock held in its child
+    keep = _TUNED_AT_IMPORT or _tuned({"DPCVX_MALLOC": os.environ.get("DPCVX_MALLOC", "")})
+    libc = None if keep or ctypes.sizeof(ctypes.c_void_p) != 8 else _libc()
     with _lock:
         if _settled:
             return
         _settled = True
-        if os.environ.get("DPCVX_MALLOC", "").strip().lower() == "keep":
-            return
-        if any(name in os.environ for name in _TUNING):
-            return
-        libc = _libc()
         if libc is None:
             return
-        libc.mallopt(_M_MMAP_THRESHOLD, _ROOMY)
-        libc.mallopt(_M_TRIM_THRESHOLD, 2 * _ROOMY)
+        # the trim threshold only once the mmap one is accepted: setting either freezes both
+        if libc.mallopt(_M_MMAP_THRESHOLD, _ROOMY):
+            libc.mallopt(_M_TRIM_THRESHOLD, 2 * _ROOMY)
 
 
 @contextlib.contextmanager

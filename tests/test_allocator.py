@@ -75,6 +75,12 @@ def test_the_real_allocator_runs_numpy_work_unchanged(monkeypatch):
     with _allocator.roomy_allocator():
         got = A.T @ A
     np.testing.assert_array_equal(got, expected)
+    # roomy_allocator restored the thresholds this test's environment asked for (frozen at
+    # glibc's defaults): put this test process back where dpcvx's first solve had settled it
+    libc = _allocator._libc()
+    if libc is not None and _allocator._settled and not _allocator._TUNED_AT_IMPORT:
+        libc.mallopt(_allocator._M_MMAP_THRESHOLD, _allocator._ROOMY)
+        libc.mallopt(_allocator._M_TRIM_THRESHOLD, 2 * _allocator._ROOMY)
 
 
 def test_nested_blocks_restore_only_when_the_last_one_ends(monkeypatch):
@@ -91,10 +97,21 @@ def test_nested_blocks_restore_only_when_the_last_one_ends(monkeypatch):
     assert _allocator._active == 0
 
 
-def _fresh(monkeypatch, fake):
+class _SpyLibc(_FakeLibc):
+    def __init__(self, accept: bool = True) -> None:
+        super().__init__()
+        self.accept = accept
+
+    def mallopt(self, param: int, value: int) -> int:
+        super().mallopt(param, value)
+        return 1 if self.accept else 0
+
+
+def _fresh(monkeypatch, fake, tuned_at_import=False):
     monkeypatch.setattr(_allocator, "_libc", lambda: fake)
     monkeypatch.setattr(_allocator, "_settled", False)
-    for name in (*_allocator._TUNING, "DPCVX_MALLOC"):
+    monkeypatch.setattr(_allocator, "_TUNED_AT_IMPORT", tuned_at_import)
+    for name in (*_allocator._TUNING, "DPCVX_MALLOC", "GLIBC_TUNABLES"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -117,15 +134,38 @@ def test_the_first_solve_settles_the_thresholds_at_glibcs_ceiling_once(monkeypat
         ("MALLOC_TRIM_THRESHOLD_", "65536"),  # Dask's workers: roomy_allocator's case
         ("MALLOC_MMAP_THRESHOLD_", "1048576"),
         ("MALLOC_TOP_PAD_", "0"),
+        ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=131072"),
         ("DPCVX_MALLOC", "keep"),
     ],
 )
 def test_an_allocator_tuned_by_the_environment_is_left_alone(monkeypatch, name, value):
+    """The environment is read as dpcvx was imported (what glibc saw: a Dask ``Client``
+    started later sets ``MALLOC_TRIM_THRESHOLD_`` for its workers in this process's
+    ``os.environ``, which this process's allocator never read); ``DPCVX_MALLOC`` at any time."""
     fake = _FakeLibc()
-    _fresh(monkeypatch, fake)
-    monkeypatch.setenv(name, value)
+    _fresh(monkeypatch, fake, tuned_at_import=_allocator._tuned({name: value}))
+    if name == "DPCVX_MALLOC":
+        monkeypatch.setattr(_allocator, "_TUNED_AT_IMPORT", False)
+        monkeypatch.setenv(name, value)
     _allocator.settle_allocator()
     assert fake.calls == []
+
+
+def test_a_variable_set_after_import_does_not_stop_the_settling(monkeypatch):
+    fake = _FakeLibc()
+    _fresh(monkeypatch, fake)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")  # as a Dask Client's nanny does
+    _allocator.settle_allocator()
+    assert len(fake.calls) == 2
+
+
+def test_a_rejected_mmap_threshold_leaves_the_trim_threshold_alone(monkeypatch):
+    """Setting either threshold freezes glibc's dynamic adjustment: when the first is refused
+    (older glibc capped it), the second is not set."""
+    fake = _SpyLibc(accept=False)
+    _fresh(monkeypatch, fake)
+    _allocator.settle_allocator()
+    assert fake.calls == [("mallopt", _allocator._M_MMAP_THRESHOLD, 32 << 20)]
 
 
 def test_a_certified_solve_settles_the_allocator(monkeypatch):
