@@ -81,13 +81,15 @@ _TUNING = (
 )
 
 
+def _keep(environ) -> bool:
+    """Whether ``environ`` asks dpcvx to leave the allocator alone (``DPCVX_MALLOC=keep``)."""
+    return environ.get("DPCVX_MALLOC", "").strip().lower() == "keep"
+
+
 def _tuned(environ) -> bool:
     """Whether ``environ`` tunes glibc's allocator (or asks dpcvx to leave it alone)."""
-    if environ.get("DPCVX_MALLOC", "").strip().lower() == "keep":
-        return True
-    return any(name in environ for name in _TUNING) or "glibc.malloc." in environ.get(
-        "GLIBC_TUNABLES", ""
-    )
+    tunables = "glibc.malloc." in environ.get("GLIBC_TUNABLES", "")
+    return _keep(environ) or tunables or any(name in environ for name in _TUNING)
 
 
 #: the environment as dpcvx was imported: glibc read its own at the process's start, and a Dask
@@ -108,7 +110,7 @@ def settle_allocator() -> None:
         return
     # found before the lock: finding the C library may run a subprocess, and a thread that
     # forks meanwhile must not leave the lock held in its child
-    keep = _TUNED_AT_IMPORT or _tuned({"DPCVX_MALLOC": os.environ.get("DPCVX_MALLOC", "")})
+    keep = _TUNED_AT_IMPORT or _keep(os.environ)
     libc = None if keep or ctypes.sizeof(ctypes.c_void_p) != 8 else _libc()
     with _lock:
         if _settled:

@@ -788,12 +788,13 @@ def _chunked(terms: tuple[_Term, ...]) -> tuple[list[_Term], list[int]]:
     owners: list[int] = []
     for i, term in enumerate(terms):
         rows = term.b[0].size
-        for lo in range(0, rows, CHUNK_ROWS) if rows > CHUNK_ROWS else [None]:
-            if lo is None:
-                out.append(term)
-            else:
-                out.append(_rows_of(term, slice(lo, lo + CHUNK_ROWS)))
-            owners.append(i)
+        chunks = (
+            [term]
+            if rows <= CHUNK_ROWS
+            else [_rows_of(term, slice(lo, lo + CHUNK_ROWS)) for lo in range(0, rows, CHUNK_ROWS)]
+        )
+        out.extend(chunks)
+        owners.extend([i] * len(chunks))
     return out, owners
 
 
