@@ -424,27 +424,34 @@ class ExtensionPieces:
         center: np.ndarray,
         radius: float,
         extra: np.ndarray | None = None,
+        own: np.ndarray | None = None,
+        solved: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> BallCopies | None:
         """:meth:`copies` for copies that must stay in the ball ``B(center, radius)`` (the
         domain W): the examples whose copy over ``R^d`` leaves it get their exact copy in W
         (:func:`~dpcvx.certification.ball.ball_extension`), the dual ``g_i`` of
         ``||w - y_i||`` and the multipliers of their pieces at it, plus a second-order model of
         their extensions at ``w`` for the next solve. The examples ``extra`` (taken out of the
-        last solve, so ``mus`` says nothing of them) get their exact copies too, outside the
-        model. None when every copy lies in the ball and there is no ``extra``
-        (:meth:`copies` is then exact)."""
+        last solve, so ``mus`` says nothing of them) and ``own`` get their exact copies too,
+        outside the model. ``solved``: the examples the last solve gave pieces of their own
+        and those pieces' slopes (:meth:`sphere_pieces`), whose multipliers then give the
+        slopes of those whose copy is at ``w``. None when every copy lies in the ball and
+        there is no ``extra`` or ``own`` (:meth:`copies` is then exact)."""
         Y, s_star, gamma = self._relaxed(w, mus)
         c = np.asarray(center, float)
         R = float(radius)
         moving = np.any(self.u != 0, axis=1)
         rows = np.flatnonzero(moving & (row_norms(Y - c) > R))
+        own = np.zeros(0, int) if own is None else np.asarray(own, int)
+        rows = np.setdiff1d(rows, own, assume_unique=True)
         others = np.zeros(0, int) if extra is None else np.setdiff1d(np.asarray(extra, int), rows)
-        if rows.size == 0 and others.size == 0:
+        exact = np.union1d(others, own)
+        if rows.size == 0 and exact.size == 0:
             return None
         before = gamma[rows, None] * self.u[rows]
         slopes = np.full(Y.shape, np.nan)
         quad = (np.zeros((w.size, w.size)), np.zeros(w.size))
-        for part in (rows, others):
+        for part in (rows, exact):
             if part.size == 0:
                 continue
             line = Pieces1D(self.sigma[part], self.beta[part])
@@ -457,20 +464,84 @@ class ExtensionPieces:
             slopes[part] = g
             if part is rows:
                 quad = model
+        if solved is not None and solved[0].size:
+            # an example solved with pieces of its own whose copy is at w: the slope its
+            # multipliers give (at a kink, the method's split, which the rest of the solve
+            # balances; within the slopes' range, any mix of the pieces is a valid minorant,
+            # charged its deficiency at w, which the method's tolerance keeps small)
+            done, sigma = solved
+            here = np.all(Y[done] == w, axis=1)
+            at_w = done[here]
+            c_term = self.model.terms[0].c
+            slope = np.einsum("km,km->k", mus[0][at_w] / c_term, sigma[here])
+            slope = np.clip(slope, self.sigma[at_w].min(axis=1), self.sigma[at_w].max(axis=1))
+            z = w - c
+            ua = self.u[at_w]
+            inside = np.linalg.norm(z) < R * (1 - 1e-12)
+            # the least kappa >= 0 that brings the dual into the C-ball (the solve put the
+            # ball's normal into its own multiplier; more of it here pushes past that), or
+            # the one that shortens it most where none does
+            a = (ua @ z) / R
+            room = self.C**2 - slope**2 * (1.0 - a * a)
+            least = -slope * a - np.sqrt(np.maximum(room, 0.0))
+            kappa = np.where(room >= 0, np.maximum(0.0, least), np.maximum(0.0, -slope * a))
+            kappa = np.zeros(at_w.size) if inside else kappa
+            gamma[at_w] = slope
+            slopes[at_w] = slope[:, None] * ua + kappa[:, None] * (z / R)[None, :]
         weights = _pair_weights(self.sigma, self.beta, gamma, s_star)
         thetas = self.source.multipliers([weights * self.model.terms[0].c])
-        return BallCopies(Y, thetas, slopes, rows, quad, before)
+        return BallCopies(Y, thetas, slopes, rows, quad, before, others)
 
-    def without(self, rows: np.ndarray) -> PiecewiseModel:
-        """:attr:`model` with the examples ``rows`` taken out (their pieces zero)."""
+    def sphere_pieces(
+        self, rows: np.ndarray, w: np.ndarray, center: np.ndarray, radius: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The pieces (slopes and intercepts along ``u``, in the loss's units) of the
+        extension near ``w`` on the sphere of the ball W, for the examples ``rows`` whose copy
+        is at ``w`` there. With ``a = u^T e`` (``e`` the sphere's unit normal at ``w``), the
+        dual ``theta u + kappa e`` of the copy's distance fits in the C-ball for some
+        ``kappa >= 0`` exactly when ``|theta| <= C`` on the side of ``theta a >= 0`` and
+        ``|theta| <= C / sqrt(1 - a^2)`` on the other: the extension there is ``h`` with its
+        slopes clipped to those bounds (:func:`_clipped_pieces`)."""
+        sigma, beta = self.sigma[rows], self.beta[rows]
+        z = np.asarray(w, float) - center
+        # inside the ball (not on its sphere) a copy near w moves freely: the relaxed pieces
+        on_sphere = np.linalg.norm(z) >= radius * (1 - 1e-12)
+        a = self.u[rows] @ (z / radius) if on_sphere else np.zeros(rows.size)
+        # past the steepest slope no bound clips: cap it there (1 - a^2 may round to zero)
+        cap = np.abs(sigma).max(axis=1) + self.C
+        room = np.sqrt(np.maximum(1.0 - a * a, 0.0))
+        wide = np.where(room * cap > self.C, self.C / np.where(room > 0, room, 1.0), cap)
+        above = np.where(a < 0, wide, self.C)
+        below = np.where(a > 0, wide, self.C)
+        new_sigma, new_beta, _, _ = _clipped_pieces(sigma, beta, below, above)
+        # a row whose tangent lines did not come out finite keeps its relaxed pieces
+        lost = ~np.all(np.isfinite(new_beta), axis=1)
+        if lost.any():
+            (term,) = self.model.terms
+            assert term.row_coefs is not None
+            kept = rows[lost]
+            new_sigma[lost] = term.row_coefs[kept] * self.weight
+            new_beta[lost] = np.stack([bj[kept] for bj in term.b], axis=1) * self.weight
+        return new_sigma, new_beta
+
+    def without(
+        self, rows: np.ndarray, own: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    ) -> PiecewiseModel:
+        """:attr:`model` with the examples ``rows`` taken out (their pieces zero) and, with
+        ``own = (examples, slopes, intercepts)``, those examples given those pieces
+        (:meth:`sphere_pieces`)."""
         (term,) = self.model.terms
         assert term.row_coefs is not None
         coefs = term.row_coefs.copy()
         coefs[rows] = 0.0
+        if own is not None:
+            coefs[own[0]] = own[1] / self.weight
         b = []
-        for bj in term.b:
+        for j, bj in enumerate(term.b):
             bj = bj.copy()
             bj[rows] = 0.0
+            if own is not None:
+                bj[own[0]] = own[2][:, j] / self.weight
             b.append(bj)
         out = dataclasses.replace(term, row_coefs=coefs, b=tuple(b))
         m = self.model
@@ -559,6 +630,36 @@ def extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None:
     return known[key]
 
 
+def _clipped_pieces(
+    sigma: np.ndarray, beta: np.ndarray, below: np.ndarray, above: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row, the pieces of ``h [] c |.|`` with ``c`` ``below`` for negative slopes and
+    ``above`` for positive ones (each row's slopes reach into ``[-below, above]``): every slope
+    clipped, a steeper piece replaced by its tangent line of the bound's slope, and where
+    those touch ``h`` (``t_lo``, ``t_hi``; infinite where no piece is steeper)."""
+    N = sigma.shape[0]
+    new_beta = beta.copy()
+    t_hi = np.full(N, np.inf)
+    t_lo = np.full(N, -np.inf)
+    rows = np.arange(N)
+    for side, steep, touch in (
+        (above, sigma > above[:, None], t_hi),
+        (-below, sigma < -below[:, None], t_lo),
+    ):
+        mask = steep.any(axis=1)
+        if not mask.any():
+            continue
+        conj, pair, _ = _conjugate_pair(sigma, beta, side)
+        sj, sl = sigma[rows, pair[:, 0]], sigma[rows, pair[:, 1]]
+        bj, bl = beta[rows, pair[:, 0]], beta[rows, pair[:, 1]]
+        width = sl - sj
+        meet = np.where(width != 0, (bj - bl) / np.where(width != 0, width, 1.0), 0.0)
+        touch[mask] = meet[mask]
+        new_beta = np.where(steep, -conj[:, None], new_beta)
+    new_sigma = np.clip(sigma, -below[:, None], above[:, None])
+    return new_sigma, new_beta, t_lo, t_hi
+
+
 def _extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None:
     """The relaxed extension of ``model`` at ``C`` (see :class:`ExtensionPieces`), or None
     when the loss is not one term of pieces sharing a direction with one element per example,
@@ -580,29 +681,11 @@ def _extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None
     lo, hi = sigma.min(axis=1), sigma.max(axis=1)
     if np.any(lo > C) or np.any(hi < -C):
         return None
-    right, left = hi > C, lo < -C
-    m = sigma.shape[1]
-    new_sigma = np.clip(sigma, -C, C)
-    new_beta = beta.copy()
-    t_hi = np.full(model.n, np.inf)
-    t_lo = np.full(model.n, -np.inf)
-    for side, mask, steep, touch in (
-        (C, right, sigma > C, t_hi),
-        (-C, left, sigma < -C, t_lo),
-    ):
-        if not mask.any():
-            continue
-        slope = np.full(model.n, side)
-        conj, pair, lam = _conjugate_pair(sigma, beta, slope)
-        rows = np.arange(model.n)
-        sj, sl = sigma[rows, pair[:, 0]], sigma[rows, pair[:, 1]]
-        bj, bl = beta[rows, pair[:, 0]], beta[rows, pair[:, 1]]
-        width = sl - sj
-        meet = np.where(width != 0, (bj - bl) / np.where(width != 0, width, 1.0), 0.0)
-        touch[mask] = meet[mask]
-        new_beta = np.where(steep, -conj[:, None], new_beta)
-    if not (np.all(np.isfinite(new_beta[right | left])) and np.all(np.isfinite(new_beta))):
+    bound = np.full(model.n, C)
+    new_sigma, new_beta, t_lo, t_hi = _clipped_pieces(sigma, beta, bound, bound)
+    if not np.all(np.isfinite(new_beta)):
         return None
+    m = sigma.shape[1]
     clipped = _Term(
         term.kind,
         term.c,

@@ -57,7 +57,9 @@ class BallCopies:
     the certificate's default there), the moved examples ``rows`` and ``(Q, q)``:
     ``w^T Q w / 2 + q^T w`` is the second-order model at ``w`` (up to a constant) of their
     extensions' mean over all ``n`` examples; ``before`` the moved examples' slopes in the
-    relaxed extension over ``R^d`` (rows, as ``slopes``)."""
+    relaxed extension over ``R^d`` (rows, as ``slopes``); ``others`` the examples the last
+    solve modelled that no longer move, with their extensions' exact slopes in ``slopes``
+    (they are outside the model)."""
 
     Y: np.ndarray
     thetas: list
@@ -65,6 +67,7 @@ class BallCopies:
     rows: np.ndarray
     quad: tuple[np.ndarray, np.ndarray]
     before: np.ndarray
+    others: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,13 +389,19 @@ def ball_extension(
 
 
 def smooth_ball_copies(
-    relaxed: SmoothExtension, C: float, w: np.ndarray, center: np.ndarray, radius: float
+    relaxed: SmoothExtension,
+    C: float,
+    w: np.ndarray,
+    center: np.ndarray,
+    radius: float,
+    extra: np.ndarray | None = None,
 ) -> BallCopies | None:
     """:class:`BallCopies` for the smooth extension ``relaxed`` at ``C`` (one scalar atom per
     example) at ``w``: the examples whose copy over ``R^d`` leaves the ball get their exact
     copy in it, the atom's derivative at that copy as the certificate's multiplier, and the
-    dual ``g_i``.
-    None when every copy lies in the ball (the relaxed copies are then exact)."""
+    dual ``g_i``. The examples ``extra`` (modelled in the last solve) that no longer move get
+    their relaxed slopes, exact for them. None when every copy lies in the ball (the relaxed
+    copies are then exact)."""
     model = relaxed.model
     (blk,) = model.blocks
     n = model.n
@@ -401,6 +410,7 @@ def smooth_ball_copies(
     R = float(radius)
     norms = row_norms(blk.A)
     rows = np.flatnonzero((norms > 0) & (row_norms(Y - c) > R))
+    others = np.zeros(0, int) if extra is None else np.setdiff1d(np.asarray(extra, int), rows)
     if rows.size == 0:
         return None
     thetas = model.multipliers(w)  # the relaxed atom's derivative: the original's at y_i
@@ -417,4 +427,5 @@ def smooth_ball_copies(
     thetas = [[flat.reshape(arg[0].shape)]]
     slopes = np.full(Y.shape, np.nan)
     slopes[rows] = g
-    return BallCopies(Y, thetas, slopes, rows, quad, before)
+    slopes[others] = (blk.weight * arg[0].reshape(-1)[others])[:, None] * blk.A[others]
+    return BallCopies(Y, thetas, slopes, rows, quad, before, others)

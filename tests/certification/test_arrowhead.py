@@ -572,3 +572,56 @@ def test_extension_rounds_on_mixed_scales_and_an_off_center_ball(loss, C, radius
         ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
         tol = 1e-6 * (1 + abs(ref.value))
         assert sol.lower - tol <= ref.value <= sol.upper + tol
+
+
+def _sphere_case(seed, n):
+    """A hinge on features of norm about 1 (about 40% steeper than C = 1) in the unit ball,
+    whose solution lies on the sphere with some examples' copies at ``w`` at their kink."""
+    d = 5
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    Y = np.sign(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n))
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.sum_squares(w) <= 1])
+    return problem, X, Y
+
+
+@pytest.mark.parametrize("seed", [4, 6, 15, 17])
+def test_examples_at_a_kink_on_the_sphere_do_not_cycle_the_rounds(seed):
+    """With these seeds one or two examples sit at their kink with their copy at ``w`` on the
+    sphere: each round they swapped between the second-order model and their relaxed form, and
+    the rounds ended in the joint program. Solved with the extension's pieces on the sphere,
+    the rounds certify the private target on the arrowhead path; for the first seed the
+    bracket holds the joint program's optimum (CVXPY)."""
+    problem, X, Y = _sphere_case(seed, 10_000)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+    assert sol.solver_stats["solver"] == ARROWHEAD
+    assert sol.gap <= 3e-10
+    if seed == 4:
+        n, d = X.shape
+        v = cp.Variable(d)
+        Yc = cp.Variable((n, d))
+        z = cp.sum(cp.multiply(X, Yc), axis=1)
+        obj = (
+            cp.sum(cp.pos(1 - cp.multiply(Y, z))) / n
+            + cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
+            + 0.05 / 2 * cp.sum_squares(v)
+        )
+        cons = [cp.norm(Yc, 2, axis=1) <= 1, cp.norm(v) <= 1]
+        ref = cp.Problem(cp.Minimize(obj), cons)
+        ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+        tol = 1e-8 * (1 + abs(ref.value))
+        assert sol.lower - tol <= ref.value <= sol.upper + tol
+
+
+def test_a_large_sphere_case_certifies_on_the_arrowhead_path():
+    """The case a user met at n = 1e5 (42% of the examples steeper than C, the solution on
+    the sphere): one to four examples joined or left the moved ones every round, and the
+    rounds ended in the joint program (17 s of 20). They now certify the private target on
+    the arrowhead path in a few rounds (about 2 s)."""
+    problem, _, _ = _sphere_case(0, 100_000)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+    assert sol.solver_stats["solver"] == ARROWHEAD
+    assert sol.gap <= 3e-10

@@ -245,3 +245,50 @@ def test_rows_whose_minimizers_form_an_interval_settle_in_a_few_steps(monkeypatc
     )
     prob.solve(solver=cp.CLARABEL)
     assert float(value.sum()) <= prob.value + 1e-6
+
+
+@pytest.mark.parametrize(
+    "a, steep",
+    [
+        (0.6, 2.0),  # the steep side pushes the copy outward: clipped to C / sqrt(1 - a^2)
+        (0.6, 1.1),  # steeper than C, within that bound: the loss's own pieces
+        (-0.6, 2.0),  # the steep side pulls the copy inward: clipped to C
+        (0.95, 3.0),  # u nearly along the normal: a bound past the steepest slope
+    ],
+)
+def test_sphere_pieces_are_the_extension_on_the_sphere_near_a_copy_at_w(a, steep):
+    """A hinge whose kink sits at ``w`` on the sphere, at angle ``a = u^T w`` to the normal:
+    along the sphere, :meth:`ExtensionPieces.sphere_pieces` matches the exact extension
+    (:func:`ball_extension`) to second order in the step, on both sides of the kink; the
+    loss's own pieces miss it at first order wherever the bound clips (the control)."""
+    from dpcvx.certification.arrowhead import ExtensionPieces
+
+    rng = np.random.default_rng(0)
+    d = 4
+    c = np.zeros(d)
+    w = rng.normal(size=d)
+    w /= np.linalg.norm(w)
+    across = rng.normal(size=d)
+    across -= (across @ w) * w
+    across /= np.linalg.norm(across)
+    u = a * w + np.sqrt(1 - a * a) * across
+    sigma = np.array([[0.0, -steep]])
+    beta = np.array([[0.0, steep * (u @ w)]])
+    pieces = ExtensionPieces(
+        model=None, source=None, C=C, u=u[None], sigma=sigma, beta=beta,
+        t_lo=None, t_hi=None, weight=1.0,
+    )  # fmt: skip
+    s_sphere, b_sphere = pieces.sphere_pieces(np.array([0]), w, c, 1.0)
+    clips = steep > (C / np.sqrt(1 - a * a) if a > 0 else C)
+    for step in (1e-3, 1e-4):
+        for side in (1.0, -1.0):
+            v = w + side * step * across
+            v /= np.linalg.norm(v)
+            _, Y, _, _, _ = _ball_extension(u[None], sigma, beta, v, c, 1.0, C, 1)
+            exact = (sigma[0] * (u @ Y[0]) + beta[0]).max() + C * np.linalg.norm(v - Y[0])
+            tau = u @ v
+            model = (s_sphere[0] * tau + b_sphere[0]).max()
+            own = (sigma[0] * tau + beta[0]).max()
+            assert abs(exact - model) <= 0.5 * step**2 + 1e-13
+            if clips and tau < u @ w:  # the steep side, where the bound clips
+                assert abs(exact - own) >= 0.1 * step
