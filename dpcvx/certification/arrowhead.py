@@ -426,6 +426,8 @@ class ExtensionPieces:
         extra: np.ndarray | None = None,
         own: np.ndarray | None = None,
         solved: tuple[np.ndarray, np.ndarray] | None = None,
+        left: np.ndarray | None = None,
+        near: float = 0.0,
     ) -> BallCopies | None:
         """:meth:`copies` for copies that must stay in the ball ``B(center, radius)`` (the
         domain W): the examples whose copy over ``R^d`` leaves it get their exact copy in W
@@ -435,16 +437,24 @@ class ExtensionPieces:
         last solve, so ``mus`` says nothing of them) and ``own`` get their exact copies too,
         outside the model. ``solved``: the examples the last solve gave pieces of their own
         and those pieces' slopes (:meth:`sphere_pieces`), whose multipliers then give the
-        slopes of those whose copy is at ``w``. None when every copy lies in the ball and
-        there is no ``extra`` or ``own`` (:meth:`copies` is then exact)."""
+        slopes of those whose copy is at ``w``.
+
+        The examples of ``own`` and those of ``left`` that would join the model, whose copy
+        lies within ``near`` times the radius of ``w``, are the next solve's examples with
+        pieces of their own (:attr:`BallCopies.own`; the latter are taken out of the model).
+        None when every copy lies in the ball and there is no ``extra`` or ``own``
+        (:meth:`copies` is then exact)."""
         Y, s_star, gamma = self._relaxed(w, mus)
         c = np.asarray(center, float)
         R = float(radius)
+        N = self.u.shape[0]
         moving = np.any(self.u != 0, axis=1)
-        rows = np.flatnonzero(moving & (row_norms(Y - c) > R))
+        leaves = moving & (row_norms(Y - c) > R)
         own = np.zeros(0, int) if own is None else np.asarray(own, int)
-        rows = np.setdiff1d(rows, own, assume_unique=True)
-        others = np.zeros(0, int) if extra is None else np.setdiff1d(np.asarray(extra, int), rows)
+        leaves[own] = False
+        rows = np.flatnonzero(leaves)
+        others = np.zeros(0, int) if extra is None else np.asarray(extra, int)
+        others = others[~leaves[others]]
         exact = np.union1d(others, own)
         if rows.size == 0 and exact.size == 0:
             return None
@@ -464,6 +474,20 @@ class ExtensionPieces:
             slopes[part] = g
             if part is rows:
                 quad = model
+        if near > 0:
+            close = row_norms(Y[own] - w) <= near * R
+            own = own[close]
+            if left is not None and left.size and rows.size:
+                was = np.zeros(N, bool)
+                was[left] = True
+                back = was[rows] & (row_norms(Y[rows] - w) <= near * R)
+                if back.any():  # out of the model: it is a sum over the examples
+                    part = rows[back]
+                    line = Pieces1D(self.sigma[part], self.beta[part])
+                    Qb, qb = ball_extension(line, self.u[part], w, c, R, self.C, self.model.n)[4]
+                    quad = (quad[0] - Qb, quad[1] - qb)
+                    rows, before = rows[~back], before[~back]
+                    own = np.union1d(own, part)
         if solved is not None and solved[0].size:
             # an example solved with pieces of its own whose copy is at w: the slope its
             # multipliers give (at a kink, the method's split, which the rest of the solve
@@ -490,7 +514,7 @@ class ExtensionPieces:
             slopes[at_w] = slope[:, None] * ua + kappa[:, None] * (z / R)[None, :]
         weights = _pair_weights(self.sigma, self.beta, gamma, s_star)
         thetas = self.source.multipliers([weights * self.model.terms[0].c])
-        return BallCopies(Y, thetas, slopes, rows, quad, before, others)
+        return BallCopies(Y, thetas, slopes, rows, quad, before, others, own)
 
     def sphere_pieces(
         self, rows: np.ndarray, w: np.ndarray, center: np.ndarray, radius: float

@@ -59,7 +59,9 @@ class BallCopies:
     extensions' mean over all ``n`` examples; ``before`` the moved examples' slopes in the
     relaxed extension over ``R^d`` (rows, as ``slopes``); ``others`` the examples the last
     solve modelled that no longer move, with their extensions' exact slopes in ``slopes``
-    (they are outside the model)."""
+    (they are outside the model); ``own`` the examples the next solve gives pieces of their
+    own (outside the model; see :meth:`ExtensionPieces.ball_copies
+    <dpcvx.certification.arrowhead.ExtensionPieces.ball_copies>`)."""
 
     Y: np.ndarray
     thetas: list
@@ -68,6 +70,7 @@ class BallCopies:
     quad: tuple[np.ndarray, np.ndarray]
     before: np.ndarray
     others: np.ndarray
+    own: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,7 +413,8 @@ def smooth_ball_copies(
     R = float(radius)
     norms = row_norms(blk.A)
     rows = np.flatnonzero((norms > 0) & (row_norms(Y - c) > R))
-    others = np.zeros(0, int) if extra is None else np.setdiff1d(np.asarray(extra, int), rows)
+    others = np.zeros(0, int) if extra is None else np.asarray(extra, int)
+    others = others[row_norms(Y[others] - c) <= R]
     if rows.size == 0:
         return None
     thetas = model.multipliers(w)  # the relaxed atom's derivative: the original's at y_i
@@ -428,4 +432,4 @@ def smooth_ball_copies(
     slopes = np.full(Y.shape, np.nan)
     slopes[rows] = g
     slopes[others] = (blk.weight * arg[0].reshape(-1)[others])[:, None] * blk.A[others]
-    return BallCopies(Y, thetas, slopes, rows, quad, before, others)
+    return BallCopies(Y, thetas, slopes, rows, quad, before, others, np.zeros(0, int))

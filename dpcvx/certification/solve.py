@@ -41,7 +41,6 @@ from dpcvx.compilation.template import DomainBlock, Template
 from dpcvx.errors import CertificationError, SolverError
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
-from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
 from dpcvx.modeling.localized import LocalizedDomain
 from dpcvx.modeling.smooth import SmoothExtension, SmoothModel, extension_model, smooth_model
@@ -985,16 +984,13 @@ class _PiecesRounds:
     def fix(self, x: np.ndarray) -> BallCopies | None:
         c, R = self.dom.center, float(self.dom.radius)
         solved = None if self.solved is None else self.solved[:2]
-        fix = self.relaxed.ball_copies(x, self.mus, c, R, self.out, self.own, solved)
+        fix = self.relaxed.ball_copies(
+            x, self.mus, c, R, self.out, self.own, solved, left=self.left, near=NEAR_W
+        )
         if fix is None:
             return None
-        # copies within the model's floor of w (no quadratic model holds there)
-        near = np.flatnonzero(row_norms(fix.Y - x) <= NEAR_W * R)
         self.left = np.union1d(self.left, fix.others)
-        back = np.intersect1d(np.intersect1d(fix.rows, self.left, assume_unique=True), near)
-        self.own = np.union1d(np.intersect1d(self.own, near, assume_unique=True), back)
-        if back.size:  # again, with those out of the model
-            fix = self.relaxed.ball_copies(x, self.mus, c, R, self.out, self.own, solved)
+        self.own = fix.own
         return fix
 
     def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
@@ -1103,7 +1099,9 @@ def _ball_rounds(
         # the change in the slopes since the last solve: of the examples modelled then or
         # now, their exact slopes at x, less the model's, less the relaxed slopes of those
         # that joined (the last solve had them relaxed)
-        joined = ~np.isin(fix.rows, rows_before, assume_unique=True)
+        modelled = np.zeros(n, bool)
+        modelled[rows_before] = True
+        joined = ~modelled[fix.rows]
         change = (
             fix.slopes[fix.rows].sum(axis=0)
             + fix.slopes[fix.others].sum(axis=0)
