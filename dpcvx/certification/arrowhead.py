@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from dpcvx.certification.ball import BallCopies, Pieces1D, ball_extension
+from dpcvx.certification.ball import BallCopies, BallRegion, Pieces1D
+from dpcvx.certification.box import BoxRegion
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.domains import row_norms
@@ -417,39 +418,37 @@ class ExtensionPieces:
         gamma = np.clip(gamma, np.maximum(lo, -self.C), np.minimum(hi, self.C))
         return Y, s_star, gamma
 
-    def ball_copies(
+    def copies_in(
         self,
         w: np.ndarray,
         mus: list[np.ndarray],
-        center: np.ndarray,
-        radius: float,
+        region: BallRegion | BoxRegion,
         extra: np.ndarray | None = None,
         own: np.ndarray | None = None,
         solved: tuple[np.ndarray, np.ndarray] | None = None,
-        left: np.ndarray | None = None,
         near: float = 0.0,
+        left: np.ndarray | None = None,
     ) -> BallCopies | None:
-        """:meth:`copies` for copies that must stay in the ball ``B(center, radius)`` (the
-        domain W): the examples whose copy over ``R^d`` leaves it get their exact copy in W
-        (:func:`~dpcvx.certification.ball.ball_extension`), the dual ``g_i`` of
+        """:meth:`copies` for copies that must stay in the domain W, a ball or a box
+        (``region``): the examples whose copy over ``R^d`` leaves it get their exact copy in W
+        (:func:`~dpcvx.certification.ball.ball_extension`,
+        :func:`~dpcvx.certification.box.box_extension`), the dual ``g_i`` of
         ``||w - y_i||`` and the multipliers of their pieces at it, plus a second-order model of
         their extensions at ``w`` for the next solve. The examples ``extra`` (taken out of the
         last solve, so ``mus`` says nothing of them) and ``own`` get their exact copies too,
         outside the model. ``solved``: the examples the last solve gave pieces of their own
-        and those pieces' slopes (:meth:`sphere_pieces`), whose multipliers then give the
+        and those pieces' slopes (:meth:`boundary_pieces`), whose multipliers then give the
         slopes of those whose copy is at ``w``.
 
-        The examples of ``own`` and those of ``left`` that would join the model, whose copy
-        lies within ``near`` times the radius of ``w``, are the next solve's examples with
+        The examples of ``own`` and those that would join the model (those of ``left`` only,
+        if given) whose copy lies within ``near`` times the region's scale of ``w`` (at its
+        extension's kink, where no quadratic model holds) are the next solve's examples with
         pieces of their own (:attr:`BallCopies.own`; the latter are taken out of the model).
-        None when every copy lies in the ball and there is no ``extra`` or ``own``
-        (:meth:`copies` is then exact)."""
+        None when every copy lies in W and there is no ``extra`` or ``own`` (:meth:`copies` is
+        then exact)."""
         Y, s_star, gamma = self._relaxed(w, mus)
-        c = np.asarray(center, float)
-        R = float(radius)
-        N = self.u.shape[0]
         moving = np.any(self.u != 0, axis=1)
-        leaves = moving & (row_norms(Y - c) > R)
+        leaves = moving & region.outside(Y)
         own = np.zeros(0, int) if own is None else np.asarray(own, int)
         leaves[own] = False
         rows = np.flatnonzero(leaves)
@@ -461,13 +460,12 @@ class ExtensionPieces:
         before = gamma[rows, None] * self.u[rows]
         slopes = np.full(Y.shape, np.nan)
         quad = (np.zeros((w.size, w.size)), np.zeros(w.size))
+        n = self.model.n
         for part in (rows, exact):
             if part.size == 0:
                 continue
             line = Pieces1D(self.sigma[part], self.beta[part])
-            t, Yr, g, theta, model = ball_extension(
-                line, self.u[part], w, c, R, self.C, self.model.n
-            )
+            t, Yr, g, theta, model = region.extension(line, self.u[part], w, self.C, n)
             Y[part] = Yr
             s_star[part] = t
             gamma[part] = theta
@@ -475,16 +473,18 @@ class ExtensionPieces:
             if part is rows:
                 quad = model
         if near > 0:
-            close = row_norms(Y[own] - w) <= near * R
-            own = own[close]
-            if left is not None and left.size and rows.size:
-                was = np.zeros(N, bool)
-                was[left] = True
-                back = was[rows] & (row_norms(Y[rows] - w) <= near * R)
+            reach = near * region.scale
+            own = own[row_norms(Y[own] - w) <= reach]
+            if rows.size:
+                back = row_norms(Y[rows] - w) <= reach
+                if left is not None:
+                    was = np.zeros(Y.shape[0], bool)
+                    was[left] = True
+                    back &= was[rows]
                 if back.any():  # out of the model: it is a sum over the examples
                     part = rows[back]
                     line = Pieces1D(self.sigma[part], self.beta[part])
-                    Qb, qb = ball_extension(line, self.u[part], w, c, R, self.C, self.model.n)[4]
+                    Qb, qb = region.extension(line, self.u[part], w, self.C, n)[4]
                     quad = (quad[0] - Qb, quad[1] - qb)
                     rows, before = rows[~back], before[~back]
                     own = np.union1d(own, part)
@@ -496,48 +496,53 @@ class ExtensionPieces:
             done, sigma = solved
             here = np.all(Y[done] == w, axis=1)
             at_w = done[here]
-            c_term = self.model.terms[0].c
-            slope = np.einsum("km,km->k", mus[0][at_w] / c_term, sigma[here])
+            slope = np.einsum("km,km->k", mus[0][at_w] / self.model.terms[0].c, sigma[here])
             slope = np.clip(slope, self.sigma[at_w].min(axis=1), self.sigma[at_w].max(axis=1))
-            z = w - c
             ua = self.u[at_w]
-            inside = np.linalg.norm(z) < R * (1 - 1e-12)
-            # the least kappa >= 0 that brings the dual into the C-ball (the solve put the
-            # ball's normal into its own multiplier; more of it here pushes past that), or
-            # the one that shortens it most where none does
-            a = (ua @ z) / R
-            room = self.C**2 - slope**2 * (1.0 - a * a)
-            least = -slope * a - np.sqrt(np.maximum(room, 0.0))
-            kappa = np.where(room >= 0, np.maximum(0.0, least), np.maximum(0.0, -slope * a))
-            kappa = np.zeros(at_w.size) if inside else kappa
+            # the part of slope u W's normal cone at w can cancel, and the least share of it
+            # that brings the dual into the C-ball (the solve put W's normal into its own
+            # multipliers; more of it here pushes past that), or all of it where none does
+            P = np.where(
+                (slope > 0)[:, None],
+                region.cancellable(ua, w, True),
+                region.cancellable(ua, w, False),
+            )
+            canc = np.einsum("kd,kd->k", P, P)
+            room = self.C**2 - slope**2 * (1.0 - canc)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = 1.0 - np.sqrt(np.maximum(room, 0.0) / (slope**2 * canc))
+            share = np.where(room >= 0, np.clip(np.nan_to_num(share), 0.0, 1.0), 1.0)
             gamma[at_w] = slope
-            slopes[at_w] = slope[:, None] * ua + kappa[:, None] * (z / R)[None, :]
+            slopes[at_w] = slope[:, None] * (ua - share[:, None] * P)
         weights = _pair_weights(self.sigma, self.beta, gamma, s_star)
         thetas = self.source.multipliers([weights * self.model.terms[0].c])
         return BallCopies(Y, thetas, slopes, rows, quad, before, others, own)
 
-    def sphere_pieces(
-        self, rows: np.ndarray, w: np.ndarray, center: np.ndarray, radius: float
+    def boundary_pieces(
+        self, rows: np.ndarray, w: np.ndarray, region: BallRegion | BoxRegion
     ) -> tuple[np.ndarray, np.ndarray]:
         """The pieces (slopes and intercepts along ``u``, in the loss's units) of the
-        extension near ``w`` on the sphere of the ball W, for the examples ``rows`` whose copy
-        is at ``w`` there. With ``a = u^T e`` (``e`` the sphere's unit normal at ``w``), the
-        dual ``theta u + kappa e`` of the copy's distance fits in the C-ball for some
-        ``kappa >= 0`` exactly when ``|theta| <= C`` on the side of ``theta a >= 0`` and
-        ``|theta| <= C / sqrt(1 - a^2)`` on the other: the extension there is ``h`` with its
-        slopes clipped to those bounds (:func:`_clipped_pieces`)."""
+        extension near ``w`` on W's boundary, for the examples ``rows`` whose copy is at
+        ``w``. With ``P`` the part of ``u`` W's normal cone at ``w`` can cancel from
+        ``theta u`` (:meth:`BallRegion.cancellable
+        <dpcvx.certification.ball.BallRegion.cancellable>`; along the sphere's normal ``e``
+        for a ball, ``|P| = |u^T e|`` where ``theta u^T e < 0``), the dual ``theta u + v`` of
+        the copy's distance fits in the C-ball for some ``v`` in that cone exactly when
+        ``|theta| <= C / sqrt(1 - |P|^2)``: the extension there is ``h`` with its slopes
+        clipped to those bounds on each side (:func:`_clipped_pieces`). Off the boundary
+        ``P`` is zero: the relaxed pieces."""
         sigma, beta = self.sigma[rows], self.beta[rows]
-        z = np.asarray(w, float) - center
-        # inside the ball (not on its sphere) a copy near w moves freely: the relaxed pieces
-        on_sphere = np.linalg.norm(z) >= radius * (1 - 1e-12)
-        a = self.u[rows] @ (z / radius) if on_sphere else np.zeros(rows.size)
-        # past the steepest slope no bound clips: cap it there (1 - a^2 may round to zero)
+        u = self.u[rows]
+        # past the steepest slope no bound clips: cap it there (1 - |P|^2 may round to zero)
         cap = np.abs(sigma).max(axis=1) + self.C
-        room = np.sqrt(np.maximum(1.0 - a * a, 0.0))
-        wide = np.where(room * cap > self.C, self.C / np.where(room > 0, room, 1.0), cap)
-        above = np.where(a < 0, wide, self.C)
-        below = np.where(a > 0, wide, self.C)
-        new_sigma, new_beta, _, _ = _clipped_pieces(sigma, beta, below, above)
+        bounds = []
+        for positive in (False, True):
+            P = region.cancellable(u, w, positive)
+            room = np.sqrt(np.maximum(1.0 - np.einsum("kd,kd->k", P, P), 0.0))
+            bounds.append(
+                np.where(room * cap > self.C, self.C / np.where(room > 0, room, 1.0), cap)
+            )
+        new_sigma, new_beta, _, _ = _clipped_pieces(sigma, beta, bounds[0], bounds[1])
         # a row whose tangent lines did not come out finite keeps its relaxed pieces
         lost = ~np.all(np.isfinite(new_beta), axis=1)
         if lost.any():
@@ -553,7 +558,7 @@ class ExtensionPieces:
     ) -> PiecewiseModel:
         """:attr:`model` with the examples ``rows`` taken out (their pieces zero) and, with
         ``own = (examples, slopes, intercepts)``, those examples given those pieces
-        (:meth:`sphere_pieces`)."""
+        (:meth:`boundary_pieces`)."""
         (term,) = self.model.terms
         assert term.row_coefs is not None
         coefs = term.row_coefs.copy()

@@ -37,7 +37,14 @@ from dpcvx.modeling.smooth import atom_derivative, gram
 if TYPE_CHECKING:
     from dpcvx.modeling.smooth import SmoothExtension
 
-__all__ = ["BallCopies", "Pieces1D", "Smooth1D", "ball_extension", "smooth_ball_copies"]
+__all__ = [
+    "BallCopies",
+    "BallRegion",
+    "Pieces1D",
+    "Smooth1D",
+    "ball_extension",
+    "smooth_ball_copies",
+]
 
 _EPS = float(np.finfo(float).eps)
 #: the model's curvature ``C / D`` is capped at ``C / (_FLOOR R)``: a copy this near ``w`` is
@@ -433,3 +440,38 @@ def smooth_ball_copies(
     slopes[rows] = g
     slopes[others] = (blk.weight * arg[0].reshape(-1)[others])[:, None] * blk.A[others]
     return BallCopies(Y, thetas, slopes, rows, quad, before, others, np.zeros(0, int))
+
+
+@dataclass(frozen=True)
+class BallRegion:
+    """The ball ``W = B(center, radius)`` the copies stay in, for the extension's rounds
+    (:class:`~dpcvx.certification.box.BoxRegion` is the box's)."""
+
+    center: np.ndarray
+    radius: float
+
+    @property
+    def scale(self) -> float:
+        """The region's size: copies within a small fraction of it of ``w`` count as at
+        ``w``."""
+        return float(self.radius)
+
+    def outside(self, Y: np.ndarray) -> np.ndarray:
+        """Which rows of ``Y`` lie outside W."""
+        return row_norms(Y - self.center) > self.radius
+
+    def extension(self, line: Pieces1D | Smooth1D, u: np.ndarray, w: np.ndarray, C: float, n: int):
+        """:func:`ball_extension` in this ball."""
+        return ball_extension(line, u, w, self.center, self.radius, C, n)
+
+    def cancellable(self, u: np.ndarray, w: np.ndarray, positive: bool) -> np.ndarray:
+        """Per row of the unit directions ``u``, the part of ``u`` that W's normal cone at
+        ``w`` can cancel from ``theta u`` for slopes ``theta`` of that sign: along the
+        sphere's normal ``e`` where ``theta u^T e < 0``, on the sphere only."""
+        z = np.asarray(w, float) - self.center
+        if np.linalg.norm(z) < self.radius * (1 - 1e-12):
+            return np.zeros_like(u)
+        e = z / self.radius
+        a = u @ e
+        a = np.where(a < 0, a, 0.0) if positive else np.where(a > 0, a, 0.0)
+        return a[:, None] * e[None, :]

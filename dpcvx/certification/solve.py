@@ -25,7 +25,8 @@ from dpcvx.certification.arrowhead import (
     extension_pieces,
     piecewise_model,
 )
-from dpcvx.certification.ball import BallCopies, smooth_ball_copies
+from dpcvx.certification.ball import BallCopies, BallRegion, smooth_ball_copies
+from dpcvx.certification.box import BoxRegion
 from dpcvx.certification.certificate import CertifiedSolution, certify
 from dpcvx.certification.extension import certify_extension
 from dpcvx.certification.lipschitz import lipschitz_bounds
@@ -939,10 +940,12 @@ def _pieces_rung(
         "seconds": time.perf_counter() - start,
     }
     if relaxed is not None:
-        if dom.kind == "l2_ball":
-            rounds = _PiecesRounds(relaxed, mus, lam, w0, bounds, min(target, 1e-6) * 1e-3, dom)
+        region = _region(dom)
+        if region is not None:
+            tol = min(target, 1e-6) * 1e-3
+            rounds = _PiecesRounds(relaxed, mus, lam, w0, bounds, tol, region)
             fix = rounds.fix(x)
-            if fix is not None:  # copies over R^d leave the ball W
+            if fix is not None:  # copies over R^d leave the ball or box W
                 return _ball_rounds(decl, rounds, x, fix, lam, w0, accuracy, stats, w_domain)
         # the copies y_i of the examples the extension moves, and multipliers at them
         Y, thetas = relaxed.copies(x, mus)
@@ -953,11 +956,24 @@ def _pieces_rung(
     return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension, w_domain)
 
 
-#: the most re-solves of the extension with copies kept in a ball (see :func:`_ball_rounds`)
+def _region(dom: Domain) -> BallRegion | BoxRegion | None:
+    """The ball or finite box the extension's copies stay in, for :func:`_ball_rounds`."""
+    if dom.kind == "l2_ball":
+        return BallRegion(np.asarray(dom.center, float), float(dom.radius))
+    if dom.kind == "box" and np.all(np.isfinite(dom._lo)) and np.all(np.isfinite(dom._hi)):
+        return BoxRegion(np.asarray(dom._lo, float), np.asarray(dom._hi, float))
+    return None
+
+
+#: the most re-solves of the extension with copies kept in W (see :func:`_ball_rounds`)
 BALL_ROUNDS = 10
 
 
-#: a copy within this fraction of the ball's radius of ``w`` is near its extension's kink
+#: a certificate this many times the gap the slopes predict: the rounds settled on a point
+#: that is not the answer (see :meth:`_PiecesRounds.release`)
+STALLED = 30.0
+
+#: a copy within this fraction of W's scale of ``w`` is at its extension's kink
 NEAR_W = 1e-4
 
 
@@ -965,33 +981,41 @@ class _PiecesRounds:
     """:func:`_ball_rounds` for the arrowhead path: the relaxed piecewise-linear extension,
     re-solved with the moved examples taken out and their model added.
 
-    An example whose copy sits at ``w`` on the sphere at a kink of its loss (no copy in W is
-    cheaper there) has no second-order model, and it can swap between the model and its
-    relaxed form every round, a cycle of two rounds. One that comes back to the model at
-    ``w`` after leaving it is solved with its extension's pieces on the sphere instead
-    (:meth:`~dpcvx.certification.arrowhead.ExtensionPieces.sphere_pieces`), for as long as
-    its copy stays at ``w``."""
+    An example whose copy sits at ``w`` (within :data:`NEAR_W`) on W's boundary, at a kink of
+    its extension, has no second-order model: it is solved with its extension's pieces on the
+    boundary instead (:meth:`~dpcvx.certification.arrowhead.ExtensionPieces.boundary_pieces`),
+    for as long as its copy stays at ``w``. Those pieces charge the copies' push against W's
+    boundary to the method's own multiplier of W, so where the certificate then misses the
+    target that the slopes predict it meets, :meth:`release` gives them back to the model,
+    all but those that leave the model and come back (each round they would swap between
+    the model and their relaxed form, a cycle of two rounds)."""
 
-    def __init__(self, relaxed: ExtensionPieces, mus, lam, w0, bounds: Bounds, tol, dom) -> None:
+    def __init__(self, relaxed: ExtensionPieces, mus, lam, w0, bounds: Bounds, tol, region) -> None:
         self.relaxed, self.mus, self.lam, self.w0 = relaxed, mus, lam, w0
-        self.bounds, self.tol, self.dom = bounds, tol, dom
+        self.bounds, self.tol, self.region = bounds, tol, region
         self.C = relaxed.C
         self.out: np.ndarray | None = None  # the examples the last solve took out
-        self.left = np.zeros(0, int)  # the examples that ever left the model
         self.own = np.zeros(0, int)  # the examples the next solve gives pieces of their own
         self.solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the last's
+        self.left: np.ndarray | None = None  # after a release, the examples that left the model
 
     def fix(self, x: np.ndarray) -> BallCopies | None:
-        c, R = self.dom.center, float(self.dom.radius)
         solved = None if self.solved is None else self.solved[:2]
-        fix = self.relaxed.ball_copies(
-            x, self.mus, c, R, self.out, self.own, solved, left=self.left, near=NEAR_W
+        fix = self.relaxed.copies_in(
+            x, self.mus, self.region, self.out, self.own, solved, NEAR_W, self.left
         )
-        if fix is None:
-            return None
-        self.left = np.union1d(self.left, fix.others)
-        self.own = fix.own
+        if fix is not None:
+            self.own = fix.own
+            if self.left is not None:
+                self.left = np.union1d(self.left, fix.others)
         return fix
+
+    def release(self) -> None:
+        """From the next solve on, the copies at ``w`` go back to the model, but for those
+        that leave it and come back."""
+        if self.left is None:
+            self.left = np.zeros(0, int)
+            self.own = np.zeros(0, int)
 
     def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
         return self.relaxed.copies(x, self.mus)
@@ -999,8 +1023,7 @@ class _PiecesRounds:
     def solve(self, fix: BallCopies, x: np.ndarray) -> tuple[np.ndarray, int]:
         self.solved = None
         if self.own.size:
-            c, R = self.dom.center, float(self.dom.radius)
-            self.solved = (self.own, *self.relaxed.sphere_pieces(self.own, x, c, R))
+            self.solved = (self.own, *self.relaxed.boundary_pieces(self.own, x, self.region))
         out, self.mus, steps = arrowhead_ipm(
             self.relaxed.without(fix.rows, self.solved),
             self.lam,
@@ -1028,6 +1051,9 @@ class _SmoothRounds:
 
     def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
         return self.relaxed.copies(x), self.relaxed.model.multipliers(x)
+
+    def release(self) -> None:
+        """Nothing to give back: every moved example is in the model."""
 
     def solve(self, fix: BallCopies, x: np.ndarray) -> tuple[np.ndarray, int]:
         model = _Replaced(self.relaxed.model, fix.rows, fix.quad)
@@ -1136,6 +1162,8 @@ def _ball_rounds(
                     return cert
                 if not isinstance(best, CertifiedSolution) or cert.gap < best.gap:
                     best = cert
+                if cert.gap > STALLED * guess:  # the slopes settled, the certificate did not
+                    rounds_of.release()
         if rounds == BALL_ROUNDS:
             break
         Q, q = fix.quad

@@ -625,3 +625,48 @@ def test_a_large_sphere_case_certifies_on_the_arrowhead_path():
     sol = problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
     assert sol.solver_stats["solver"] == ARROWHEAD
     assert sol.gap <= 3e-10
+
+
+def _small_box_reference(whole_i, X, C, lo, hi):
+    """The joint program of Lemma 2.7 with every copy in the box ``[lo, hi]`` (CVXPY)."""
+    n, d = X.shape
+    v = cp.Variable(d)
+    Yc = cp.Variable((n, d))
+    cons = [Yc >= lo[None, :], Yc <= hi[None, :], v >= lo, v <= hi]
+    obj = whole_i(Yc) + C * cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
+    ref = cp.Problem(cp.Minimize(obj + LAM / 2 * cp.sum_squares(v)), cons)
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    return ref.value
+
+
+@pytest.mark.parametrize("loss", ["hinge", "absolute", "pinball", "epsilon-insensitive"])
+@pytest.mark.parametrize("side", [0.6, 1.0])
+def test_copies_outside_a_small_box_are_kept_in_it_on_the_plain_path(loss, side):
+    """As for a small ball: in a small box the relaxed extension's copies leave W; the rung
+    puts them back in the box exactly (a one-dimensional problem per example) and re-solves.
+    Certified on the arrowhead path (before, the joint program took over), and the certified
+    bracket holds the joint program's optimum (CVXPY)."""
+    X, Y, R = _data(10, n=300)
+    X[:150] *= 3.0
+    w = cp.Variable(D)
+    x = cp.Parameter(D)
+    y = cp.Parameter()
+    labels = Y if loss == "hinge" else R
+    per = {
+        "hinge": cp.pos(1 - y * (x @ w)),
+        "absolute": cp.abs(x @ w - y),
+        "pinball": cp.maximum(TAU * (y - x @ w), (TAU - 1) * (y - x @ w)),
+        "epsilon-insensitive": cp.pos(cp.abs(x @ w - y) - 0.1),
+    }[loss]
+    lo, hi = np.full(D, -side), np.full(D, side)
+    lo[0] = -2.0 * side  # not a cube
+    problem = dpcvx.Problem(per, w, data={x: X, y: labels}, domain=[w >= lo, w <= hi])
+    sol = problem.lipschitz_extension(1.0).solve(
+        regularization=LAM, center=np.zeros(D), accuracy=1e-9
+    )
+    assert sol.gap <= 1e-9
+    assert sol.solver_stats["solver"] == ARROWHEAD
+    value = _per_example(loss, labels)
+    ref = _small_box_reference(lambda Yc: cp.sum(value(Yc, X)) / X.shape[0], X, 1.0, lo, hi)
+    tol = 1e-7 * (1 + abs(ref))
+    assert sol.lower - tol <= ref <= sol.upper + tol

@@ -6,7 +6,7 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from dpcvx.certification.ball import Pieces1D, ball_extension
+from dpcvx.certification.ball import BallRegion, Pieces1D, ball_extension
 
 
 def _ball_extension(u, sigma, beta, w, c, R, C, n):
@@ -258,7 +258,7 @@ def test_rows_whose_minimizers_form_an_interval_settle_in_a_few_steps(monkeypatc
 )
 def test_sphere_pieces_are_the_extension_on_the_sphere_near_a_copy_at_w(a, steep):
     """A hinge whose kink sits at ``w`` on the sphere, at angle ``a = u^T w`` to the normal:
-    along the sphere, :meth:`ExtensionPieces.sphere_pieces` matches the exact extension
+    along the sphere, :meth:`ExtensionPieces.boundary_pieces` matches the exact extension
     (:func:`ball_extension`) to second order in the step, on both sides of the kink; the
     loss's own pieces miss it at first order wherever the bound clips (the control)."""
     from dpcvx.certification.arrowhead import ExtensionPieces
@@ -278,7 +278,7 @@ def test_sphere_pieces_are_the_extension_on_the_sphere_near_a_copy_at_w(a, steep
         model=None, source=None, C=C, u=u[None], sigma=sigma, beta=beta,
         t_lo=None, t_hi=None, weight=1.0,
     )  # fmt: skip
-    s_sphere, b_sphere = pieces.sphere_pieces(np.array([0]), w, c, 1.0)
+    s_sphere, b_sphere = pieces.boundary_pieces(np.array([0]), w, BallRegion(c, 1.0))
     clips = steep > (C / np.sqrt(1 - a * a) if a > 0 else C)
     for step in (1e-3, 1e-4):
         for side in (1.0, -1.0):

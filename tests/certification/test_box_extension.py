@@ -1,0 +1,143 @@
+"""The Lipschitz extension of a one-direction piecewise-linear loss with its copy kept in a box
+(:func:`dpcvx.certification.box.box_extension`), against independent answers: CVXPY on every
+example's own problem, finite differences, and the bound's own tightness."""
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from dpcvx.certification.ball import Pieces1D
+from dpcvx.certification.box import BoxRegion, box_extension
+
+C = 1.0
+LO = np.array([-0.5, -0.3, -1.0, -0.2])
+HI = np.array([0.5, 0.4, 0.2, 0.6])
+
+
+def _rows(seed, k=30, d=4):
+    """Unit directions and pieces: hinges steeper than C, absolute values, and
+    epsilon-insensitive (three pieces) rows."""
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(k, d))
+    u /= np.linalg.norm(u, axis=1)[:, None]
+    sigma = np.zeros((k, 3))
+    beta = np.zeros((k, 3))
+    for i in range(k):
+        a = rng.uniform(0.3, 4.0)
+        b = rng.normal()
+        if i % 3 == 0:  # hinge: max(0, a (b - t)), the constant piece repeated
+            sigma[i] = [0.0, -a, 0.0]
+            beta[i] = [0.0, a * b, 0.0]
+        elif i % 3 == 1:  # absolute: a |t - b|
+            sigma[i] = [a, -a, -a]
+            beta[i] = [-a * b, a * b, a * b]
+        else:  # epsilon-insensitive: max(0, a |t - b| - 0.2)
+            sigma[i] = [0.0, a, -a]
+            beta[i] = [0.0, -a * b - 0.2, a * b - 0.2]
+    return u, sigma, beta
+
+
+def _value(u, sigma, beta, w, Y):
+    h = (sigma * np.einsum("kd,kd->k", u, Y)[:, None] + beta).max(axis=1)
+    return h + C * np.linalg.norm(Y - w[None, :], axis=1)
+
+
+def _reference(u, sigma, beta, w):
+    """Every example's extension ``min_{lo <= y <= hi} h(u^T y) + C ||w - y||`` by CVXPY."""
+    k, d = u.shape
+    Y = cp.Variable((k, d))
+    t = cp.sum(cp.multiply(u, Y), axis=1)
+    h = cp.maximum(*[cp.multiply(sigma[:, j], t) + beta[:, j] for j in range(3)])
+    dist = cp.norm(Y - w[None, :], 2, axis=1)
+    cons = [Y >= LO[None, :], Y <= HI[None, :]]
+    prob = cp.Problem(cp.Minimize(cp.sum(h + C * dist)), cons)
+    prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    return _value(u, sigma, beta, w, np.clip(Y.value, LO, HI))
+
+
+def _lower(u, sigma, beta, w, t, g, theta):
+    """The certificate's lower bound from ``(g, theta)``:
+    ``<g, w> + h(t) - theta t - sigma_W(g - theta u)``."""
+    h = (sigma * t[:, None] + beta).max(axis=1)
+    v = g - theta[:, None] * u
+    return g @ w + h - theta * t - np.sum(np.maximum(v * LO, v * HI), axis=1)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        np.array([0.1, 0.0, -0.3, 0.1]),  # inside
+        np.array([0.5, 0.1, -0.2, 0.0]),  # on a face
+        HI.copy(),  # at a corner
+        HI - 1e-13 * (HI - LO),  # a rounding inside the corner (the method's stopping point)
+    ],
+    ids=["inside", "face", "corner", "rounding inside the corner"],
+)
+def test_copies_values_and_duals_match_the_reference_and_bound_tightly(where):
+    """Every copy's value is CVXPY's (to its tolerance) or better, the dual is in the C-ball,
+    and the certificate's bound from ``(g, theta)`` meets the value (tight)."""
+    u, sigma, beta = _rows(1)
+    t, Y, g, theta, _ = box_extension(Pieces1D(sigma, beta), u, where, LO, HI, C, 1)
+    assert np.all((Y >= LO) & (Y <= HI))
+    value = _value(u, sigma, beta, where, Y)
+    ref = _reference(u, sigma, beta, where)
+    assert np.all(value <= ref + 1e-9)
+    assert np.all(np.linalg.norm(g, axis=1) <= C * (1 + 1e-12))
+    lower = _lower(u, sigma, beta, where, t, g, theta)
+    assert np.all(lower <= value + 1e-12)
+    np.testing.assert_allclose(lower, value, atol=1e-11)
+
+
+def test_a_wrong_slope_is_caught_by_the_tightness_check():
+    """The negative control: the same bound with every slope ``theta`` moved off by 0.3
+    loses at least 1e-3 on most examples (the check above can fail)."""
+    u, sigma, beta = _rows(2)
+    w = np.array([0.5, 0.1, -0.2, 0.0])
+    t, Y, g, theta, _ = box_extension(Pieces1D(sigma, beta), u, w, LO, HI, C, 1)
+    value = _value(u, sigma, beta, w, Y)
+    lower = _lower(u, sigma, beta, w, t, g, theta + 0.3)
+    assert np.mean(value - lower > 1e-3) > 0.5
+
+
+def test_the_model_is_the_extensions_second_order_expansion():
+    """``(Q, q)``: the gradient is the mean of the duals, and the Hessian matches finite
+    differences of the exact duals, where a kink of ``h`` holds the copy (hinges steeper
+    than C), where none does (absolute values whose kink lies outside the box) and where the
+    copy is a corner of the box (every coordinate it moves clipped)."""
+    rng = np.random.default_rng(4)
+    k, d = 30, 4
+    u = rng.normal(size=(k, d))
+    u /= np.linalg.norm(u, axis=1)[:, None]
+    a = rng.uniform(1.5, 3.0, k)
+    far = rng.choice([-1.0, 1.0], k) * rng.uniform(3.0, 5.0, k)
+    sigma = np.stack([np.zeros(k), a], axis=1)
+    beta = np.stack([np.zeros(k), rng.normal(size=k)], axis=1)
+    sigma[::2] = np.stack([a, -a], axis=1)[::2]
+    beta[::2] = np.stack([-a * far, a * far], axis=1)[::2]
+    lo, hi = -np.full(d, 0.6), np.full(d, 0.6)
+    w = rng.normal(size=d)
+    w *= 0.3 / np.linalg.norm(w)
+    n = 50
+
+    def duals(v):
+        return box_extension(Pieces1D(sigma, beta), u, v, lo, hi, C, n)[2].sum(axis=0) / n
+
+    _, Y, g, _, (Q, q) = box_extension(Pieces1D(sigma, beta), u, w, lo, hi, C, n)
+    corners = np.all((Y == lo) | (Y == hi), axis=1)
+    assert corners.any() and not corners.all()
+    np.testing.assert_allclose(Q @ w + q, g.sum(axis=0) / n, atol=1e-12)
+    eps = 1e-6
+    H = np.stack([(duals(w + eps * e) - duals(w - eps * e)) / (2 * eps) for e in np.eye(d)], axis=1)
+    np.testing.assert_allclose(Q, H, atol=1e-6 * np.abs(H).max())
+    assert np.linalg.eigvalsh(Q).min() >= -1e-12
+
+
+def test_the_normal_cone_at_a_corner_cancels_only_outward_parts():
+    """:meth:`BoxRegion.cancellable`: at the upper corner a positive slope's push is
+    cancelled on the coordinates where ``u`` points down (the cone holds ``v >= 0`` there),
+    a negative slope's where ``u`` points up; inside the box nothing is."""
+    region = BoxRegion(LO, HI)
+    u = np.array([[0.5, -0.5, 0.5, -0.5]])
+    np.testing.assert_array_equal(region.cancellable(u, HI, True), [[0, -0.5, 0, -0.5]])
+    np.testing.assert_array_equal(region.cancellable(u, HI, False), [[0.5, 0, 0.5, 0]])
+    np.testing.assert_array_equal(region.cancellable(u, (LO + HI) / 2, True), np.zeros((1, 4)))
