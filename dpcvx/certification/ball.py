@@ -390,12 +390,27 @@ def ball_extension(
             (-u[f] + slope[:, None] * ev[f])
             - (delta[:, None] * u[f] + q[:, None] * ev[f]) * (Dt / Df)[:, None]
         ) / Df[:, None]
-        denom = np.nan_to_num(line.curvature(t))[f] / C + Dtt
-        keep = denom > 0
-        Q -= (cross[keep] * (C / n / denom[keep])[:, None]).T @ cross[keep]
+        Q = envelope(Q, cross, np.nan_to_num(line.curvature(t))[f], Dtt, C, n)
+    return t, Y, g, theta, model_at(Q, g, w, n)
+
+
+def envelope(
+    Q: np.ndarray, cross: np.ndarray, curv: np.ndarray, Dtt: np.ndarray, C: float, n: int
+) -> np.ndarray:
+    """``Q`` less the envelope terms of the examples whose copy's position ``t`` follows
+    ``w``: ``C (d_t grad_w D)(d_t grad_w D)^T / (h'' / C + d_tt D)`` each (rows of ``cross``,
+    ``h''`` in ``curv``), ``n`` examples in the mean; none where that curvature is not
+    positive."""
+    denom = curv / C + Dtt
+    keep = denom > 0
+    return Q - (cross[keep] * (C / n / denom[keep])[:, None]).T @ cross[keep]
+
+
+def model_at(Q: np.ndarray, g: np.ndarray, w: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The model ``(Q, q)`` of :class:`BallCopies` with Hessian ``Q`` (symmetrized) and
+    gradient at ``w`` the mean of the duals ``g`` over ``n`` examples."""
     Q = 0.5 * (Q + Q.T)
-    grad = np.sum(g, axis=0) / n
-    return t, Y, g, theta, (Q, grad - Q @ w)
+    return Q, np.sum(g, axis=0) / n - Q @ w
 
 
 def smooth_ball_copies(

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpcvx.certification.ball import envelope, model_at
 from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import gram
 
@@ -188,12 +189,8 @@ def box_extension(
         rest = np.sum((diff[f] * clipped[f]) ** 2, axis=1)
         Dtt = rest / (nff**2 * Df**3)
         cross = -uf[f] / (nff**2 * Df)[:, None] - diff[f] * (muf / Df**3)[:, None]
-        denom = np.nan_to_num(line.curvature(t))[f] / C + Dtt
-        keep = denom > 0
-        Q -= (cross[keep] * (C / n / denom[keep])[:, None]).T @ cross[keep]
-    Q = 0.5 * (Q + Q.T)
-    grad = np.sum(g, axis=0) / n
-    return t, Y, g, theta, (Q, grad - Q @ w)
+        Q = envelope(Q, cross, np.nan_to_num(line.curvature(t))[f], Dtt, C, n)
+    return t, Y, g, theta, model_at(Q, g, w, n)
 
 
 @dataclass(frozen=True)

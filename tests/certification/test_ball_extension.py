@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from dpcvx.certification.ball import BallRegion, Pieces1D, ball_extension
+from tests.one_direction_rows import model_rows, one_direction_rows
 
 
 def _ball_extension(u, sigma, beta, w, c, R, C, n):
@@ -14,29 +15,6 @@ def _ball_extension(u, sigma, beta, w, c, R, C, n):
 
 
 C = 1.0
-
-
-def _rows(seed, k=24, d=4):
-    """Unit directions and pieces: hinges steeper than C, absolute values, and
-    epsilon-insensitive (three pieces) rows."""
-    rng = np.random.default_rng(seed)
-    u = rng.normal(size=(k, d))
-    u /= np.linalg.norm(u, axis=1)[:, None]
-    sigma = np.zeros((k, 3))
-    beta = np.zeros((k, 3))
-    for i in range(k):
-        a = rng.uniform(0.3, 4.0)
-        b = rng.normal()
-        if i % 3 == 0:  # hinge: max(0, a (b - t)), the constant piece repeated
-            sigma[i] = [0.0, -a, 0.0]
-            beta[i] = [0.0, a * b, 0.0]
-        elif i % 3 == 1:  # absolute: a |t - b|
-            sigma[i] = [a, -a, -a]
-            beta[i] = [-a * b, a * b, a * b]
-        else:  # epsilon-insensitive: max(0, a |t - b| - 0.2)
-            sigma[i] = [0.0, a, -a]
-            beta[i] = [0.0, -a * b - 0.2, a * b - 0.2]
-    return u, sigma, beta
 
 
 def _reference(u, sigma, beta, w, c, R):
@@ -68,7 +46,7 @@ def _bounds(u, sigma, beta, w, c, R, t, Y, g, theta):
 
 @pytest.mark.parametrize("where", ["inside", "on the sphere", "off center"])
 def test_copies_values_and_duals_match_the_reference_and_bound_tightly(where):
-    u, sigma, beta = _rows(1)
+    u, sigma, beta = one_direction_rows(1)
     rng = np.random.default_rng(2)
     d = u.shape[1]
     c = np.zeros(d) if where != "off center" else rng.normal(size=d) * 0.4
@@ -95,7 +73,7 @@ def test_copies_values_and_duals_match_the_reference_and_bound_tightly(where):
 
 def test_a_wrong_slope_is_caught_by_the_tightness_check():
     """Negative control: with theta shifted the bound stays valid but is visibly loose."""
-    u, sigma, beta = _rows(3)
+    u, sigma, beta = one_direction_rows(3)
     w = np.full(u.shape[1], 0.5)
     c = np.zeros(u.shape[1])
     t, Y, g, theta, _ = _ball_extension(u, sigma, beta, w, c, 1.0, C, 1)
@@ -109,15 +87,8 @@ def test_the_model_is_the_extensions_second_order_expansion():
     than C) and where none does (absolute values whose kink lies outside the ball: the copy's
     position follows ``w``)."""
     rng = np.random.default_rng(4)
-    k, d = 30, 4
-    u = rng.normal(size=(k, d))
-    u /= np.linalg.norm(u, axis=1)[:, None]
-    a = rng.uniform(1.5, 3.0, k)
-    far = rng.choice([-1.0, 1.0], k) * rng.uniform(3.0, 5.0, k)
-    sigma = np.stack([np.zeros(k), a], axis=1)
-    beta = np.stack([np.zeros(k), rng.normal(size=k)], axis=1)
-    sigma[::2] = np.stack([a, -a], axis=1)[::2]
-    beta[::2] = np.stack([-a * far, a * far], axis=1)[::2]
+    d = 4
+    u, sigma, beta = model_rows(rng, d=d)
     c = np.zeros(d)
     w = rng.normal(size=d)
     w *= 0.8 / np.linalg.norm(w)

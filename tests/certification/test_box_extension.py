@@ -8,33 +8,11 @@ import pytest
 
 from dpcvx.certification.ball import Pieces1D
 from dpcvx.certification.box import BoxRegion, box_extension
+from tests.one_direction_rows import model_rows, one_direction_rows
 
 C = 1.0
 LO = np.array([-0.5, -0.3, -1.0, -0.2])
 HI = np.array([0.5, 0.4, 0.2, 0.6])
-
-
-def _rows(seed, k=30, d=4):
-    """Unit directions and pieces: hinges steeper than C, absolute values, and
-    epsilon-insensitive (three pieces) rows."""
-    rng = np.random.default_rng(seed)
-    u = rng.normal(size=(k, d))
-    u /= np.linalg.norm(u, axis=1)[:, None]
-    sigma = np.zeros((k, 3))
-    beta = np.zeros((k, 3))
-    for i in range(k):
-        a = rng.uniform(0.3, 4.0)
-        b = rng.normal()
-        if i % 3 == 0:  # hinge: max(0, a (b - t)), the constant piece repeated
-            sigma[i] = [0.0, -a, 0.0]
-            beta[i] = [0.0, a * b, 0.0]
-        elif i % 3 == 1:  # absolute: a |t - b|
-            sigma[i] = [a, -a, -a]
-            beta[i] = [-a * b, a * b, a * b]
-        else:  # epsilon-insensitive: max(0, a |t - b| - 0.2)
-            sigma[i] = [0.0, a, -a]
-            beta[i] = [0.0, -a * b - 0.2, a * b - 0.2]
-    return u, sigma, beta
 
 
 def _value(u, sigma, beta, w, Y):
@@ -76,7 +54,7 @@ def _lower(u, sigma, beta, w, t, g, theta):
 def test_copies_values_and_duals_match_the_reference_and_bound_tightly(where):
     """Every copy's value is CVXPY's (to its tolerance) or better, the dual is in the C-ball,
     and the certificate's bound from ``(g, theta)`` meets the value (tight)."""
-    u, sigma, beta = _rows(1)
+    u, sigma, beta = one_direction_rows(1, k=30)
     t, Y, g, theta, _ = box_extension(Pieces1D(sigma, beta), u, where, LO, HI, C, 1)
     assert np.all((Y >= LO) & (Y <= HI))
     value = _value(u, sigma, beta, where, Y)
@@ -91,7 +69,7 @@ def test_copies_values_and_duals_match_the_reference_and_bound_tightly(where):
 def test_a_wrong_slope_is_caught_by_the_tightness_check():
     """The negative control: the same bound with every slope ``theta`` moved off by 0.3
     loses at least 1e-3 on most examples (the check above can fail)."""
-    u, sigma, beta = _rows(2)
+    u, sigma, beta = one_direction_rows(2, k=30)
     w = np.array([0.5, 0.1, -0.2, 0.0])
     t, Y, g, theta, _ = box_extension(Pieces1D(sigma, beta), u, w, LO, HI, C, 1)
     value = _value(u, sigma, beta, w, Y)
@@ -105,15 +83,8 @@ def test_the_model_is_the_extensions_second_order_expansion():
     than C), where none does (absolute values whose kink lies outside the box) and where the
     copy is a corner of the box (every coordinate it moves clipped)."""
     rng = np.random.default_rng(4)
-    k, d = 30, 4
-    u = rng.normal(size=(k, d))
-    u /= np.linalg.norm(u, axis=1)[:, None]
-    a = rng.uniform(1.5, 3.0, k)
-    far = rng.choice([-1.0, 1.0], k) * rng.uniform(3.0, 5.0, k)
-    sigma = np.stack([np.zeros(k), a], axis=1)
-    beta = np.stack([np.zeros(k), rng.normal(size=k)], axis=1)
-    sigma[::2] = np.stack([a, -a], axis=1)[::2]
-    beta[::2] = np.stack([-a * far, a * far], axis=1)[::2]
+    d = 4
+    u, sigma, beta = model_rows(rng, d=d)
     lo, hi = -np.full(d, 0.6), np.full(d, 0.6)
     w = rng.normal(size=d)
     w *= 0.3 / np.linalg.norm(w)
