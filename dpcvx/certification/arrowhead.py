@@ -488,6 +488,10 @@ class ExtensionPieces:
                     quad = (quad[0] - Qb, quad[1] - qb)
                     rows, before = rows[~back], before[~back]
                     own = np.union1d(own, part)
+                    if extra is not None:  # modelled by the last solve: exact slopes here
+                        was = np.zeros(Y.shape[0], bool)
+                        was[np.asarray(extra, int)] = True
+                        others = np.union1d(others, part[was[part]])
         if solved is not None and solved[0].size:
             # an example solved with pieces of its own whose copy is at w: the slope its
             # multipliers give (at a kink, the method's split, which the rest of the solve

@@ -67,8 +67,8 @@ class BallCopies:
     relaxed extension over ``R^d`` (rows, as ``slopes``); ``others`` the examples the last
     solve modelled that no longer move, with their extensions' exact slopes in ``slopes``
     (they are outside the model); ``own`` the examples the next solve gives pieces of their
-    own (outside the model; see :meth:`ExtensionPieces.ball_copies
-    <dpcvx.certification.arrowhead.ExtensionPieces.ball_copies>`)."""
+    own (outside the model; see :meth:`ExtensionPieces.copies_in
+    <dpcvx.certification.arrowhead.ExtensionPieces.copies_in>`)."""
 
     Y: np.ndarray
     thetas: list

@@ -54,11 +54,15 @@ def _at_bounds(w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarra
 
 
 def _path(u: np.ndarray, w: np.ndarray, lo: np.ndarray, hi: np.ndarray, mu: np.ndarray):
-    """``y(mu)``, ``t(mu) = u^T y`` and ``D(mu) = ||y - w||`` per row."""
-    Y = np.clip(w[None, :] + mu[:, None] * u, lo[None, :], hi[None, :])
+    """``y(mu)``, ``t(mu) = u^T y``, ``D(mu) = ||y - w||`` and ``w - y`` per row. ``w - y`` is
+    ``-mu u_j`` on the coordinates off their bounds (not ``w_j - y_j``, which cancels to
+    rounding for a copy near ``w``) and ``w_j - bound`` on the others."""
+    step = mu[:, None] * u
+    raw = w[None, :] + step
+    Y = np.clip(raw, lo[None, :], hi[None, :])
+    diff = np.where(Y == raw, -step, w[None, :] - Y)
     t = np.einsum("kd,kd->k", u, Y)
-    D = row_norms(Y - w[None, :])
-    return Y, t, D
+    return Y, t, row_norms(diff), diff
 
 
 def box_extension(
@@ -84,14 +88,15 @@ def box_extension(
     w = np.asarray(w, float)
     scale = float(np.max(hi - lo)) / 2 if d else 1.0
     tau = u @ w
-    # the range of mu: past the last breakpoint every coordinate that moves is clipped
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(u != 0, (lo[None, :] - w[None, :]) / u, np.nan)
-        b = np.where(u != 0, (hi[None, :] - w[None, :]) / u, np.nan)
-    first = np.fmin(a, b)
-    last = np.fmax(a, b)
-    mu_min = np.nan_to_num(np.nanmin(np.where(np.isnan(first), np.inf, first), axis=1))
-    mu_max = np.nan_to_num(np.nanmax(np.where(np.isnan(last), -np.inf, last), axis=1))
+    # the range of mu: past the last breakpoint every coordinate that moves is clipped. It is
+    # capped where a coordinate with a tiny u_j would take it further (such a coordinate
+    # moves t by at most 1e-8 of the box's width before the cap): the copy stays a guide
+    cap = 1e8 * (2 * scale + 1e-300) * np.sqrt(d) / np.maximum(np.abs(u).max(axis=1), 1e-300)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a = np.where(u != 0, (lo[None, :] - w[None, :]) / u, 0.0)
+        b = np.where(u != 0, (hi[None, :] - w[None, :]) / u, 0.0)
+    mu_min = np.maximum(np.nan_to_num(np.fmin(a, b).min(axis=1)), -cap)
+    mu_max = np.minimum(np.nan_to_num(np.fmax(a, b).max(axis=1)), cap)
     mu_min = np.minimum(mu_min, 0.0)
     mu_max = np.maximum(mu_max, 0.0)
 
@@ -107,7 +112,7 @@ def box_extension(
     f_up = row_norms(u * moves_up)
     f_dn = row_norms(u * moves_dn)
     s_lo0, s_hi0 = line.subdifferential(tau)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         up = s_hi0 + np.where(f_up > 0, C / np.where(f_up > 0, f_up, 1.0), np.inf)
         dn = s_lo0 - np.where(f_dn > 0, C / np.where(f_dn > 0, f_dn, 1.0), np.inf)
     at_w = (up >= 0) & (dn <= 0)
@@ -120,8 +125,8 @@ def box_extension(
             break
         la, ra = left[active], right[active]
         mid = 0.5 * (la + ra)
-        _, tm, Dm = _path(u[active], w, lo, hi, mid)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        _, tm, Dm, _ = _path(u[active], w, lo, hi, mid)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             F = slope(tm, active) + C * np.where(Dm > 0, mid / Dm, 0.0)
         pos = F > 0
         right[active] = np.where(pos, mid, ra)
@@ -133,20 +138,20 @@ def box_extension(
         active = active[~done]
     # the better end of the bracket (a jump of h' sits between them), or the copy at w
     mu = np.where(at_w, 0.0, left)
-    Y_l, t_l, D_l = _path(u, w, lo, hi, left)
-    Y_r, t_r, D_r = _path(u, w, lo, hi, right)
+    _, t_l, D_l, _ = _path(u, w, lo, hi, left)
+    _, t_r, D_r, _ = _path(u, w, lo, hi, right)
     v_l = np.nan_to_num(line.value(t_l), nan=np.inf) + C * D_l
     v_r = np.nan_to_num(line.value(t_r), nan=np.inf) + C * D_r
     mu = np.where(~at_w & (v_r < v_l), right, mu)
-    Y, t, D = _path(u, w, lo, hi, mu)
+    Y, t, D, diff = _path(u, w, lo, hi, mu)
     Y[at_w] = w
+    diff[at_w] = 0.0
     t = np.where(at_w, tau, t)
     D = np.where(at_w, 0.0, D)
-    diff = w[None, :] - Y
     normal = diff * np.where(D > 0, 1.0 / np.where(D > 0, D, 1.0), 0.0)[:, None]
     g = C * normal
     s_lo, s_hi = line.subdifferential(t)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         theta = np.where(D > 0, -C * mu / np.where(D > 0, D, 1.0), 0.0)
     theta = np.clip(np.nan_to_num(theta), s_lo, s_hi)
     # a copy at w: the slope of h there nearest zero, and g = theta u + v with v in the box's
@@ -170,7 +175,8 @@ def box_extension(
     free = ~clipped
     uf = u * free
     nf = row_norms(uf)
-    cap = np.where(D > 0, C / np.maximum(D, _FLOOR * scale), 0.0) / n
+    room = np.maximum(D, _FLOOR * scale)
+    cap = np.where((D > 0) & (room > 0), C / np.where(room > 0, room, 1.0), 0.0) / n
     Q = np.diag(np.sum(cap[:, None] * clipped, axis=0))
     unit = uf * np.where(nf > 0, 1.0 / np.where(nf > 0, nf, 1.0), 0.0)[:, None]
     Q += gram(unit, cap)
@@ -182,13 +188,16 @@ def box_extension(
     # where no kink of h holds t, t follows w: less C^2 (d_t grad_w D)(d_t grad_w D)^T /
     # (h'' + C d_tt D) (an envelope), with d_tt D = |w_C - y_C|^2 / (|u_F|^2 D^3)
     held = s_hi > s_lo
-    follow = ~at_w & ~held & (D > _FLOOR * scale) & (nf > 0)
+    follow = ~at_w & ~held & (D > _FLOOR * scale) & (nf > 1e-8)
     if follow.any():
         f = np.flatnonzero(follow)
         Df, nff, muf = D[f], nf[f], mu[f]
         rest = np.sum((diff[f] * clipped[f]) ** 2, axis=1)
-        Dtt = rest / (nff**2 * Df**3)
-        cross = -uf[f] / (nff**2 * Df)[:, None] - diff[f] * (muf / Df**3)[:, None]
+        with np.errstate(over="ignore", under="ignore"):
+            Dtt = rest / (nff**2 * Df**3)
+            cross = -uf[f] / (nff**2 * Df)[:, None] - diff[f] * (muf / Df**3)[:, None]
+        ok = np.isfinite(Dtt) & np.all(np.isfinite(cross), axis=1)
+        f, Dtt, cross = f[ok], Dtt[ok], cross[ok]
         Q = envelope(Q, cross, np.nan_to_num(line.curvature(t))[f], Dtt, C, n)
     return t, Y, g, theta, model_at(Q, g, w, n)
 

@@ -986,9 +986,9 @@ class _PiecesRounds:
     boundary instead (:meth:`~dpcvx.certification.arrowhead.ExtensionPieces.boundary_pieces`),
     for as long as its copy stays at ``w``. Those pieces charge the copies' push against W's
     boundary to the method's own multiplier of W, so where the certificate then misses the
-    target that the slopes predict it meets, :meth:`release` gives them back to the model,
-    all but those that leave the model and come back (each round they would swap between
-    the model and their relaxed form, a cycle of two rounds)."""
+    target that the slopes predict it meets, :meth:`release` takes their pieces back, all
+    but those of the examples that leave the model and come back (each round they would
+    swap between the model and their relaxed form, a cycle of two rounds)."""
 
     def __init__(self, relaxed: ExtensionPieces, mus, lam, w0, bounds: Bounds, tol, region) -> None:
         self.relaxed, self.mus, self.lam, self.w0 = relaxed, mus, lam, w0
@@ -1011,8 +1011,9 @@ class _PiecesRounds:
         return fix
 
     def release(self) -> None:
-        """From the next solve on, the copies at ``w`` go back to the model, but for those
-        that leave it and come back."""
+        """From the next solve on, the copies at ``w`` lose their own pieces (relaxed in that
+        solve, then modelled where their copy leaves W), but for those that leave the model
+        and come back."""
         if self.left is None:
             self.left = np.zeros(0, int)
             self.own = np.zeros(0, int)
@@ -1124,7 +1125,8 @@ def _ball_rounds(
     for rounds in range(1, BALL_ROUNDS + 1):
         # the change in the slopes since the last solve: of the examples modelled then or
         # now, their exact slopes at x, less the model's, less the relaxed slopes of those
-        # that joined (the last solve had them relaxed)
+        # that joined (the last solve had them relaxed; those it gave pieces of their own
+        # count as exact, and one leaving them counts as relaxed: a guess either way)
         modelled = np.zeros(n, bool)
         modelled[rows_before] = True
         joined = ~modelled[fix.rows]

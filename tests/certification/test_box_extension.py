@@ -112,3 +112,45 @@ def test_the_normal_cone_at_a_corner_cancels_only_outward_parts():
     np.testing.assert_array_equal(region.cancellable(u, HI, True), [[0, -0.5, 0, -0.5]])
     np.testing.assert_array_equal(region.cancellable(u, HI, False), [[0.5, 0, 0.5, 0]])
     np.testing.assert_array_equal(region.cancellable(u, (LO + HI) / 2, True), np.zeros((1, 4)))
+
+
+@pytest.mark.parametrize("gap", [2e-12, 4e-12, 1e-10])
+def test_copies_a_few_roundings_from_w_keep_tight_duals(gap):
+    """``w`` a few roundings inside a corner (where the interior-point method stops, outside
+    the snap to the bounds): copies within about 1e-12 of ``w`` still get duals that make
+    the bound tight (from their displacement ``-mu u_j``, not ``w - y``, which cancels)."""
+    u, sigma, beta = one_direction_rows(1, k=30)
+    w = HI - gap * (HI - LO)
+    t, Y, g, theta, _ = box_extension(Pieces1D(sigma, beta), u, w, LO, HI, C, 1)
+    value = _value(u, sigma, beta, w, Y)
+    np.testing.assert_allclose(_lower(u, sigma, beta, w, t, g, theta), value, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "case", ["a tiny entry of u", "a tiny free part", "a point box", "a thin box"]
+)
+def test_extreme_inputs_raise_no_floating_point_warning(case):
+    """Nothing here may warn on one dataset and not on its neighbour (under warnings as
+    errors that would abort one release and not the other): directions with entries near
+    the smallest float, a copy whose free part is tiny, boxes of zero and tiny width."""
+    lo, hi = LO.copy(), HI.copy()
+    u = np.array([[1.0, 0.2, 0.0, 0.0], [0.6, 0.0, 0.8, 0.0]])
+    w = np.array([0.1, 0.0, -0.3, 0.1])
+    if case == "a tiny entry of u":
+        u[0, 1] = 1e-310
+    elif case == "a tiny free part":
+        u[0] = [1.0, 1e-160, 0.0, 0.0]
+        w = np.array([0.5, 0.0, -0.3, 0.1])
+    elif case == "a point box":
+        lo = hi = w.copy()
+    else:
+        lo, hi = w - 1e-9, w + 1e-9
+    u /= np.linalg.norm(u, axis=1)[:, None]
+    sigma = np.array([[0.0, -3.0], [0.0, -3.0]])
+    beta = np.array([[0.0, 3.0], [0.0, 3.0]])
+    # numpy warns on these three by default (underflow it leaves alone)
+    with np.errstate(divide="raise", over="raise", invalid="raise"):
+        t, Y, g, theta, (Q, q) = box_extension(Pieces1D(sigma, beta), u, w, lo, hi, C, 2)
+    for out in (t, Y, g, theta, Q, q):
+        assert np.all(np.isfinite(out))
+    assert np.all((Y >= lo) & (Y <= hi))
