@@ -512,8 +512,8 @@ class ExtensionPieces:
                 region.cancellable(ua, w, False),
             )
             canc = np.einsum("kd,kd->k", P, P)
-            room = self.C**2 - slope**2 * (1.0 - canc)
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                room = self.C**2 - slope**2 * (1.0 - canc)
                 share = 1.0 - np.sqrt(np.maximum(room, 0.0) / (slope**2 * canc))
             share = np.where(room >= 0, np.clip(np.nan_to_num(share), 0.0, 1.0), 1.0)
             gamma[at_w] = slope

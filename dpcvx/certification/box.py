@@ -91,10 +91,12 @@ def box_extension(
     # the range of mu: past the last breakpoint every coordinate that moves is clipped. It is
     # capped where a coordinate with a tiny u_j would take it further (such a coordinate
     # moves t by at most 1e-8 of the box's width before the cap): the copy stays a guide
-    cap = 1e8 * (2 * scale + 1e-300) * np.sqrt(d) / np.maximum(np.abs(u).max(axis=1), 1e-300)
+    top_u = np.abs(u).max(axis=1) if d else np.zeros(k)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        cap = np.where(top_u > 0, 1e8 * (2 * scale) * np.sqrt(d) / top_u, 0.0)
         a = np.where(u != 0, (lo[None, :] - w[None, :]) / u, 0.0)
         b = np.where(u != 0, (hi[None, :] - w[None, :]) / u, 0.0)
+    cap = np.nan_to_num(cap)
     mu_min = np.maximum(np.nan_to_num(np.fmin(a, b).min(axis=1)), -cap)
     mu_max = np.minimum(np.nan_to_num(np.fmax(a, b).max(axis=1)), cap)
     mu_min = np.minimum(mu_min, 0.0)

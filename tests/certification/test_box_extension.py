@@ -127,12 +127,14 @@ def test_copies_a_few_roundings_from_w_keep_tight_duals(gap):
 
 
 @pytest.mark.parametrize(
-    "case", ["a tiny entry of u", "a tiny free part", "a point box", "a thin box"]
+    "case",
+    ["a tiny entry of u", "a tiny free part", "a point box", "a thin box", "a zero u, a wide box"],
 )
 def test_extreme_inputs_raise_no_floating_point_warning(case):
     """Nothing here may warn on one dataset and not on its neighbour (under warnings as
     errors that would abort one release and not the other): directions with entries near
-    the smallest float, a copy whose free part is tiny, boxes of zero and tiny width."""
+    the smallest float, a copy whose free part is tiny, boxes of zero, tiny and huge width,
+    an example constant in ``w``."""
     lo, hi = LO.copy(), HI.copy()
     u = np.array([[1.0, 0.2, 0.0, 0.0], [0.6, 0.0, 0.8, 0.0]])
     w = np.array([0.1, 0.0, -0.3, 0.1])
@@ -143,9 +145,13 @@ def test_extreme_inputs_raise_no_floating_point_warning(case):
         w = np.array([0.5, 0.0, -0.3, 0.1])
     elif case == "a point box":
         lo = hi = w.copy()
+    elif case == "a zero u, a wide box":
+        u[1] = 0.0  # an example constant in w
+        lo, hi = np.full(4, -5e10), np.full(4, 5e10)
     else:
         lo, hi = w - 1e-9, w + 1e-9
-    u /= np.linalg.norm(u, axis=1)[:, None]
+    norms = np.linalg.norm(u, axis=1)
+    u /= np.where(norms > 0, norms, 1.0)[:, None]
     sigma = np.array([[0.0, -3.0], [0.0, -3.0]])
     beta = np.array([[0.0, 3.0], [0.0, 3.0]])
     # numpy warns on these three by default (underflow it leaves alone)
