@@ -353,11 +353,18 @@ def ball_extension(
     s_lo, s_hi = line.subdifferential(t)
     theta = np.clip(np.nan_to_num(theta), s_lo, s_hi)
     # a copy at w: the slope of h there nearest zero, and g = theta u + kappa (w - c) / R with
-    # the kappa >= 0 that shortens it most (zero inside the ball, where the normal cone is 0)
+    # the least kappa >= 0 that brings g into the C-ball, or the one that shortens it most
+    # where none does (zero inside the ball, where the normal cone is 0). More than the least
+    # pushes the rounds' next step inside the ball, and the step after back onto the sphere
     near = np.clip(0.0, s_lo, s_hi)
     theta = np.where(at_w, near, theta)
     inside = np.linalg.norm(z) < R * (1 - 1e-12)
-    kappa = np.zeros(k) if inside else np.maximum(0.0, -near * ((u @ z) / R))
+    a_n = (u @ z) / R
+    with np.errstate(over="ignore", invalid="ignore"):
+        room = C * C - near * near * (1.0 - a_n * a_n)
+        least = -near * a_n - np.sqrt(np.maximum(room, 0.0))
+    kappa = np.where(room >= 0, np.maximum(0.0, least), np.maximum(0.0, -near * a_n))
+    kappa = np.zeros(k) if inside else kappa
     aw = np.flatnonzero(at_w)
     g[aw] = near[aw, None] * u[aw] + kappa[aw, None] * (z / R)[None, :]
     # the model: C dist(w, slice at t) per example, its gradient C normal and Hessian

@@ -670,3 +670,23 @@ def test_copies_outside_a_small_box_are_kept_in_it_on_the_plain_path(loss, side)
     ref = _small_box_reference(lambda Yc: cp.sum(value(Yc, X)) / X.shape[0], X, 1.0, lo, hi)
     tol = 1e-7 * (1 + abs(ref))
     assert sol.lower - tol <= ref <= sol.upper + tol
+
+
+def test_smooth_copies_at_w_on_the_sphere_do_not_cycle_the_rounds():
+    """Squared loss in a ball of radius 0.5 with a quarter of the moved examples' copies at
+    ``w`` on the sphere: their duals took the ball's normal that shortens them most, which
+    pushed Newton's step inside every other round (a cycle of two rounds, then the joint
+    program). With the least normal that brings each dual into the C-ball, the rounds
+    certify the target on Newton's path."""
+    n, d = 10_000, 5
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    rng.normal(size=d + n)  # the draws of the case's class labels, unused here
+    labels = 0.3 * X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)
+    w = cp.Variable(d)
+    x = cp.Parameter(d)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(cp.square(x @ w - y), w, {x: X, y: labels}, [cp.norm(w) <= 0.5])
+    sol = problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+    assert sol.solver_stats["solver"] == "Newton"
+    assert sol.gap <= 3e-10
