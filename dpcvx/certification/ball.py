@@ -35,6 +35,7 @@ from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import atom_derivative, gram
 
 if TYPE_CHECKING:
+    from dpcvx.certification.box import BoxRegion
     from dpcvx.modeling.smooth import SmoothExtension
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
     "Pieces1D",
     "Smooth1D",
     "ball_extension",
-    "smooth_ball_copies",
+    "smooth_copies_in",
 ]
 
 _EPS = float(np.finfo(float).eps)
@@ -420,37 +421,35 @@ def model_at(Q: np.ndarray, g: np.ndarray, w: np.ndarray, n: int) -> tuple[np.nd
     return Q, np.sum(g, axis=0) / n - Q @ w
 
 
-def smooth_ball_copies(
+def smooth_copies_in(
     relaxed: SmoothExtension,
     C: float,
     w: np.ndarray,
-    center: np.ndarray,
-    radius: float,
+    region: BallRegion | BoxRegion,
     extra: np.ndarray | None = None,
 ) -> BallCopies | None:
     """:class:`BallCopies` for the smooth extension ``relaxed`` at ``C`` (one scalar atom per
-    example) at ``w``: the examples whose copy over ``R^d`` leaves the ball get their exact
-    copy in it, the atom's derivative at that copy as the certificate's multiplier, and the
-    dual ``g_i``. The examples ``extra`` (modelled in the last solve) that no longer move get
-    their relaxed slopes, exact for them. None when every copy lies in the ball (the relaxed
-    copies are then exact)."""
+    example) at ``w``: the examples whose copy over ``R^d`` leaves W (a ball or a box,
+    ``region``) get their exact copy in it, the atom's derivative at that copy as the
+    certificate's multiplier, and the dual ``g_i``. The examples ``extra`` (modelled in the
+    last solve) that no longer move get their relaxed slopes, exact for them. None when every
+    copy lies in W (the relaxed copies are then exact)."""
     model = relaxed.model
     (blk,) = model.blocks
     n = model.n
     Y = relaxed.copies(w)
-    c = np.asarray(center, float)
-    R = float(radius)
     norms = row_norms(blk.A)
-    rows = np.flatnonzero((norms > 0) & (row_norms(Y - c) > R))
+    outside = region.outside(Y)
+    rows = np.flatnonzero((norms > 0) & outside)
     others = np.zeros(0, int) if extra is None else np.asarray(extra, int)
-    others = others[row_norms(Y[others] - c) <= R]
+    others = others[~outside[others]]
     if rows.size == 0:
         return None
     thetas = model.multipliers(w)  # the relaxed atom's derivative: the original's at y_i
     u = blk.A[rows] / norms[rows, None]
     plain = dataclasses.replace(blk, knots=None)
     line = Smooth1D(plain, blk.weight, norms[rows], blk.b[rows])
-    t, Yr, g, theta, quad = ball_extension(line, u, w, c, R, C, n)
+    t, Yr, g, theta, quad = region.extension(line, u, w, C, n)
     Y[rows] = Yr
     arg = thetas[0]
     assert arg is not None

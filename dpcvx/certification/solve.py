@@ -25,7 +25,7 @@ from dpcvx.certification.arrowhead import (
     extension_pieces,
     piecewise_model,
 )
-from dpcvx.certification.ball import BallCopies, BallRegion, smooth_ball_copies
+from dpcvx.certification.ball import BallCopies, BallRegion, smooth_copies_in
 from dpcvx.certification.box import BoxRegion
 from dpcvx.certification.certificate import CertifiedSolution, certify
 from dpcvx.certification.extension import certify_extension
@@ -635,12 +635,13 @@ def _smooth_rung(
         "status": "converged",
         "seconds": time.perf_counter() - start,
     }
-    if relaxed is not None and dom.kind == "l2_ball":
+    region = _region(dom) if relaxed is not None else None
+    if relaxed is not None and region is not None:
         assert extension is not None
-        rounds = _SmoothRounds(relaxed, float(extension), lam, w0, dom)
+        rounds = _SmoothRounds(relaxed, float(extension), lam, w0, decl, region)
         x = dom.make_feasible(x)  # Newton's point may sit a rounding outside the ball
         fix = rounds.fix(x)
-        if fix is not None:  # copies over R^d leave the ball W
+        if fix is not None:  # copies over R^d leave the ball or box W
             return _ball_rounds(decl, rounds, x, fix, lam, w0, accuracy, stats, None)
     thetas = model.multipliers(x) if model is not None else None
     if relaxed is not None:
@@ -1040,15 +1041,17 @@ class _PiecesRounds:
 
 class _SmoothRounds:
     """:func:`_ball_rounds` for the smooth path: Newton's method on the relaxed smooth
-    extension with the moved examples' terms taken out and their model added."""
+    extension with the moved examples' terms taken out and their model added (in a ball,
+    Newton's steps kept in it; in a box, L-BFGS-B with its bounds, then Newton's steps on the
+    coordinates off their bounds, as the plain rung)."""
 
-    def __init__(self, relaxed: SmoothExtension, C: float, lam: float, w0, dom) -> None:
-        self.relaxed, self.C, self.lam, self.w0, self.dom = relaxed, C, lam, w0, dom
+    def __init__(self, relaxed: SmoothExtension, C: float, lam: float, w0, decl, region) -> None:
+        self.relaxed, self.C, self.lam, self.w0 = relaxed, C, lam, w0
+        self.decl, self.region = decl, region
         self.out: np.ndarray | None = None  # the examples the last solve modelled
 
     def fix(self, x: np.ndarray) -> BallCopies | None:
-        c, R = self.dom.center, float(self.dom.radius)
-        return smooth_ball_copies(self.relaxed, self.C, x, c, R, extra=self.out)
+        return smooth_copies_in(self.relaxed, self.C, x, self.region, extra=self.out)
 
     def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
         return self.relaxed.copies(x), self.relaxed.model.multipliers(x)
@@ -1059,7 +1062,16 @@ class _SmoothRounds:
     def solve(self, fix: BallCopies, x: np.ndarray) -> tuple[np.ndarray, int]:
         model = _Replaced(self.relaxed.model, fix.rows, fix.quad)
         self.out = fix.rows
-        return ball_newton(model, self.lam, self.w0, x, self.dom.center, float(self.dom.radius))
+        region = self.region
+        if isinstance(region, BallRegion):
+            return ball_newton(model, self.lam, self.w0, x, region.center, region.radius)
+        x, steps = _lbfgsb(self.decl, model, self.lam, self.w0, x, True)  # type: ignore[arg-type]
+        free = (x > region.lo) & (x < region.hi)
+        if free.any():
+            polished, more = _newton(model, self.lam, self.w0, x, free=free)  # type: ignore[arg-type]
+            if bool(np.all((polished >= region.lo) & (polished <= region.hi))):
+                x, steps = polished, steps + more
+        return x, steps
 
 
 class _Replaced:

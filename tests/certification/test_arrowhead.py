@@ -690,3 +690,39 @@ def test_smooth_copies_at_w_on_the_sphere_do_not_cycle_the_rounds():
     sol = problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
     assert sol.solver_stats["solver"] == "Newton"
     assert sol.gap <= 3e-10
+
+
+@pytest.mark.parametrize("loss", ["logistic", "huber", "square"])
+def test_smooth_copies_outside_a_small_box_are_kept_in_it(loss):
+    """The smooth losses' copies kept in a box: rounds of L-BFGS-B (the box as bounds) and
+    Newton's steps on the coordinates off their bounds certify on the smooth path (before,
+    the joint program took over: 2.2-3.6 s at n = 1e4, against 0.03-0.04 s now), and at
+    n = 300 the bracket holds the joint program's optimum (CVXPY)."""
+    d = 5
+    for n in (10_000, 300):
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(n, d)) / np.sqrt(d)
+        signs = np.sign(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n))
+        target = 0.3 * X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)
+        labels = signs if loss == "logistic" else target
+        w = cp.Variable(d)
+        x = cp.Parameter(d)
+        y = cp.Parameter()
+        per = {
+            "logistic": cp.logistic(-y * (x @ w)),
+            "huber": cp.huber(x @ w - y, 1.0),
+            "square": cp.square(x @ w - y),
+        }[loss]
+        problem = dpcvx.Problem(per, w, {x: X, y: labels}, [cp.abs(w) <= 0.3])
+        sol = problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+        assert sol.solver_stats["solver"] in ("L-BFGS-B", "L-BFGS-B + Newton", "Newton")
+        assert sol.gap <= 3e-10
+    value = _per_example(loss, labels)
+    v = cp.Variable(d)
+    Yc = cp.Variable((n, d))
+    obj = cp.sum(value(Yc, X)) / n + cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
+    cons = [cp.abs(Yc) <= 0.3, cp.abs(v) <= 0.3]
+    ref = cp.Problem(cp.Minimize(obj + 0.05 / 2 * cp.sum_squares(v)), cons)
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    tol = 1e-7 * (1 + abs(ref.value))
+    assert sol.lower - tol <= ref.value <= sol.upper + tol
