@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcvx.certification.ball import BallCopies, BallRegion, Pieces1D
+from dpcvx.certification.ball import BallCopies, BallRegion, Pieces1D, dual_at_w
 from dpcvx.certification.box import BoxRegion
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
@@ -478,9 +478,7 @@ class ExtensionPieces:
             if rows.size:
                 back = row_norms(Y[rows] - w) <= reach
                 if left is not None:
-                    was = np.zeros(Y.shape[0], bool)
-                    was[left] = True
-                    back &= was[rows]
+                    back &= np.isin(rows, left)
                 if back.any():  # out of the model: it is a sum over the examples
                     part = rows[back]
                     line = Pieces1D(self.sigma[part], self.beta[part])
@@ -489,9 +487,7 @@ class ExtensionPieces:
                     rows, before = rows[~back], before[~back]
                     own = np.union1d(own, part)
                     if extra is not None:  # modelled by the last solve: exact slopes here
-                        was = np.zeros(Y.shape[0], bool)
-                        was[np.asarray(extra, int)] = True
-                        others = np.union1d(others, part[was[part]])
+                        others = np.union1d(others, np.intersect1d(part, extra))
         if solved is not None and solved[0].size:
             # an example solved with pieces of its own whose copy is at w: the slope its
             # multipliers give (at a kink, the method's split, which the rest of the solve
@@ -502,22 +498,10 @@ class ExtensionPieces:
             at_w = done[here]
             slope = np.einsum("km,km->k", mus[0][at_w] / self.model.terms[0].c, sigma[here])
             slope = np.clip(slope, self.sigma[at_w].min(axis=1), self.sigma[at_w].max(axis=1))
-            ua = self.u[at_w]
-            # the part of slope u W's normal cone at w can cancel, and the least share of it
-            # that brings the dual into the C-ball (the solve put W's normal into its own
-            # multipliers; more of it here pushes past that), or all of it where none does
-            P = np.where(
-                (slope > 0)[:, None],
-                region.cancellable(ua, w, True),
-                region.cancellable(ua, w, False),
-            )
-            canc = np.einsum("kd,kd->k", P, P)
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                room = self.C**2 - slope**2 * (1.0 - canc)
-                share = 1.0 - np.sqrt(np.maximum(room, 0.0) / (slope**2 * canc))
-            share = np.where(room >= 0, np.clip(np.nan_to_num(share), 0.0, 1.0), 1.0)
+            # the dual with the least of W's normal that brings it into the C-ball (the solve
+            # put W's normal into its own multipliers; more of it here pushes past that)
             gamma[at_w] = slope
-            slopes[at_w] = slope[:, None] * (ua - share[:, None] * P)
+            slopes[at_w] = dual_at_w(region, self.u[at_w], w, slope, self.C)
         weights = _pair_weights(self.sigma, self.beta, gamma, s_star)
         thetas = self.source.multipliers([weights * self.model.terms[0].c])
         return BallCopies(Y, thetas, slopes, rows, quad, before, others, own)

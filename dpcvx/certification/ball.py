@@ -44,6 +44,9 @@ __all__ = [
     "Pieces1D",
     "Smooth1D",
     "ball_extension",
+    "dual_at_w",
+    "into_c_ball",
+    "settle_slopes",
     "smooth_copies_in",
 ]
 
@@ -351,23 +354,7 @@ def ball_extension(
     det = 1.0 - ue * ue
     with np.errstate(divide="ignore", invalid="ignore"):
         theta = np.where(on_sphere & (det > 1e-12), (gu - ue * ge) / det, gu)
-    s_lo, s_hi = line.subdifferential(t)
-    theta = np.clip(np.nan_to_num(theta), s_lo, s_hi)
-    # a copy at w: the slope of h there nearest zero, and g = theta u + kappa (w - c) / R with
-    # the least kappa >= 0 that brings g into the C-ball, or the one that shortens it most
-    # where none does (zero inside the ball, where the normal cone is 0). More than the least
-    # pushes the rounds' next step inside the ball, and the step after back onto the sphere
-    near = np.clip(0.0, s_lo, s_hi)
-    theta = np.where(at_w, near, theta)
-    inside = np.linalg.norm(z) < R * (1 - 1e-12)
-    a_n = (u @ z) / R
-    with np.errstate(over="ignore", invalid="ignore"):
-        room = C * C - near * near * (1.0 - a_n * a_n)
-        least = -near * a_n - np.sqrt(np.maximum(room, 0.0))
-    kappa = np.where(room >= 0, np.maximum(0.0, least), np.maximum(0.0, -near * a_n))
-    kappa = np.zeros(k) if inside else kappa
-    aw = np.flatnonzero(at_w)
-    g[aw] = near[aw, None] * u[aw] + kappa[aw, None] * (z / R)[None, :]
+    theta, s_lo, s_hi = settle_slopes(line, t, theta, g, at_w, u, w, BallRegion(c, R), C)
     # the model: C dist(w, slice at t) per example, its gradient C normal and Hessian
     # (C / D) (I - J - normal normal^T) with J the Jacobian of the projection onto the slice
     a = np.where(D > 0, C / np.maximum(D, _FLOOR * R), 0.0) / n
@@ -400,6 +387,56 @@ def ball_extension(
         ) / Df[:, None]
         Q = envelope(Q, cross, np.nan_to_num(line.curvature(t))[f], Dtt, C, n)
     return t, Y, g, theta, model_at(Q, g, w, n)
+
+
+def settle_slopes(
+    line: Pieces1D | Smooth1D,
+    t: np.ndarray,
+    theta: np.ndarray,
+    g: np.ndarray,
+    at_w: np.ndarray,
+    u: np.ndarray,
+    w: np.ndarray,
+    region: BallRegion | BoxRegion,
+    C: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The slopes ``theta`` of ``h`` at ``t`` clipped into its subdifferential there
+    ``[s_lo, s_hi]`` (returned too); for a copy at ``w`` the slope nearest zero, with its
+    dual ``g`` (set in place) from :func:`dual_at_w` (zero normal part inside W, where the
+    normal cone is 0)."""
+    s_lo, s_hi = line.subdifferential(t)
+    theta = np.clip(np.nan_to_num(theta), s_lo, s_hi)
+    near = np.clip(0.0, s_lo, s_hi)
+    theta = np.where(at_w, near, theta)
+    aw = np.flatnonzero(at_w)
+    if aw.size:
+        g[aw] = dual_at_w(region, u[aw], w, near[aw], C)
+    return theta, s_lo, s_hi
+
+
+def dual_at_w(
+    region: BallRegion | BoxRegion, u: np.ndarray, w: np.ndarray, slope: np.ndarray, C: float
+) -> np.ndarray:
+    """The duals ``g_i = slope_i u_i + v_i`` of copies at ``w``, ``v_i`` in W's normal cone
+    there: the least share of what the cone can cancel (``region.cancellable``) that brings
+    each into the C-ball (:func:`into_c_ball`)."""
+    P = np.where(
+        (slope > 0)[:, None], region.cancellable(u, w, True), region.cancellable(u, w, False)
+    )
+    return into_c_ball(slope[:, None] * u, slope[:, None] * P, C)
+
+
+def into_c_ball(base: np.ndarray, part: np.ndarray, C: float) -> np.ndarray:
+    """Per row, ``base - s part`` with the least ``s`` in ``[0, 1]`` that brings it into the
+    C-ball, or ``s = 1`` where none does: ``part`` is what W's normal cone can cancel of
+    ``base`` (a slope's push against W's boundary at a copy at ``w``). Cancelling more than
+    that least share pushes the rounds' next step off the boundary, and the one after back."""
+    canc = np.einsum("kd,kd->k", part, part)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        room = C * C - (np.einsum("kd,kd->k", base, base) - canc)
+        share = 1.0 - np.sqrt(np.maximum(room, 0.0) / canc)
+    share = np.where(room >= 0, np.clip(np.nan_to_num(share), 0.0, 1.0), 1.0)
+    return base - share[:, None] * part
 
 
 def envelope(

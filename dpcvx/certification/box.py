@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpcvx.certification.ball import envelope, model_at
+from dpcvx.certification.ball import envelope, model_at, settle_slopes
 from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import gram
 
@@ -152,27 +152,9 @@ def box_extension(
     D = np.where(at_w, 0.0, D)
     normal = diff * np.where(D > 0, 1.0 / np.where(D > 0, D, 1.0), 0.0)[:, None]
     g = C * normal
-    s_lo, s_hi = line.subdifferential(t)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         theta = np.where(D > 0, -C * mu / np.where(D > 0, D, 1.0), 0.0)
-    theta = np.clip(np.nan_to_num(theta), s_lo, s_hi)
-    # a copy at w: the slope of h there nearest zero, and g = theta u + v with v in the box's
-    # normal cone at w (zero on the coordinates off their bounds): the least share of the
-    # part it can cancel that brings g into the C-ball, or all of it where none does (more
-    # than the least pushes the rounds' next step off the bounds, and the one after back)
-    near = np.clip(0.0, s_lo, s_hi)
-    theta = np.where(at_w, near, theta)
-    aw = np.flatnonzero(at_w)
-    if aw.size:
-        base = near[aw, None] * u[aw]
-        cancel = (top[None, :] & (base < 0)) | (bottom[None, :] & (base > 0))
-        part = np.where(cancel, base, 0.0)
-        canc = np.einsum("kd,kd->k", part, part)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            room = C * C - (np.einsum("kd,kd->k", base, base) - canc)
-            share = 1.0 - np.sqrt(np.maximum(room, 0.0) / canc)
-        share = np.where(room >= 0, np.clip(np.nan_to_num(share), 0.0, 1.0), 1.0)
-        g[aw] = base - share[:, None] * part
+    theta, s_lo, s_hi = settle_slopes(line, t, theta, g, at_w, u, w, BoxRegion(lo, hi), C)
     # the model: C dist(w, slice at t) per example, Hessian (C / D) (I - J - n n^T) with J
     # the projector onto the slice's face at y (coordinates off their bounds, across u)
     # (a coordinate at its bound that the path pushes outward: at the end of the range the

@@ -620,11 +620,9 @@ def _smooth_rung(
         x, iterations = _lbfgsb(decl, model, lam, w0, init, box)
         solver = "L-BFGS-B"
         if model is not None and box:
-            free = (x > dom._lo) & (x < dom._hi)
-            if free.any():
-                polished, extra = _newton(model, lam, w0, x, free=free)
-                if bool(np.all((polished >= dom._lo) & (polished <= dom._hi))):
-                    x, iterations, solver = polished, iterations + extra, "L-BFGS-B + Newton"
+            polished = _polish_off_bounds(model, lam, w0, x, dom._lo, dom._hi)
+            if polished is not None:
+                x, iterations, solver = polished[0], iterations + polished[1], "L-BFGS-B + Newton"
     if not np.all(np.isfinite(x)):
         raise SolverError(f"{solver} returned a non-finite point.")
     if dom.kind == "l2_ball" and np.linalg.norm(x - dom.center) > dom.radius * (1 + 1e-9):
@@ -821,6 +819,20 @@ def _ball_quadratic(H: np.ndarray, b: np.ndarray, radius: float) -> np.ndarray:
     v = -Q @ (c / (evals + nu))
     nv = float(np.linalg.norm(v))
     return v * (radius / nv) if nv > radius else v
+
+
+def _polish_off_bounds(
+    model: Any, lam: float, w0: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, int] | None:
+    """Newton's steps (:func:`_newton`) from L-BFGS-B's point ``x`` on the coordinates off
+    the box's bounds, or None where none is off them or the steps leave the box."""
+    free = (x > lo) & (x < hi)
+    if not free.any():
+        return None
+    polished, steps = _newton(model, lam, w0, x, free=free)
+    if not bool(np.all((polished >= lo) & (polished <= hi))):
+        return None
+    return polished, steps
 
 
 def _lbfgsb(
@@ -1066,12 +1078,8 @@ class _SmoothRounds:
         if isinstance(region, BallRegion):
             return ball_newton(model, self.lam, self.w0, x, region.center, region.radius)
         x, steps = _lbfgsb(self.decl, model, self.lam, self.w0, x, True)  # type: ignore[arg-type]
-        free = (x > region.lo) & (x < region.hi)
-        if free.any():
-            polished, more = _newton(model, self.lam, self.w0, x, free=free)  # type: ignore[arg-type]
-            if bool(np.all((polished >= region.lo) & (polished <= region.hi))):
-                x, steps = polished, steps + more
-        return x, steps
+        polished = _polish_off_bounds(model, self.lam, self.w0, x, region.lo, region.hi)
+        return (x, steps) if polished is None else (polished[0], steps + polished[1])
 
 
 class _Replaced:
