@@ -464,24 +464,28 @@ def smooth_copies_in(
     w: np.ndarray,
     region: BallRegion | BoxRegion,
     extra: np.ndarray | None = None,
+    copies: np.ndarray | None = None,
 ) -> BallCopies | None:
     """:class:`BallCopies` for the smooth extension ``relaxed`` at ``C`` (one scalar atom per
     example) at ``w``: the examples whose copy over ``R^d`` leaves W (a ball or a box,
     ``region``) get their exact copy in it, the atom's derivative at that copy as the
     certificate's multiplier, and the dual ``g_i``. The examples ``extra`` (modelled in the
     last solve) that no longer move get their relaxed slopes, exact for them. None when every
-    copy lies in W (the relaxed copies are then exact)."""
+    copy lies in W (the relaxed copies are then exact). ``copies``: ``relaxed.copies(w)``
+    when the caller has them (not modified)."""
     model = relaxed.model
     (blk,) = model.blocks
     n = model.n
-    Y = relaxed.copies(w)
-    norms = row_norms(blk.A)
+    Y = relaxed.copies(w) if copies is None else copies
+    norms = np.sqrt(relaxed.sq_norms)
     outside = region.outside(Y)
     rows = np.flatnonzero((norms > 0) & outside)
     others = np.zeros(0, int) if extra is None else np.asarray(extra, int)
     others = others[~outside[others]]
     if rows.size == 0:
         return None
+    if copies is not None:
+        Y = Y.copy()
     thetas = model.multipliers(w)  # the relaxed atom's derivative: the original's at y_i
     u = blk.A[rows] / norms[rows, None]
     plain = dataclasses.replace(blk, knots=None)

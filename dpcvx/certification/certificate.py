@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from dpcvx.certification._conjugates import clip, conjugate, simplex_defect
+from dpcvx.certification._rows import CHUNK_ENTRIES
 from dpcvx.certification.stable import max_terms_weights, part_values, stable_gap
 from dpcvx.compilation.stamp import StampedProgram
 from dpcvx.errors import CertificationError
@@ -845,7 +846,7 @@ def value_sums(
 
 
 #: data entries (rows times the dimension) of one chunk of :func:`value_sums`
-_CHUNK_ENTRIES = 1 << 18
+_CHUNK_ENTRIES = CHUNK_ENTRIES
 
 
 def _slice_rows(thetas: list | None, start: int, stop: int) -> list | None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcvx.certification._rows import moved_rows, row_chunks, take_rows
 from dpcvx.certification.certificate import (
     ROUNDING,
     CertifiedSolution,
@@ -107,15 +108,115 @@ def extension_bounds(
     there gives a valid bound; the cone's dual at a copy on W's boundary is tight)."""
     n = decl.n
     n_total = n if n_total is None else n_total
+    if prog is None:
+        return _bounds_at_points(decl, w, C, n_total, thetas, copies, slopes)
+    Y_hat = (
+        np.broadcast_to(w, (n, w.size)).copy()
+        if prog.y_cols is None
+        else decl.domain.make_feasible_rows(np.nan_to_num(x[prog.y_cols]))
+    )
+    return _bounds(decl, prog, z, w, C, n_total, thetas, Y_hat, None)
+
+
+def _bounds_at_points(
+    decl: Declaration,
+    w: np.ndarray,
+    C: float,
+    n_total: int,
+    thetas: list | None,
+    copies: np.ndarray | None,
+    slopes: np.ndarray | None,
+) -> tuple[np.ndarray, ...]:
+    """:func:`extension_bounds` for a point found without a program. The examples whose copy
+    is ``w`` itself (every one without ``copies``) are bounded at the single point ``w``, as
+    plain ERM's certificate is (matrix-vector products rather than a pass over an ``(n, d)``
+    array of copies per step); the few that moved, each at its own copy, on their rows only
+    (:func:`~dpcvx.certification._rows.moved_rows`). Both run over row chunks. Every
+    example's bound is :func:`_bounds`'s at its ``y_i``, however the examples are grouped."""
+    n = decl.n
+    if copies is None:
+        return _chunked(decl, w, C, n_total, thetas, None, slopes)
+    copies = np.asarray(copies, float)
+    moved = moved_rows(copies, w)
+    if moved is None:
+        Y_hat = decl.domain.make_feasible_rows(copies)
+        return _chunked(decl, w, C, n_total, thetas, Y_hat, slopes)
+    out = _chunked(decl, w, C, n_total, thetas, None, slopes)
+    if not moved.size:
+        return out
+    own = _chunked(
+        decl.subset(moved),
+        w,
+        C,
+        n_total,
+        take_rows(thetas, moved, n),
+        decl.domain.make_feasible_rows(copies[moved]),
+        None if slopes is None else np.asarray(slopes, float)[moved],
+    )
+    upper, lower, g, _, mag, phi = out
+    Y_hat = np.empty((n, w.size))
+    Y_hat[...] = w
+    for full, part in zip((upper, lower, g, Y_hat, mag, phi), own):
+        full[moved] = part
+    return upper, lower, g, Y_hat, mag, phi
+
+
+def _chunked(
+    decl: Declaration,
+    w: np.ndarray,
+    C: float,
+    n_total: int,
+    thetas: list | None,
+    Y_hat: np.ndarray | None,
+    slopes: np.ndarray | None,
+) -> tuple[np.ndarray, ...]:
+    """:func:`_bounds` over contiguous row chunks (views of the data, no copy), at the copies
+    ``Y_hat`` or, for None, at the one point ``w``; the rows of the results gathered."""
+    n, d = decl.n, w.size
+    chunks = list(row_chunks(n, d))
+    if len(chunks) == 1:
+        return _bounds(
+            decl, None, None, w, C, n_total, thetas, w if Y_hat is None else Y_hat, slopes
+        )
+    at_w = Y_hat is None
+    Y_out = np.broadcast_to(w, (n, d)) if at_w else np.empty((n, d))
+    out = (np.empty(n), np.empty(n), np.empty((n, d)), Y_out, np.empty(n), np.empty(n))
+    for start, stop in chunks:
+        part = _bounds(
+            decl.rows(start, stop),
+            None,
+            None,
+            w,
+            C,
+            n_total,
+            take_rows(thetas, slice(start, stop), n),
+            w if Y_hat is None else Y_hat[start:stop],
+            None if slopes is None else np.asarray(slopes, float)[start:stop],
+        )
+        for k, (full, piece) in enumerate(zip(out, part)):
+            if not (at_w and k == 3):  # every copy is w: the view above
+                full[start:stop] = piece
+    return out
+
+
+def _bounds(
+    decl: Declaration,
+    prog: StampedProgram | None,
+    z: np.ndarray | None,
+    w: np.ndarray,
+    C: float,
+    n_total: int,
+    thetas: list | None,
+    Y_hat: np.ndarray,
+    slopes: np.ndarray | None,
+) -> tuple[np.ndarray, ...]:
+    """:func:`extension_bounds` at the feasible copies ``Y_hat``: rows ``(n, d)``, or the
+    single point ``w`` for every example (``Y_hat`` of shape ``(d,)``; then ``w - y_i = 0``)."""
+    n = decl.n
     dom = decl.domain
-    if prog is None and copies is not None:
-        Y_hat = dom.make_feasible_rows(np.asarray(copies, float))
-    elif prog is None or prog.y_cols is None:
-        Y_hat = np.broadcast_to(w, (n, w.size)).copy()
-    else:
-        Y_hat = dom.make_feasible_rows(np.nan_to_num(x[prog.y_cols]))
-    f_vals = _loss_at(decl, Y_hat)
-    dist = row_norms(w[None, :] - Y_hat)
+    single = Y_hat.ndim == 1
+    f_vals = _loss_at(decl, Y_hat[None, :] if single else Y_hat)
+    dist = np.zeros(n) if single else row_norms(w[None, :] - Y_hat)
     upper = f_vals + C * dist * (1 + (w.size + 4) * _EPS)  # row_norms: (d / 2 + 1) eps
     s, beta, scale, _ = _minorants(decl, prog, z, Y_hat, n_total, thetas=thetas)
     if prog is None or prog.soc_rows is None:
@@ -128,6 +229,7 @@ def extension_bounds(
     else:
         assert z is not None
         g = _SOC_SIGN * n_total * np.nan_to_num(z[prog.soc_rows][:, 1:])
+    hints = np.broadcast_to(Y_hat, g.shape)  # each y_i (a read-only view for one point)
     norms = row_norms(g)[:, None]
     g = g * np.minimum(1.0, C / np.maximum(norms * (1 + (w.size + 8) * _EPS), 1e-300))
     if prog is not None and prog.soc_rows is not None:
@@ -141,16 +243,16 @@ def extension_bounds(
                 decl, prog, z, Y_hat, n_total, thetas=thetas, mixes=mixes
             )
             # per example, the tighter of the two valid support bounds
-            phi_0 = beta - dom.support(g - s, hints=Y_hat)
-            phi_m = beta_m - dom.support(g - s_m, hints=Y_hat)
+            phi_0 = beta - dom.support(g - s, hints=hints)
+            phi_m = beta_m - dom.support(g - s_m, hints=hints)
             better = (phi_m > phi_0)[:, None]
             s = np.where(better, s_m, s)
             beta = np.where(better[:, 0], beta_m, beta)
             scale = np.where(better[:, 0], np.maximum(scale, scale_m), scale)
-    phi = beta - dom.support(g - s, hints=Y_hat)
+    phi = beta - dom.support(g - s, hints=hints)
     lower = g @ w + phi
     mag = 1.0 + np.abs(f_vals) + C * dist + np.abs(beta) + scale + np.abs(g) @ np.abs(w)
-    return upper + ROUNDING * mag, lower - ROUNDING * mag, g, Y_hat, mag, phi
+    return upper + ROUNDING * mag, lower - ROUNDING * mag, g, hints, mag, phi
 
 
 @dataclass(frozen=True, slots=True)

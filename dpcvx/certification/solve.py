@@ -634,18 +634,20 @@ def _smooth_rung(
         "seconds": time.perf_counter() - start,
     }
     region = _region(dom) if relaxed is not None else None
-    if relaxed is not None and region is not None:
-        assert extension is not None
-        rounds = _SmoothRounds(relaxed, float(extension), lam, w0, decl, region)
-        x = dom.make_feasible(x)  # Newton's point may sit a rounding outside the ball
-        fix = rounds.fix(x)
-        if fix is not None:  # copies over R^d leave the ball or box W
-            return _ball_rounds(decl, rounds, x, fix, lam, w0, accuracy, stats, None)
-    thetas = model.multipliers(x) if model is not None else None
     if relaxed is not None:
-        # the atom's derivative at each copy y_i is the extension model's at w
+        if region is not None:
+            x = dom.make_feasible(x)  # Newton's point may sit a rounding outside the ball
         Y = relaxed.copies(x)
+        if region is not None:
+            assert extension is not None
+            rounds = _SmoothRounds(relaxed, float(extension), lam, w0, decl, region)
+            fix = rounds.fix(x, Y)
+            if fix is not None:  # copies over R^d leave the ball or box W
+                return _ball_rounds(decl, rounds, x, fix, lam, w0, accuracy, stats, None)
+        # the atom's derivative at each copy y_i is the extension model's at w
+        thetas = model.multipliers(x) if model is not None else None
         return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension, copies=Y)
+    thetas = model.multipliers(x) if model is not None else None
     return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension)
 
 
@@ -1062,8 +1064,8 @@ class _SmoothRounds:
         self.decl, self.region = decl, region
         self.out: np.ndarray | None = None  # the examples the last solve modelled
 
-    def fix(self, x: np.ndarray) -> BallCopies | None:
-        return smooth_copies_in(self.relaxed, self.C, x, self.region, extra=self.out)
+    def fix(self, x: np.ndarray, copies: np.ndarray | None = None) -> BallCopies | None:
+        return smooth_copies_in(self.relaxed, self.C, x, self.region, self.out, copies)
 
     def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
         return self.relaxed.copies(x), self.relaxed.model.multipliers(x)

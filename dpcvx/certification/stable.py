@@ -37,6 +37,7 @@ import numpy as np
 from scipy.special import expit, xlogy
 
 from dpcvx.certification._conjugates import clip
+from dpcvx.certification._rows import moved_rows, row_chunks, take_rows
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling._structure import Term
 from dpcvx.modeling.declaration import Declaration
@@ -768,10 +769,64 @@ def stable_extension_sums(
     C: float,
     radius: float,
 ) -> StableSums | None:
-    """:func:`stable_extension_gap`'s sums over the examples of one group."""
+    """:func:`stable_extension_gap`'s sums over the examples of one group. As for the
+    extension's value bounds, the examples whose point is ``w_hat`` itself (all of them for
+    ``Y`` None) run at that one point, the few that moved at their own rows of ``Y``, both
+    over row chunks; the sums add whatever the grouping (:func:`_mean_from_sums`)."""
     n, d = decl.n, w_hat.size
-    pts = w_hat if Y is None else np.asarray(Y, float)
-    rad = radius if Y is None else 1e-6 * (1.0 + float(np.max(np.abs(pts))))
+    rad, moved = radius, np.zeros(0, dtype=np.int64)
+    moved_or_all: np.ndarray | None = moved
+    if Y is not None:
+        Y = np.asarray(Y, float)
+        rad = 1e-6 * (1.0 + float(np.max(np.abs(Y))))
+        moved_or_all = moved_rows(Y, w_hat)
+    gs = None if g is None else np.asarray(g, float)
+    rows_at_w = moved_or_all is not None
+    totals, G = np.empty(n), np.empty((n, d))
+    for start, stop in row_chunks(n, d):
+        part = _stable_rows(
+            decl if (start, stop) == (0, n) else decl.rows(start, stop),
+            w_hat if rows_at_w else Y[start:stop],  # type: ignore[index]
+            None if gs is None else gs[start:stop],
+            take_rows(thetas, slice(start, stop), n),
+            w_hat,
+            C,
+            rad,
+        )
+        if part is None:
+            return None
+        totals[start:stop], G[start:stop] = part
+    if moved_or_all is not None and moved_or_all.size:
+        assert Y is not None
+        moved = moved_or_all
+        own = _stable_rows(
+            decl.subset(moved),
+            Y[moved],
+            None if gs is None else gs[moved],
+            take_rows(thetas, moved, n),
+            w_hat,
+            C,
+            rad,
+        )
+        if own is None:
+            return None
+        totals[moved], G[moved] = own
+    return StableSums(n, float(np.sum(totals)), _sum_rows(G), np.abs(G).sum(axis=0))
+
+
+def _stable_rows(
+    decl: Declaration,
+    pts: np.ndarray,
+    g: np.ndarray | None,
+    thetas: list,
+    w_hat: np.ndarray,
+    C: float,
+    rad: float,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per example, the stable gap's term and the dual ``g_i``, at the points ``pts``: rows
+    ``(n, d)``, or ``w_hat`` itself for every example (``pts`` of shape ``(d,)``: then
+    ``w_hat - y_i = 0`` and the cone gap is zero)."""
+    n, d = decl.n, w_hat.size
     out = _per_example(decl, pts, thetas, rad, decl.domain)
     if out is None:
         return None
@@ -780,30 +835,28 @@ def stable_extension_sums(
         nrm = row_norms(s)[:, None]
         g = s * np.minimum(1.0, C / np.maximum(nrm * (1 + (d + 8) * _EPS), 1e-300))
     g = np.asarray(g, float)
+    single = pts.ndim == 1
     P = np.broadcast_to(pts, (n, d))
     v = g - s
     support = decl.domain.support(v, hints=P)
-    inner = np.einsum("nd,nd->n", v, P)
+    inner = v @ pts if single else np.einsum("nd,nd->n", v, P)
+    abs_inner = np.abs(v) @ np.abs(pts) if single else np.einsum("nd,nd->n", np.abs(v), np.abs(P))
     reach_y = np.abs(np.asarray(decl.domain.center, float)) + float(decl.domain.radius)
     # <v, y> in float, and v = g - s rounded: sigma moves by at most |dv| max_W |y|
-    sup_gap = (
-        support
-        - inner
-        + 4
-        * (d + 2)
-        * _EPS
-        * (np.einsum("nd,nd->n", np.abs(v), np.abs(P)) + (np.abs(g) + np.abs(s)) @ reach_y)
-    )
-    u = w_hat[None, :] - P
-    dist = row_norms(u)
-    cone = (
-        C * dist * (1 + (d + 4) * _EPS)
-        - np.einsum("nd,nd->n", g, u)
-        + 4 * (d + 2) * _EPS * (C * dist + np.einsum("nd,nd->n", np.abs(g), np.abs(u)))
-    )
+    sup_gap = support - inner + 4 * (d + 2) * _EPS * (abs_inner + (np.abs(g) + np.abs(s)) @ reach_y)
+    if single:
+        cone = np.zeros(n)
+    else:
+        u = w_hat[None, :] - P
+        dist = row_norms(u)
+        cone = (
+            C * dist * (1 + (d + 4) * _EPS)
+            - np.einsum("nd,nd->n", g, u)
+            + 4 * (d + 2) * _EPS * (C * dist + np.einsum("nd,nd->n", np.abs(g), np.abs(u)))
+        )
     # the slope s_i was summed in float: sigma and <., y> move by at most 2 |ds| max|y|
     s_round = 2.0 * (d + 64) * 4 * _EPS * (s_abs @ reach_y)
     total_i = fy + err + np.maximum(sup_gap, 0.0) + np.maximum(cone, 0.0) + s_round
     if not np.all(np.isfinite(total_i)):
         return None
-    return StableSums(n, float(np.sum(total_i)), _sum_rows(g), np.abs(g).sum(axis=0))
+    return total_i, g

@@ -292,6 +292,8 @@ class SmoothExtension:
     is tight where the copies lie in W and loose (never wrong) otherwise."""
 
     model: SmoothModel
+    #: ``||a_i||^2`` per example (data only: computed once)
+    sq_norms: np.ndarray
 
     def copies(self, w: np.ndarray) -> np.ndarray:
         """``(n, d)``: the copies ``y_i`` at ``w`` (not yet made feasible)."""
@@ -299,7 +301,7 @@ class SmoothExtension:
         assert blk.knots is not None
         v = blk.A @ w + blk.b
         shift = np.clip(v, *blk.knots) - v
-        norms2 = np.einsum("nd,nd->n", blk.A, blk.A)
+        norms2 = self.sq_norms
         step = np.where(norms2 > 0, shift / np.where(norms2 > 0, norms2, 1.0), 0.0)
         return w[None, :] + step[:, None] * blk.A
 
@@ -312,7 +314,8 @@ def extension_model(model: SmoothModel, C: float) -> SmoothExtension | None:
     (blk,) = model.blocks
     if blk.kind not in _EXTENDABLE or blk.k != 1 or not blk.weight > 0 or blk.knots is not None:
         return None
-    norms = np.linalg.norm(blk.A, axis=1)
+    sq_norms = np.einsum("nd,nd->n", blk.A, blk.A)
+    norms = np.sqrt(sq_norms)
     with np.errstate(divide="ignore"):
         cap = np.where(norms > 0, C / (blk.weight * norms), np.inf)  # the largest |psi'|
     inf = np.full(cap.shape, np.inf)
@@ -334,7 +337,7 @@ def extension_model(model: SmoothModel, C: float) -> SmoothExtension | None:
     if not (np.all(lo < hi) and not np.any(np.isnan(lo)) and not np.any(np.isnan(hi))):
         return None
     relaxed = dataclasses.replace(blk, knots=(lo, hi))
-    return SmoothExtension(SmoothModel(model.n, model.d, (relaxed,)))
+    return SmoothExtension(SmoothModel(model.n, model.d, (relaxed,)), sq_norms)
 
 
 def _logit(p: np.ndarray) -> np.ndarray:

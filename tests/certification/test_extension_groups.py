@@ -1,0 +1,116 @@
+"""The extension's bounds at a point found without a program are computed in groups: the
+examples whose copy is the point itself at that one point, the few that moved at their own
+copies, both over row chunks. Each example's bound must be the one the ungrouped formula gives
+at its copy (every example at its own row of copies, all rows at once)."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import dpcvx
+from dpcvx.certification import extension as ext
+from dpcvx.certification._rows import MOVED_SHARE, row_chunks
+from dpcvx.modeling.smooth import extension_model, smooth_model
+
+
+def _case(loss: str, n: int, d: int, C: float, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_t(5, size=(n, d)) / np.sqrt(d)
+    y_lab = 0.5 * X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    f = {"huber": cp.huber(x @ w - y, 1.0), "logistic": cp.logistic(-y * (x @ w))}
+    problem = dpcvx.Problem(f[loss], w, {x: X, y: y_lab}, [cp.norm(w) <= 3.0])
+    decl = problem.declaration
+    relaxed = extension_model(smooth_model(decl), C)
+    assert relaxed is not None
+    point = decl.domain.make_feasible(0.3 * rng.normal(size=d) / np.sqrt(d))
+    return decl, relaxed, point
+
+
+def _ungrouped(decl, point, C, thetas, Y):
+    """The bounds with every example at its own row of ``Y`` (all rows at once)."""
+    return ext._bounds(decl, None, None, point, C, decl.n, thetas, Y, None)
+
+
+def _check_same(got, want):
+    for a, b in zip(got, want):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+# n large enough for several row chunks at this d (2^18 entries each)
+CASES = [("logistic", 1.0), ("logistic", 2.0), ("huber", 0.5), ("huber", 50.0)]
+
+
+@pytest.mark.parametrize(("loss", "C"), CASES)
+def test_grouped_bounds_are_the_ungrouped_ones(loss, C):
+    decl, relaxed, point = _case(loss, 6000, 100, C)
+    thetas = relaxed.model.multipliers(point)
+    Y = relaxed.copies(point)
+    assert len(list(row_chunks(decl.n, decl.d))) > 1  # the chunked path runs
+    got = ext.extension_bounds(decl, None, point, None, point, C, thetas=thetas, copies=Y)
+    want = _ungrouped(decl, point, C, thetas, decl.domain.make_feasible_rows(Y))
+    _check_same(got, want)
+    # without copies, every example at the point
+    got = ext.extension_bounds(decl, None, point, None, point, C, thetas=thetas)
+    want = _ungrouped(decl, point, C, thetas, np.broadcast_to(point, Y.shape).copy())
+    _check_same(got, want)
+
+
+def test_the_groups_cover_few_and_most_moved():
+    """The cases above reach no moved copy, a few, and most (where every example is bounded
+    at its own copy)."""
+    shares = []
+    for loss, C in CASES:
+        decl, relaxed, point = _case(loss, 6000, 100, C)
+        Y = relaxed.copies(point)
+        shares.append(float(np.mean(np.any(Y != point, axis=1))))
+    assert 0.0 in shares
+    assert any(0 < s <= MOVED_SHARE for s in shares)
+    assert any(s > MOVED_SHARE for s in shares)
+
+
+def test_a_wrong_grouping_is_caught():
+    """Negative control: the moved examples' results put on the wrong rows differ from the
+    ungrouped bounds (the comparison above can fail)."""
+    decl, relaxed, point = _case("logistic", 6000, 100, 1.0)
+    thetas = relaxed.model.multipliers(point)
+    Y = relaxed.copies(point)
+    moved = np.flatnonzero(np.any(Y != point, axis=1))
+    assert moved.size > 1
+    got = [
+        np.array(a, copy=True)
+        for a in ext.extension_bounds(decl, None, point, None, point, 1.0, thetas=thetas, copies=Y)
+    ]
+    got[0][moved] = got[0][np.roll(moved, 1)]
+    want = _ungrouped(decl, point, 1.0, thetas, decl.domain.make_feasible_rows(Y))
+    with pytest.raises(AssertionError):
+        _check_same(got, want)
+
+
+@pytest.mark.parametrize(("loss", "C"), CASES)
+def test_grouped_stable_sums_are_the_ungrouped_ones(loss, C):
+    """The stable gap's sums: the grouped pass against every example at its own row of the
+    copies, in one pass (the slopes' sums to their extended-precision rounding)."""
+    from dpcvx.certification import stable
+
+    decl, relaxed, point = _case(loss, 6000, 100, C)
+    thetas = relaxed.model.multipliers(point)
+    Y = decl.domain.make_feasible_rows(relaxed.copies(point))
+    rad = 1e-6 * (1.0 + float(np.max(np.abs(Y))))
+    got = stable.stable_extension_sums(decl, Y, None, thetas, point, C=C, radius=np.inf)
+    rows = stable._stable_rows(decl, Y, None, thetas, point, C, rad)
+    assert got is not None and rows is not None
+    totals, G = rows
+    # each gap is a rounding-level number: the sums agree to rounding, not relatively
+    np.testing.assert_allclose(got.total, float(np.sum(totals)), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(got.slope, float), G.sum(axis=0), rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(got.slope_abs, np.abs(G).sum(axis=0), rtol=1e-12)
+    # without copies: every example at the point
+    got = stable.stable_extension_sums(decl, None, None, thetas, point, C=C, radius=1e-3)
+    rows = stable._stable_rows(decl, np.broadcast_to(point, Y.shape), None, thetas, point, C, 1e-3)
+    assert got is not None and rows is not None
+    np.testing.assert_allclose(got.total, float(np.sum(rows[0])), rtol=1e-9, atol=1e-12)
