@@ -30,7 +30,10 @@ def row_chunks(n: int, d: int) -> Iterator[tuple[int, int]]:
 
 def moved_rows(copies: np.ndarray, w: np.ndarray) -> np.ndarray | None:
     """The examples whose copy (a row of ``copies``) is not ``w`` itself, or None when more
-    than :data:`MOVED_SHARE` of them moved."""
+    than :data:`MOVED_SHARE` of them moved or all the copies fit in one chunk (a second pass
+    would then cost more than it saves)."""
+    if copies.size <= CHUNK_ENTRIES:
+        return None
     moved = np.flatnonzero(np.any(copies != w[None, :], axis=1))
     return None if moved.size > MOVED_SHARE * copies.shape[0] else moved
 

@@ -31,7 +31,7 @@ from dpcvx.certification.ball import envelope, model_at, settle_slopes
 from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import gram
 
-__all__ = ["BoxRegion", "box_extension"]
+__all__ = ["BoxRegion", "balanced_duals", "box_extension"]
 
 _EPS = float(np.finfo(float).eps)
 #: as for the ball (:data:`dpcvx.certification.ball._FLOOR`): the model's curvature ``C / D``
@@ -221,3 +221,129 @@ class BoxRegion:
         top, bottom = _at_bounds(np.asarray(w, float), self.lo, self.hi)
         down, up = (u < 0, u > 0) if positive else (u > 0, u < 0)
         return np.where((top[None, :] & down) | (bottom[None, :] & up), u, 0.0)
+
+
+def balanced_duals(
+    s: np.ndarray,
+    given: np.ndarray,
+    fixed: np.ndarray,
+    w: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    C: float,
+    n: int,
+) -> np.ndarray | None:
+    """Duals ``g_i = s_i + v_i`` of copies at ``w`` on the box's boundary, ``v_i`` in the box's
+    normal cone at ``w`` and ``||g_i|| <= C``, chosen jointly so that the mean
+    ``fixed + sum_i g_i / n`` lies in minus that cone (the outer problem's optimality at
+    ``w``); rows ``s`` (the loss's slopes at the copies, each longer than ``C``), ``fixed`` the
+    rest of the gradient (the other examples' duals over ``n`` and the regularizer's). A row
+    that cannot fit in the C-ball whatever it cancels keeps its ``given`` dual. None when no
+    choice meets that, or the small conic program behind it fails.
+
+    Each such example must cancel part of its slope against the bounds at ``w`` to fit in the
+    C-ball; :func:`~dpcvx.certification.ball.dual_at_w` takes the least uniform share on
+    every cancellable coordinate, one example at a time. At a corner of the box, where several
+    coordinates are at their bounds, those shares can leave the mean pushing out of the box on
+    one coordinate while another has room: the certificate then charges that push to the
+    regularizer although a dual for every example fits. Per example and coordinate ``j`` at its
+    bound (``sigma_j`` = +1 at the upper bound, -1 at the lower), only the magnitude
+    ``r_ij = |g_ij| <= |s_ij|`` of a cancellable entry (``sigma_j s_ij < 0``) is free; it
+    needs ``r`` with ``||g_i|| <= C`` and ``sum_i r_ij / n >= c_j``, the push the other terms
+    leave on ``j`` (:func:`_balance`). The certificate judges the duals as any other."""
+    top, bottom = _at_bounds(np.asarray(w, float), lo, hi)
+    active = np.flatnonzero(top | bottom)
+    if not active.size or not s.size:
+        return None
+    sigma = np.where(top[active], 1.0, -1.0)
+    S = s[:, active] * sigma[None, :]  # sigma_j s_ij: cancellable where negative
+    canc = S < 0
+    a = np.where(canc, -S, 0.0)
+    fixed_part = np.einsum("kd,kd->k", s, s) - np.einsum("km,km->k", a, a)
+    room = C * C * (1 - 64 * _EPS) - fixed_part
+    fits = np.isfinite(room) & (room > 0)  # else the copy cannot sit at w: it keeps its dual
+    c = sigma * (fixed[active] + given[~fits][:, active].sum(axis=0) / n)
+    c += np.where(canc, 0.0, S)[fits].sum(axis=0) / n
+    a, room, canc = a[fits], room[fits], canc[fits]
+    k, m = a.shape
+    if not k:
+        return None
+    R = _balance(a, np.sqrt(room), c, n)
+    if R is None:
+        return None
+    # rows the solver left a rounding outside the C-ball: shrink their cancellable part
+    kept = fixed_part[fits]
+    norms2 = kept + np.einsum("km,km->k", R, R)
+    over = norms2 > C * C * (1 - 32 * _EPS)
+    if np.any(over):
+        scale = np.sqrt(np.maximum(C * C * (1 - 32 * _EPS) - kept[over], 0.0))
+        scale /= np.maximum(np.sqrt(np.einsum("km,km->k", R[over], R[over])), 1e-300)
+        R[over] *= np.minimum(scale, 1.0)[:, None]
+    g = np.array(given, float)
+    g[fits] = s[fits]
+    g[np.ix_(np.flatnonzero(fits), active)] = np.where(
+        canc, -R * sigma[None, :], s[fits][:, active]
+    )
+    return g
+
+
+def _fill(a: np.ndarray, radius: np.ndarray, omega: np.ndarray) -> np.ndarray:
+    """Per row, the point of ``{0 <= r <= a_i, ||r|| <= radius_i}`` farthest along
+    ``omega >= 0`` (every entry positive): ``r_j = min(a_ij, tau_i omega_j)`` with ``tau_i`` the
+    level where the norm reaches ``radius_i`` (``r = a_i`` where ``a_i`` fits)."""
+    k, m = a.shape
+    ratio = a / omega[None, :]  # where each entry saturates
+    order = np.argsort(ratio, axis=1)
+    rs = np.take_along_axis(ratio, order, axis=1)
+    a2 = np.take_along_axis(a * a, order, axis=1)
+    w2 = (omega * omega)[order]
+    below = np.concatenate([np.zeros((k, 1)), np.cumsum(a2, axis=1)[:, :-1]], axis=1)
+    above = np.cumsum(w2[:, ::-1], axis=1)[:, ::-1]  # sum of omega^2 from p on
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = np.sqrt(np.maximum(radius[:, None] ** 2 - below, 0.0) / above)
+    lower = np.concatenate([np.zeros((k, 1)), rs[:, :-1]], axis=1)
+    valid = (tau >= lower) & (tau <= rs)
+    # the first p whose level falls in its interval; none: every entry saturates (a_i fits)
+    p = np.argmax(valid, axis=1)
+    level = np.where(valid.any(axis=1), tau[np.arange(k), p], np.inf)
+    return np.minimum(a, level[:, None] * omega[None, :])
+
+
+def _balance(a: np.ndarray, radius: np.ndarray, c: np.ndarray, n: int) -> np.ndarray | None:
+    """``r`` with ``0 <= r_i <= a_i``, ``||r_i|| <= radius_i`` and ``sum_i r_i / n >= c`` where
+    one exists (else the one with the least shortfall found), or None.
+
+    The coupling has one constraint per coordinate at a bound, so its dual is small: for
+    weights ``omega`` on the simplex, each row's best response is :func:`_fill`, and
+    ``psi(omega) = sum_i max_r <omega, r_i> / n - <omega, c>`` is convex with gradient
+    ``sum_i r_i(omega) / n - c``. Its minimum over the simplex is the largest common slack
+    ``t`` of ``sum_i r_i / n >= c + t``, attained by the best responses at the minimizer;
+    it is found by L-BFGS-B on ``omega = softmax(z)``."""
+    from scipy.optimize import minimize
+
+    m = a.shape[1]
+
+    def responses(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        e = np.exp(z - np.max(z))
+        omega = e / e.sum()
+        return omega, _fill(a, radius, np.maximum(omega, 1e-12))
+
+    def objective(z: np.ndarray) -> tuple[float, np.ndarray]:
+        omega, r = responses(z)
+        grad = r.sum(axis=0) / n - c
+        value = float(omega @ grad)
+        return value, omega * (grad - value)  # the softmax's chain rule
+
+    try:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            out = minimize(
+                objective,
+                np.zeros(m),
+                jac=True,
+                method="L-BFGS-B",
+                options={"ftol": 1e-15, "gtol": 1e-14, "maxiter": 500},
+            )
+            r = responses(out.x)[1]
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+        return None
+    return r if np.all(np.isfinite(r)) else None

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpcvx._allocator import settle_allocator
+from dpcvx.certification._rows import take_rows
 from dpcvx.certification.arrowhead import (
     Bounds,
     ExtensionPieces,
@@ -26,9 +27,9 @@ from dpcvx.certification.arrowhead import (
     piecewise_model,
 )
 from dpcvx.certification.ball import BallCopies, BallRegion, smooth_copies_in
-from dpcvx.certification.box import BoxRegion
-from dpcvx.certification.certificate import CertifiedSolution, certify
-from dpcvx.certification.extension import certify_extension
+from dpcvx.certification.box import BoxRegion, balanced_duals
+from dpcvx.certification.certificate import CertifiedSolution, _minorants, certify
+from dpcvx.certification.extension import certify_extension, extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
 from dpcvx.certification.subgradient import (
     affordable,
@@ -991,6 +992,10 @@ STALLED = 30.0
 #: a copy within this fraction of W's scale of ``w`` is at its extension's kink
 NEAR_W = 1e-4
 
+#: the rounds came back to a point when they are within this fraction of W's scale of one of
+#: their last points (a cycle: the point is then certified at once, balanced duals included)
+REVISIT = 1e-7
+
 
 class _PiecesRounds:
     """:func:`_ball_rounds` for the arrowhead path: the relaxed piecewise-linear extension,
@@ -1144,6 +1149,7 @@ def _ball_rounds(
     predicted = np.zeros(decl.d)  # the slopes the last solve's model gave its examples
     rows_before = np.zeros(0, int)  # the examples it modelled (none: all were relaxed)
     curvature = np.zeros((decl.d, decl.d))  # the last model's, beyond lam I
+    visited: list[np.ndarray] = []  # the last rounds' points
     for rounds in range(1, BALL_ROUNDS + 1):
         # the change in the slopes since the last solve: of the examples modelled then or
         # now, their exact slopes at x, less the model's, less the relaxed slopes of those
@@ -1160,24 +1166,17 @@ def _ball_rounds(
         goal = _target(accuracy, best.upper if isinstance(best, CertifiedSolution) else 0.0)
         guess = _predicted_gap(change, lam, curvature) if lam > 0 else np.inf
         hopeless = guess > goal
-        if not hopeless or rounds == BALL_ROUNDS:
+        # a point the rounds came back to (a cycle): judged now, balanced duals included
+        near = REVISIT * rounds_of.region.scale
+        revisit = any(float(np.max(np.abs(x - seen))) <= near for seen in visited)
+        visited = (visited + [x])[-4:]
+        if not hopeless or revisit or rounds == BALL_ROUNDS:
             stats = dict(
                 stats, iterations=steps, ball_rounds=rounds, seconds=time.perf_counter() - start
             )
+            args = (decl, x, lam, w0, accuracy)
             try:
-                cert = _certify_point(
-                    decl,
-                    x,
-                    lam,
-                    w0,
-                    accuracy,
-                    stats,
-                    fix.thetas,
-                    C,
-                    w_domain,
-                    copies=fix.Y,
-                    slopes=fix.slopes,
-                )
+                cert = _certify_point(*args, stats, fix.thetas, C, w_domain, fix.Y, fix.slopes)
             except CertificationError as exc:
                 if not isinstance(best, CertifiedSolution):
                     best = exc
@@ -1186,7 +1185,24 @@ def _ball_rounds(
                     return cert
                 if not isinstance(best, CertifiedSolution) or cert.gap < best.gap:
                     best = cert
-                if cert.gap > STALLED * guess:  # the slopes settled, the certificate did not
+                stalled = cert.gap > STALLED * guess  # the slopes settled, the certificate not
+                if stalled or revisit or rounds == BALL_ROUNDS:
+                    # on a box's faces, the duals of the copies at x balanced jointly first
+                    slopes = _balanced(decl, x, fix, lam, w0, C, rounds_of.region, w_domain)
+                    if slopes is not None:
+                        info = dict(stats, balanced_duals=True)
+                        try:
+                            cert = _certify_point(
+                                *args, info, fix.thetas, C, w_domain, fix.Y, slopes
+                            )
+                        except CertificationError:
+                            pass
+                        else:
+                            if _meets(cert, accuracy):
+                                return cert
+                            if cert.gap < best.gap:
+                                best = cert
+                if stalled:
                     rounds_of.release()
         if rounds == BALL_ROUNDS:
             break
@@ -1212,6 +1228,45 @@ def _ball_rounds(
     if best is None:  # rounds judged hopeless, then a re-solve failed
         raise CertificationError("The extension's rounds certified nothing.")
     raise best
+
+
+def _balanced(
+    decl: Declaration,
+    x: np.ndarray,
+    fix: BallCopies,
+    lam: float,
+    w0: np.ndarray,
+    C: float,
+    region: BallRegion | BoxRegion,
+    w_domain: Domain | LocalizedDomain | None,
+) -> np.ndarray | None:
+    """``fix.slopes`` with the duals of the copies at ``x`` that must cancel part of their
+    slope against a box's bounds chosen jointly (:func:`~dpcvx.certification.box.
+    balanced_duals`), or None where that does not apply (a ball, whose normal cone is one
+    ray; a localized domain; no such copy) or finds nothing."""
+    if not isinstance(region, BoxRegion) or w_domain is not None:
+        return None
+    n = decl.n
+    at_x = np.flatnonzero(np.all(fix.Y == x[None, :], axis=1))
+    if not at_x.size:
+        return None
+    s, _, _, _ = _minorants(
+        decl.subset(at_x), None, None, x, n, thetas=take_rows(fix.thetas, at_x, n)
+    )
+    steep = np.einsum("kd,kd->k", s, s) > C * C
+    rows = at_x[steep]
+    if not rows.size:
+        return None
+    g = extension_bounds(
+        decl, None, x, None, x, C, thetas=fix.thetas, copies=fix.Y, slopes=fix.slopes
+    )[2]
+    fixed = (g.sum(axis=0) - g[rows].sum(axis=0)) / n + lam * (x - w0)
+    balanced = balanced_duals(s[steep], g[rows], fixed, x, region.lo, region.hi, C, n)
+    if balanced is None:
+        return None
+    slopes = np.array(fix.slopes, float, copy=True)
+    slopes[rows] = balanced
+    return slopes
 
 
 def _predicted_gap(change: np.ndarray, lam: float, curvature: np.ndarray) -> float:

@@ -160,3 +160,142 @@ def test_extreme_inputs_raise_no_floating_point_warning(case):
     for out in (t, Y, g, theta, Q, q):
         assert np.all(np.isfinite(out))
     assert np.all((Y >= lo) & (Y <= hi))
+
+
+# ------------------------------------------------------------------ duals balanced at a corner
+def _box_sets(seed, k=60, m=4):
+    rng = np.random.default_rng(seed)
+    a = np.abs(rng.normal(size=(k, m))) * rng.uniform(0.2, 1.0, size=(k, 1))
+    a[rng.random(size=(k, m)) < 0.2] = 0.0  # entries with nothing to cancel
+    radius = rng.uniform(0.1, 0.9, size=k) * np.linalg.norm(a, axis=1)
+    return a, radius
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_each_rows_response_is_its_farthest_point_along_the_weights(seed):
+    """:func:`_fill` against CVXPY's maximum of ``<omega, r>`` over each row's set."""
+    from dpcvx.certification.box import _fill
+
+    a, radius = _box_sets(seed)
+    omega = np.random.default_rng(seed + 10).dirichlet(np.ones(a.shape[1]))
+    r = _fill(a, radius, omega)
+    assert np.all(r >= 0) and np.all(r <= a * (1 + 1e-12))
+    assert np.all(np.linalg.norm(r, axis=1) <= radius * (1 + 1e-12))
+    R = cp.Variable(a.shape, nonneg=True)
+    cons = [R <= a, cp.norm(R, 2, axis=1) <= radius]
+    ref = cp.Problem(cp.Maximize(cp.sum(R @ omega)), cons)
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11)
+    np.testing.assert_allclose(r @ omega, R.value @ omega, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_balance_reaches_the_largest_common_slack(seed):
+    """:func:`_balance` against CVXPY's largest ``t`` with ``sum_i r_i / n >= c + t``, on
+    feasible targets (``c`` below what the rows can give) and on infeasible ones (the
+    negative control: the shortfall found is the least one, and stays a shortfall)."""
+    from dpcvx.certification.box import _balance
+
+    a, radius = _box_sets(seed)
+    k, m = a.shape
+    n = 3 * k
+    for shift in (-0.3, 0.4):
+        c = (a.sum(axis=0) / n) * (0.5 + shift) * np.random.default_rng(seed).uniform(0.5, 1.0, m)
+        R = cp.Variable(a.shape, nonneg=True)
+        t = cp.Variable()
+        cons = [R <= a, cp.norm(R, 2, axis=1) <= radius, cp.sum(R, axis=0) / n >= c + t]
+        ref = cp.Problem(cp.Maximize(t), cons)
+        ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11)
+        r = _balance(a, radius, c, n)
+        assert r is not None
+        assert np.all(r <= a * (1 + 1e-12))
+        assert np.all(np.linalg.norm(r, axis=1) <= radius * (1 + 1e-12))
+        slack = float(np.min(r.sum(axis=0) / n - c))
+        assert slack >= t.value - 1e-7
+        assert (slack >= 0) == (t.value >= 0)
+
+
+def _corner_case(n=500, seed=0, B=0.3, d=5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    labels = np.sign(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n))
+    return X, labels, B
+
+
+def _joint_reference(X, labels, B, C, lam):
+    n, d = X.shape
+    v, Y = cp.Variable(d), cp.Variable((n, d))
+    hinge = cp.pos(1 - cp.multiply(labels, cp.sum(cp.multiply(X, Y), axis=1)))
+    obj = cp.sum(hinge + C * cp.norm(Y - v[None, :], 2, axis=1)) / n + lam / 2 * cp.sum_squares(v)
+    cons = [cp.abs(Y) <= B, cp.abs(v) <= B]
+    ref = cp.Problem(cp.Minimize(obj), cons)
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    assert ref.status == cp.OPTIMAL
+    return ref.value
+
+
+@pytest.mark.parametrize(("seed", "B"), [(0, 0.3), (1, 0.3), (3, 0.4)])
+def test_a_corner_answer_certifies_with_balanced_duals(seed, B, monkeypatch):
+    """A hinge loss in a small box whose answer is a corner (every coordinate at a bound): the
+    least share of each copy's slope left the mean pushing out of the box on one coordinate;
+    the balanced duals certify the same point, and the bracket holds CVXPY's joint program.
+    Negative control: the least-share duals at that point miss the target by far."""
+    import dpcvx
+    import dpcvx.certification.solve as S
+
+    X, labels, B = _corner_case(seed=seed, B=B)
+    d = X.shape[1]
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: labels}, [cp.abs(w) <= B])
+    calls = []
+    certify_point = S._certify_point
+
+    def recording(*args, **kwargs):
+        calls.append((args, kwargs))
+        return certify_point(*args, **kwargs)
+
+    monkeypatch.setattr(S, "_certify_point", recording)
+    out = problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+    assert out.solver_stats.get("balanced_duals") and out.gap <= 3e-10
+    assert np.isclose(np.abs(out.w), B, atol=0.02 * B).sum() >= 3  # at or near a corner
+    ref = _joint_reference(X, labels, B, 1.0, 0.05)
+    tol = 1e-8 * (1 + abs(ref))
+    assert out.lower - tol <= ref <= out.upper + tol
+    # the certificate just before, at the same point, with the least-share duals
+    (args, kwargs), last = calls[-2], calls[-1]
+    np.testing.assert_array_equal(args[1], last[0][1])
+    before = certify_point(*args, **kwargs)
+    assert before.gap > 1e3 * 3e-10
+
+
+def test_smooth_rounds_that_cycle_on_a_face_certify_with_balanced_duals(monkeypatch):
+    """A logistic loss in a small box (half the examples three times heavier): the smooth
+    rounds move a coordinate off its bound and back. The point they come back to is certified
+    at once, with balanced duals, and the bracket holds CVXPY's joint program. Negative
+    control: without the balanced duals the same rounds end in the joint program."""
+    import dpcvx
+    import dpcvx.certification.solve as S
+
+    n, d, B = 2000, 4, 0.2
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    X[: n // 2] *= 3.0
+    labels = np.sign(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n))
+
+    def solve():
+        w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+        problem = dpcvx.Problem(cp.logistic(-y * (x @ w)), w, {x: X, y: labels}, [cp.abs(w) <= B])
+        return problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+
+    out = solve()
+    assert out.solver_stats.get("balanced_duals") and out.gap <= 3e-10
+    assert out.solver_stats["solver"] in S.SMOOTH_METHODS
+    v, Y = cp.Variable(d), cp.Variable((n, d))
+    margins = cp.multiply(labels, cp.sum(cp.multiply(X, Y), axis=1))
+    obj = cp.sum(cp.logistic(-margins) + cp.norm(Y - v[None, :], 2, axis=1)) / n
+    ref = cp.Problem(cp.Minimize(obj + 0.025 * cp.sum_squares(v)), [cp.abs(Y) <= B, cp.abs(v) <= B])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-9, tol_gap_rel=1e-9, tol_feas=1e-9)
+    assert ref.status == cp.OPTIMAL
+    tol = 1e-7 * (1 + abs(ref.value))
+    assert out.lower - tol <= ref.value <= out.upper + tol
+    monkeypatch.setattr(S, "_balanced", lambda *args: None)
+    assert solve().solver_stats["solver"] == "CLARABEL"
