@@ -1188,7 +1188,11 @@ def _ball_rounds(
                 stalled = cert.gap > STALLED * guess  # the slopes settled, the certificate not
                 if stalled or revisit or rounds == BALL_ROUNDS:
                     # on a box's faces, the duals of the copies at x balanced jointly first
-                    slopes = _balanced(decl, x, fix, lam, w0, C, rounds_of.region, w_domain)
+                    try:  # an internal failure only forgoes the balanced duals
+                        with np.errstate(all="ignore"):
+                            slopes = _balanced(decl, x, fix, lam, w0, C, rounds_of.region, w_domain)
+                    except Exception:  # noqa: BLE001
+                        slopes = None
                     if slopes is not None:
                         info = dict(stats, balanced_duals=True)
                         try:
