@@ -428,6 +428,7 @@ class ExtensionPieces:
         solved: tuple[np.ndarray, np.ndarray] | None = None,
         near: float = 0.0,
         left: np.ndarray | None = None,
+        exact_own: bool = False,
     ) -> BallCopies | None:
         """:meth:`copies` for copies that must stay in the domain W, a ball or a box
         (``region``): the examples whose copy over ``R^d`` leaves it get their exact copy in W
@@ -445,8 +446,21 @@ class ExtensionPieces:
         extension's kink, where no quadratic model holds) are the next solve's examples with
         pieces of their own (:attr:`BallCopies.own`; the latter are taken out of the model).
         None when every copy lies in W and there is no ``extra`` or ``own`` (:meth:`copies` is
-        then exact)."""
+        then exact). ``exact_own``: the slopes of the examples whose copy is ``w`` itself (of
+        ``solved``, and relaxed) clipped to the loss's own at ``w`` (the pieces active there to
+        :data:`KINK` of its scale) rather than the method's split on their pieces: at a point
+        other than the last solve's, or for balanced duals."""
         Y, s_star, gamma = self._relaxed(w, mus)
+        if exact_own:
+            # away from the last solve's point its multipliers say little: where the relaxed
+            # copy is w itself, the slope is the loss's own there (to KINK), within +-C
+            tau = self.u @ w
+            still = np.flatnonzero(s_star == tau)
+            line = Pieces1D(self.sigma[still], self.beta[still])
+            lo, hi = line.subdifferential(tau[still], KINK)
+            lo, hi = np.maximum(lo, -self.C), np.minimum(hi, self.C)
+            fits = lo <= hi
+            gamma[still[fits]] = np.clip(gamma[still[fits]], lo[fits], hi[fits])
         moving = np.any(self.u != 0, axis=1)
         leaves = moving & region.outside(Y)
         own = np.zeros(0, int) if own is None else np.asarray(own, int)
@@ -498,6 +512,9 @@ class ExtensionPieces:
             at_w = done[here]
             slope = np.einsum("km,km->k", mus[0][at_w] / self.model.terms[0].c, sigma[here])
             slope = np.clip(slope, self.sigma[at_w].min(axis=1), self.sigma[at_w].max(axis=1))
+            if exact_own:
+                line = Pieces1D(self.sigma[at_w], self.beta[at_w])
+                slope = np.clip(slope, *line.subdifferential(self.u[at_w] @ w, KINK))
             # the dual with the least of W's normal that brings it into the C-ball (the solve
             # put W's normal into its own multipliers; more of it here pushes past that)
             gamma[at_w] = slope
@@ -590,6 +607,11 @@ def _conjugate_pair(
             bl = np.where(take, k, bl)
             blam = np.where(take, lam, blam)
     return best, np.stack([bj, bl], axis=1), blam
+
+
+#: a copy at ``w`` whose loss is within this fraction of its scale of a kink keeps the
+#: method's split of the slopes there (:meth:`ExtensionPieces.copies_in`, ``exact_own``)
+KINK = 1e-8
 
 
 def _pair_weights(

@@ -133,11 +133,12 @@ class Pieces1D:
                     )
         return out
 
-    def subdifferential(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The slopes of the pieces active at ``t`` (to rounding): their least and largest."""
+    def subdifferential(self, t: np.ndarray, rel: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+        """The slopes of the pieces active at ``t`` (to ``rel`` times its scale; rounding by
+        default): their least and largest."""
         H = self.sigma * t[:, None] + self.beta
         top = H.max(axis=1)
-        tol = 1e-12 * (
+        tol = rel * (
             np.abs(top)
             + np.abs(self.sigma * t[:, None]).max(axis=1)
             + np.abs(self.beta).max(axis=1)

@@ -1018,17 +1018,32 @@ class _PiecesRounds:
         self.own = np.zeros(0, int)  # the examples the next solve gives pieces of their own
         self.solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the last's
         self.left: np.ndarray | None = None  # after a release, the examples that left the model
+        self.last: dict = {}  # the arguments of the last fix
 
     def fix(self, x: np.ndarray) -> BallCopies | None:
         solved = None if self.solved is None else self.solved[:2]
-        fix = self.relaxed.copies_in(
-            x, self.mus, self.region, self.out, self.own, solved, NEAR_W, self.left
+        self.last = dict(
+            w=x,
+            mus=self.mus,
+            region=self.region,
+            extra=self.out,
+            own=self.own,
+            solved=solved,
+            near=NEAR_W,
+            left=self.left,
         )
+        fix = self.relaxed.copies_in(**self.last)
         if fix is not None:
             self.own = fix.own
             if self.left is not None:
                 self.left = np.union1d(self.left, fix.others)
         return fix
+
+    def exact_fix(self, x: np.ndarray) -> BallCopies | None:
+        """The last :meth:`fix`, at ``x``, with the slopes of the copies at ``x`` that had
+        pieces of their own set to the loss's own there (``exact_own``), the rounds' state
+        untouched: what balanced duals start from."""
+        return self.relaxed.copies_in(**dict(self.last, w=x), exact_own=True)
 
     def release(self) -> None:
         """From the next solve on, the copies at ``w`` lose their own pieces (relaxed in that
@@ -1071,6 +1086,11 @@ class _SmoothRounds:
 
     def fix(self, x: np.ndarray, copies: np.ndarray | None = None) -> BallCopies | None:
         return smooth_copies_in(self.relaxed, self.C, x, self.region, self.out, copies)
+
+    def exact_fix(self, x: np.ndarray) -> BallCopies | None:
+        """:meth:`fix` at ``x``, the rounds' state untouched (the smooth slopes are the loss's
+        own derivatives already)."""
+        return smooth_copies_in(self.relaxed, self.C, x, self.region, self.out)
 
     def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
         return self.relaxed.copies(x), self.relaxed.model.multipliers(x)
@@ -1188,24 +1208,16 @@ def _ball_rounds(
                 stalled = cert.gap > STALLED * guess  # the slopes settled, the certificate not
                 if stalled or revisit or rounds == BALL_ROUNDS:
                     # on a box's faces, the duals of the copies at x balanced jointly first
-                    try:  # an internal failure only forgoes the balanced duals
-                        with np.errstate(all="ignore"):
-                            slopes = _balanced(decl, x, fix, lam, w0, C, rounds_of.region, w_domain)
-                    except Exception:  # noqa: BLE001
-                        slopes = None
-                    if slopes is not None:
-                        info = dict(stats, balanced_duals=True)
-                        try:
-                            cert = _certify_point(
-                                *args, info, fix.thetas, C, w_domain, fix.Y, slopes
-                            )
-                        except CertificationError:
-                            pass
-                        else:
-                            if _meets(cert, accuracy):
-                                return cert
-                            if cert.gap < best.gap:
-                                best = cert
+                    # (then Newton's steps on the coordinates off the bounds, if they miss)
+                    info = dict(stats, balanced_duals=True)
+                    balanced = _balanced_rounds(
+                        decl, rounds_of, x, fix, lam, w0, accuracy, info, C, w_domain
+                    )
+                    if balanced is not None:
+                        if _meets(balanced, accuracy):
+                            return balanced
+                        if balanced.gap < best.gap:
+                            best = balanced
                 if stalled:
                     rounds_of.release()
         if rounds == BALL_ROUNDS:
@@ -1234,6 +1246,65 @@ def _ball_rounds(
     raise best
 
 
+def _balanced_rounds(
+    decl: Declaration,
+    rounds_of: _PiecesRounds | _SmoothRounds,
+    x: np.ndarray,
+    fix: BallCopies,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    stats: dict,
+    C: float,
+    w_domain: Domain | LocalizedDomain | None,
+) -> CertifiedSolution | None:
+    """The certificate at ``x`` with balanced duals (:func:`_balanced`); where it misses the
+    target, up to :data:`FACE_STEPS` Newton's steps on the coordinates off the box's bounds
+    (:func:`_face_step`) from the best point so far, each certified so: a step that does not
+    improve the certificate is taken back and the next one from there is a quarter as long.
+    The best certificate, or None (an internal failure or a floating-point warning here only
+    forgoes it). The rounds' state is not touched."""
+    region = rounds_of.region
+    domain = decl.domain if w_domain is None else w_domain
+
+    def judged(point: np.ndarray, at: BallCopies | None, step: int):
+        if at is None:
+            return None
+        out = _balanced(decl, point, at, lam, w0, C, region, w_domain)
+        if out is None:
+            return None
+        slopes, grad = out
+        info = dict(stats, face_steps=step)
+        cert = _certify_point(
+            decl, point, lam, w0, accuracy, info, at.thetas, C, w_domain, at.Y, slopes
+        )
+        return cert, grad, at
+
+    try:
+        with np.errstate(all="ignore"):
+            first = judged(x, rounds_of.exact_fix(x) or fix, 0)
+            if first is None:
+                return None
+            best, grad, at = first
+            length = 1.0
+            for step in range(1, FACE_STEPS + 1):
+                if _meets(best, accuracy):
+                    break
+                assert isinstance(region, BoxRegion)  # _balanced is None otherwise
+                moved = _face_step(best.w, grad, at.quad[0], lam, region, length)
+                if moved is None:
+                    break
+                point = domain.make_feasible(moved)
+                trial = judged(point, rounds_of.exact_fix(point), step)
+                if trial is not None and trial[0].gap < best.gap:
+                    (best, grad, at), length = trial, 1.0
+                else:
+                    length /= 4
+    except Exception:  # noqa: BLE001 - only forgoes the balanced duals
+        return None
+    return best
+
+
 def _balanced(
     decl: Declaration,
     x: np.ndarray,
@@ -1243,11 +1314,12 @@ def _balanced(
     C: float,
     region: BallRegion | BoxRegion,
     w_domain: Domain | LocalizedDomain | None,
-) -> np.ndarray | None:
+) -> tuple[np.ndarray, np.ndarray] | None:
     """``fix.slopes`` with the duals of the copies at ``x`` that must cancel part of their
     slope against a box's bounds chosen jointly (:func:`~dpcvx.certification.box.
-    balanced_duals`), or None where that does not apply (a ball, whose normal cone is one
-    ray; a localized domain; no such copy) or finds nothing."""
+    balanced_duals`), and the objective's gradient they give, or None where that does not
+    apply (a ball, whose normal cone is one ray; a localized domain; no such copy) or finds
+    nothing."""
     if not isinstance(region, BoxRegion) or w_domain is not None:
         return None
     n = decl.n
@@ -1270,7 +1342,35 @@ def _balanced(
         return None
     slopes = np.array(fix.slopes, float, copy=True)
     slopes[rows] = balanced
-    return slopes
+    return slopes, fixed + balanced.sum(axis=0) / n
+
+
+#: Newton's steps on the coordinates off a box's bounds after balanced duals miss the target
+FACE_STEPS = 4
+
+
+def _face_step(
+    x: np.ndarray,
+    grad: np.ndarray,
+    Q: np.ndarray,
+    lam: float,
+    region: BoxRegion,
+    length: float = 1.0,
+) -> np.ndarray | None:
+    """A Newton step (times ``length``) on the coordinates of ``x`` off the box's bounds, from
+    the gradient ``grad`` the balanced duals give and the curvature ``lam I + Q`` of the
+    rounds' model (the coordinates at a bound stay), clipped into the box; None without such
+    a coordinate."""
+    from dpcvx.certification.box import _at_bounds
+
+    top, bottom = _at_bounds(x, region.lo, region.hi)
+    free = np.flatnonzero(~(top | bottom))
+    if not free.size:
+        return None
+    H = Q[np.ix_(free, free)] + lam * np.eye(free.size)
+    out = np.array(x, float, copy=True)
+    out[free] -= length * np.linalg.solve(H, grad[free])
+    return np.clip(out, region.lo, region.hi)
 
 
 def _predicted_gap(change: np.ndarray, lam: float, curvature: np.ndarray) -> float:

@@ -221,14 +221,14 @@ def _corner_case(n=500, seed=0, B=0.3, d=5):
     return X, labels, B
 
 
-def _joint_reference(X, labels, B, C, lam):
+def _joint_reference(X, labels, B, C, lam, tol=1e-10):
     n, d = X.shape
     v, Y = cp.Variable(d), cp.Variable((n, d))
     hinge = cp.pos(1 - cp.multiply(labels, cp.sum(cp.multiply(X, Y), axis=1)))
     obj = cp.sum(hinge + C * cp.norm(Y - v[None, :], 2, axis=1)) / n + lam / 2 * cp.sum_squares(v)
     cons = [cp.abs(Y) <= B, cp.abs(v) <= B]
     ref = cp.Problem(cp.Minimize(obj), cons)
-    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol)
     assert ref.status == cp.OPTIMAL
     return ref.value
 
@@ -298,4 +298,33 @@ def test_smooth_rounds_that_cycle_on_a_face_certify_with_balanced_duals(monkeypa
     tol = 1e-7 * (1 + abs(ref.value))
     assert out.lower - tol <= ref.value <= out.upper + tol
     monkeypatch.setattr(S, "_balanced", lambda *args: None)
+    assert solve().solver_stats["solver"] == "CLARABEL"
+
+
+def test_newton_steps_off_the_bounds_finish_what_balanced_duals_start(monkeypatch):
+    """Hinge, d = 20, a box whose answer has all but a few coordinates at their bounds: the
+    rounds' point has the right coordinates at the bounds but the free ones off, so balanced
+    duals alone miss the target; Newton's steps on the free coordinates (each point certified
+    with balanced duals) certify, and the bracket holds CVXPY's joint program. Negative
+    control: without those steps the same case ends in the joint program."""
+    import dpcvx
+    import dpcvx.certification.solve as S
+
+    n, d, B = 1000, 20, 0.2
+    rng = np.random.default_rng(0)
+    X = rng.standard_t(5.0, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
+    labels = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+
+    def solve():
+        w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+        problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: labels}, [cp.abs(w) <= B])
+        return problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+
+    out = solve()
+    assert out.solver_stats["solver"] == S.ARROWHEAD
+    assert out.solver_stats.get("face_steps", 0) >= 1 and out.gap <= 3e-10
+    ref = _joint_reference(X, labels, B, 1.0, 0.05, tol=1e-9)
+    tol = 1e-7 * (1 + abs(ref))
+    assert out.lower - tol <= ref <= out.upper + tol
+    monkeypatch.setattr(S, "FACE_STEPS", 0)
     assert solve().solver_stats["solver"] == "CLARABEL"
