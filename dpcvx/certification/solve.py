@@ -1190,7 +1190,9 @@ def _ball_rounds(
         near = REVISIT * rounds_of.region.scale
         revisit = any(float(np.max(np.abs(x - seen))) <= near for seen in visited)
         visited = (visited + [x])[-4:]
-        if not hopeless or revisit or rounds == BALL_ROUNDS:
+        # while examples hold pieces of their own, every round is judged: those pieces hold
+        # the point on W's boundary, and only a certificate shows when to take them back
+        if not hopeless or revisit or rounds == BALL_ROUNDS or fix.own.size:
             stats = dict(
                 stats, iterations=steps, ball_rounds=rounds, seconds=time.perf_counter() - start
             )
