@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from dpcvx.certification._conjugates import clip, conjugate, simplex_defect
-from dpcvx.certification._rows import CHUNK_ENTRIES
+from dpcvx.certification._rows import CHUNK_ENTRIES, take_rows
 from dpcvx.certification.stable import max_terms_weights, part_values, stable_gap
 from dpcvx.compilation.stamp import StampedProgram
 from dpcvx.errors import CertificationError
@@ -825,7 +825,7 @@ def value_sums(
             part, counts = value_sums(
                 decl.rows(start, stop),
                 w_hat,
-                thetas=_slice_rows(thetas, start, stop),
+                thetas=take_rows(thetas, slice(start, stop), decl.n),
                 mixes=None if mixes is None else {t: m[start:stop] for t, m in mixes.items()},
             )
             total = part if total is None else total.plus(part)
@@ -847,17 +847,6 @@ def value_sums(
 
 #: data entries (rows times the dimension) of one chunk of :func:`value_sums`
 _CHUNK_ENTRIES = CHUNK_ENTRIES
-
-
-def _slice_rows(thetas: list | None, start: int, stop: int) -> list | None:
-    """Per-term multipliers (as :func:`_term_duals` returns them) of the rows
-    ``start:stop``."""
-    if thetas is None:
-        return None
-    return [
-        None if duals is None else [None if v is None else v[start:stop] for v in duals]
-        for duals in thetas
-    ]
 
 
 def value_bounds(
