@@ -5,9 +5,12 @@ whose copy ``y_i`` is the point itself apart from those that moved."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from dpcvx.modeling.declaration import Declaration
 
 #: data entries (rows times the dimension) of one chunk of a per-example pass
 CHUNK_ENTRIES = 1 << 18
@@ -17,10 +20,14 @@ CHUNK_ENTRIES = 1 << 18
 MOVED_SHARE = 0.25
 
 
+def _rows_per_chunk(d: int) -> int:
+    return max(1, CHUNK_ENTRIES // max(d, 1))
+
+
 def row_chunks(n: int, d: int) -> Iterator[tuple[int, int]]:
     """Contiguous ``(start, stop)`` ranges of about :data:`CHUNK_ENTRIES` entries covering
     ``n`` rows of dimension ``d`` (one range when ``n`` is at most two chunks)."""
-    rows = max(1, CHUNK_ENTRIES // max(d, 1))
+    rows = _rows_per_chunk(d)
     if n <= 2 * rows:
         yield 0, n
         return
@@ -28,14 +35,35 @@ def row_chunks(n: int, d: int) -> Iterator[tuple[int, int]]:
         yield start, min(n, start + rows)
 
 
+def row_groups(
+    decl: Declaration, skip: np.ndarray | None = None
+) -> Iterator[tuple[Declaration, slice | np.ndarray]]:
+    """Per range of :func:`row_chunks`, the declaration on its examples (a view of the data;
+    the declaration itself for one range) and which rows of ``decl`` those are; the examples
+    ``skip`` (indices) are left out (a chunk holding some is a copy of its other rows)."""
+    n = decl.n
+    keep = None
+    if skip is not None and skip.size:
+        keep = np.ones(n, bool)
+        keep[skip] = False
+    for start, stop in row_chunks(n, decl.d):
+        if keep is None or keep[start:stop].all():
+            yield (decl if (start, stop) == (0, n) else decl.rows(start, stop)), slice(start, stop)
+            continue
+        idx = start + np.flatnonzero(keep[start:stop])
+        if idx.size:
+            yield decl.subset(idx), idx
+
+
 def moved_rows(copies: np.ndarray, w: np.ndarray) -> np.ndarray | None:
     """The examples whose copy (a row of ``copies``) is not ``w`` itself, or None when more
-    than :data:`MOVED_SHARE` of them moved or all the copies fit in one chunk (a second pass
-    would then cost more than it saves)."""
-    if copies.size <= CHUNK_ENTRIES:
+    than :data:`MOVED_SHARE` of them moved or all of them make one range of
+    :func:`row_chunks` (a second pass would then cost more than it saves)."""
+    n, d = copies.shape
+    if n <= 2 * _rows_per_chunk(d):
         return None
     moved = np.flatnonzero(np.any(copies != w[None, :], axis=1))
-    return None if moved.size > MOVED_SHARE * copies.shape[0] else moved
+    return None if moved.size > MOVED_SHARE * n else moved
 
 
 @overload
@@ -45,7 +73,8 @@ def take_rows(thetas: list, rows: np.ndarray | slice, n: int) -> list: ...
 def take_rows(thetas: list | None, rows: np.ndarray | slice, n: int) -> list | None:
     """The multipliers ``thetas`` (per term, per argument) of the examples ``rows``: arrays
     with one entry per example (first axis ``n``) taken, anything else (None, broadcast
-    values) kept."""
+    values) kept. Multipliers are per example by construction (an array whose first axis
+    is ``n`` is taken as one entry per example)."""
     if thetas is None:
         return None
 

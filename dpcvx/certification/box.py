@@ -31,7 +31,7 @@ from dpcvx.certification.ball import envelope, model_at, settle_slopes
 from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import gram
 
-__all__ = ["BoxRegion", "balanced_duals", "box_extension"]
+__all__ = ["BoxRegion", "at_bounds", "balanced_duals", "box_extension"]
 
 _EPS = float(np.finfo(float).eps)
 #: as for the ball (:data:`dpcvx.certification.ball._FLOOR`): the model's curvature ``C / D``
@@ -47,7 +47,7 @@ _STEPS = 200
 _AT_BOUND = 1e-12
 
 
-def _at_bounds(w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def at_bounds(w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Which coordinates of ``w`` sit at their upper and at their lower bound."""
     tol = _AT_BOUND * (hi - lo)
     return w >= hi - tol, w <= lo + tol
@@ -108,7 +108,7 @@ def box_extension(
 
     # the copy at w: the derivative of h + C D changes sign across mu = 0, where it is
     # h' +- C / |u_F| with F the coordinates free to move that way (not at a bound it pushes)
-    top, bottom = _at_bounds(w, lo, hi)
+    top, bottom = at_bounds(w, lo, hi)
     moves_up = ~((top[None, :] & (u > 0)) | (bottom[None, :] & (u < 0)))
     moves_dn = ~((top[None, :] & (u < 0)) | (bottom[None, :] & (u > 0)))
     f_up = row_norms(u * moves_up)
@@ -218,7 +218,7 @@ class BoxRegion:
         """Per row of ``u``, the part of ``u`` that the box's normal cone at ``w`` can cancel
         from ``theta u`` for slopes ``theta`` of that sign: the coordinates at their upper
         bound where ``theta u_j < 0`` and at their lower bound where ``theta u_j > 0``."""
-        top, bottom = _at_bounds(np.asarray(w, float), self.lo, self.hi)
+        top, bottom = at_bounds(np.asarray(w, float), self.lo, self.hi)
         down, up = (u < 0, u > 0) if positive else (u > 0, u < 0)
         return np.where((top[None, :] & down) | (bottom[None, :] & up), u, 0.0)
 
@@ -251,7 +251,7 @@ def balanced_duals(
     ``r_ij = |g_ij| <= |s_ij|`` of a cancellable entry (``sigma_j s_ij < 0``) is free; it
     needs ``r`` with ``||g_i|| <= C`` and ``sum_i r_ij / n >= c_j``, the push the other terms
     leave on ``j`` (:func:`_balance`). The certificate judges the duals as any other."""
-    top, bottom = _at_bounds(np.asarray(w, float), lo, hi)
+    top, bottom = at_bounds(np.asarray(w, float), lo, hi)
     active = np.flatnonzero(top | bottom)
     if not active.size or not s.size:
         return None

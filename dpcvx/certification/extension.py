@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpcvx.certification._rows import moved_rows, row_chunks, take_rows
+from dpcvx.certification._rows import moved_rows, row_groups, take_rows
 from dpcvx.certification.certificate import (
     ROUNDING,
     CertifiedSolution,
@@ -127,12 +127,15 @@ def _bounds_at_points(
     copies: np.ndarray | None,
     slopes: np.ndarray | None,
 ) -> tuple[np.ndarray, ...]:
-    """:func:`extension_bounds` for a point found without a program. The examples whose copy
-    is ``w`` itself (every one without ``copies``) are bounded at the single point ``w``, as
-    plain ERM's certificate is (matrix-vector products rather than a pass over an ``(n, d)``
-    array of copies per step); the few that moved, each at its own copy, on their rows only
-    (:func:`~dpcvx.certification._rows.moved_rows`). Both run over row chunks. Every
-    example's bound is :func:`_bounds`'s at its ``y_i``, however the examples are grouped."""
+    """:func:`extension_bounds` for a point found without a program. On many examples, those
+    whose copy is ``w`` itself (every one without ``copies``) are bounded at the single point
+    ``w``, as plain ERM's certificate is (matrix-vector products rather than a pass over an
+    ``(n, d)`` array of copies per step), and the few that moved at their own copies on their
+    rows only (:func:`~dpcvx.certification._rows.moved_rows`); both run over row chunks.
+    Every example gets :func:`_bounds`'s formula at its ``y_i``, however the examples are
+    grouped (a copy equal to ``w`` is taken as ``w`` itself, which lies in the domain, where
+    the ungrouped pass makes it feasible again: on a ball's sphere the two differ by
+    rounding, and both bounds are valid)."""
     n = decl.n
     if copies is None:
         return _chunked(decl, w, C, n_total, thetas, None, slopes)
@@ -141,7 +144,7 @@ def _bounds_at_points(
     if moved is None:
         Y_hat = decl.domain.make_feasible_rows(copies)
         return _chunked(decl, w, C, n_total, thetas, Y_hat, slopes)
-    out = _chunked(decl, w, C, n_total, thetas, None, slopes)
+    out = _chunked(decl, w, C, n_total, thetas, None, slopes, skip=moved)
     if not moved.size:
         return out
     own = _chunked(
@@ -169,33 +172,35 @@ def _chunked(
     thetas: list | None,
     Y_hat: np.ndarray | None,
     slopes: np.ndarray | None,
+    skip: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
-    """:func:`_bounds` over contiguous row chunks (views of the data, no copy), at the copies
+    """:func:`_bounds` over the row groups of :func:`~dpcvx.certification._rows.row_groups`
+    (the examples ``skip`` left out: their rows of the results are not set), at the copies
     ``Y_hat`` or, for None, at the one point ``w``; the rows of the results gathered."""
     n, d = decl.n, w.size
-    chunks = list(row_chunks(n, d))
-    if len(chunks) == 1:
+    groups = list(row_groups(decl, skip))
+    if len(groups) == 1 and groups[0][0] is decl:
         return _bounds(
             decl, None, None, w, C, n_total, thetas, w if Y_hat is None else Y_hat, slopes
         )
     at_w = Y_hat is None
     Y_out = np.broadcast_to(w, (n, d)) if at_w else np.empty((n, d))
     out = (np.empty(n), np.empty(n), np.empty((n, d)), Y_out, np.empty(n), np.empty(n))
-    for start, stop in chunks:
-        part = _bounds(
-            decl.rows(start, stop),
+    for part, rows in groups:
+        piece = _bounds(
+            part,
             None,
             None,
             w,
             C,
             n_total,
-            take_rows(thetas, slice(start, stop), n),
-            w if Y_hat is None else Y_hat[start:stop],
-            None if slopes is None else np.asarray(slopes, float)[start:stop],
+            take_rows(thetas, rows, n),
+            w if Y_hat is None else Y_hat[rows],
+            None if slopes is None else np.asarray(slopes, float)[rows],
         )
-        for k, (full, piece) in enumerate(zip(out, part)):
+        for k, (full, result) in enumerate(zip(out, piece)):
             if not (at_w and k == 3):  # every copy is w: the view above
-                full[start:stop] = piece
+                full[rows] = result
     return out
 
 

@@ -27,7 +27,7 @@ from dpcvx.certification.arrowhead import (
     piecewise_model,
 )
 from dpcvx.certification.ball import BallCopies, BallRegion, smooth_copies_in
-from dpcvx.certification.box import BoxRegion, balanced_duals
+from dpcvx.certification.box import BoxRegion, at_bounds, balanced_duals
 from dpcvx.certification.certificate import CertifiedSolution, _minorants, certify
 from dpcvx.certification.extension import certify_extension, extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
@@ -1265,45 +1265,58 @@ def _balanced_rounds(
     (:func:`_face_step`) from the best point so far, each certified so: a step that does not
     improve the certificate is taken back and the next one from there is a quarter as long.
     The best certificate, or None (an internal failure or a floating-point warning here only
-    forgoes it). The rounds' state is not touched."""
+    forgoes a point, or a step). The rounds' state is not touched."""
     region = rounds_of.region
     domain = decl.domain if w_domain is None else w_domain
 
-    def judged(point: np.ndarray, at: BallCopies | None, step: int):
-        if at is None:
-            return None
-        out = _balanced(decl, point, at, lam, w0, C, region, w_domain)
-        if out is None:
-            return None
-        slopes, grad = out
-        info = dict(stats, face_steps=step)
-        cert = _certify_point(
-            decl, point, lam, w0, accuracy, info, at.thetas, C, w_domain, at.Y, slopes
-        )
-        return cert, grad, at
-
-    try:
-        with np.errstate(all="ignore"):
-            first = judged(x, rounds_of.exact_fix(x) or fix, 0)
-            if first is None:
+    def judged(point: np.ndarray, fixed: BallCopies | None, step: int):
+        """The certificate at ``point`` with balanced duals, the gradient they give and the
+        copies behind them, or None (nothing balanced, or an internal failure or a
+        floating-point warning inside: each only forgoes this point)."""
+        try:
+            if fixed is None:
                 return None
-            best, grad, at = first
-            length = 1.0
-            for step in range(1, FACE_STEPS + 1):
-                if _meets(best, accuracy):
-                    break
-                assert isinstance(region, BoxRegion)  # _balanced is None otherwise
-                moved = _face_step(best.w, grad, at.quad[0], lam, region, length)
-                if moved is None:
-                    break
-                point = domain.make_feasible(moved)
-                trial = judged(point, rounds_of.exact_fix(point), step)
-                if trial is not None and trial[0].gap < best.gap:
-                    (best, grad, at), length = trial, 1.0
-                else:
-                    length /= 4
-    except Exception:  # noqa: BLE001 - only forgoes the balanced duals
+            with np.errstate(all="ignore"):
+                out = _balanced(decl, point, fixed, lam, w0, C, region, w_domain)
+            if out is None:
+                return None
+            slopes, grad = out
+            info = dict(stats, face_steps=step)
+            cert = _certify_point(
+                decl, point, lam, w0, accuracy, info, fixed.thetas, C, w_domain, fixed.Y, slopes
+            )
+        except Exception:  # noqa: BLE001
+            return None
+        return cert, grad, fixed
+
+    def exact_fix(point: np.ndarray) -> BallCopies | None:
+        try:
+            with np.errstate(all="ignore"):
+                return rounds_of.exact_fix(point)
+        except Exception:  # noqa: BLE001 - only forgoes the balanced duals there
+            return None
+
+    first = judged(x, exact_fix(x) or fix, 0)
+    if first is None:
         return None
+    best, grad, at = first
+    length = 1.0
+    for step in range(1, FACE_STEPS + 1):
+        if _meets(best, accuracy) or not isinstance(region, BoxRegion):
+            break
+        try:
+            with np.errstate(all="ignore"):
+                moved = _face_step(best.w, grad, at.quad[0], lam, region, length)
+                point = None if moved is None else domain.make_feasible(moved)
+        except Exception:  # noqa: BLE001 - a failed step ends the steps, the best stays
+            break
+        if point is None:
+            break
+        trial = judged(point, exact_fix(point), step)
+        if trial is not None and trial[0].gap < best.gap:
+            (best, grad, at), length = trial, 1.0
+        else:
+            length /= 4
     return best
 
 
@@ -1363,9 +1376,7 @@ def _face_step(
     the gradient ``grad`` the balanced duals give and the curvature ``lam I + Q`` of the
     rounds' model (the coordinates at a bound stay), clipped into the box; None without such
     a coordinate."""
-    from dpcvx.certification.box import _at_bounds
-
-    top, bottom = _at_bounds(x, region.lo, region.hi)
+    top, bottom = at_bounds(x, region.lo, region.hi)
     free = np.flatnonzero(~(top | bottom))
     if not free.size:
         return None

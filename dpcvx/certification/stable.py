@@ -37,7 +37,7 @@ import numpy as np
 from scipy.special import expit, xlogy
 
 from dpcvx.certification._conjugates import clip
-from dpcvx.certification._rows import moved_rows, row_chunks, take_rows
+from dpcvx.certification._rows import moved_rows, row_groups, take_rows
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling._structure import Term
 from dpcvx.modeling.declaration import Declaration
@@ -770,36 +770,35 @@ def stable_extension_sums(
     radius: float,
 ) -> StableSums | None:
     """:func:`stable_extension_gap`'s sums over the examples of one group. As for the
-    extension's value bounds, the examples whose point is ``w_hat`` itself (all of them for
-    ``Y`` None) run at that one point, the few that moved at their own rows of ``Y``, both
-    over row chunks; the sums add whatever the grouping (:func:`_mean_from_sums`)."""
+    extension's value bounds (:func:`~dpcvx.certification.extension.extension_bounds`), on
+    many examples those whose point is ``w_hat`` itself (all of them for ``Y`` None) run at
+    that one point and the few that moved at their own rows of ``Y``, both over row chunks;
+    the sums add whatever the grouping (:func:`_mean_from_sums`)."""
     n, d = decl.n, w_hat.size
-    rad, moved = radius, np.zeros(0, dtype=np.int64)
-    moved_or_all: np.ndarray | None = moved
+    gs = None if g is None else np.asarray(g, float)
+    rad, moved, at_own = radius, None, False
     if Y is not None:
         Y = np.asarray(Y, float)
         rad = 1e-6 * (1.0 + float(np.max(np.abs(Y))))
-        moved_or_all = moved_rows(Y, w_hat)
-    gs = None if g is None else np.asarray(g, float)
-    rows_at_w = moved_or_all is not None
+        moved = moved_rows(Y, w_hat)
+        at_own = moved is None  # every example at its own row of Y
     totals, G = np.empty(n), np.empty((n, d))
-    for start, stop in row_chunks(n, d):
-        part = _stable_rows(
-            decl if (start, stop) == (0, n) else decl.rows(start, stop),
-            w_hat if rows_at_w else Y[start:stop],  # type: ignore[index]
-            None if gs is None else gs[start:stop],
-            take_rows(thetas, slice(start, stop), n),
+    for part, rows in row_groups(decl, moved):
+        out = _stable_rows(
+            part,
+            Y[rows] if at_own else w_hat,  # type: ignore[index]
+            None if gs is None else gs[rows],
+            take_rows(thetas, rows, n),
             w_hat,
             C,
             rad,
         )
-        if part is None:
+        if out is None:
             return None
-        totals[start:stop], G[start:stop] = part
-    if moved_or_all is not None and moved_or_all.size:
+        totals[rows], G[rows] = out
+    if moved is not None and moved.size:
         assert Y is not None
-        moved = moved_or_all
-        own = _stable_rows(
+        out = _stable_rows(
             decl.subset(moved),
             Y[moved],
             None if gs is None else gs[moved],
@@ -808,9 +807,9 @@ def stable_extension_sums(
             C,
             rad,
         )
-        if own is None:
+        if out is None:
             return None
-        totals[moved], G[moved] = own
+        totals[moved], G[moved] = out
     return StableSums(n, float(np.sum(totals)), _sum_rows(G), np.abs(G).sum(axis=0))
 
 

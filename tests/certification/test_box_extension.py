@@ -328,3 +328,34 @@ def test_newton_steps_off_the_bounds_finish_what_balanced_duals_start(monkeypatc
     assert out.lower - tol <= ref <= out.upper + tol
     monkeypatch.setattr(S, "FACE_STEPS", 0)
     assert solve().solver_stats["solver"] == "CLARABEL"
+
+
+def test_a_failing_step_keeps_the_balanced_certificate(monkeypatch):
+    """A Newton step off the bounds that fails (here: raises) ends the steps but keeps the
+    certificate the balanced duals already gave (the rounds then go on from it)."""
+    import dpcvx
+    import dpcvx.certification.solve as S
+
+    n, d, B = 1000, 20, 0.2
+    rng = np.random.default_rng(0)
+    X = rng.standard_t(5.0, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
+    labels = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+
+    def failing(*args, **kwargs):
+        raise np.linalg.LinAlgError("a step that fails")
+
+    results = []
+    balanced_rounds = S._balanced_rounds
+
+    def recording(*args, **kwargs):
+        out = balanced_rounds(*args, **kwargs)
+        results.append(out)
+        return out
+
+    monkeypatch.setattr(S, "_face_step", failing)
+    monkeypatch.setattr(S, "_balanced_rounds", recording)
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: labels}, [cp.abs(w) <= B])
+    out = problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+    assert out.gap <= 3e-10
+    assert results and all(r is not None and r.solver_stats["face_steps"] == 0 for r in results)
