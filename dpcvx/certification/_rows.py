@@ -5,6 +5,7 @@ whose copy ``y_i`` is the point itself apart from those that moved."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
@@ -37,22 +38,21 @@ def row_chunks(n: int, d: int) -> Iterator[tuple[int, int]]:
 
 def row_groups(
     decl: Declaration, skip: np.ndarray | None = None
-) -> Iterator[tuple[Declaration, slice | np.ndarray]]:
+) -> Iterator[tuple[Declaration, slice, AbstractContextManager]]:
     """Per range of :func:`row_chunks`, the declaration on its examples (a view of the data;
-    the declaration itself for one range) and which rows of ``decl`` those are; the examples
-    ``skip`` (indices) are left out (a chunk holding some is a copy of its other rows)."""
+    the declaration itself for one range), which rows of ``decl`` those are, and the
+    floating-point context to run it in: where the range holds examples of ``skip`` (whose
+    results the caller replaces), their floating-point errors are not raised (a loss that
+    overflows at the point but not at an example's own copy); elsewhere numpy's own."""
     n = decl.n
     keep = None
     if skip is not None and skip.size:
         keep = np.ones(n, bool)
         keep[skip] = False
     for start, stop in row_chunks(n, decl.d):
-        if keep is None or keep[start:stop].all():
-            yield (decl if (start, stop) == (0, n) else decl.rows(start, stop)), slice(start, stop)
-            continue
-        idx = start + np.flatnonzero(keep[start:stop])
-        if idx.size:
-            yield decl.subset(idx), idx
+        part = decl if (start, stop) == (0, n) else decl.rows(start, stop)
+        whole = keep is None or bool(keep[start:stop].all())
+        yield part, slice(start, stop), nullcontext() if whole else np.errstate(all="ignore")
 
 
 def moved_rows(copies: np.ndarray, w: np.ndarray) -> np.ndarray | None:

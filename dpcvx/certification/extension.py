@@ -174,30 +174,33 @@ def _chunked(
     slopes: np.ndarray | None,
     skip: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
-    """:func:`_bounds` over the row groups of :func:`~dpcvx.certification._rows.row_groups`
-    (the examples ``skip`` left out: their rows of the results are not set), at the copies
-    ``Y_hat`` or, for None, at the one point ``w``; the rows of the results gathered."""
+    """:func:`_bounds` over the row groups of :func:`~dpcvx.certification._rows.row_groups`,
+    at the copies ``Y_hat`` or, for None, at the one point ``w``; the rows of the results
+    gathered (those of the examples ``skip`` are the caller's to replace, whatever they
+    came out as)."""
     n, d = decl.n, w.size
     groups = list(row_groups(decl, skip))
-    if len(groups) == 1 and groups[0][0] is decl:
-        return _bounds(
-            decl, None, None, w, C, n_total, thetas, w if Y_hat is None else Y_hat, slopes
-        )
+    if len(groups) == 1:
+        with groups[0][2]:
+            return _bounds(
+                decl, None, None, w, C, n_total, thetas, w if Y_hat is None else Y_hat, slopes
+            )
     at_w = Y_hat is None
     Y_out = np.broadcast_to(w, (n, d)) if at_w else np.empty((n, d))
     out = (np.empty(n), np.empty(n), np.empty((n, d)), Y_out, np.empty(n), np.empty(n))
-    for part, rows in groups:
-        piece = _bounds(
-            part,
-            None,
-            None,
-            w,
-            C,
-            n_total,
-            take_rows(thetas, rows, n),
-            w if Y_hat is None else Y_hat[rows],
-            None if slopes is None else np.asarray(slopes, float)[rows],
-        )
+    for part, rows, context in groups:
+        with context:
+            piece = _bounds(
+                part,
+                None,
+                None,
+                w,
+                C,
+                n_total,
+                take_rows(thetas, rows, n),
+                w if Y_hat is None else Y_hat[rows],
+                None if slopes is None else np.asarray(slopes, float)[rows],
+            )
         for k, (full, result) in enumerate(zip(out, piece)):
             if not (at_w and k == 3):  # every copy is w: the view above
                 full[rows] = result

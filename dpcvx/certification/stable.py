@@ -783,16 +783,21 @@ def stable_extension_sums(
         moved = moved_rows(Y, w_hat)
         at_own = moved is None  # every example at its own row of Y
     totals, G = np.empty(n), np.empty((n, d))
-    for part, rows in row_groups(decl, moved):
-        out = _stable_rows(
-            part,
-            Y[rows] if at_own else w_hat,  # type: ignore[index]
-            None if gs is None else gs[rows],
-            take_rows(thetas, rows, n),
-            w_hat,
-            C,
-            rad,
-        )
+    skipped = np.zeros(n, bool)
+    if moved is not None:
+        skipped[moved] = True
+    for part, rows, context in row_groups(decl, moved):
+        with context:
+            out = _stable_rows(
+                part,
+                Y[rows] if at_own else w_hat,  # type: ignore[index]
+                None if gs is None else gs[rows],
+                take_rows(thetas, rows, n),
+                w_hat,
+                C,
+                rad,
+                skip=skipped[rows],
+            )
         if out is None:
             return None
         totals[rows], G[rows] = out
@@ -821,10 +826,12 @@ def _stable_rows(
     w_hat: np.ndarray,
     C: float,
     rad: float,
+    skip: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Per example, the stable gap's term and the dual ``g_i``, at the points ``pts``: rows
     ``(n, d)``, or ``w_hat`` itself for every example (``pts`` of shape ``(d,)``: then
-    ``w_hat - y_i = 0`` and the cone gap is zero)."""
+    ``w_hat - y_i = 0`` and the cone gap is zero). The examples ``skip`` (a mask), whose
+    terms the caller replaces, may come out as anything, non-finite included."""
     n, d = decl.n, w_hat.size
     out = _per_example(decl, pts, thetas, rad, decl.domain)
     if out is None:
@@ -856,6 +863,7 @@ def _stable_rows(
     # the slope s_i was summed in float: sigma and <., y> move by at most 2 |ds| max|y|
     s_round = 2.0 * (d + 64) * 4 * _EPS * (s_abs @ reach_y)
     total_i = fy + err + np.maximum(sup_gap, 0.0) + np.maximum(cone, 0.0) + s_round
-    if not np.all(np.isfinite(total_i)):
+    judged = total_i if skip is None else total_i[~skip]
+    if not np.all(np.isfinite(judged)):
         return None
     return total_i, g

@@ -116,10 +116,11 @@ def test_grouped_stable_sums_are_the_ungrouped_ones(loss, C):
     np.testing.assert_allclose(got.total, float(np.sum(rows[0])), rtol=1e-9, atol=1e-12)
 
 
-def test_a_moved_row_is_never_evaluated_at_the_point():
+def test_a_moved_row_that_overflows_at_the_point_raises_nothing():
     """Rows whose loss overflows at the point but not at their copy (features of 1e153, a
-    squared loss): the grouped pass leaves them out of its pass at the point, so with
-    floating-point warnings raised it gives the ungrouped bounds and raises nothing."""
+    squared loss): the grouped pass at the point computes them too (their rows are then
+    replaced), without raising their floating-point errors, so with warnings raised it gives
+    the ungrouped bounds and raises nothing."""
     import warnings
 
     from dpcvx.certification import stable
