@@ -1220,6 +1220,8 @@ def _ball_rounds(
                             return balanced
                         if balanced.gap < best.gap:
                             best = balanced
+                        # within the slopes' prediction: the duals were off, not the point
+                        stalled = stalled and balanced.gap > STALLED * guess
                 if stalled:
                     rounds_of.release()
         if rounds == BALL_ROUNDS:
@@ -1263,11 +1265,13 @@ def _balanced_rounds(
     """The certificate at ``x`` with balanced duals (:func:`_balanced`); where it misses the
     target, up to :data:`FACE_STEPS` Newton's steps on the coordinates off the box's bounds
     (:func:`_face_step`) from the best point so far, each certified so: a step that does not
-    improve the certificate is taken back and the next one from there is a quarter as long.
+    improve the certificate is taken back and the next one from there is a quarter as long
+    (two steps in a row that do not halve the gap end the steps).
     The best certificate, or None (an internal failure or a floating-point warning here only
     forgoes a point, or a step). The rounds' state is not touched."""
     region = rounds_of.region
     domain = decl.domain if w_domain is None else w_domain
+    warm: dict = {}  # the balanced duals' weights, a start for the next point's
 
     def judged(point: np.ndarray, fixed: BallCopies | None, step: int):
         """The certificate at ``point`` with balanced duals, the gradient they give and the
@@ -1277,7 +1281,7 @@ def _balanced_rounds(
             if fixed is None:
                 return None
             with np.errstate(all="ignore"):
-                out = _balanced(decl, point, fixed, lam, w0, C, region, w_domain)
+                out = _balanced(decl, point, fixed, lam, w0, C, region, w_domain, warm)
             if out is None:
                 return None
             slopes, grad = out
@@ -1300,9 +1304,9 @@ def _balanced_rounds(
     if first is None:
         return None
     best, grad, at = first
-    length = 1.0
+    length, misses = 1.0, 0
     for step in range(1, FACE_STEPS + 1):
-        if _meets(best, accuracy) or not isinstance(region, BoxRegion):
+        if _meets(best, accuracy) or misses == 2 or not isinstance(region, BoxRegion):
             break
         try:
             with np.errstate(all="ignore"):
@@ -1314,9 +1318,10 @@ def _balanced_rounds(
             break
         trial = judged(point, exact_fix(point), step)
         if trial is not None and trial[0].gap < best.gap:
-            (best, grad, at), length = trial, 1.0
+            gained = trial[0].gap < 0.5 * best.gap
+            (best, grad, at), length, misses = trial, 1.0, 0 if gained else misses + 1
         else:
-            length /= 4
+            length, misses = length / 4, misses + 1
     return best
 
 
@@ -1329,6 +1334,7 @@ def _balanced(
     C: float,
     region: BallRegion | BoxRegion,
     w_domain: Domain | LocalizedDomain | None,
+    warm: dict | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """``fix.slopes`` with the duals of the copies at ``x`` that must cancel part of their
     slope against a box's bounds chosen jointly (:func:`~dpcvx.certification.box.
@@ -1352,7 +1358,7 @@ def _balanced(
         decl, None, x, None, x, C, thetas=fix.thetas, copies=fix.Y, slopes=fix.slopes
     )[2]
     fixed = (g.sum(axis=0) - g[rows].sum(axis=0)) / n + lam * (x - w0)
-    balanced = balanced_duals(s[steep], g[rows], fixed, x, region.lo, region.hi, C, n)
+    balanced = balanced_duals(s[steep], g[rows], fixed, x, region.lo, region.hi, C, n, warm)
     if balanced is None:
         return None
     slopes = np.array(fix.slopes, float, copy=True)
