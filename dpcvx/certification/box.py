@@ -232,7 +232,6 @@ def balanced_duals(
     hi: np.ndarray,
     C: float,
     n: int,
-    warm: dict | None = None,
 ) -> np.ndarray | None:
     """Duals ``g_i = s_i + v_i`` of copies at ``w`` on the box's boundary, ``v_i`` in the box's
     normal cone at ``w`` and ``||g_i|| <= C``, chosen jointly so that the mean
@@ -251,9 +250,7 @@ def balanced_duals(
     bound (``sigma_j`` = +1 at the upper bound, -1 at the lower), only the magnitude
     ``r_ij = |g_ij| <= |s_ij|`` of a cancellable entry (``sigma_j s_ij < 0``) is free; it
     needs ``r`` with ``||g_i|| <= C`` and ``sum_i r_ij / n >= c_j``, the push the other terms
-    leave on ``j`` (:func:`_balance`). The certificate judges the duals as any other.
-    ``warm``: the weights of the last call with the same coordinates at a bound, kept there
-    (a start for the next)."""
+    leave on ``j`` (:func:`_balance`). The certificate judges the duals as any other."""
     top, bottom = at_bounds(np.asarray(w, float), lo, hi)
     active = np.flatnonzero(top | bottom)
     if not active.size or not s.size:
@@ -271,14 +268,9 @@ def balanced_duals(
     k, m = a.shape
     if not k:
         return None
-    key = tuple(active.tolist())
-    start = None if warm is None else warm.get(key)
-    out = _balance(a, np.sqrt(room), c, n, start)
-    if out is None:
+    R = _balance(a, np.sqrt(room), c, n)
+    if R is None:
         return None
-    R, weights = out
-    if warm is not None:
-        warm[key] = weights
     # rows the solver left a rounding outside the C-ball: shrink their cancellable part
     kept = fixed_part[fits]
     norms2 = kept + np.einsum("km,km->k", R, R)
@@ -317,9 +309,7 @@ def _fill(a: np.ndarray, radius: np.ndarray, omega: np.ndarray) -> np.ndarray:
     return np.minimum(a, level[:, None] * omega[None, :])
 
 
-def _balance(
-    a: np.ndarray, radius: np.ndarray, c: np.ndarray, n: int, start: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray] | None:
+def _balance(a: np.ndarray, radius: np.ndarray, c: np.ndarray, n: int) -> np.ndarray | None:
     """``r`` with ``0 <= r_i <= a_i``, ``||r_i|| <= radius_i`` and ``sum_i r_i / n >= c`` where
     one exists (else the one with the least shortfall found), or None.
 
@@ -328,8 +318,7 @@ def _balance(
     ``psi(omega) = sum_i max_r <omega, r_i> / n - <omega, c>`` is convex with gradient
     ``sum_i r_i(omega) / n - c``. Its minimum over the simplex is the largest common slack
     ``t`` of ``sum_i r_i / n >= c + t``, attained by the best responses at the minimizer;
-    it is found by L-BFGS-B on ``omega = softmax(z)``, from ``z = start`` (default zero).
-    Returns ``r`` and the final ``z``."""
+    it is found by L-BFGS-B on ``omega = softmax(z)``."""
     from scipy.optimize import minimize
 
     m = a.shape[1]
@@ -353,7 +342,7 @@ def _balance(
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             out = minimize(
                 objective,
-                np.zeros(m) if start is None else start,
+                np.zeros(m),
                 jac=True,
                 method="L-BFGS-B",
                 options={"ftol": 1e-15, "gtol": 1e-14, "maxiter": 500},
@@ -362,4 +351,4 @@ def _balance(
             r[tight] = responses(out.x)[1]
     except (ValueError, ArithmeticError, np.linalg.LinAlgError):
         return None
-    return (r, out.x) if np.all(np.isfinite(r)) else None
+    return r if np.all(np.isfinite(r)) else None

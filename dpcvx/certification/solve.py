@@ -1271,7 +1271,6 @@ def _balanced_rounds(
     forgoes a point, or a step). The rounds' state is not touched."""
     region = rounds_of.region
     domain = decl.domain if w_domain is None else w_domain
-    warm: dict = {}  # the balanced duals' weights, a start for the next point's
 
     def judged(point: np.ndarray, fixed: BallCopies | None, step: int):
         """The certificate at ``point`` with balanced duals, the gradient they give and the
@@ -1281,7 +1280,7 @@ def _balanced_rounds(
             if fixed is None:
                 return None
             with np.errstate(all="ignore"):
-                out = _balanced(decl, point, fixed, lam, w0, C, region, w_domain, warm)
+                out = _balanced(decl, point, fixed, lam, w0, C, region, w_domain)
             if out is None:
                 return None
             slopes, grad = out
@@ -1334,7 +1333,6 @@ def _balanced(
     C: float,
     region: BallRegion | BoxRegion,
     w_domain: Domain | LocalizedDomain | None,
-    warm: dict | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """``fix.slopes`` with the duals of the copies at ``x`` that must cancel part of their
     slope against a box's bounds chosen jointly (:func:`~dpcvx.certification.box.
@@ -1358,7 +1356,7 @@ def _balanced(
         decl, None, x, None, x, C, thetas=fix.thetas, copies=fix.Y, slopes=fix.slopes
     )[2]
     fixed = (g.sum(axis=0) - g[rows].sum(axis=0)) / n + lam * (x - w0)
-    balanced = balanced_duals(s[steep], g[rows], fixed, x, region.lo, region.hi, C, n, warm)
+    balanced = balanced_duals(s[steep], g[rows], fixed, x, region.lo, region.hi, C, n)
     if balanced is None:
         return None
     slopes = np.array(fix.slopes, float, copy=True)

@@ -205,9 +205,8 @@ def test_balance_reaches_the_largest_common_slack(seed):
         cons = [R <= a, cp.norm(R, 2, axis=1) <= radius, cp.sum(R, axis=0) / n >= c + t]
         ref = cp.Problem(cp.Maximize(t), cons)
         ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11)
-        out = _balance(a, radius, c, n)
-        assert out is not None
-        r = out[0]
+        r = _balance(a, radius, c, n)
+        assert r is not None
         assert np.all(r <= a * (1 + 1e-12))
         assert np.all(np.linalg.norm(r, axis=1) <= radius * (1 + 1e-12))
         slack = float(np.min(r.sum(axis=0) / n - c))
