@@ -220,3 +220,24 @@ def test_an_overflowing_lipschitz_bound_leaves_the_universe(scale):
     y = cp.Parameter()
     problem = dpcvx.Problem(cp.square(x @ w - y), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1])
     _release(problem, dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1))
+
+
+@pytest.mark.parametrize("scale", (1.0, 1e153))
+def test_an_overflowing_lipschitz_bound_raises_no_warning(scale):
+    """The same overflow under warnings raised as errors, in a box: the bound's overflow is
+    the largest float without a floating-point warning, so the release happens on the
+    dataset with the 1e153 rows and on its neighbour without them alike (it aborted on the
+    first: the warning ended the solve)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4)) / 2.0
+    X[:3] *= scale
+    Y = rng.normal(size=300)
+    w, x, y = cp.Variable(4), cp.Parameter(4), cp.Parameter()
+    problem = dpcvx.Problem(cp.square(x @ w - y), w, {x: X, y: Y}, [cp.abs(w) <= 100])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
+        res = problem.solve_private(
+            dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.05), epsilon=1.0, rng=0
+        )
+    assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
