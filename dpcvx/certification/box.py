@@ -239,7 +239,7 @@ def balanced_duals(
     ``w``); rows ``s`` (the loss's slopes at the copies, each longer than ``C``), ``fixed`` the
     rest of the gradient (the other examples' duals over ``n`` and the regularizer's). A row
     that cannot fit in the C-ball whatever it cancels keeps its ``given`` dual. None when no
-    choice meets that, or the small conic program behind it fails.
+    row is left to balance, or the balance (:func:`_balance`) fails.
 
     Each such example must cancel part of its slope against the bounds at ``w`` to fit in the
     C-ball; :func:`~dpcvx.certification.ball.dual_at_w` takes the least uniform share on
