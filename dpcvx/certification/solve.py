@@ -1045,6 +1045,11 @@ class _PiecesRounds:
         untouched: what balanced duals start from."""
         return self.relaxed.copies_in(**dict(self.last, w=x), exact_own=True)
 
+    @property
+    def held(self) -> bool:
+        """The last solve gave examples pieces of their own (:meth:`solve`)."""
+        return self.solved is not None
+
     def release(self) -> None:
         """From the next solve on, the copies at ``w`` lose their own pieces (relaxed in that
         solve, then modelled where their copy leaves W), but for those that leave the model
@@ -1094,6 +1099,9 @@ class _SmoothRounds:
 
     def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
         return self.relaxed.copies(x), self.relaxed.model.multipliers(x)
+
+    #: no example has pieces of its own here
+    held = False
 
     def release(self) -> None:
         """Nothing to give back: every moved example is in the model."""
@@ -1190,9 +1198,10 @@ def _ball_rounds(
         near = REVISIT * rounds_of.region.scale
         revisit = any(float(np.max(np.abs(x - seen))) <= near for seen in visited)
         visited = (visited + [x])[-4:]
-        # while examples hold pieces of their own, every round is judged: those pieces hold
-        # the point on W's boundary, and only a certificate shows when to take them back
-        if not hopeless or revisit or rounds == BALL_ROUNDS or fix.own.size:
+        # after a solve that gave examples pieces of their own, every round is judged: those
+        # pieces hold the point on W's boundary, and only a certificate shows when to take
+        # them back (before such a solve, a hopeless round is not: nothing held its point)
+        if not hopeless or revisit or rounds == BALL_ROUNDS or rounds_of.held:
             stats = dict(
                 stats, iterations=steps, ball_rounds=rounds, seconds=time.perf_counter() - start
             )

@@ -627,6 +627,48 @@ def test_a_large_sphere_case_certifies_on_the_arrowhead_path():
     assert sol.gap <= 3e-10
 
 
+def test_a_hopeless_first_round_is_not_certified(monkeypatch):
+    """Heavy-tailed features (Student-t with 5 degrees of freedom), a hinge, the unit ball
+    active: the relaxed start's copies leave the ball and some sit at ``w`` on the sphere,
+    where they get pieces of their own for the next solve. The slopes predict a gap far above
+    the target there, and no solve has used those pieces yet, so the first round is not
+    certified (that certificate missed the target every time, a quarter of the extension's
+    time at n = 1e5): one certificate in all, at the second round's point, whose bracket
+    holds the joint program's optimum (CVXPY)."""
+    import dpcvx.certification.solve as solve_module
+
+    n, d, lam = 1000, 5, 0.01
+    rng = np.random.default_rng(0)
+    X = rng.standard_t(5.0, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
+    Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w) <= 1])
+    judged = []
+    certify = solve_module._certify_point
+
+    def counted(*args, **kwargs):
+        judged.append(args[5].get("ball_rounds"))
+        return certify(*args, **kwargs)
+
+    monkeypatch.setattr(solve_module, "_certify_point", counted)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    assert sol.solver_stats["solver"] == ARROWHEAD
+    assert sol.gap <= 3e-10
+    assert judged == [2]
+    v = cp.Variable(d)
+    Yc = cp.Variable((n, d))
+    z = cp.sum(cp.multiply(X, Yc), axis=1)
+    obj = (
+        cp.sum(cp.pos(1 - cp.multiply(Y, z))) / n
+        + cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
+        + lam / 2 * cp.sum_squares(v)
+    )
+    ref = cp.Problem(cp.Minimize(obj), [cp.norm(Yc, 2, axis=1) <= 1, cp.norm(v) <= 1])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    tol = 1e-8 * (1 + abs(ref.value))
+    assert sol.lower - tol <= ref.value <= sol.upper + tol
+
+
 def _small_box_reference(whole_i, X, C, lo, hi):
     """The joint program of Lemma 2.7 with every copy in the box ``[lo, hi]`` (CVXPY)."""
     n, d = X.shape
