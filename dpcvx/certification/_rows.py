@@ -84,3 +84,33 @@ def take_rows(thetas: list | None, rows: np.ndarray | slice, n: int) -> list | N
         return np.asarray(x)[rows]
 
     return [None if t is None else [take(x) for x in t] for t in thetas]
+
+
+#: the rows of a dual excess ``g_i - s_i`` are taken apart only where at most this share of
+#: them may be nonzero (above it, gathering them costs more than the passes it saves)
+LIVE_SHARE = 0.75
+
+
+def clipped_rows(factor: np.ndarray) -> np.ndarray | None:
+    """The examples whose slope ``s_i`` the C-ball clipped (``g_i = factor_i s_i`` with a
+    factor other than 1, NaN included), or None when more than :data:`LIVE_SHARE` of them
+    are. Every other example's dual is its slope itself (``s_i * 1.0``), so ``g_i - s_i``
+    is exactly zero there."""
+    live = np.flatnonzero(np.ravel(factor) != 1.0)
+    return None if live.size > LIVE_SHARE * np.size(factor) else live
+
+
+def support_rows(
+    domain, g: np.ndarray, s: np.ndarray, hints: np.ndarray | None, live: np.ndarray | None
+) -> np.ndarray:
+    """``domain.support(g - s, hints=hints)``, computed on the rows ``live`` only (None: on
+    every row), where every other row of ``g - s`` is zero (:func:`clipped_rows`). A zero row
+    gets what the domain gives one: ``max_W <0, y>`` is 0 exactly, plus the domain's rounding
+    allowance, as for any row."""
+    if live is None:
+        return domain.support(g - s, hints=hints)
+    zero = np.zeros((1, g.shape[1]))
+    out = np.full(g.shape[0], float(domain.support(zero, hints=zero)[0]))
+    if live.size:
+        out[live] = domain.support(g[live] - s[live], hints=None if hints is None else hints[live])
+    return out

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpcvx.certification._rows import moved_rows, row_groups, take_rows
+from dpcvx.certification._rows import (
+    clipped_rows,
+    moved_rows,
+    row_groups,
+    support_rows,
+    take_rows,
+)
 from dpcvx.certification.certificate import (
     ROUNDING,
     CertifiedSolution,
@@ -239,7 +245,10 @@ def _bounds(
         g = _SOC_SIGN * n_total * np.nan_to_num(z[prog.soc_rows][:, 1:])
     hints = np.broadcast_to(Y_hat, g.shape)  # each y_i (a read-only view for one point)
     norms = row_norms(g)[:, None]
-    g = g * np.minimum(1.0, C / np.maximum(norms * (1 + (w.size + 8) * _EPS), 1e-300))
+    factor = np.minimum(1.0, C / np.maximum(norms * (1 + (w.size + 8) * _EPS), 1e-300))
+    g = g * factor
+    # without given duals, only the clipped rows have a nonzero g - s
+    live = clipped_rows(factor) if prog is None and slopes is None else None
     if prog is not None and prog.soc_rows is not None:
         # a generic maximum at a kink of y_i: mix its pieces' cuts toward the slope g_i
         try:
@@ -257,7 +266,7 @@ def _bounds(
             s = np.where(better, s_m, s)
             beta = np.where(better[:, 0], beta_m, beta)
             scale = np.where(better[:, 0], np.maximum(scale, scale_m), scale)
-    phi = beta - dom.support(g - s, hints=hints)
+    phi = beta - support_rows(dom, g, s, hints, live)
     lower = g @ w + phi
     mag = 1.0 + np.abs(f_vals) + C * dist + np.abs(beta) + scale + np.abs(g) @ np.abs(w)
     return upper + ROUNDING * mag, lower - ROUNDING * mag, g, hints, mag, phi

@@ -37,7 +37,13 @@ import numpy as np
 from scipy.special import expit, xlogy
 
 from dpcvx.certification._conjugates import clip
-from dpcvx.certification._rows import moved_rows, row_groups, take_rows
+from dpcvx.certification._rows import (
+    clipped_rows,
+    moved_rows,
+    row_groups,
+    support_rows,
+    take_rows,
+)
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling._structure import Term
 from dpcvx.modeling.declaration import Declaration
@@ -837,16 +843,26 @@ def _stable_rows(
     if out is None:
         return None
     fy, err, s, s_abs = out
+    live = None  # given duals: every row of g - s may be nonzero
     if g is None:
         nrm = row_norms(s)[:, None]
-        g = s * np.minimum(1.0, C / np.maximum(nrm * (1 + (d + 8) * _EPS), 1e-300))
+        factor = np.minimum(1.0, C / np.maximum(nrm * (1 + (d + 8) * _EPS), 1e-300))
+        g = s * factor
+        live = clipped_rows(factor)
     g = np.asarray(g, float)
     single = pts.ndim == 1
     P = np.broadcast_to(pts, (n, d))
-    v = g - s
-    support = decl.domain.support(v, hints=P)
-    inner = v @ pts if single else np.einsum("nd,nd->n", v, P)
-    abs_inner = np.abs(v) @ np.abs(pts) if single else np.einsum("nd,nd->n", np.abs(v), np.abs(P))
+    support = support_rows(decl.domain, g, s, P, live)
+    # <v, y> and <|v|, |y|> for v = g - s: zero on the rows where v is (y is finite)
+    inner, abs_inner = np.zeros(n), np.zeros(n)
+    v, Pl = (g - s, P) if live is None else (g[live] - s[live], P[live])
+    rows = slice(None) if live is None else live
+    if v.shape[0]:
+        inner[rows] = v @ pts if single else np.einsum("nd,nd->n", v, Pl)
+        abs_v = np.abs(v)
+        abs_inner[rows] = (
+            abs_v @ np.abs(pts) if single else np.einsum("nd,nd->n", abs_v, np.abs(Pl))
+        )
     reach_y = np.abs(np.asarray(decl.domain.center, float)) + float(decl.domain.radius)
     # <v, y> in float, and v = g - s rounded: sigma moves by at most |dv| max_W |y|
     sup_gap = support - inner + 4 * (d + 2) * _EPS * (abs_inner + (np.abs(g) + np.abs(s)) @ reach_y)

@@ -150,3 +150,42 @@ def test_a_moved_row_that_overflows_at_the_point_raises_nothing():
     rows = stable._stable_rows(decl, Y, None, thetas, point, 1.0, rad)
     assert sums is not None and rows is not None
     np.testing.assert_allclose(sums.total, float(np.sum(rows[0])), rtol=1e-9)
+
+
+def _domains(d: int):
+    w = cp.Variable(d)
+    return {
+        "ball": [cp.norm(w - 0.1, 2) <= 2.0],
+        "box": [w >= -1.0, w <= 0.5],
+        "l1": [cp.norm(w, 1) <= 1.5],
+        "generic": [cp.norm(w, 2) <= 2.0, w[0] >= -0.5],
+    }, w
+
+
+@pytest.mark.parametrize("kind", ["ball", "box", "l1", "generic"])
+def test_the_support_on_clipped_rows_only_is_the_whole_one(kind):
+    """``g - s`` is nonzero only on the rows the C-ball clipped (``g = factor s``): the
+    support function computed on those rows alone, the others given a zero row's value, is
+    the one computed on every row, a NaN row included. Negative control: a clipped row left
+    out of the list changes the result."""
+    from dpcvx.certification._rows import clipped_rows, support_rows
+    from dpcvx.modeling.domains import Domain, row_norms
+
+    d, n = 6, 400
+    spellings, w = _domains(d)
+    dom = Domain(w, spellings[kind])
+    rng = np.random.default_rng(1)
+    s = rng.normal(size=(n, d)) * rng.choice([0.1, 3.0], size=(n, 1))
+    s[7] = np.nan
+    factor = np.minimum(1.0, 1.0 / np.maximum(row_norms(s)[:, None], 1e-300))
+    g = s * factor
+    hints = np.broadcast_to(dom.make_feasible(np.zeros(d)), (n, d))
+    live = clipped_rows(factor)
+    assert live is not None and 7 in live and 0 < live.size < n
+    want = dom.support(g - s, hints=hints)
+    got = support_rows(dom, g, s, hints, live)
+    assert np.isnan(got[7]) and np.isnan(want[7])
+    keep = np.arange(n) != 7
+    np.testing.assert_allclose(got[keep], want[keep], rtol=1e-13, atol=0)
+    wrong = support_rows(dom, g, s, hints, live[live != live[-1]])
+    assert not np.allclose(wrong[keep], want[keep], rtol=1e-13, atol=0)
