@@ -600,20 +600,26 @@ def test_examples_at_a_kink_on_the_sphere_do_not_cycle_the_rounds(seed):
     assert sol.solver_stats["solver"] == ARROWHEAD
     assert sol.gap <= 3e-10
     if seed == 4:
-        n, d = X.shape
-        v = cp.Variable(d)
-        Yc = cp.Variable((n, d))
-        z = cp.sum(cp.multiply(X, Yc), axis=1)
-        obj = (
-            cp.sum(cp.pos(1 - cp.multiply(Y, z))) / n
-            + cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
-            + 0.05 / 2 * cp.sum_squares(v)
-        )
-        cons = [cp.norm(Yc, 2, axis=1) <= 1, cp.norm(v) <= 1]
-        ref = cp.Problem(cp.Minimize(obj), cons)
-        ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
-        tol = 1e-8 * (1 + abs(ref.value))
-        assert sol.lower - tol <= ref.value <= sol.upper + tol
+        ref = _unit_ball_hinge_reference(X, Y, 0.05)
+        tol = 1e-8 * (1 + abs(ref))
+        assert sol.lower - tol <= ref <= sol.upper + tol
+
+
+def _unit_ball_hinge_reference(X, Y, lam):
+    """The optimum of the hinge's extension ERM (C = 1) in the unit ball: the joint program
+    of paper 000's Lemma 2.7 by CVXPY."""
+    n, d = X.shape
+    v = cp.Variable(d)
+    Yc = cp.Variable((n, d))
+    z = cp.sum(cp.multiply(X, Yc), axis=1)
+    obj = (
+        cp.sum(cp.pos(1 - cp.multiply(Y, z))) / n
+        + cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
+        + lam / 2 * cp.sum_squares(v)
+    )
+    ref = cp.Problem(cp.Minimize(obj), [cp.norm(Yc, 2, axis=1) <= 1, cp.norm(v) <= 1])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    return float(ref.value)
 
 
 def test_a_large_sphere_case_certifies_on_the_arrowhead_path():
@@ -655,18 +661,9 @@ def test_a_hopeless_first_round_is_not_certified(monkeypatch):
     assert sol.solver_stats["solver"] == ARROWHEAD
     assert sol.gap <= 3e-10
     assert judged == [2]
-    v = cp.Variable(d)
-    Yc = cp.Variable((n, d))
-    z = cp.sum(cp.multiply(X, Yc), axis=1)
-    obj = (
-        cp.sum(cp.pos(1 - cp.multiply(Y, z))) / n
-        + cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
-        + lam / 2 * cp.sum_squares(v)
-    )
-    ref = cp.Problem(cp.Minimize(obj), [cp.norm(Yc, 2, axis=1) <= 1, cp.norm(v) <= 1])
-    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
-    tol = 1e-8 * (1 + abs(ref.value))
-    assert sol.lower - tol <= ref.value <= sol.upper + tol
+    ref = _unit_ball_hinge_reference(X, Y, lam)
+    tol = 1e-8 * (1 + abs(ref))
+    assert sol.lower - tol <= ref <= sol.upper + tol
 
 
 def _small_box_reference(whole_i, X, C, lo, hi):
