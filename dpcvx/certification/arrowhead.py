@@ -115,13 +115,13 @@ class _Term:
                 for j in range(m)
                 for i in range(j + 1, m)
             )
-            return gram(self.base, np.asarray(weight) / total)
+            return _upper_gram(self.base, np.asarray(weight) / total)
         if self.base is not None:
             c = self.coefs
             weight = sum(
                 (c[j] - c[i]) ** 2 * D[:, j] * D[:, i] for j in range(m) for i in range(j + 1, m)
             )
-            return gram(self.base, np.asarray(weight) / total)
+            return _upper_gram(self.base, np.asarray(weight) / total)
         H = np.zeros((d, d))
         for j in range(m):
             for i in range(j + 1, m):
@@ -959,7 +959,27 @@ def arrowhead_ipm(
     multipliers per term ``(N, m)`` and the number of steps. With ``bounds`` the domain's
     constraints are part of the program (the point may then sit on its boundary). ``quad``
     ``(Q, q)`` adds ``w^T Q w / 2 + q^T w`` to the objective (``Q`` positive semidefinite):
-    it joins the Schur complement as it is."""
+    it joins the Schur complement as it is.
+
+    Division by zero and invalid operations raise no floating-point warning inside the
+    method (a slack that underflows to zero, a non-finite iterate): the step-length rule
+    skips the ``0 / 0`` of an entry that does not move, and a non-finite iterate ends the
+    method, whose point only goes to the certificate."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _mehrotra(model, lam, w0, start, tol, max_iter, bounds, quad)
+
+
+def _mehrotra(
+    model: PiecewiseModel,
+    lam: float,
+    w0: np.ndarray,
+    start: np.ndarray,
+    tol: float,
+    max_iter: int,
+    bounds: Bounds | None,
+    quad: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[np.ndarray, list[np.ndarray], int]:
+    """:func:`arrowhead_ipm`'s steps."""
     d = model.d
     w = np.array(start, float) if bounds is None else bounds.interior(np.array(start, float))
     empty = np.zeros(0)
@@ -1112,13 +1132,36 @@ def _max_step(st: _State, parts: list[tuple]) -> float:
     # min over dx < 0 of x / -dx, as -1 / min(dx / x) (x > 0): one division and one
     # reduction per array (masks and gathers cost several passes over n elements); fmin skips
     # the 0/0 of an entry at zero that does not move
+    # (inside arrowhead_ipm's floating-point context: the 0 / 0 warns nothing)
     low = -1.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for (_, ds, dmu), s, mu in zip(parts, st.s + [st.sd], st.mu + [st.nu]):
-            for x, dx in ((s, ds), (mu, dmu)):
-                if dx.size:
-                    low = min(low, float(np.fmin.reduce((dx / x).ravel())))
+    for (_, ds, dmu), s, mu in zip(parts, st.s + [st.sd], st.mu + [st.nu]):
+        for x, dx in ((s, ds), (mu, dmu)):
+            if dx.size:
+                low = min(low, float(np.fmin.reduce((dx / x).ravel())))
     return 1.0 if not low < -1.0 else -1.0 / low
+
+
+def _upper_gram(A: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The upper triangle of ``A^T diag(c) A`` (the strictly lower part zero) for weights
+    ``c >= 0``: all the Cholesky factor of :func:`arrowhead_ipm` reads (``dpotrf`` with
+    ``lower=0``), so the same factor as from the whole matrix, by one symmetric rank-k
+    update per row chunk without mirroring (on a small block that mirroring cost twice the
+    update). Weights that are not all nonnegative (NaN included) take the whole product."""
+    if not np.all(c >= 0):
+        return gram(A, c)
+    from scipy.linalg.blas import dsyrk
+
+    n, d = A.shape
+    H = np.zeros((d, d))
+    step = max(1, _GRAM_ENTRIES // max(d, 1))
+    for start in range(0, n, step):
+        B = A[start : start + step] * np.sqrt(c[start : start + step])[:, None]
+        H += dsyrk(1.0, B.T, trans=0, lower=0)  # C order: its transpose is a Fortran view
+    return H
+
+
+#: rows times columns of one chunk of :func:`_upper_gram`
+_GRAM_ENTRIES = 1 << 18
 
 
 def _pair_gram(

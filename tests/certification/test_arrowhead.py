@@ -136,6 +136,61 @@ def test_row_chunks_give_the_unchunked_method(monkeypatch, loss):
     assert sol.solver_stats["solver"] == ARROWHEAD and sol.gap <= 1e-9
 
 
+def test_the_schur_complement_upper_triangle_gives_the_same_factor():
+    """The Schur complement's rank-k updates fill only its upper triangle, all the Cholesky
+    factor (``lower=0``) reads: the same triangle as the mirrored product (bitwise: the same
+    updates in the same order), hence the same factor. Weights with a NaN take the whole
+    product, as before. Negative control: a wrong triangle gives another factor."""
+    import dpcvx.certification.arrowhead as ah
+    from dpcvx.modeling.smooth import gram
+
+    rng = np.random.default_rng(3)
+    for n in (7, 140, 40_000):  # one chunk, and several of 2^18 entries
+        A = rng.normal(size=(n, D))
+        c = rng.random(n)
+        upper, full = ah._upper_gram(A, c), gram(A, c)
+        assert np.array_equal(np.triu(upper), np.triu(full))
+        assert not np.any(np.tril(upper, -1))
+        H = full + np.eye(D)
+        assert np.array_equal(
+            np.triu(ah._cho_factor(upper + np.eye(D))), np.triu(ah._cho_factor(H))
+        )
+        wrong = upper + np.eye(D)
+        wrong[0, 1] += 1e-3
+        assert not np.array_equal(np.triu(ah._cho_factor(wrong)), np.triu(ah._cho_factor(H)))
+    c[3] = np.nan
+    assert np.array_equal(ah._upper_gram(A, c), gram(A, c), equal_nan=True)
+
+
+def test_a_non_finite_offset_ends_the_method_without_a_warning():
+    """A non-finite iterate (here from an infinite offset of one element, whose slack starts
+    as ``inf - inf``) ends the method; under warnings raised as errors, its divisions by zero
+    and invalid operations raise nothing (they raised, and the rung failed before the
+    certificate could judge anything)."""
+    import dataclasses
+    import warnings
+
+    import dpcvx.certification.arrowhead as ah
+    from dpcvx.certification.solve import _bounds
+
+    X, Y, _ = _data(1)
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    decl = Declaration(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w, 2) <= 0.5])
+    model = ah.piecewise_model(decl)
+    (term,) = model.terms
+    b = [v.copy() for v in term.b]
+    b[1][5] = np.inf
+    broken = ah.PiecewiseModel(
+        model.n, model.d, (dataclasses.replace(term, b=tuple(b)),), model.linear, model.kinds
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        point, _, steps = ah.arrowhead_ipm(
+            broken, LAM, np.zeros(D), np.zeros(D), tol=1e-12, bounds=_bounds(decl.domain, None)
+        )
+    assert steps == 1 and point.shape == (D,)
+
+
 def test_a_data_array_with_a_zero_where_the_jacobian_peaks_warns_nothing():
     """Matching a piece to the declaration's arrays divides at the piece's largest entry: an
     unrelated array of the same size with a zero there must not warn (a warning that depends
