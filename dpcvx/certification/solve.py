@@ -1163,7 +1163,9 @@ def _ball_rounds(
     at ``x`` (a proximal Newton step: the others keep their exact relaxed form). The
     certificate is skipped while the change in the slopes since the last solve, ``Delta``
     (the exact slopes at ``x`` less the solve's, of the examples it modelled or that moved
-    since), predicts a gap above the target (:func:`_predicted_gap`). Up to
+    since), predicts a gap above the target (:func:`_predicted_gap`), but for a point the
+    rounds came back to, the last round, a point from a solve that gave examples pieces of
+    their own, and, on a box, a round with such pieces for the next solve. Up to
     :data:`BALL_ROUNDS` rounds; then the last certificate (or its error) goes to the ladder,
     and the joint program takes over. The rounds only move the point the certificate judges."""
     import time
@@ -1200,8 +1202,12 @@ def _ball_rounds(
         visited = (visited + [x])[-4:]
         # after a solve that gave examples pieces of their own, every round is judged: those
         # pieces hold the point on W's boundary, and only a certificate shows when to take
-        # them back (before such a solve, a hopeless round is not: nothing held its point)
-        if not hopeless or revisit or rounds == BALL_ROUNDS or rounds_of.held:
+        # them back. Before such a solve nothing held the point, and in a ball a hopeless
+        # round is not judged (that certificate missed every time); on a box's faces the
+        # slopes overestimate the gap, and such a round is (it met the target in a sixth of
+        # random box cases)
+        boxed = isinstance(rounds_of.region, BoxRegion) and fix.own.size > 0
+        if not hopeless or revisit or rounds == BALL_ROUNDS or rounds_of.held or boxed:
             stats = dict(
                 stats, iterations=steps, ball_rounds=rounds, seconds=time.perf_counter() - start
             )

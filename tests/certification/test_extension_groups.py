@@ -158,11 +158,13 @@ def _domains(d: int):
         "ball": [cp.norm(w - 0.1, 2) <= 2.0],
         "box": [w >= -1.0, w <= 0.5],
         "l1": [cp.norm(w, 1) <= 1.5],
+        "simplex": [w >= 0, cp.sum(w) == 1.0],
         "generic": [cp.norm(w, 2) <= 2.0, w[0] >= -0.5],
+        "localized": [cp.norm(w, 2) <= 2.0],
     }, w
 
 
-@pytest.mark.parametrize("kind", ["ball", "box", "l1", "generic"])
+@pytest.mark.parametrize("kind", ["ball", "box", "l1", "simplex", "generic", "localized"])
 def test_the_support_on_clipped_rows_only_is_the_whole_one(kind):
     """``g - s`` is nonzero only on the rows the C-ball clipped (``g = factor s``): the
     support function computed on those rows alone, the others given a zero row's value, is
@@ -174,6 +176,10 @@ def test_the_support_on_clipped_rows_only_is_the_whole_one(kind):
     d, n = 6, 400
     spellings, w = _domains(d)
     dom = Domain(w, spellings[kind])
+    if kind == "localized":
+        from dpcvx.modeling.localized import LocalizedDomain
+
+        dom = LocalizedDomain(dom, np.full(d, 0.2), 0.5)
     rng = np.random.default_rng(1)
     s = rng.normal(size=(n, d)) * rng.choice([0.1, 3.0], size=(n, 1))
     s[7] = np.nan
@@ -189,3 +195,38 @@ def test_the_support_on_clipped_rows_only_is_the_whole_one(kind):
     np.testing.assert_allclose(got[keep], want[keep], rtol=1e-13, atol=0)
     wrong = support_rows(dom, g, s, hints, live[live != live[-1]])
     assert not np.allclose(wrong[keep], want[keep], rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize(("loss", "C"), [("huber", 0.5), ("logistic", 0.5)])
+def test_bounds_on_clipped_rows_only_are_those_on_every_row(monkeypatch, loss, C):
+    """The value bounds and the stable sums with the support function (and, for the stable
+    gap, the inner products with the copies) on the clipped rows only are those computed on
+    every row, to rounding (the inner products sum in another order). The case clips part
+    of the rows (a proper subset: the path under test runs)."""
+    from dpcvx.certification import _rows, stable
+
+    decl, relaxed, point = _case(loss, 3000, 8, C)
+    thetas = relaxed.model.multipliers(point)
+    Y = relaxed.copies(point)
+    seen = []
+    clipped = _rows.clipped_rows
+
+    def spy(factor):
+        out = clipped(factor)
+        seen.append(None if out is None else out.size / np.size(factor))
+        return out
+
+    monkeypatch.setattr(ext, "clipped_rows", spy)
+    monkeypatch.setattr(stable, "clipped_rows", spy)
+    got = ext.extension_bounds(decl, None, point, None, point, C, thetas=thetas, copies=Y)
+    got_s = stable.stable_extension_sums(decl, Y, None, thetas, point, C=C, radius=1e-3)
+    assert any(share is not None and 0 < share < 1 for share in seen)
+    monkeypatch.setattr(ext, "clipped_rows", lambda factor: None)
+    monkeypatch.setattr(stable, "clipped_rows", lambda factor: None)
+    want = ext.extension_bounds(decl, None, point, None, point, C, thetas=thetas, copies=Y)
+    want_s = stable.stable_extension_sums(decl, Y, None, thetas, point, C=C, radius=1e-3)
+    _check_same(got, want)
+    assert got_s.total == pytest.approx(want_s.total, rel=1e-13)
+    np.testing.assert_allclose(
+        np.asarray(got_s.slope, float), np.asarray(want_s.slope, float), rtol=1e-13, atol=1e-15
+    )
