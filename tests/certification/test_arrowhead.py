@@ -721,6 +721,46 @@ def test_a_hopeless_first_round_is_not_certified(monkeypatch):
     assert sol.lower - tol <= ref <= sol.upper + tol
 
 
+def test_a_first_round_on_a_box_with_boundary_pieces_is_certified(monkeypatch):
+    """On a box's faces the slopes overestimate the gap: with boundary pieces for the next
+    solve, a first round that looks hopeless is certified all the same, and here it meets
+    the target at once (one round, one certificate; skipped, it took a second round). Its
+    bracket holds the joint program's optimum (CVXPY)."""
+    import dpcvx.certification.solve as solve_module
+
+    rng = np.random.default_rng(1276)
+    n, d = int(rng.integers(300, 5001)), int(rng.integers(3, 21))
+    lam = float(rng.uniform(0.01, 0.05))
+    X = rng.standard_t(5, size=(n, d)) * np.sqrt(3 / (5 * d))
+    Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.abs(w) <= 0.05])
+    judged = []
+    certify = solve_module._certify_point
+
+    def counted(*args, **kwargs):
+        judged.append(args[5].get("ball_rounds"))
+        return certify(*args, **kwargs)
+
+    monkeypatch.setattr(solve_module, "_certify_point", counted)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    assert sol.solver_stats["solver"] == ARROWHEAD
+    assert sol.gap <= 3e-10
+    assert judged == [1]
+    v = cp.Variable(d)
+    Yc = cp.Variable((n, d))
+    z = cp.sum(cp.multiply(X, Yc), axis=1)
+    obj = (
+        cp.sum(cp.pos(1 - cp.multiply(Y, z))) / n
+        + cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
+        + lam / 2 * cp.sum_squares(v)
+    )
+    ref = cp.Problem(cp.Minimize(obj), [cp.abs(Yc) <= 0.05, cp.abs(v) <= 0.05])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    tol = 1e-8 * (1 + abs(ref.value))
+    assert sol.lower - tol <= ref.value <= sol.upper + tol
+
+
 def _small_box_reference(whole_i, X, C, lo, hi):
     """The joint program of Lemma 2.7 with every copy in the box ``[lo, hi]`` (CVXPY)."""
     n, d = X.shape
