@@ -660,9 +660,9 @@ def test_examples_at_a_kink_on_the_sphere_do_not_cycle_the_rounds(seed):
         assert sol.lower - tol <= ref <= sol.upper + tol
 
 
-def _unit_ball_hinge_reference(X, Y, lam):
-    """The optimum of the hinge's extension ERM (C = 1) in the unit ball: the joint program
-    of paper 000's Lemma 2.7 by CVXPY."""
+def _unit_ball_hinge_reference(X, Y, lam, box=None):
+    """The optimum of the hinge's extension ERM (C = 1) in the unit ball, or in the box
+    ``|w| <= box``: the joint program of paper 000's Lemma 2.7 by CVXPY."""
     n, d = X.shape
     v = cp.Variable(d)
     Yc = cp.Variable((n, d))
@@ -672,9 +672,42 @@ def _unit_ball_hinge_reference(X, Y, lam):
         + cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
         + lam / 2 * cp.sum_squares(v)
     )
-    ref = cp.Problem(cp.Minimize(obj), [cp.norm(Yc, 2, axis=1) <= 1, cp.norm(v) <= 1])
+    if box is None:
+        cons = [cp.norm(Yc, 2, axis=1) <= 1, cp.norm(v) <= 1]
+    else:
+        cons = [cp.abs(Yc) <= box, cp.abs(v) <= box]
+    ref = cp.Problem(cp.Minimize(obj), cons)
     ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
     return float(ref.value)
+
+
+def _t_hinge(rng, n, d, box=None):
+    """A hinge on Student-t features (5 degrees of freedom, ``E||x||^2 = 1``) in the unit
+    ball, or in the box ``|w| <= box``: the problem, features and labels."""
+    X = rng.standard_t(5.0, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
+    Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    domain = [cp.norm(w) <= 1] if box is None else [cp.abs(w) <= box]
+    return dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, domain), X, Y
+
+
+def _judged_rounds(monkeypatch, problem, lam):
+    """The extension's certified solve (C = 1, target 3e-10) and the rounds whose point was
+    certified."""
+    import dpcvx.certification.solve as solve_module
+
+    judged = []
+    certify = solve_module._certify_point
+
+    def counted(*args, **kwargs):
+        judged.append(args[5].get("ball_rounds"))
+        return certify(*args, **kwargs)
+
+    monkeypatch.setattr(solve_module, "_certify_point", counted)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    assert sol.solver_stats["solver"] == ARROWHEAD
+    assert sol.gap <= 3e-10
+    return sol, judged
 
 
 def test_a_large_sphere_case_certifies_on_the_arrowhead_path():
@@ -696,29 +729,12 @@ def test_a_hopeless_first_round_is_not_certified(monkeypatch):
     certified (that certificate missed the target every time, a quarter of the extension's
     time at n = 1e5): one certificate in all, at the second round's point, whose bracket
     holds the joint program's optimum (CVXPY)."""
-    import dpcvx.certification.solve as solve_module
-
-    n, d, lam = 1000, 5, 0.01
-    rng = np.random.default_rng(0)
-    X = rng.standard_t(5.0, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
-    Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
-    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
-    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w) <= 1])
-    judged = []
-    certify = solve_module._certify_point
-
-    def counted(*args, **kwargs):
-        judged.append(args[5].get("ball_rounds"))
-        return certify(*args, **kwargs)
-
-    monkeypatch.setattr(solve_module, "_certify_point", counted)
-    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
-    assert sol.solver_stats["solver"] == ARROWHEAD
-    assert sol.gap <= 3e-10
+    lam = 0.01
+    problem, X, Y = _t_hinge(np.random.default_rng(0), 1000, 5)
+    sol, judged = _judged_rounds(monkeypatch, problem, lam)
     assert judged == [2]
     ref = _unit_ball_hinge_reference(X, Y, lam)
-    tol = 1e-8 * (1 + abs(ref))
-    assert sol.lower - tol <= ref <= sol.upper + tol
+    assert sol.lower - 1e-8 * (1 + abs(ref)) <= ref <= sol.upper + 1e-8 * (1 + abs(ref))
 
 
 def test_a_first_round_on_a_box_with_boundary_pieces_is_certified(monkeypatch):
@@ -726,39 +742,14 @@ def test_a_first_round_on_a_box_with_boundary_pieces_is_certified(monkeypatch):
     solve, a first round that looks hopeless is certified all the same, and here it meets
     the target at once (one round, one certificate; skipped, it took a second round). Its
     bracket holds the joint program's optimum (CVXPY)."""
-    import dpcvx.certification.solve as solve_module
-
-    rng = np.random.default_rng(1276)
+    rng = np.random.default_rng(1276)  # n = 2695, d = 4 (a case of a random sweep)
     n, d = int(rng.integers(300, 5001)), int(rng.integers(3, 21))
     lam = float(rng.uniform(0.01, 0.05))
-    X = rng.standard_t(5, size=(n, d)) * np.sqrt(3 / (5 * d))
-    Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
-    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
-    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.abs(w) <= 0.05])
-    judged = []
-    certify = solve_module._certify_point
-
-    def counted(*args, **kwargs):
-        judged.append(args[5].get("ball_rounds"))
-        return certify(*args, **kwargs)
-
-    monkeypatch.setattr(solve_module, "_certify_point", counted)
-    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
-    assert sol.solver_stats["solver"] == ARROWHEAD
-    assert sol.gap <= 3e-10
+    problem, X, Y = _t_hinge(rng, n, d, box=0.05)
+    sol, judged = _judged_rounds(monkeypatch, problem, lam)
     assert judged == [1]
-    v = cp.Variable(d)
-    Yc = cp.Variable((n, d))
-    z = cp.sum(cp.multiply(X, Yc), axis=1)
-    obj = (
-        cp.sum(cp.pos(1 - cp.multiply(Y, z))) / n
-        + cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
-        + lam / 2 * cp.sum_squares(v)
-    )
-    ref = cp.Problem(cp.Minimize(obj), [cp.abs(Yc) <= 0.05, cp.abs(v) <= 0.05])
-    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
-    tol = 1e-8 * (1 + abs(ref.value))
-    assert sol.lower - tol <= ref.value <= sol.upper + tol
+    ref = _unit_ball_hinge_reference(X, Y, lam, box=0.05)
+    assert sol.lower - 1e-8 * (1 + abs(ref)) <= ref <= sol.upper + 1e-8 * (1 + abs(ref))
 
 
 def _small_box_reference(whole_i, X, C, lo, hi):
