@@ -50,7 +50,8 @@ __all__ = [
     "piecewise_model",
 ]
 
-#: the method stops after this many steps without improving its merit
+#: the method stops after this many steps that improve neither on its best merit nor on the
+#: last step's
 STALL = 5
 #: the most pieces one element may have here (the Schur complement takes m (m - 1) / 2 updates)
 MAX_PIECES = 4
@@ -1001,6 +1002,7 @@ def _mehrotra(
         st.nu = np.full(st.sd.size, max(lam, 1e-3))
     count = sum(s.size for s in st.s) + st.sd.size
     best: tuple[float, np.ndarray, list[np.ndarray]] | None = None
+    last_merit = np.inf
     stalled = 0
     steps = 0
     for steps in range(1, max_iter + 1):  # noqa: B007 - returned
@@ -1030,14 +1032,18 @@ def _mehrotra(
         if not np.isfinite(comp + infeas):
             break
         # the best iterate so far is kept: near the limits of floating point the steps can
-        # stall or drift, and then the method stops (after STALL steps without improving)
-        # and returns the best one
+        # stall or drift, and then the method stops (after STALL steps that improve neither
+        # on the best merit nor on the last step's) and returns the best one. A step that
+        # improves on the last one is progress even above the best: the first steps of a
+        # curved domain (a ball) can leave its linearization's residual above the start's
+        # merit for several steps while it falls, and stopping there returned the start
         merit = comp / scale + infeas
         if best is None or merit < best[0]:
             stalled = 0
             best = (merit, st.w.copy(), [mu.copy() for mu in st.mu])
-        else:
+        elif not merit < last_merit:
             stalled += 1
+        last_merit = merit
         if (comp <= tol * scale and infeas <= tol) or stalled >= STALL:
             break
         # the Schur complement, formed once per step
