@@ -58,6 +58,9 @@ _FLOOR = 1e-4
 #: this many safeguarded Newton's steps (quadratic convergence where the objective is smooth,
 #: bisection where it is not)
 _BISECT = 12
+#: a copy this near ``w`` (relative to W's size) is taken as ``w`` itself; the bound at ``w``
+#: differs from the one at the copy by at most about ``(C + |h'|) AT_W`` per example
+AT_W = 1e-9
 _NEWTON = 60
 
 
@@ -340,8 +343,10 @@ def ball_extension(
     with np.errstate(divide="ignore", invalid="ignore"):
         shrink = np.where(on_sphere, r / np.where(p > 0, p, 1.0), 1.0)
     Y = c[None, :] + (t - gam)[:, None] * u + shrink[:, None] * v
-    # a copy within rounding of w is w itself (an example the extension leaves alone)
-    at_w = row_norms(w[None, :] - Y) <= 1e-12 * (1.0 + R + float(np.abs(w).max()))
+    # a copy within AT_W of W's size of w is w itself: where the kink of D at u^T w holds
+    # the copy but the probes beside it missed it, the steps only creep up to it, and the
+    # direction of w - y from a leftover of a few 1e-12 is that leftover's, not the dual's
+    at_w = row_norms(w[None, :] - Y) <= AT_W * (1.0 + R + float(np.abs(w).max()))
     Y[at_w] = w
     diff = w[None, :] - Y
     D = row_norms(diff)

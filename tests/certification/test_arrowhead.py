@@ -758,6 +758,23 @@ def test_the_method_does_not_stop_while_the_balls_residual_falls():
     assert sol.lower - 1e-8 * (1 + abs(ref)) <= ref <= sol.upper + 1e-8 * (1 + abs(ref))
 
 
+def test_a_copy_a_few_ulps_from_w_is_taken_as_w(monkeypatch):
+    """A few examples' copies sit at ``w`` on the sphere (the kink of their distance to
+    ``w``), where the probes beside the kink missed it and the steps crept up to within
+    3e-12 to 8e-11 of ``w``. Their dual then took the direction of that leftover: each
+    example's own gap reached 1e-3, the rounds took their boundary pieces back and ended in
+    the joint program. Such a copy is now ``w`` itself: two rounds and one certificate, on
+    the arrowhead path, its bracket holding the joint program's optimum (CVXPY)."""
+    rng = np.random.default_rng(1123)  # n = 1528, d = 9 (a case of a random sweep)
+    n, d = int(rng.integers(300, 5001)), int(rng.integers(3, 21))
+    lam = float(rng.uniform(0.01, 0.05))
+    problem, X, Y = _t_hinge(rng, n, d)
+    sol, judged = _judged_rounds(monkeypatch, problem, lam)
+    assert judged == [2]
+    ref = _unit_ball_hinge_reference(X, Y, lam)
+    assert sol.lower - 1e-8 * (1 + abs(ref)) <= ref <= sol.upper + 1e-8 * (1 + abs(ref))
+
+
 def test_a_first_round_on_a_box_with_boundary_pieces_is_certified(monkeypatch):
     """On a box's faces the slopes overestimate the gap: with boundary pieces for the next
     solve, a first round that looks hopeless is certified all the same, and here it meets
