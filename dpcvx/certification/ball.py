@@ -58,10 +58,10 @@ _FLOOR = 1e-4
 #: this many safeguarded Newton's steps (quadratic convergence where the objective is smooth,
 #: bisection where it is not)
 _BISECT = 12
+_NEWTON = 60
 #: a copy this near ``w`` (relative to W's size) is taken as ``w`` itself; the bound at ``w``
 #: differs from the one at the copy by at most about ``(C + |h'|) AT_W`` per example
 AT_W = 1e-9
-_NEWTON = 60
 
 
 @dataclass(frozen=True, slots=True)

@@ -1093,9 +1093,9 @@ class _SmoothRounds:
         return smooth_copies_in(self.relaxed, self.C, x, self.region, self.out, copies)
 
     def exact_fix(self, x: np.ndarray) -> BallCopies | None:
-        """:meth:`fix` at ``x``, the rounds' state untouched (the smooth slopes are the loss's
-        own derivatives already)."""
-        return smooth_copies_in(self.relaxed, self.C, x, self.region, self.out)
+        """:meth:`fix` at ``x``, which leaves the rounds' state untouched (the smooth slopes
+        are the loss's own derivatives already)."""
+        return self.fix(x)
 
     def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
         return self.relaxed.copies(x), self.relaxed.model.multipliers(x)
@@ -1318,9 +1318,11 @@ def _balanced_rounds(
     if first is None:
         return None
     best, grad, at = first
+    if not isinstance(region, BoxRegion):  # pragma: no cover - balanced duals need a box
+        return best
     length, misses = 1.0, 0
     for step in range(1, FACE_STEPS + 1):
-        if _meets(best, accuracy) or misses == 2 or not isinstance(region, BoxRegion):
+        if _meets(best, accuracy) or misses == 2:
             break
         try:
             with np.errstate(all="ignore"):
