@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcvx.certification.ball import BallCopies, BallRegion, Pieces1D, dual_at_w
+from dpcvx.certification.ball import KINK, BallCopies, BallRegion, Pieces1D, dual_at_w
 from dpcvx.certification.box import BoxRegion
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
@@ -559,6 +559,50 @@ class ExtensionPieces:
             new_beta[lost] = np.stack([bj[kept] for bj in term.b], axis=1) * self.weight
         return new_sigma, new_beta
 
+    def kink_range(
+        self, w: np.ndarray, rows: np.ndarray, region: BallRegion | BoxRegion
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per example of ``rows`` (copies at ``w``), the slopes ``gamma`` along ``u`` that are
+        both the loss's own at ``w`` (its pieces active there to :data:`KINK` of its scale)
+        and a dual that fits in the C-ball once W's normal cone at ``w`` cancels what it can
+        of ``gamma u`` (``|gamma| <= C / sqrt(1 - |P|^2)``, as :meth:`boundary_pieces`): the
+        least and the largest. Empty where ``lo > hi``."""
+        u = self.u[rows]
+        lo, hi = Pieces1D(self.sigma[rows], self.beta[rows]).subdifferential(u @ w, KINK)
+        for positive in (False, True):
+            P = region.cancellable(u, w, positive)
+            room = np.sqrt(np.maximum(1.0 - np.einsum("kd,kd->k", P, P), 0.0))
+            with np.errstate(divide="ignore"):  # within balanced_duals' margin of the ball
+                reach = np.where(room > 0, self.C * (1 - 128 * _EPS) / room, np.inf)
+            if positive:
+                hi = np.minimum(hi, reach)
+            else:
+                lo = np.maximum(lo, -reach)
+        return lo, hi
+
+    def with_slopes(self, thetas: list, w: np.ndarray, rows: np.ndarray, gamma: np.ndarray):
+        """``thetas`` (as :meth:`copies` gives them) with the multipliers of the examples
+        ``rows`` (copies at ``w``) set to the pair of their pieces with slope ``gamma`` along
+        ``u`` and the least deficiency at ``w``."""
+        weights = np.zeros(self.sigma.shape)
+        weights[rows] = _pair_weights(self.sigma[rows], self.beta[rows], gamma, self.u[rows] @ w)
+        fresh = self.source.multipliers([weights * self.model.terms[0].c])
+        out: list = []
+        for old, new in zip(thetas, fresh):
+            if old is None or new is None:
+                out.append(old)
+                continue
+            args = []
+            for a_old, a_new in zip(old, new):
+                if a_old is None or a_new is None:
+                    args.append(a_old)
+                    continue
+                a = np.array(a_old, float, copy=True)
+                a[rows] = a_new[rows]
+                args.append(a)
+            out.append(args)
+        return out
+
     def without(
         self, rows: np.ndarray, own: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     ) -> PiecewiseModel:
@@ -610,9 +654,7 @@ def _conjugate_pair(
     return best, np.stack([bj, bl], axis=1), blam
 
 
-#: a copy at ``w`` whose loss is within this fraction of its scale of a kink keeps the
-#: method's split of the slopes there (:meth:`ExtensionPieces.copies_in`, ``exact_own``)
-KINK = 1e-8
+_EPS = float(np.finfo(float).eps)
 
 
 def _pair_weights(

@@ -62,6 +62,11 @@ _NEWTON = 60
 #: a copy this near ``w`` (relative to W's size) is taken as ``w`` itself; the bound at ``w``
 #: differs from the one at the copy by at most about ``(C + |h'|) AT_W`` per example
 AT_W = 1e-9
+#: a copy at ``w`` whose loss is within this fraction of its scale of a kink keeps the
+#: method's split of the slopes there (:meth:`ExtensionPieces.copies_in
+#: <dpcvx.certification.arrowhead.ExtensionPieces.copies_in>`, ``exact_own``); in a box, a
+#: copy within :data:`AT_W` of ``w`` at such a kink is ``w`` itself
+KINK = 1e-8
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpcvx.certification.ball import envelope, model_at, settle_slopes
+from dpcvx.certification.ball import AT_W, KINK, Pieces1D, envelope, model_at, settle_slopes
 from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import gram
 
@@ -146,6 +146,17 @@ def box_extension(
     v_r = np.nan_to_num(line.value(t_r), nan=np.inf) + C * D_r
     mu = np.where(~at_w & (v_r < v_l), right, mu)
     Y, t, D, diff = _path(u, w, lo, hi, mu)
+    # a copy within AT_W of W's size of w that sits at a kink of h (to KINK) is w itself:
+    # w is at that kink (to rounding), where the slope of h is any in the subdifferential,
+    # not the one that a move of a few 1e-13 gives its dual (C along the move). A copy that
+    # moves that little off a kink keeps its move: its direction is exact (-mu u on the
+    # free coordinates), and its dual is the extension's own
+    near = D <= AT_W * (1.0 + scale + float(np.abs(w).max(initial=0.0)))
+    if near.any() and isinstance(line, Pieces1D):
+        rows = np.flatnonzero(near & ~at_w)
+        lo_k, hi_k = line.take(rows).subdifferential(t[rows], KINK)
+        at_w[rows[hi_k > lo_k]] = True
+    mu = np.where(at_w, 0.0, mu)
     Y[at_w] = w
     diff[at_w] = 0.0
     t = np.where(at_w, tau, t)

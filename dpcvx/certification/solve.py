@@ -1282,18 +1282,27 @@ def _balanced_rounds(
     (:func:`_face_step`) from the best point so far, each certified so: a step that does not
     improve the certificate is taken back and the next one from there is a quarter as long
     (two steps in a row that do not halve the gap end the steps).
-    The best certificate, or None (an internal failure or a floating-point warning here only
-    forgoes a point, or a step). The rounds' state is not touched."""
+
+    On the arrowhead path, the examples whose copy sits at a kink of their loss also get
+    slopes chosen jointly (:func:`_kink_duals`) at every point judged, certified where they
+    can meet the target; where the steps above miss it, as many steps again from the best
+    point those slopes gave, from their gradient and holding the kinks they hold. A
+    certificate that meets the target ends the rounds; else the best certificate of the
+    steps above (the rounds' next decisions rest on it, as before), or None (an internal
+    failure or a floating-point warning here only forgoes a point, or a step). The rounds'
+    state is not touched."""
     region = rounds_of.region
     domain = decl.domain if w_domain is None else w_domain
+    target = _target(accuracy, 0.0)
+    kinked = isinstance(rounds_of, _PiecesRounds)
 
-    def judged(point: np.ndarray, fixed: BallCopies | None, step: int):
-        """The certificate at ``point`` with balanced duals, the gradient they give and the
-        copies behind them, or None (nothing balanced, or an internal failure or a
+    def balanced(point: np.ndarray, fixed: BallCopies | None, step: int):
+        """The certificate at ``point`` with ``fixed``'s duals balanced, the gradient they
+        give and ``fixed``, or None (nothing balanced, or an internal failure or a
         floating-point warning inside: each only forgoes this point)."""
+        if fixed is None:
+            return None
         try:
-            if fixed is None:
-                return None
             with np.errstate(all="ignore"):
                 out = _balanced(decl, point, fixed, lam, w0, C, region, w_domain)
             if out is None:
@@ -1307,6 +1316,22 @@ def _balanced_rounds(
             return None
         return cert, grad, fixed
 
+    def at_kinks(point: np.ndarray, fixed: BallCopies | None, step: int, hopeless: bool):
+        """:func:`balanced` with the kinks' joint slopes, and the directions of the kinks
+        that hold the point; None where there is no kink, or (unless ``hopeless``) where
+        the gradient those slopes leave on the free coordinates alone misses the target."""
+        if fixed is None or not isinstance(rounds_of, _PiecesRounds):
+            return None
+        try:
+            with np.errstate(all="ignore"):
+                out = _kink_duals(decl, point, fixed, lam, w0, C, rounds_of.relaxed, region)
+        except Exception:  # noqa: BLE001 - only forgoes the kinks' joint slopes here
+            return None
+        if out is None or (out[2] > KINK_FLOOR * target and not hopeless):
+            return None
+        judged = balanced(point, out[0], step)
+        return None if judged is None else (*judged, out[1])
+
     def exact_fix(point: np.ndarray) -> BallCopies | None:
         try:
             with np.errstate(all="ignore"):
@@ -1314,31 +1339,151 @@ def _balanced_rounds(
         except Exception:  # noqa: BLE001 - only forgoes the balanced duals there
             return None
 
-    first = judged(x, exact_fix(x) or fix, 0)
-    if first is None:
-        return None
-    best, grad, at = first
-    if not isinstance(region, BoxRegion):  # pragma: no cover - balanced duals need a box
+    kinks_best: list = []  # the best judgement with the kinks' slopes so far
+
+    def judged(point: np.ndarray, step: int):
+        """The plain judgement at ``point``; the one with the kinks' slopes too where the
+        plain one misses the target (kept in ``kinks_best`` when it is the best so far)."""
+        fixed = exact_fix(point) or (fix if step == 0 else None)
+        plain = balanced(point, fixed, step)
+        if kinked and (plain is None or not _meets(plain[0], accuracy)):
+            other = at_kinks(point, fixed, step, False)
+            if other is not None and (not kinks_best or other[0].gap < kinks_best[0][0].gap):
+                kinks_best[:] = [other]
+        return plain
+
+    def on_kinks(point: np.ndarray, step: int):
+        """The judgement at ``point`` with the kinks' slopes (the plain one where there is
+        no kink), kept in ``kinks_best`` when it is the best so far."""
+        fixed = exact_fix(point)
+        out = at_kinks(point, fixed, step, True) or balanced(point, fixed, step)
+        if out is not None and (not kinks_best or out[0].gap < kinks_best[0][0].gap):
+            kinks_best[:] = [out]
+        return out
+
+    def steps(first, judge, held) -> tuple:
+        """Face steps from ``first`` (a judgement), each judged by ``judge``, holding the
+        kinks ``held`` gives a judgement (if any); the best judgement."""
+        best = first
+        length, misses = 1.0, 0
+        for step in range(1, FACE_STEPS + 1):
+            if _meets(best[0], accuracy) or misses == 2 or _won():
+                break
+            try:
+                with np.errstate(all="ignore"):
+                    moved = _face_step(
+                        best[0].w, best[1], best[2].quad[0], lam, region, length, held(best)
+                    )
+                    point = None if moved is None else domain.make_feasible(moved)
+            except Exception:  # noqa: BLE001 - a failed step ends the steps, the best stays
+                break
+            if point is None:
+                break
+            trial = judge(point, step)
+            if trial is not None and trial[0].gap < best[0].gap:
+                gained = trial[0].gap < 0.5 * best[0].gap
+                best, length, misses = trial, 1.0, 0 if gained else misses + 1
+            else:
+                length, misses = length / 4, misses + 1
         return best
-    length, misses = 1.0, 0
-    for step in range(1, FACE_STEPS + 1):
-        if _meets(best, accuracy) or misses == 2:
-            break
-        try:
-            with np.errstate(all="ignore"):
-                moved = _face_step(best.w, grad, at.quad[0], lam, region, length)
-                point = None if moved is None else domain.make_feasible(moved)
-        except Exception:  # noqa: BLE001 - a failed step ends the steps, the best stays
-            break
-        if point is None:
-            break
-        trial = judged(point, exact_fix(point), step)
-        if trial is not None and trial[0].gap < best.gap:
-            gained = trial[0].gap < 0.5 * best.gap
-            (best, grad, at), length, misses = trial, 1.0, 0 if gained else misses + 1
-        else:
-            length, misses = length / 4, misses + 1
-    return best
+
+    def _won() -> bool:
+        return bool(kinks_best) and _meets(kinks_best[0][0], accuracy)
+
+    first = judged(x, 0)
+    if first is None:
+        return kinks_best[0][0] if _won() else None
+    if not isinstance(region, BoxRegion):  # pragma: no cover - balanced duals need a box
+        return first[0]
+    best = steps(first, judged, lambda j: None)
+    if _meets(best[0], accuracy):
+        return best[0]
+    if kinks_best and not _won():
+        # from the best point the kinks' slopes gave, steps from their gradient, holding
+        # the kinks those slopes hold
+        steps(kinks_best[0], on_kinks, lambda j: j[3] if len(j) > 3 else None)
+    if _won():
+        return kinks_best[0][0]
+    return best[0]
+
+
+def _kink_duals(
+    decl: Declaration,
+    x: np.ndarray,
+    fix: BallCopies,
+    lam: float,
+    w0: np.ndarray,
+    C: float,
+    pieces: ExtensionPieces,
+    region: BallRegion | BoxRegion,
+) -> tuple[BallCopies, np.ndarray | None, float] | None:
+    """``fix`` with the slopes of the examples whose copy is ``x`` at a kink of their loss
+    chosen jointly so that the objective's gradient vanishes on the coordinates off the box's
+    bounds (the least squares of it, each slope within its kink's range,
+    :meth:`~dpcvx.certification.arrowhead.ExtensionPieces.kink_range`): at an optimum where
+    the absolute loss's examples sit at their kinks (they interpolate, as in least absolute
+    deviations), the method's split of those slopes is not the optimum's, and on those
+    coordinates no cone of W takes up the difference. The other examples keep their duals; the
+    certificate judges the result as any other.
+
+    Also the directions ``u_i`` of the kinks whose slope came out strictly inside its range
+    (they hold the point on their kinks: :func:`_face_step` keeps them there), or None; and
+    the part of the certificate's gap that the gradient left on those free coordinates
+    contributes alone (its global term there: a floor under the certificate, to skip one
+    that cannot meet a target). None on a ball, or without a kink at ``x``."""
+    if not isinstance(region, BoxRegion):
+        return None
+    top, bottom = at_bounds(x, region.lo, region.hi)
+    free = np.flatnonzero(~(top | bottom))
+    at_x = np.flatnonzero(np.all(fix.Y == x[None, :], axis=1) & np.any(pieces.u != 0, axis=1))
+    if not free.size or not at_x.size:
+        return None
+    lo, hi = pieces.kink_range(x, at_x, region)
+    kinks = lo < hi
+    rows, lo, hi = at_x[kinks], lo[kinks], hi[kinks]
+    if not rows.size:
+        return None
+    n = decl.n
+    g = extension_bounds(
+        decl, None, x, None, x, C, thetas=fix.thetas, copies=fix.Y, slopes=fix.slopes
+    )[2]
+    # the gradient on the free coordinates without these examples, which must cancel it
+    rest = (g.sum(axis=0) - g[rows].sum(axis=0))[free] / n + lam * (x - w0)[free]
+    A = pieces.u[rows][:, free].T / n
+    gamma = _bounded_least_squares(A, -rest, lo, hi)
+    if gamma is None:
+        return None
+    # the global term on the free coordinates: q_j(x_j) - min over [lo_j, hi_j] of q_j, with
+    # q_j(t) = lam (t - w0_j)^2 / 2 + gbar_j t (the box is separable)
+    gbar = rest + A @ gamma - lam * (x - w0)[free]
+    ends = (region.lo[free], region.hi[free])
+    inner = np.clip(w0[free] - gbar / lam, *ends) if lam > 0 else np.where(gbar > 0, *ends)
+    at, to = x[free] - w0[free], inner - w0[free]
+    drop = lam * (at * at - to * to) / 2 + gbar * (x[free] - inner)
+    floor = float(np.sum(np.maximum(drop, 0.0)))
+    slopes = np.array(fix.slopes, float, copy=True)
+    slopes[rows] = np.nan  # the minorant's slope (within the C-ball, or balanced next)
+    thetas = pieces.with_slopes(fix.thetas, x, rows, gamma)
+    inside = (gamma > lo) & (gamma < hi)
+    held = pieces.u[rows[inside]] if inside.any() else None
+    return dataclasses.replace(fix, thetas=thetas, slopes=slopes), held, floor
+
+
+def _bounded_least_squares(
+    A: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray | None:
+    """``argmin ||A z - b||`` over ``lo <= z <= hi`` (scipy's bounded least squares), or None
+    where it fails."""
+    from scipy.optimize import lsq_linear
+
+    lo = np.where(np.isfinite(lo), lo, -1e300)
+    hi = np.where(np.isfinite(hi), hi, 1e300)
+    try:
+        out = lsq_linear(A, b, bounds=(lo, hi), method="bvls")
+    except (ValueError, np.linalg.LinAlgError):
+        return None
+    z = np.clip(out.x, lo, hi)
+    return z if np.all(np.isfinite(z)) else None
 
 
 def _balanced(
@@ -1381,6 +1526,11 @@ def _balanced(
     return slopes, fixed + balanced.sum(axis=0) / n
 
 
+#: the kinks' joint slopes are certified only where the gap they leave on the free
+#: coordinates alone (a floor under the certificate, up to rounding) is within this many times
+#: the target (:func:`_kink_duals`)
+KINK_FLOOR = 1.5
+
 #: Newton's steps on the coordinates off a box's bounds after balanced duals miss the target
 FACE_STEPS = 4
 
@@ -1392,18 +1542,28 @@ def _face_step(
     lam: float,
     region: BoxRegion,
     length: float = 1.0,
+    kinks: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """A Newton step (times ``length``) on the coordinates of ``x`` off the box's bounds, from
     the gradient ``grad`` the balanced duals give and the curvature ``lam I + Q`` of the
     rounds' model (the coordinates at a bound stay), clipped into the box; None without such
-    a coordinate."""
+    a coordinate. With ``kinks`` (rows: directions ``u_k`` of examples held at a kink of
+    their loss, :func:`_kink_duals`), the step keeps ``u_k^T w`` (its multipliers are those
+    examples' slopes; the least-squares solution of that system where it is singular)."""
     top, bottom = at_bounds(x, region.lo, region.hi)
     free = np.flatnonzero(~(top | bottom))
     if not free.size:
         return None
     H = Q[np.ix_(free, free)] + lam * np.eye(free.size)
     out = np.array(x, float, copy=True)
-    out[free] -= length * np.linalg.solve(H, grad[free])
+    if kinks is None or not kinks.size:
+        out[free] -= length * np.linalg.solve(H, grad[free])
+    else:
+        U = kinks[:, free]
+        k = U.shape[0]
+        kkt = np.block([[H, U.T], [U, np.zeros((k, k))]])
+        rhs = np.concatenate([-grad[free], np.zeros(k)])
+        out[free] += length * np.linalg.lstsq(kkt, rhs, rcond=None)[0][: free.size]
     return np.clip(out, region.lo, region.hi)
 
 
@@ -1424,6 +1584,11 @@ def _target(accuracy: float | None, upper: float) -> float:
     """The ladder's target (:func:`_certified_solve`): ``accuracy``, or without one the
     interior-point default relative to the objective's value ``upper``."""
     return accuracy if accuracy is not None else SMOOTH_DEFAULT * (1.0 + abs(upper))
+
+
+def _meets_any(judged: tuple | None, accuracy: float | None) -> bool:
+    """Whether ``judged`` (None, or a certificate first) meets the ladder's target."""
+    return judged is not None and _meets(judged[0], accuracy)
 
 
 def _meets(cert: CertifiedSolution, accuracy: float | None) -> bool:
