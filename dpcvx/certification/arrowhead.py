@@ -560,15 +560,15 @@ class ExtensionPieces:
         return new_sigma, new_beta
 
     def kink_range(
-        self, w: np.ndarray, rows: np.ndarray, region: BallRegion | BoxRegion
+        self, w: np.ndarray, rows: np.ndarray, region: BallRegion | BoxRegion, near: float = KINK
     ) -> tuple[np.ndarray, np.ndarray]:
         """Per example of ``rows`` (copies at ``w``), the slopes ``gamma`` along ``u`` that are
-        both the loss's own at ``w`` (its pieces active there to :data:`KINK` of its scale)
+        both the loss's own at ``w`` (its pieces active there to ``near`` of its scale)
         and a dual that fits in the C-ball once W's normal cone at ``w`` cancels what it can
         of ``gamma u`` (``|gamma| <= C / sqrt(1 - |P|^2)``, as :meth:`boundary_pieces`): the
         least and the largest. Empty where ``lo > hi``."""
         u = self.u[rows]
-        lo, hi = Pieces1D(self.sigma[rows], self.beta[rows]).subdifferential(u @ w, KINK)
+        lo, hi = Pieces1D(self.sigma[rows], self.beta[rows]).subdifferential(u @ w, near)
         for positive in (False, True):
             P = region.cancellable(u, w, positive)
             room = np.sqrt(np.maximum(1.0 - np.einsum("kd,kd->k", P, P), 0.0))

@@ -358,8 +358,39 @@ def _balance(a: np.ndarray, radius: np.ndarray, c: np.ndarray, n: int) -> np.nda
                 method="L-BFGS-B",
                 options={"ftol": 1e-15, "gtol": 1e-14, "maxiter": 500},
             )
+            z = _priced(out.x, responses, given, c, n)
             r = np.array(a, float, copy=True)
-            r[tight] = responses(out.x)[1]
+            r[tight] = responses(z)[1]
     except (ValueError, ArithmeticError, np.linalg.LinAlgError):
         return None
     return r if np.all(np.isfinite(r)) else None
+
+
+#: the most price updates of :func:`_priced`
+PRICE_STEPS = 300
+
+
+def _priced(z: np.ndarray, responses, given: np.ndarray, c: np.ndarray, n: int) -> np.ndarray:
+    """Log-weights whose best responses meet ``sum_i r_i / n >= c`` on every coordinate,
+    from the dual's minimizer ``z``. The dual's weights sit on the coordinates that bind;
+    on the others they vanish, and so do the best responses there, whatever those
+    coordinates need (the dual's minimizer gives the common slack, not a point that has
+    it). Each step raises the weight of every coordinate short of its need in proportion to
+    the shortfall (the responses are substitutes: a coordinate's share grows with its own
+    weight and shrinks with the others'); up to :data:`PRICE_STEPS` steps, the best point
+    kept (the least worst shortfall)."""
+    scale = float(np.max(np.abs(c))) + 1e-300
+    z = np.maximum(z - np.max(z), -700.0)
+    best, best_short = z, -np.inf
+    step = 1.0
+    for _ in range(PRICE_STEPS):
+        _, r = responses(z)
+        slack = given + r.sum(axis=0) / n - c
+        worst = float(np.min(slack))
+        if worst > best_short:
+            best, best_short = z, worst
+        if worst >= 0:
+            return z
+        z = z + step * np.maximum(-slack, 0.0) / scale * 50.0
+        z = np.maximum(z - np.max(z), -700.0)
+    return best

@@ -1029,3 +1029,44 @@ def test_a_face_step_keeps_the_kinks_held():
     H = Q[free, free] + 0.1 * np.eye(d - 2)
     np.testing.assert_allclose(plain[free], x[free] - np.linalg.solve(H, grad[free]))
     assert not np.allclose(kinks[:, free] @ (plain - x)[free], 0.0, atol=1e-8)
+
+
+def test_the_rounds_hand_a_box_case_to_a_joint_program_with_few_copies():
+    """Absolute loss in ``|w| <= 0.05`` (n = 1771, d = 15): the rounds miss the target, and
+    the whole joint program (copies for every example steeper than C) took 1.6 s in
+    Clarabel. The joint program with copies only for the examples whose copy leaves ``w``
+    (and those at a kink) has the same optimum; its point, certified as the rounds' points
+    are, meets the target, and the bracket holds CVXPY's optimum of the whole joint
+    program."""
+    from dpcvx.certification.solve import LIFTED
+
+    problem, X, R, (_, box), lam = _sweep_case(157)
+    assert X.shape == (1771, 15)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    assert sol.solver_stats["method"] == LIFTED
+    assert 0 < sol.solver_stats["lifted"] < 0.1 * X.shape[0]
+    assert sol.gap <= 3e-10
+    ref = _absolute_box_reference(X, R, lam, box)
+    slack = 1e-8 * (1 + abs(ref))
+    assert sol.lower - slack <= ref <= sol.upper + slack
+
+
+def test_too_few_copies_are_caught_by_the_certificate(monkeypatch):
+    """Negative control for the joint program with few copies: lifting only half the moving
+    examples, in one program, gives a point the certificate does not pass at the target (the
+    ladder then goes on to the whole joint program), and every bracket still holds the
+    optimum."""
+    import dpcvx.certification.solve as solve_module
+
+    moving = solve_module._moving
+    monkeypatch.setattr(solve_module, "_moving", lambda *a: moving(*a)[::2])
+    monkeypatch.setattr(solve_module, "LIFT_ROUNDS", 1)
+    problem, X, R, (_, box), lam = _sweep_case(157)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    attempts = [a for a in sol.solver_stats["attempts"] if a["solver"] == solve_module.LIFTED]
+    assert len(attempts) == 1 and attempts[0]["gap"] > 3e-10
+    assert sol.solver_stats["solver"] == "CLARABEL"
+    assert sol.solver_stats.get("method") != solve_module.LIFTED
+    ref = _absolute_box_reference(X, R, lam, box)
+    slack = 1e-8 * (1 + abs(ref))
+    assert sol.lower - slack <= ref <= sol.upper + slack

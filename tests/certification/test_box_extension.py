@@ -359,3 +359,38 @@ def test_a_failing_step_keeps_the_balanced_certificate(monkeypatch):
     out = problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
     assert out.gap <= 3e-10
     assert results and all(r is not None and r.solver_stats["face_steps"] == 0 for r in results)
+
+
+def test_the_balance_meets_a_coordinate_that_does_not_bind(monkeypatch):
+    """A hinge loss in ``|w| <= 0.05`` (n = 2888, d = 20; 19 coordinates at a bound at the
+    optimum): the balance's dual puts its weight on the one coordinate that binds, and the
+    best responses to it gave two other coordinates a little less than they need (3.7e-4
+    short, where an exact solve of the balance has a slack of 1.1e-3), so the certificate
+    charged that push and the rounds ended in the joint program. The price steps now meet
+    every coordinate's need, and the arrowhead path certifies the private target; without
+    them (the negative control) the same balance falls short."""
+    import dpcvx.certification.box as box_module
+    from dpcvx.certification.solve import ARROWHEAD
+    from tests.certification.test_arrowhead import _sweep_case
+
+    seen = []
+    balance = box_module._balance
+
+    def recorded(a, radius, need, n):
+        seen.append((a, radius, need, n))
+        return balance(a, radius, need, n)
+
+    monkeypatch.setattr(box_module, "_balance", recorded)
+    problem, X, _, _, lam = _sweep_case(96)
+    assert X.shape == (2888, 20)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    assert sol.solver_stats["solver"] == ARROWHEAD
+    assert sol.gap <= 3e-10
+    a, radius, need, n = seen[0]
+    r = balance(a, radius, need, n)
+    assert np.all(r.sum(axis=0) / n >= need)
+    assert np.all((r >= 0) & (r <= a))
+    assert np.all(np.einsum("km,km->k", r, r) <= radius**2 * (1 + 1e-12))
+    monkeypatch.setattr(box_module, "PRICE_STEPS", 0)
+    control = balance(a, radius, need, n)
+    assert np.min(control.sum(axis=0) / n - need) < 0
