@@ -3,15 +3,16 @@ Localized Double Output Perturbation vs the certified plain ERM on the same data
 in one run.
 
     python benchmarks/bench_extension.py [--n 1000,10000,40000] [--d 20] [--C 1.0]
-        [--lam 0.01] [--radius 1.0] [--loss hinge] [--repeat 3] [--no-ldop] [--accuracy A]
+        [--lam 0.01] [--radius 1.0] [--box B] [--loss hinge] [--repeat 3] [--no-ldop]
+        [--accuracy A]
 
 Data: Student-t(5) features scaled by sqrt(3/(5d)) (so E||x||^2 = 1; t(5) has the finite 4th
 moment LDOP's k = 4 needs), labels from a random linear model with noise (seeded), the loss
 ``--loss`` (hinge, absolute, pinball, logistic, huber, square; the regression losses take
 ``x^T beta`` plus noise as labels), the l2 ball of radius ``--radius`` (1: active at the
-answer; 10: inactive). Times are medians of ``--repeat`` runs, each on a freshly built problem
-(so each pays its own compilation); LDOP runs for the hinge loss only (its moments are the
-features'). ``--C`` is the
+answer; 10: inactive), or with ``--box B`` the box ``cp.abs(w) <= B``. Times are medians of
+``--repeat`` runs, each on a freshly built problem (so each pays its own compilation); LDOP
+runs for the hinge loss only (its moments are the features'). ``--C`` is the
 extension's constant; ``--C paper`` uses paper 000's ``G_4 (n epsilon / d)^(1/4)`` at
 epsilon = 1. Prints one row per n with the times, their ratios, the solver iterations, both
 certified gaps, the share of examples whose loss is C-Lipschitz on W and the solve paths.
@@ -67,6 +68,7 @@ def run(
     loss: str = "hinge",
     repeat: int = 1,
     accuracy: float | None = None,
+    box: float | None = None,
 ) -> dict:
     rng = np.random.default_rng(seed)
     X = rng.standard_t(NU, size=(n, d)) * math.sqrt(3.0 / (5.0 * d))
@@ -85,7 +87,8 @@ def run(
         w = cp.Variable(d)
         x = cp.Parameter(d)
         y = cp.Parameter()
-        problem = dpcvx.Problem(_loss(loss, w, x, y), w, {x: X, y: Y}, [cp.norm(w) <= radius])
+        domain = [cp.norm(w) <= radius] if box is None else [cp.abs(w) <= box]
+        problem = dpcvx.Problem(_loss(loss, w, x, y), w, {x: X, y: Y}, domain)
         t0 = time.perf_counter()
         plain = problem.solve(regularization=lam, accuracy=accuracy)
         t1 = time.perf_counter()
@@ -113,7 +116,8 @@ def run(
         "extension_gap": ext.gap,
         "plain_iters": plain.solver_stats.get("iterations"),
         "plain_path": plain.solver_stats.get("solver"),
-        "extension_path": ext.solver_stats.get("solver"),
+        "extension_path": ext.solver_stats.get("solver")
+        + (f" ({ext.solver_stats['method']})" if ext.solver_stats.get("method") else ""),
         "extension_iters": ext.solver_stats.get("iterations"),
         "light": float(np.mean(np.linalg.norm(X, axis=1) <= C)),
         "ldop_s": ldop_s,
@@ -129,6 +133,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--no-ldop", action="store_true", help="skip the LDOP timing")
     parser.add_argument("--lam", type=float, default=0.01)
     parser.add_argument("--radius", type=float, default=1.0, help="the domain's radius")
+    parser.add_argument(
+        "--box", type=float, default=None, help="the box cp.abs(w) <= B instead of the ball"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--loss", default="hinge", help="comma-separated: " + ", ".join(LOSSES))
     parser.add_argument("--repeat", type=int, default=3, help="runs per cell (medians)")
@@ -153,6 +160,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             loss=loss,
             repeat=args.repeat,
             accuracy=args.accuracy,
+            box=args.box,
         )
         for loss in args.loss.split(",")
         for v in args.n.split(",")
