@@ -358,7 +358,9 @@ def _balance(a: np.ndarray, radius: np.ndarray, c: np.ndarray, n: int) -> np.nda
                 method="L-BFGS-B",
                 options={"ftol": 1e-15, "gtol": 1e-14, "maxiter": 500},
             )
-            z = _priced(out.x, responses, given, c, n)
+            # the dual's value at any weights is at least the largest common slack: where
+            # it is negative no allocation meets every need, and the weights stay
+            z = _priced(out.x, responses, given, c, n) if out.fun >= 0 else out.x
             r = np.array(a, float, copy=True)
             r[tight] = responses(z)[1]
     except (ValueError, ArithmeticError, np.linalg.LinAlgError):
@@ -368,6 +370,8 @@ def _balance(a: np.ndarray, radius: np.ndarray, c: np.ndarray, n: int) -> np.nda
 
 #: the most price updates of :func:`_priced`
 PRICE_STEPS = 300
+#: :func:`_priced` stops after this many updates that do not improve the worst shortfall
+PRICE_STALL = 30
 
 
 def _priced(z: np.ndarray, responses, given: np.ndarray, c: np.ndarray, n: int) -> np.ndarray:
@@ -378,19 +382,23 @@ def _priced(z: np.ndarray, responses, given: np.ndarray, c: np.ndarray, n: int) 
     it). Each step raises the weight of every coordinate short of its need in proportion to
     the shortfall (the responses are substitutes: a coordinate's share grows with its own
     weight and shrinks with the others'); up to :data:`PRICE_STEPS` steps, the best point
-    kept (the least worst shortfall)."""
+    kept (the least worst shortfall); they stop after :data:`PRICE_STALL` steps that do not
+    improve it."""
     scale = float(np.max(np.abs(c))) + 1e-300
     z = np.maximum(z - np.max(z), -700.0)
-    best, best_short = z, -np.inf
-    step = 1.0
+    best, best_short, stalled = z, -np.inf, 0
     for _ in range(PRICE_STEPS):
         _, r = responses(z)
         slack = given + r.sum(axis=0) / n - c
         worst = float(np.min(slack))
-        if worst > best_short:
-            best, best_short = z, worst
         if worst >= 0:
             return z
-        z = z + step * np.maximum(-slack, 0.0) / scale * 50.0
+        if worst > best_short:
+            best, best_short, stalled = z, worst, 0
+        else:
+            stalled += 1
+            if stalled >= PRICE_STALL:
+                break
+        z = z + 50.0 * np.maximum(-slack, 0.0) / scale
         z = np.maximum(z - np.max(z), -700.0)
     return best
