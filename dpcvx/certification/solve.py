@@ -424,7 +424,7 @@ def _certified_solve(
 ) -> CertifiedSolution:
     best: CertifiedSolution | None = None
     attempts: list[dict] = []
-    rounds: list = []  # the extension's rounds of the rung that ran them, if any
+    rounds: list = []  # the extension's rounds, of the rung that ran them (if one did)
     if smooth_rung_applies(decl, lam=lam, extension=extension, w_domain=w_domain):
         try:
             cert = _smooth_rung(
@@ -472,7 +472,11 @@ def _certified_solve(
         template = template()
     if callable(plain_template):
         plain_template = plain_template()
-    if rounds and best is not None and extension is not None and plain_template is not None:
+    lifts = rounds and best is not None and extension is not None and plain_template is not None
+    # (not on a localized domain: its certificate has no balanced duals, which the points of
+    # that program need)
+    if lifts and w_domain is None:
+        assert best is not None and extension is not None
         # the rounds missed: the joint program with copies for the examples that move only
         try:
             lifted = _lifted_rung(
@@ -487,6 +491,7 @@ def _certified_solve(
                 extension=float(extension),
                 w_domain=w_domain,
                 attempts=attempts,
+                solver=check_solver(solver),
             )
         except Exception as exc:  # noqa: BLE001 - guarded like every rung
             attempts.append({"solver": LIFTED, "tight": True, "error": _describe(exc)})
@@ -680,10 +685,10 @@ def _smooth_rung(
         if region is not None:
             assert extension is not None
             rounds = _SmoothRounds(relaxed, float(extension), lam, w0, decl, region)
-            if rounds_out is not None:
-                rounds_out.append(rounds)
             fix = rounds.fix(x, Y)
             if fix is not None:  # copies over R^d leave the ball or box W
+                if rounds_out is not None:
+                    rounds_out.append(rounds)
                 return _ball_rounds(decl, rounds, x, fix, lam, w0, accuracy, stats, None)
         # the atom's derivative at each copy y_i is the extension model's at w
         thetas = model.multipliers(x) if model is not None else None
@@ -1483,6 +1488,7 @@ def _lifted_rung(
     extension: float,
     w_domain: Domain | LocalizedDomain | None,
     attempts: list[dict],
+    solver: str = "CLARABEL",
 ) -> CertifiedSolution | None:
     """The extension's joint program (paper 000, Lemma 2.7) with copies ``y_i`` for the
     examples whose copy leaves ``w`` only, solved by Clarabel, its point certified as the
@@ -1497,10 +1503,13 @@ def _lifted_rung(
     leaves that point join them, up to :data:`LIFT_ROUNDS` programs (fewer copies than the
     whole joint program's, which Clarabel solves in as many iterations: 64 against 77 on
     one case, for a tenth of the copies), and while each program's certificate is below
-    :data:`LIFT_PROGRESS` times the last (``gap`` the rounds' best): where it is not, the
-    point was not what missed. The certificate alone judges every point. The best
-    certificate, or None (none, or more than :data:`LIFT_SHARE` of the steep examples would
-    be lifted). ``x``: the rounds' best point."""
+    :data:`LIFT_PROGRESS` times the last (``gap`` the rounds' best): where it is not, another
+    program rarely paid (the copies lifted were not the ones that move at the optimum: the
+    examples with their own loss share one multiplier of the bounds, which can hold ``w`` on
+    a face where their copies would move). The certificate alone judges every point. The
+    best certificate, or None (none, or more than :data:`LIFT_SHARE` of the steep examples
+    would be lifted). ``x``: the rounds' best point; ``solver``: the ladder's first, at its
+    tightest tolerances."""
     import time
 
     template, plain_template, domain_block = programs
@@ -1519,7 +1528,7 @@ def _lifted_rung(
         prog, parts = _program(
             decl, template, domain_block, lam, w0, extension, plain_template, lifted=mask
         )
-        raw = solve_program(_recentered(prog, parts or [(decl, prog)]), "CLARABEL", tight=True)
+        raw = solve_program(_recentered(prog, parts or [(decl, prog)]), solver, tight=True)
         if raw.x is None or not np.all(np.isfinite(raw.x[: decl.d])):
             break
         point = domain.make_feasible(np.asarray(raw.x[: decl.d], float))
@@ -1529,7 +1538,7 @@ def _lifted_rung(
             point = np.where(point <= region.lo + reach, region.lo, point)
             point = domain.make_feasible(point)
         stats = {
-            "solver": "CLARABEL",
+            "solver": solver,
             "method": LIFTED,
             "lifted": int(lifted.size),
             "lift_rounds": step,
@@ -1544,7 +1553,7 @@ def _lifted_rung(
         if best is None or cert.gap < best.gap:
             best = cert
         if _meets(cert, accuracy) or cert.gap > LIFT_PROGRESS * before:
-            break  # met; or the point did not help (the duals at it are what miss)
+            break  # met; or no progress (the copies lifted, or the duals at the point, miss)
         before = cert.gap
         grown = np.union1d(lifted, _moving(rounds_of, point, heavy))
         if grown.size == lifted.size:

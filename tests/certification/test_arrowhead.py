@@ -5,6 +5,8 @@ CVXPY solves of the same objective; where the domain is active the general ladde
 
 from __future__ import annotations
 
+import functools
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -918,6 +920,14 @@ def _sweep_case(i):
     return problem, X, labels, (kind, size), lam
 
 
+@functools.lru_cache(maxsize=4)
+def _sweep_reference(i):
+    """:func:`_absolute_box_reference` for case ``i`` of :func:`_sweep_case` (an absolute
+    loss in a box), solved once per test run."""
+    _, X, R, (_, box), lam = _sweep_case(i)
+    return _absolute_box_reference(X, R, lam, box)
+
+
 def _absolute_box_reference(X, R, lam, box):
     """The optimum of the absolute loss's extension ERM (C = 1) in the box ``|w| <= box``:
     the joint program of paper 000's Lemma 2.7 by CVXPY."""
@@ -1046,7 +1056,7 @@ def test_the_rounds_hand_a_box_case_to_a_joint_program_with_few_copies():
     assert sol.solver_stats["method"] == LIFTED
     assert 0 < sol.solver_stats["lifted"] < 0.1 * X.shape[0]
     assert sol.gap <= 3e-10
-    ref = _absolute_box_reference(X, R, lam, box)
+    ref = _sweep_reference(157)
     slack = 1e-8 * (1 + abs(ref))
     assert sol.lower - slack <= ref <= sol.upper + slack
 
@@ -1067,6 +1077,27 @@ def test_too_few_copies_are_caught_by_the_certificate(monkeypatch):
     assert len(attempts) == 1 and attempts[0]["gap"] > 3e-10
     assert sol.solver_stats["solver"] == "CLARABEL"
     assert sol.solver_stats.get("method") != solve_module.LIFTED
-    ref = _absolute_box_reference(X, R, lam, box)
+    ref = _sweep_reference(157)
     slack = 1e-8 * (1 + abs(ref))
     assert sol.lower - slack <= ref <= sol.upper + slack
+
+
+def test_a_localized_box_goes_from_the_rounds_to_the_whole_joint_program(monkeypatch):
+    """On a localized domain (paper 000's Algorithm 4) the certificate has no balanced duals,
+    which the points of the joint program with few copies need: that program is not run
+    there, and the ladder goes from the rounds to the whole joint program as before."""
+    import dpcvx.certification.solve as solve_module
+
+    ran = []
+    lifted = solve_module._lifted_rung
+    monkeypatch.setattr(
+        solve_module, "_lifted_rung", lambda *a, **k: ran.append(1) or lifted(*a, **k)
+    )
+    problem, X, _, _, _ = _sweep_case(157)
+    center = np.full(X.shape[1], 0.01)
+    sol = problem.lipschitz_extension(1.0).solve(
+        regularization=0.03, accuracy=3e-10, localize=(center, 0.2)
+    )
+    assert not ran
+    assert sol.gap <= 3e-10
+    assert all(a["solver"] != solve_module.LIFTED for a in sol.solver_stats["attempts"])
