@@ -1455,8 +1455,9 @@ def _balanced_rounds(
     return best[0]
 
 
-#: the name of the lifted rung's attempts in ``solver_stats["attempts"]`` (its solver is
-#: Clarabel, on the joint program with copies for the moving examples only)
+#: the name of the lifted rung's attempts in ``solver_stats["attempts"]`` and its
+#: certificates' ``method`` (the joint program with copies for the moving examples only, by
+#: the ladder's first solver)
 LIFTED = "lifted copies"
 #: the most joint programs the lifted rung solves (each lifts the examples that moved at the
 #: last one's point too)
@@ -1491,7 +1492,7 @@ def _lifted_rung(
     solver: str = "CLARABEL",
 ) -> CertifiedSolution | None:
     """The extension's joint program (paper 000, Lemma 2.7) with copies ``y_i`` for the
-    examples whose copy leaves ``w`` only, solved by Clarabel, its point certified as the
+    examples whose copy leaves ``w`` only, solved by ``solver``, its point certified as the
     rounds' points are (exact copies, balanced duals, the kinks' joint slopes): after the
     rounds missed the target at ``x``.
 
