@@ -1342,7 +1342,6 @@ def _balanced_rounds(
     region = rounds_of.region
     domain = decl.domain if w_domain is None else w_domain
     target = _target(accuracy, 0.0)
-    kinked = isinstance(rounds_of, _PiecesRounds)
 
     def balanced(point: np.ndarray, fixed: BallCopies | None, step: int):
         """The certificate at ``point`` with ``fixed``'s duals balanced, the gradient they
@@ -1394,7 +1393,7 @@ def _balanced_rounds(
         plain one misses the target (kept in ``kinks_best`` when it is the best so far)."""
         fixed = exact_fix(point) or (fix if step == 0 else None)
         plain = balanced(point, fixed, step)
-        if kinked and (plain is None or not _meets(plain[0], accuracy)):
+        if plain is None or not _meets(plain[0], accuracy):
             other = at_kinks(point, fixed, step, False)
             if other is not None and (not kinks_best or other[0].gap < kinks_best[0][0].gap):
                 kinks_best[:] = [other]
@@ -1519,7 +1518,7 @@ def _lifted_rung(
     domain = decl.domain if w_domain is None else w_domain
     best: CertifiedSolution | None = None
     before = float(gap)  # the last certificate's gap: the rounds' best, then each program's
-    lifted = _moving(rounds_of, x, heavy)
+    lifted = _moving(rounds_of, x, heavy, _copies_at(rounds_of, x))
     for step in range(1, LIFT_ROUNDS + 1):
         if not lifted.size or lifted.size > LIFT_SHARE * np.count_nonzero(heavy):
             break
@@ -1547,7 +1546,8 @@ def _lifted_rung(
             "status": raw.stats.get("status"),
             "seconds": time.perf_counter() - start,
         }
-        cert = _judged_point(decl, rounds_of, point, lam, w0, accuracy, stats, w_domain)
+        copies = _copies_at(rounds_of, point)
+        cert = _judged_point(decl, rounds_of, point, copies, lam, w0, accuracy, stats, w_domain)
         attempts.append(
             {"solver": LIFTED, "tight": True, "lifted": int(lifted.size), "gap": cert.gap}
         )
@@ -1556,24 +1556,38 @@ def _lifted_rung(
         if _meets(cert, accuracy) or cert.gap > LIFT_PROGRESS * before:
             break  # met; or no progress (the copies lifted, or the duals at the point, miss)
         before = cert.gap
-        grown = np.union1d(lifted, _moving(rounds_of, point, heavy))
+        grown = np.union1d(lifted, _moving(rounds_of, point, heavy, copies))
         if grown.size == lifted.size:
             break
         lifted = grown
     return best
 
 
-def _moving(
-    rounds_of: _PiecesRounds | _SmoothRounds, x: np.ndarray, heavy: np.ndarray
-) -> np.ndarray:
-    """The examples of ``heavy`` whose exact copy at ``x`` (in W) is not ``x``, and those
-    whose copy is ``x`` at a kink of their loss (to :data:`LIFT_KINK` of its scale): there
-    the extension's slopes are a part of the loss's, which a program with the loss itself
-    does not see."""
+def _copies_at(
+    rounds_of: _PiecesRounds | _SmoothRounds, x: np.ndarray
+) -> tuple[BallCopies | None, np.ndarray, list | None]:
+    """The exact copies at ``x``: the rounds' exact fix there, and the copies with their
+    multipliers (the relaxed ones, exact where the fix is None: every copy lies in W)."""
     with np.errstate(all="ignore"):
         fix = rounds_of.exact_fix(x)
-        Y = rounds_of.exact(x)[0] if fix is None else fix.Y
-        out = heavy & np.any(Y != x[None, :], axis=1)
+        if fix is not None:
+            return fix, fix.Y, None
+        Y, thetas = rounds_of.exact(x)
+    return None, Y, thetas
+
+
+def _moving(
+    rounds_of: _PiecesRounds | _SmoothRounds,
+    x: np.ndarray,
+    heavy: np.ndarray,
+    copies: tuple[BallCopies | None, np.ndarray, list | None],
+) -> np.ndarray:
+    """The examples of ``heavy`` whose exact copy at ``x`` (in W; ``copies`` as
+    :func:`_copies_at` gives them) is not ``x``, and those whose copy is ``x`` at a kink of
+    their loss (to :data:`LIFT_KINK` of its scale): there the extension's slopes are a part
+    of the loss's, which a program with the loss itself does not see."""
+    with np.errstate(all="ignore"):
+        out = heavy & np.any(copies[1] != x[None, :], axis=1)
         if isinstance(rounds_of, _PiecesRounds):
             pieces = rounds_of.relaxed
             rows = np.flatnonzero(heavy & ~out)
@@ -1587,19 +1601,19 @@ def _judged_point(
     decl: Declaration,
     rounds_of: _PiecesRounds | _SmoothRounds,
     x: np.ndarray,
+    copies: tuple[BallCopies | None, np.ndarray, list | None],
     lam: float,
     w0: np.ndarray,
     accuracy: float | None,
     stats: dict,
     w_domain: Domain | LocalizedDomain | None,
 ) -> CertifiedSolution:
-    """The certificate at ``x`` with its exact copies: balanced duals and the kinks' joint
-    slopes where they apply (:func:`_balanced_rounds`), else the copies' own duals."""
+    """The certificate at ``x`` with its exact copies (``copies``, as :func:`_copies_at`
+    gives them): balanced duals and the kinks' joint slopes where they apply
+    (:func:`_balanced_rounds`), else the copies' own duals."""
     C = rounds_of.C
-    with np.errstate(all="ignore"):
-        fix = rounds_of.exact_fix(x)
+    fix, Y, thetas = copies
     if fix is None:  # every relaxed copy lies in W: they are exact
-        Y, thetas = rounds_of.exact(x)
         return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, C, w_domain, copies=Y)
     cert = _certify_point(
         decl, x, lam, w0, accuracy, stats, fix.thetas, C, w_domain, fix.Y, fix.slopes
