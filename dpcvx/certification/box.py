@@ -243,6 +243,7 @@ def balanced_duals(
     hi: np.ndarray,
     C: float,
     n: int,
+    memo: BalanceMemo | None = None,
 ) -> np.ndarray | None:
     """Duals ``g_i = s_i + v_i`` of copies at ``w`` on the box's boundary, ``v_i`` in the box's
     normal cone at ``w`` and ``||g_i|| <= C``, chosen jointly so that the mean
@@ -261,7 +262,8 @@ def balanced_duals(
     bound (``sigma_j`` = +1 at the upper bound, -1 at the lower), only the magnitude
     ``r_ij = |g_ij| <= |s_ij|`` of a cancellable entry (``sigma_j s_ij < 0``) is free; it
     needs ``r`` with ``||g_i|| <= C`` and ``sum_i r_ij / n >= c_j``, the push the other terms
-    leave on ``j`` (:func:`_balance`). The certificate judges the duals as any other."""
+    leave on ``j`` (:func:`_balance`, with ``memo``'s last weights where given). The
+    certificate judges the duals as any other."""
     top, bottom = at_bounds(np.asarray(w, float), lo, hi)
     active = np.flatnonzero(top | bottom)
     if not active.size or not s.size:
@@ -279,7 +281,7 @@ def balanced_duals(
     k, m = a.shape
     if not k:
         return None
-    R = _balance(a, np.sqrt(room), c, n)
+    R = _balance(a, np.sqrt(room), c, n, memo)
     if R is None:
         return None
     # rows the solver left a rounding outside the C-ball: shrink their cancellable part
@@ -320,7 +322,37 @@ def _fill(a: np.ndarray, radius: np.ndarray, omega: np.ndarray) -> np.ndarray:
     return np.minimum(a, level[:, None] * omega[None, :])
 
 
-def _balance(a: np.ndarray, radius: np.ndarray, c: np.ndarray, n: int) -> np.ndarray | None:
+class BalanceMemo:
+    """The dual weights of the last :func:`_balance` that ran its dual, with the rows they
+    were found for: the next balance on the same rows (entry for entry) starts its dual
+    there. The rounds judge many points with the same rows: a face step moves only the
+    coordinates off the bounds, where a piecewise-linear loss's slopes at the copies at ``w``
+    stay, and only the other terms' push ``c`` changes, a little (in a hinge release in a box
+    at n = 1e5, four balances in a row on the same 32,710 rows, ``c`` within 1.4e-6: their
+    duals took 38 evaluations each from the uniform weights and take 2 from the last)."""
+
+    def __init__(self) -> None:
+        self.rows: tuple[np.ndarray, np.ndarray] | None = None
+        self.z: np.ndarray | None = None
+        self.short = False  # the dual proved that no allocation meets every need
+
+    def start(self, a: np.ndarray, radius: np.ndarray) -> np.ndarray | None:
+        """The last weights if they were found for these rows, else None."""
+        if self.rows is None or self.z is None:
+            return None
+        ka, kr = self.rows
+        same = ka.shape == a.shape and kr.shape == radius.shape
+        if same and np.array_equal(ka, a) and np.array_equal(kr, radius):
+            return self.z
+        return None
+
+    def keep(self, a: np.ndarray, radius: np.ndarray, z: np.ndarray, short: bool) -> None:
+        self.rows, self.z, self.short = (a.copy(), radius.copy()), z.copy(), short
+
+
+def _balance(
+    a: np.ndarray, radius: np.ndarray, c: np.ndarray, n: int, memo: BalanceMemo | None = None
+) -> np.ndarray | None:
     """``r`` with ``0 <= r_i <= a_i``, ``||r_i|| <= radius_i`` and ``sum_i r_i / n >= c`` where
     one exists (else the one with the least shortfall found), or None.
 
@@ -328,8 +360,16 @@ def _balance(a: np.ndarray, radius: np.ndarray, c: np.ndarray, n: int) -> np.nda
     weights ``omega`` on the simplex, each row's best response is :func:`_fill`, and
     ``psi(omega) = sum_i max_r <omega, r_i> / n - <omega, c>`` is convex with gradient
     ``sum_i r_i(omega) / n - c``. Its minimum over the simplex is the largest common slack
-    ``t`` of ``sum_i r_i / n >= c + t``, attained by the best responses at the minimizer;
-    it is found by L-BFGS-B on ``omega = softmax(z)``."""
+    ``t`` of ``sum_i r_i / n >= c + t``, attained by the best responses at the minimizer.
+
+    First a few Newton steps on ``psi`` plus an entropy (:func:`_entropic`), whose best
+    responses meet every need as soon as any allocation does with room to spare: any
+    allocation that does serves the certificate as well as any other. Where they do not,
+    the minimizer of ``psi`` by L-BFGS-B on ``omega = softmax(z)``, from ``memo``'s last
+    weights where they were found for the same rows, else from the Newton steps' last (15
+    evaluations instead of 38 from the uniform weights in a hinge case at n = 1e5), then
+    price steps (:func:`_priced`) where its value leaves room. Where the last dual on the
+    same rows proved a shortfall, the Newton steps are skipped."""
     from scipy.optimize import minimize
 
     m = a.shape[1]
@@ -349,23 +389,105 @@ def _balance(a: np.ndarray, radius: np.ndarray, c: np.ndarray, n: int) -> np.nda
         value = float(omega @ grad)
         return value, omega * (grad - value)  # the softmax's chain rule
 
+    start = None if memo is None else memo.start(a, radius)
     try:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            out = minimize(
-                objective,
-                np.zeros(m),
-                jac=True,
-                method="L-BFGS-B",
-                options={"ftol": 1e-15, "gtol": 1e-14, "maxiter": 500},
-            )
-            # the dual's value at any weights is at least the largest common slack: where
-            # it is negative no allocation meets every need, and the weights stay
-            z = _priced(out.x, responses, given, c, n) if out.fun >= 0 else out.x
+            met = None
+            if start is None or not memo.short:  # type: ignore[union-attr]
+                met, weights = _entropic(at, rt, given, c, n)
+                if start is None and np.all(np.isfinite(weights)):
+                    start = np.log(np.maximum(weights, 1e-12))  # the responses' own floor
+            if met is None:
+                out = minimize(
+                    objective,
+                    np.zeros(m) if start is None else start,
+                    jac=True,
+                    method="L-BFGS-B",
+                    options={"ftol": 1e-15, "gtol": 1e-14, "maxiter": 500},
+                )
+                if memo is not None:
+                    memo.keep(a, radius, out.x, out.fun < 0)
+                # the dual's value at any weights is at least the largest common slack:
+                # where it is negative no allocation meets every need, and the weights stay
+                z = _priced(out.x, responses, given, c, n) if out.fun >= 0 else out.x
+                met = responses(z)[1]
             r = np.array(a, float, copy=True)
-            r[tight] = responses(z)[1]
+            r[tight] = met
     except (ValueError, ArithmeticError, np.linalg.LinAlgError):
         return None
     return r if np.all(np.isfinite(r)) else None
+
+
+#: the most best responses :func:`_entropic` evaluates
+ENTROPIC_FILLS = 8
+#: the entropy's weight in :func:`_entropic`, relative to the largest need
+ENTROPY = 1e-3
+
+
+def _entropic(
+    a: np.ndarray, radius: np.ndarray, given: np.ndarray, c: np.ndarray, n: int
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """Best responses (:func:`_fill`, rows ``a`` and ``radius`` that do not fit) that meet
+    every need, ``given + sum_i r_i / n >= c``, found by Newton's steps on the balance's dual
+    plus an entropy, ``psi(omega) + eps sum_j omega_j ln omega_j`` on the simplex, from the
+    uniform weights, and the last weights; None for the responses when
+    :data:`ENTROPIC_FILLS` of them did not, or as soon as ``psi`` is negative at the weights
+    (then no allocation meets every need).
+
+    At that objective's minimizer the slack of coordinate ``j`` is ``nu - eps ln omega_j``
+    (``nu`` its multiplier): a coordinate whose weight is small gets more than the others,
+    never nothing, and every slack is at least the largest common slack less
+    ``eps ln m``. So where the needs leave room (the dual's own minimizer leaves the
+    coordinates that do not bind with nothing, :func:`_priced`), a few steps meet them all.
+    The Hessian of ``psi`` is the sum over rows of ``tau_i (I_F - r_F r_F^T / ||r_F||^2)``
+    on the entries ``F`` of the row below their cap (``r_F = tau_i omega_F``). Each step
+    ``d`` is taken in the weights' logarithms, ``omega_j exp(alpha d_j / omega_j)``
+    normalized (the same direction to first order, and the weights stay positive: the
+    coordinates with room go to small weights in a few steps, where steps kept inside the
+    simplex took tens), ``alpha`` halved until the objective falls."""
+    m = a.shape[1]
+    eps = ENTROPY * (float(np.max(np.abs(c))) + 1e-300)
+    omega = np.full(m, 1.0 / m)
+    fills = 1
+    r = _fill(a, radius, omega)
+    slack = given + r.sum(axis=0) / n - c
+
+    def objective(om: np.ndarray, sl: np.ndarray) -> float:
+        return float(om @ sl) + eps * float(om @ np.log(om))
+
+    while float(np.min(slack)) < 0:
+        if fills >= ENTROPIC_FILLS or float(omega @ slack) < 0:  # the latter: no allocation can
+            return None, omega
+        free = r < a
+        rf = np.where(free, r, 0.0)
+        norm2 = np.einsum("km,km->k", rf, rf)
+        level = np.sqrt(norm2 / np.maximum(free @ (omega * omega), 1e-300))
+        weight = np.where(norm2 > 0, level / np.where(norm2 > 0, norm2, 1.0), 0.0)
+        H = (np.diag(free.T.astype(float) @ level) - (rf * weight[:, None]).T @ rf) / n
+        H += np.diag(eps / omega)
+        grad = slack + eps * (np.log(omega) + 1.0)
+        solved = np.linalg.solve(H, np.column_stack([grad, np.ones(m)]))
+        step = -(solved[:, 0] - solved[:, 1] * solved[:, 0].sum() / solved[:, 1].sum())
+        decrease = float(-grad @ step)
+        if not decrease > 0:
+            return None, omega
+        alpha = 1.0
+        before = objective(omega, slack)
+        while True:
+            trial = omega * np.exp(np.clip(alpha * step / omega, -50.0, 50.0))
+            trial = np.maximum(trial / trial.sum(), 1e-300)
+            r = _fill(a, radius, np.maximum(trial, 1e-12))
+            slack = given + r.sum(axis=0) / n - c
+            fills += 1
+            if objective(trial, slack) <= before - 0.25 * alpha * decrease:
+                break
+            if float(np.min(slack)) >= 0:
+                return r, trial
+            if fills >= ENTROPIC_FILLS or float(trial @ slack) < 0:
+                return None, trial
+            alpha /= 2
+        omega = trial
+    return r, omega
 
 
 #: the most price updates of :func:`_priced`

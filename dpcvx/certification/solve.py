@@ -27,7 +27,7 @@ from dpcvx.certification.arrowhead import (
     piecewise_model,
 )
 from dpcvx.certification.ball import BallCopies, BallRegion, Pieces1D, smooth_copies_in
-from dpcvx.certification.box import BoxRegion, at_bounds, balanced_duals
+from dpcvx.certification.box import BalanceMemo, BoxRegion, at_bounds, balanced_duals
 from dpcvx.certification.certificate import CertifiedSolution, _minorants, certify
 from dpcvx.certification.extension import certify_extension, extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
@@ -1067,6 +1067,7 @@ class _PiecesRounds:
         self.solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the last's
         self.left: np.ndarray | None = None  # after a release, the examples that left the model
         self.last: dict = {}  # the arguments of the last fix
+        self.balances = BalanceMemo()  # the balanced duals' last dual
 
     def fix(self, x: np.ndarray) -> BallCopies | None:
         solved = None if self.solved is None else self.solved[:2]
@@ -1136,6 +1137,7 @@ class _SmoothRounds:
         self.relaxed, self.C, self.lam, self.w0 = relaxed, C, lam, w0
         self.decl, self.region = decl, region
         self.out: np.ndarray | None = None  # the examples the last solve modelled
+        self.balances = BalanceMemo()  # the balanced duals' last dual
 
     def fix(self, x: np.ndarray, copies: np.ndarray | None = None) -> BallCopies | None:
         return smooth_copies_in(self.relaxed, self.C, x, self.region, self.out, copies)
@@ -1351,7 +1353,9 @@ def _balanced_rounds(
             return None
         try:
             with np.errstate(all="ignore"):
-                out = _balanced(decl, point, fixed, lam, w0, C, region, w_domain)
+                out = _balanced(
+                    decl, point, fixed, lam, w0, C, region, w_domain, rounds_of.balances
+                )
             if out is None:
                 return None
             slopes, grad = out
@@ -1712,12 +1716,14 @@ def _balanced(
     C: float,
     region: BallRegion | BoxRegion,
     w_domain: Domain | LocalizedDomain | None,
+    memo: BalanceMemo | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """``fix.slopes`` with the duals of the copies at ``x`` that must cancel part of their
     slope against a box's bounds chosen jointly (:func:`~dpcvx.certification.box.
     balanced_duals`), and the objective's gradient they give, or None where that does not
     apply (a ball, whose normal cone is one ray; a localized domain; no such copy) or finds
-    nothing."""
+    nothing. ``memo``: the rounds' last balance (:class:`~dpcvx.certification.box.
+    BalanceMemo`)."""
     if not isinstance(region, BoxRegion) or w_domain is not None:
         return None
     n = decl.n
@@ -1735,7 +1741,7 @@ def _balanced(
         decl, None, x, None, x, C, thetas=fix.thetas, copies=fix.Y, slopes=fix.slopes
     )[2]
     fixed = (g.sum(axis=0) - g[rows].sum(axis=0)) / n + lam * (x - w0)
-    balanced = balanced_duals(s[steep], g[rows], fixed, x, region.lo, region.hi, C, n)
+    balanced = balanced_duals(s[steep], g[rows], fixed, x, region.lo, region.hi, C, n, memo)
     if balanced is None:
         return None
     slopes = np.array(fix.slopes, float, copy=True)

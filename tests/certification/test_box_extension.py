@@ -189,10 +189,11 @@ def test_each_rows_response_is_its_farthest_point_along_the_weights(seed):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_balance_reaches_the_largest_common_slack(seed):
-    """:func:`_balance` against CVXPY's largest ``t`` with ``sum_i r_i / n >= c + t``, on
-    feasible targets (``c`` below what the rows can give) and on infeasible ones (the
-    negative control: the shortfall found is the least one, and stays a shortfall)."""
+def test_balance_meets_every_need_or_finds_the_least_shortfall(seed):
+    """:func:`_balance` against CVXPY's largest ``t`` with ``sum_i r_i / n >= c + t``: on
+    feasible targets (``c`` below what the rows can give) every need is met; on infeasible
+    ones (the negative control) the shortfall found is the least one, and stays a
+    shortfall."""
     from dpcvx.certification.box import _balance
 
     a, radius = _box_sets(seed)
@@ -210,8 +211,87 @@ def test_balance_reaches_the_largest_common_slack(seed):
         assert np.all(r <= a * (1 + 1e-12))
         assert np.all(np.linalg.norm(r, axis=1) <= radius * (1 + 1e-12))
         slack = float(np.min(r.sum(axis=0) / n - c))
-        assert slack >= t.value - 1e-7
         assert (slack >= 0) == (t.value >= 0)
+        if t.value < 0:
+            assert slack >= t.value - 1e-7
+
+
+def _counted_fills(monkeypatch):
+    import dpcvx.certification.box as box_module
+
+    fills = []
+    fill = box_module._fill
+
+    def counted(*args):
+        fills.append(1)
+        return fill(*args)
+
+    monkeypatch.setattr(box_module, "_fill", counted)
+    return fills
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_newton_steps_meet_needs_with_room_in_a_few_responses(seed, monkeypatch):
+    """:func:`_entropic` on needs that leave room (CVXPY's largest common slack ``t`` less
+    a third of ``|t|``, on every coordinate): the responses it returns meet every need
+    within :data:`ENTROPIC_FILLS` responses and lie in each row's set, where the uniform
+    weights alone fall short (so the steps did the work). Negative control: with the needs
+    raised past what any allocation meets, it returns None."""
+    from dpcvx.certification.box import ENTROPIC_FILLS, _entropic, _fill
+
+    a, radius = _box_sets(seed, k=200, m=5)
+    k, m = a.shape
+    n = 2 * k
+    rng = np.random.default_rng(seed + 20)
+    c = (a.sum(axis=0) / n) * rng.uniform(0.05, 1.0, m)
+    R = cp.Variable(a.shape, nonneg=True)
+    t = cp.Variable()
+    cons = [R <= a, cp.norm(R, 2, axis=1) <= radius, cp.sum(R, axis=0) / n >= c + t]
+    cp.Problem(cp.Maximize(t), cons).solve(solver=cp.CLARABEL)
+    t = float(t.value)
+    need = c + t - abs(t) / 3
+    tight = np.einsum("km,km->k", a, a) > radius**2
+    given = a[~tight].sum(axis=0) / n
+    uniform = _fill(a[tight], radius[tight], np.full(m, 1.0 / m))
+    assert np.min(given + uniform.sum(axis=0) / n - need) < 0
+    fills = _counted_fills(monkeypatch)
+    r, _ = _entropic(a[tight], radius[tight], given, need, n)
+    assert r is not None and len(fills) <= ENTROPIC_FILLS
+    assert np.all(given + r.sum(axis=0) / n >= need)
+    assert np.all((r >= 0) & (r <= a[tight]))
+    assert np.all(np.linalg.norm(r, axis=1) <= radius[tight] * (1 + 1e-12))
+    assert _entropic(a[tight], radius[tight], given, c + t + abs(t) / 10, n)[0] is None
+
+
+def test_a_balance_on_the_same_rows_starts_from_the_last_weights(monkeypatch):
+    """Infeasible needs (the dual runs): a second balance on the same rows with needs
+    moved by 1e-7 takes at most half the responses of a balance without
+    :class:`BalanceMemo` (no Newton steps once the dual proved a shortfall, and its dual
+    starts from the last weights), and finds the same least shortfall, to a relative 1e-8.
+    Negative control: other rows do not start from those weights (as many responses as
+    cold)."""
+    from dpcvx.certification.box import BalanceMemo, _balance
+
+    a, radius = _box_sets(3, k=300, m=6)
+    n = 2 * a.shape[0]
+    c = a.sum(axis=0) / n
+    moved = c + 1e-7 * np.random.default_rng(0).normal(size=c.size)
+    fills = _counted_fills(monkeypatch)
+    memo = BalanceMemo()
+    _balance(a, radius, c, n, memo)
+    first = len(fills)
+    warm = _balance(a, radius, moved, n, memo)
+    second = len(fills) - first
+    cold = _balance(a, radius, moved, n)
+    third = len(fills) - first - second
+    assert second * 2 <= third
+    short = float(np.min(warm.sum(axis=0) / n - moved))
+    assert short < 0
+    assert abs(short - float(np.min(cold.sum(axis=0) / n - moved))) <= 1e-8 * abs(short)
+    other = a * 0.99
+    before = len(fills)
+    _balance(other, radius, moved, n, memo)
+    assert len(fills) - before >= third // 2
 
 
 def _corner_case(n=500, seed=0, B=0.3, d=5):
@@ -366,9 +446,10 @@ def test_the_balance_meets_a_coordinate_that_does_not_bind(monkeypatch):
     optimum): the balance's dual puts its weight on the one coordinate that binds, and the
     best responses to it gave two other coordinates a little less than they need (3.7e-4
     short, where an exact solve of the balance has a slack of 1.1e-3), so the certificate
-    charged that push and the rounds ended in the joint program. The price steps now meet
-    every coordinate's need, and the arrowhead path certifies the private target; without
-    them (the negative control) the same balance falls short."""
+    charged that push and the rounds ended in the joint program. The entropic Newton steps
+    meet every coordinate's need, and so do the price steps after the dual (each alone), and
+    the arrowhead path certifies the private target; without both (the negative control)
+    the same balance falls short."""
     import dpcvx.certification.box as box_module
     from dpcvx.certification.solve import ARROWHEAD
     from tests.certification.test_arrowhead import _sweep_case
@@ -376,9 +457,9 @@ def test_the_balance_meets_a_coordinate_that_does_not_bind(monkeypatch):
     seen = []
     balance = box_module._balance
 
-    def recorded(a, radius, need, n):
+    def recorded(a, radius, need, n, memo=None):
         seen.append((a, radius, need, n))
-        return balance(a, radius, need, n)
+        return balance(a, radius, need, n, memo)
 
     monkeypatch.setattr(box_module, "_balance", recorded)
     problem, X, _, _, lam = _sweep_case(96)
@@ -391,6 +472,12 @@ def test_the_balance_meets_a_coordinate_that_does_not_bind(monkeypatch):
     assert np.all(r.sum(axis=0) / n >= need - 1e-15 * (1 + np.abs(need)))
     assert np.all((r >= 0) & (r <= a))
     assert np.all(np.einsum("km,km->k", r, r) <= radius**2 * (1 + 1e-12))
+    for knob in ("ENTROPIC_FILLS", "PRICE_STEPS"):
+        with monkeypatch.context() as alone:
+            alone.setattr(box_module, knob, 0)
+            r = balance(a, radius, need, n)
+            assert np.all(r.sum(axis=0) / n >= need - 1e-15 * (1 + np.abs(need)))
+    monkeypatch.setattr(box_module, "ENTROPIC_FILLS", 0)
     monkeypatch.setattr(box_module, "PRICE_STEPS", 0)
     control = balance(a, radius, need, n)
     assert np.min(control.sum(axis=0) / n - need) < 0
