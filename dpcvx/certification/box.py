@@ -65,6 +65,18 @@ def _path(u: np.ndarray, w: np.ndarray, lo: np.ndarray, hi: np.ndarray, mu: np.n
     return Y, t, row_norms(diff), diff
 
 
+def _reach(
+    u: np.ndarray, w: np.ndarray, lo: np.ndarray, hi: np.ndarray, mu: np.ndarray, tau: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``t(mu)`` and ``D(mu)`` of :func:`_path` (``tau = u^T w`` per row), in four passes over
+    the rows instead of ten: the move ``y - w`` is ``mu u`` clipped to ``[lo - w, hi - w]``
+    (``mu u_j`` exactly off the bounds, ``bound_j - w_j`` on them, as :func:`_path` has it up
+    to the rounding of ``w + mu u``), and ``t = tau + u^T (y - w)``."""
+    move = mu[:, None] * u
+    np.clip(move, (lo - w)[None, :], (hi - w)[None, :], out=move)
+    return tau + np.einsum("kd,kd->k", u, move), np.sqrt(np.einsum("kd,kd->k", move, move))
+
+
 def box_extension(
     line,
     u: np.ndarray,
@@ -127,7 +139,7 @@ def box_extension(
             break
         la, ra = left[active], right[active]
         mid = 0.5 * (la + ra)
-        _, tm, Dm, _ = _path(u[active], w, lo, hi, mid)
+        tm, Dm = _reach(u[active], w, lo, hi, mid, tau[active])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             F = slope(tm, active) + C * np.where(Dm > 0, mid / Dm, 0.0)
         pos = F > 0
