@@ -114,10 +114,6 @@ def box_extension(
     mu_min = np.minimum(mu_min, 0.0)
     mu_max = np.maximum(mu_max, 0.0)
 
-    def slope(t: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-        part = line if rows is None else line.take(rows)
-        return np.nan_to_num(part.slope(t))
-
     # the copy at w: the derivative of h + C D changes sign across mu = 0, where it is
     # h' +- C / |u_F| with F the coordinates free to move that way (not at a bound it pushes)
     top, bottom = at_bounds(w, lo, hi)
@@ -134,14 +130,17 @@ def box_extension(
     left = np.where(dn > 0, mu_min, 0.0)
     right = np.where(dn > 0, 0.0, mu_max)
     active = np.flatnonzero(~at_w & (right > left))
+    moving = None  # the active rows' directions, positions at w and lines, until one settles
     for _ in range(_STEPS):
         if active.size == 0:
             break
+        if moving is None:
+            moving = u[active], tau[active], line.take(active)
         la, ra = left[active], right[active]
         mid = 0.5 * (la + ra)
-        tm, Dm = _reach(u[active], w, lo, hi, mid, tau[active])
+        tm, Dm = _reach(moving[0], w, lo, hi, mid, moving[1])
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            F = slope(tm, active) + C * np.where(Dm > 0, mid / Dm, 0.0)
+            F = np.nan_to_num(moving[2].slope(tm)) + C * np.where(Dm > 0, mid / Dm, 0.0)
         pos = F > 0
         right[active] = np.where(pos, mid, ra)
         left[active] = np.where(pos, la, mid)
@@ -149,7 +148,8 @@ def box_extension(
         done = (width <= 4 * _EPS * np.maximum(np.abs(left[active]), np.abs(right[active]))) | (
             (mid == la) | (mid == ra)
         )
-        active = active[~done]
+        if done.any():
+            active, moving = active[~done], None
     # the better end of the bracket (a jump of h' sits between them), or the copy at w
     mu = np.where(at_w, 0.0, left)
     _, t_l, D_l, _ = _path(u, w, lo, hi, left)
