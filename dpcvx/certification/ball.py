@@ -431,10 +431,7 @@ def dual_at_w(
     """The duals ``g_i = slope_i u_i + v_i`` of copies at ``w``, ``v_i`` in W's normal cone
     there: the least share of what the cone can cancel (``region.cancellable``) that brings
     each into the C-ball (:func:`into_c_ball`)."""
-    P = np.where(
-        (slope > 0)[:, None], region.cancellable(u, w, True), region.cancellable(u, w, False)
-    )
-    return into_c_ball(slope[:, None] * u, slope[:, None] * P, C)
+    return into_c_ball(slope[:, None] * u, region.cancelled(u, w, slope), C)
 
 
 def into_c_ball(base: np.ndarray, part: np.ndarray, C: float) -> np.ndarray:
@@ -536,6 +533,14 @@ class BallRegion:
     def extension(self, line: Pieces1D | Smooth1D, u: np.ndarray, w: np.ndarray, C: float, n: int):
         """:func:`ball_extension` in this ball."""
         return ball_extension(line, u, w, self.center, self.radius, C, n)
+
+    def cancelled(self, u: np.ndarray, w: np.ndarray, slope: np.ndarray) -> np.ndarray:
+        """Per row, the part of ``slope_i u_i`` that W's normal cone at ``w`` can cancel
+        (:meth:`cancellable` for the row's sign, times its slope)."""
+        P = np.where(
+            (slope > 0)[:, None], self.cancellable(u, w, True), self.cancellable(u, w, False)
+        )
+        return slope[:, None] * P
 
     def cancellable(self, u: np.ndarray, w: np.ndarray, positive: bool) -> np.ndarray:
         """Per row of the unit directions ``u``, the part of ``u`` that W's normal cone at

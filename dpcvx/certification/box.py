@@ -237,6 +237,14 @@ class BoxRegion:
         """:func:`box_extension` in this box."""
         return box_extension(line, u, w, self.lo, self.hi, C, n)
 
+    def cancelled(self, u: np.ndarray, w: np.ndarray, slope: np.ndarray) -> np.ndarray:
+        """Per row, the part of ``slope_i u_i`` that the box's normal cone at ``w`` can
+        cancel (:meth:`cancellable` for the row's sign, times its slope), in one pass: the
+        entries of ``slope_i u_i`` that push out of the box at a coordinate at a bound."""
+        top, bottom = at_bounds(np.asarray(w, float), self.lo, self.hi)
+        base = slope[:, None] * u
+        return np.where((top[None, :] & (base < 0)) | (bottom[None, :] & (base > 0)), base, 0.0)
+
     def cancellable(self, u: np.ndarray, w: np.ndarray, positive: bool) -> np.ndarray:
         """Per row of ``u``, the part of ``u`` that the box's normal cone at ``w`` can cancel
         from ``theta u`` for slopes ``theta`` of that sign: the coordinates at their upper
