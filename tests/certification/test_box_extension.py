@@ -273,8 +273,9 @@ def test_newton_steps_meet_needs_with_room_in_a_few_responses(seed, monkeypatch)
     """:func:`_entropic` on needs that leave room (CVXPY's largest common slack ``t`` less
     a third of ``|t|``, on every coordinate): the responses it returns meet every need
     within :data:`ENTROPIC_FILLS` responses and lie in each row's set, where the uniform
-    weights alone fall short (so the steps did the work). Negative control: with the needs
-    raised past what any allocation meets, it returns None."""
+    weights alone fall short (so the steps did the work). With the needs raised past what
+    any allocation meets it returns None, and before its budget runs out: the dual's value
+    turns negative within three responses, which proves it."""
     from dpcvx.certification.box import ENTROPIC_FILLS, _entropic, _fill
 
     a, radius = _box_sets(seed, k=200, m=5)
@@ -298,7 +299,40 @@ def test_newton_steps_meet_needs_with_room_in_a_few_responses(seed, monkeypatch)
     assert np.all(given + r.sum(axis=0) / n >= need)
     assert np.all((r >= 0) & (r <= a[tight]))
     assert np.all(np.linalg.norm(r, axis=1) <= radius[tight] * (1 + 1e-12))
+    before = len(fills)
     assert _entropic(a[tight], radius[tight], given, c + t + abs(t) / 10, n)[0] is None
+    assert len(fills) - before <= 3 < ENTROPIC_FILLS
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_duals_hessian_is_the_jacobian_of_the_responses(seed):
+    """:func:`_dual_hessian` against central differences of ``sum_i r_i(omega) / n`` (the
+    gradient of the balance's dual), on rows with some entries capped and some rows that fit
+    in their ball; and it is symmetric positive semidefinite."""
+    from dpcvx.certification.box import _dual_hessian, _fill
+
+    a, radius = _box_sets(seed, k=80, m=5)
+    n = 160
+    omega = np.random.default_rng(seed + 30).dirichlet(np.ones(a.shape[1]))
+    r = _fill(a, radius, omega)
+    capped = (r == a) & (a > 0)
+    assert capped.any() and (~capped & (a > 0)).any()
+    H = _dual_hessian(a, r, omega, n)
+    h = 1e-7
+    fd = np.stack(
+        [
+            (
+                _fill(a, radius, omega + h * e).sum(axis=0)
+                - _fill(a, radius, omega - h * e).sum(axis=0)
+            )
+            / (2 * h * n)
+            for e in np.eye(a.shape[1])
+        ],
+        axis=1,
+    )
+    np.testing.assert_allclose(H, fd, atol=1e-6 * np.abs(fd).max())
+    np.testing.assert_allclose(H, H.T, atol=1e-15)
+    assert np.linalg.eigvalsh(H).min() >= -1e-12
 
 
 def test_a_balance_on_the_same_rows_starts_from_the_last_weights(monkeypatch):
@@ -306,8 +340,8 @@ def test_a_balance_on_the_same_rows_starts_from_the_last_weights(monkeypatch):
     moved by 1e-7 takes at most half the responses of a balance without
     :class:`BalanceMemo` (no Newton steps once the dual proved a shortfall, and its dual
     starts from the last weights), and finds the same least shortfall, to a relative 1e-8.
-    Negative control: other rows do not start from those weights (as many responses as
-    cold)."""
+    Negative controls: other rows, or needs moved by a tenth, do not start from those
+    weights (as many responses as cold; the same answer as cold)."""
     from dpcvx.certification.box import BalanceMemo, _balance
 
     a, radius = _box_sets(3, k=300, m=6)
@@ -330,6 +364,11 @@ def test_a_balance_on_the_same_rows_starts_from_the_last_weights(monkeypatch):
     before = len(fills)
     _balance(other, radius, moved, n, memo)
     assert len(fills) - before >= third // 2
+    # nor do needs that moved by a tenth: they start afresh, as without the memo
+    far = c * (1 + 0.1 * np.random.default_rng(1).uniform(-1, 1, c.size))
+    memo = BalanceMemo()
+    _balance(a, radius, c, n, memo)
+    np.testing.assert_array_equal(_balance(a, radius, far, n, memo), _balance(a, radius, far, n))
 
 
 def _corner_case(n=500, seed=0, B=0.3, d=5):
