@@ -65,18 +65,6 @@ def _path(u: np.ndarray, w: np.ndarray, lo: np.ndarray, hi: np.ndarray, mu: np.n
     return Y, t, row_norms(diff), diff
 
 
-def _reach(
-    u: np.ndarray, w: np.ndarray, lo: np.ndarray, hi: np.ndarray, mu: np.ndarray, tau: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """``t(mu)`` and ``D(mu)`` of :func:`_path` (``tau = u^T w`` per row), in four passes over
-    the rows instead of ten: the move ``y - w`` is ``mu u`` clipped to ``[lo - w, hi - w]``
-    (``mu u_j`` exactly off the bounds, ``bound_j - w_j`` on them, as :func:`_path` has it up
-    to the rounding of ``w + mu u``), and ``t = tau + u^T (y - w)``."""
-    move = mu[:, None] * u
-    np.clip(move, (lo - w)[None, :], (hi - w)[None, :], out=move)
-    return tau + np.einsum("kd,kd->k", u, move), np.sqrt(np.einsum("kd,kd->k", move, move))
-
-
 def box_extension(
     line,
     u: np.ndarray,
@@ -130,17 +118,17 @@ def box_extension(
     left = np.where(dn > 0, mu_min, 0.0)
     right = np.where(dn > 0, 0.0, mu_max)
     active = np.flatnonzero(~at_w & (right > left))
-    moving = None  # the active rows' directions, positions at w and lines, until one settles
+    moving = None  # the active rows' directions and lines, until one of them settles
     for _ in range(_STEPS):
         if active.size == 0:
             break
         if moving is None:
-            moving = u[active], tau[active], line.take(active)
+            moving = u[active], line.take(active)
         la, ra = left[active], right[active]
         mid = 0.5 * (la + ra)
-        tm, Dm = _reach(moving[0], w, lo, hi, mid, moving[1])
+        _, tm, Dm, _ = _path(moving[0], w, lo, hi, mid)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            F = np.nan_to_num(moving[2].slope(tm)) + C * np.where(Dm > 0, mid / Dm, 0.0)
+            F = np.nan_to_num(moving[1].slope(tm)) + C * np.where(Dm > 0, mid / Dm, 0.0)
         pos = F > 0
         right[active] = np.where(pos, mid, ra)
         left[active] = np.where(pos, la, mid)

@@ -162,44 +162,6 @@ def test_extreme_inputs_raise_no_floating_point_warning(case):
     assert np.all((Y >= lo) & (Y <= hi))
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_the_bisections_reach_matches_an_extended_precision_path(seed):
-    """``_reach`` (the bisection's ``t(mu)`` and ``D(mu)`` in four passes) against the move
-    ``y - w = clip(mu u, lo - w, hi - w)`` in extended precision, on rows that hit the box's
-    bounds, rows that do not, a zero ``mu`` and coordinates with ``u_j = 0``; and against
-    ``_path`` (which forms ``y`` itself)."""
-    from dpcvx.certification.box import _path, _reach
-
-    rng = np.random.default_rng(seed)
-    k, d = 400, 7
-    lo, hi = -rng.uniform(0.1, 1.0, d), rng.uniform(0.1, 1.0, d)
-    w = rng.uniform(lo, hi)
-    w[0] = hi[0]  # a coordinate at its bound
-    u = rng.normal(size=(k, d))
-    u[rng.random((k, d)) < 0.1] = 0.0
-    u /= np.maximum(np.linalg.norm(u, axis=1), 1e-300)[:, None]
-    mu = rng.normal(size=k) * np.exp(rng.uniform(-20, 2, k))
-    mu[:5] = 0.0
-    tau = u @ w
-    t, D = _reach(u, w, lo, hi, mu, tau)
-    # the move y - w in extended precision (y - w itself would lose a tiny move to the
-    # rounding of w + mu u): mu u off the bounds, bound - w on them
-    L = np.longdouble
-    wl = w.astype(L)
-    move = np.clip(mu.astype(L)[:, None] * u.astype(L), lo.astype(L) - wl, hi.astype(L) - wl)
-    t_ref = u.astype(L) @ wl + np.sum(u.astype(L) * move, axis=1)
-    D_ref = np.sqrt(np.sum(move**2, axis=1))
-    clipped = np.any((move == lo - wl) | (move == hi - wl), axis=1) & (mu != 0)
-    assert clipped.sum() > 50 and (~clipped).sum() > 50
-    scale = 1.0 + np.abs(tau)
-    assert np.all(np.abs(t - t_ref) <= 8 * np.finfo(float).eps * scale)
-    assert np.all(np.abs(D - D_ref) <= 8 * np.finfo(float).eps * (D_ref + 1e-300))
-    assert np.all(D[:5] == 0.0) and np.all(t[:5] == tau[:5])
-    _, t_path, D_path, _ = _path(u, w, lo, hi, mu)
-    np.testing.assert_allclose(t, t_path, rtol=0, atol=8 * np.finfo(float).eps * scale.max())
-    np.testing.assert_allclose(D, D_path, rtol=1e-14, atol=0)
-
-
 # ------------------------------------------------------------------ duals balanced at a corner
 def _box_sets(seed, k=60, m=4):
     rng = np.random.default_rng(seed)
