@@ -460,7 +460,7 @@ def _dual_hessian(a: np.ndarray, r: np.ndarray, omega: np.ndarray, n: int) -> np
 
 #: the most best responses :func:`_entropic` evaluates
 ENTROPIC_FILLS = 8
-#: the entropy's weight in :func:`_entropic`, relative to the largest need
+#: the entropy's weight in :func:`_entropic`, relative to the largest need in magnitude
 ENTROPY = 1e-3
 
 
@@ -486,7 +486,6 @@ def _entropic(
     steps, where steps kept inside the simplex took tens), ``alpha`` halved until the
     objective falls by a quarter of what the step's decrement promises. A step that
     promises no decrease (or NaN) also ends the steps, with None."""
-
     m = a.shape[1]
     eps = ENTROPY * (float(np.max(np.abs(c))) + 1e-300)
     omega = np.full(m, 1.0 / m)
