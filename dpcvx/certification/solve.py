@@ -1344,6 +1344,14 @@ def _balanced_rounds(
     region = rounds_of.region
     domain = decl.domain if w_domain is None else w_domain
     target = _target(accuracy, 0.0)
+    last: list = []  # the copies' duals at the last point judged, with the copies and point
+
+    def duals(point: np.ndarray, fixed: BallCopies) -> np.ndarray:
+        """:func:`_copy_duals`, once per point and copies (the plain judgement and the
+        kinks' joint slopes both start from them)."""
+        if not (last and last[0] is fixed and np.array_equal(last[1], point)):
+            last[:] = [fixed, np.array(point, copy=True), _copy_duals(decl, point, fixed, C)]
+        return last[2]
 
     def balanced(point: np.ndarray, fixed: BallCopies | None, step: int):
         """The certificate at ``point`` with ``fixed``'s duals balanced, the gradient they
@@ -1353,8 +1361,18 @@ def _balanced_rounds(
             return None
         try:
             with np.errstate(all="ignore"):
+                memo = rounds_of.balances
                 out = _balanced(
-                    decl, point, fixed, lam, w0, C, region, w_domain, rounds_of.balances
+                    decl,
+                    point,
+                    fixed,
+                    lam,
+                    w0,
+                    C,
+                    region,
+                    w_domain,
+                    memo,
+                    lambda: duals(point, fixed),
                 )
             if out is None:
                 return None
@@ -1375,7 +1393,10 @@ def _balanced_rounds(
             return None
         try:
             with np.errstate(all="ignore"):
-                out = _kink_duals(decl, point, fixed, lam, w0, C, rounds_of.relaxed, region)
+                pieces = rounds_of.relaxed
+                out = _kink_duals(
+                    decl, point, fixed, lam, w0, C, pieces, region, lambda: duals(point, fixed)
+                )
         except Exception:  # noqa: BLE001 - only forgoes the kinks' joint slopes here
             return None
         if out is None or (out[2] > KINK_FLOOR * target and not hopeless):
@@ -1637,6 +1658,7 @@ def _kink_duals(
     C: float,
     pieces: ExtensionPieces,
     region: BallRegion | BoxRegion,
+    duals: Callable[[], np.ndarray] | None = None,
 ) -> tuple[BallCopies, np.ndarray | None, float] | None:
     """``fix`` with the slopes of the examples whose copy is ``x`` at a kink of their loss
     chosen jointly so that the objective's gradient vanishes on the coordinates off the box's
@@ -1651,7 +1673,8 @@ def _kink_duals(
     (they hold the point on their kinks: :func:`_face_step` keeps them there), or None; and
     the part of the certificate's gap that the gradient left on those free coordinates
     contributes alone (its global term there: a floor under the certificate, to skip one
-    that cannot meet a target). None on a ball, or without a kink at ``x``."""
+    that cannot meet a target). None on a ball, or without a kink at ``x``. ``duals``: gives
+    the copies' duals at ``x`` (:func:`_copy_duals` by default), when they are needed."""
     if not isinstance(region, BoxRegion):
         return None
     top, bottom = at_bounds(x, region.lo, region.hi)
@@ -1665,9 +1688,7 @@ def _kink_duals(
     if not rows.size:
         return None
     n = decl.n
-    g = extension_bounds(
-        decl, None, x, None, x, C, thetas=fix.thetas, copies=fix.Y, slopes=fix.slopes
-    )[2]
+    g = _copy_duals(decl, x, fix, C) if duals is None else duals()
     # the gradient on the free coordinates without these examples, which must cancel it
     rest = (g.sum(axis=0) - g[rows].sum(axis=0))[free] / n + lam * (x - w0)[free]
     A = pieces.u[rows][:, free].T / n
@@ -1688,6 +1709,13 @@ def _kink_duals(
     inside = (gamma > lo) & (gamma < hi)
     held = pieces.u[rows[inside]] if inside.any() else None
     return dataclasses.replace(fix, thetas=thetas, slopes=slopes), held, floor
+
+
+def _copy_duals(decl: Declaration, x: np.ndarray, fix: BallCopies, C: float) -> np.ndarray:
+    """The duals ``g_i`` the extension's certificate takes at ``x`` for ``fix``'s copies."""
+    return extension_bounds(
+        decl, None, x, None, x, C, thetas=fix.thetas, copies=fix.Y, slopes=fix.slopes
+    )[2]
 
 
 def _bounded_least_squares(
@@ -1717,13 +1745,15 @@ def _balanced(
     region: BallRegion | BoxRegion,
     w_domain: Domain | LocalizedDomain | None,
     memo: BalanceMemo | None = None,
+    duals: Callable[[], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """``fix.slopes`` with the duals of the copies at ``x`` that must cancel part of their
     slope against a box's bounds chosen jointly (:func:`~dpcvx.certification.box.
     balanced_duals`), and the objective's gradient they give, or None where that does not
     apply (a ball, whose normal cone is one ray; a localized domain; no such copy) or finds
     nothing. ``memo``: the rounds' last balance (:class:`~dpcvx.certification.box.
-    BalanceMemo`)."""
+    BalanceMemo`); ``duals``: gives the copies' duals at ``x`` (:func:`_copy_duals` by
+    default), when they are needed."""
     if not isinstance(region, BoxRegion) or w_domain is not None:
         return None
     n = decl.n
@@ -1737,9 +1767,7 @@ def _balanced(
     rows = at_x[steep]
     if not rows.size:
         return None
-    g = extension_bounds(
-        decl, None, x, None, x, C, thetas=fix.thetas, copies=fix.Y, slopes=fix.slopes
-    )[2]
+    g = _copy_duals(decl, x, fix, C) if duals is None else duals()
     fixed = (g.sum(axis=0) - g[rows].sum(axis=0)) / n + lam * (x - w0)
     balanced = balanced_duals(s[steep], g[rows], fixed, x, region.lo, region.hi, C, n, memo)
     if balanced is None:
@@ -1812,11 +1840,6 @@ def _target(accuracy: float | None, upper: float) -> float:
     """The ladder's target (:func:`_certified_solve`): ``accuracy``, or without one the
     interior-point default relative to the objective's value ``upper``."""
     return accuracy if accuracy is not None else SMOOTH_DEFAULT * (1.0 + abs(upper))
-
-
-def _meets_any(judged: tuple | None, accuracy: float | None) -> bool:
-    """Whether ``judged`` (None, or a certificate first) meets the ladder's target."""
-    return judged is not None and _meets(judged[0], accuracy)
 
 
 def _meets(cert: CertifiedSolution, accuracy: float | None) -> bool:
