@@ -26,10 +26,16 @@ artefact of the sampler reaches the output. :func:`release_point` dispatches on 
 
 How it is computed (Las Vegas). Each ideal uniform is revealed lazily from the generator: its
 first 128 random bits (two 64-bit words) pin it to ``[k / 2^b, (k + 1) / 2^b]`` with
-``b = 128``. The noise is evaluated on those intervals in outward-rounded interval arithmetic
-(``mpmath.libmp`` at a working precision of ``b + 32`` bits; logarithms, cosines and sines are
-evaluated at the ends of monotone pieces and widened by 16 units in the last place of the
-working precision). When both ends of the enclosure of ``w_j + X_j`` round to the same float,
+``b = 128``. The noise is enclosed over those intervals at a working precision of ``P = b + 32``
+bits: each logarithm, cosine and sine is computed once by ``mpmath.libmp``, at the low end of
+its uniform's interval, trusted to 16 units in its last place and widened by the function's
+slope over the interval (``ln(1 + 1/k) <= 1/k`` for ``-ln U``, ``2 pi 2^-b`` for
+``cos 2 pi U`` and ``sin 2 pi U``); the products, sums, square roots and the quotient that
+combine them are exact integer operations on fixed-point values ``v / 2^P`` that carry an
+integer bound on their error; the scale multiplies the enclosure exactly, and adding ``w_j``
+rounds outward. (An earlier version evaluated every function at both ends of its interval in
+outward-rounded interval arithmetic: the same values, about twice the time.) When both ends of
+the enclosure of ``w_j + X_j`` round to the same float,
 that float is the output (rounding is monotone). Otherwise one more 64-bit word of every
 uniform the undecided coordinate depends on is drawn, the precision is raised, and the
 coordinate is recomputed. Revealing more bits only when the revealed ones leave the output
@@ -92,21 +98,17 @@ from mpmath.libmp import (
     fninf,
     from_float,
     from_man_exp,
-    fzero,
     mpf_add,
     mpf_cos_sin_pi,
     mpf_ln,
     mpf_lt,
     mpf_mul,
     mpf_neg,
-    mpf_shift,
-    mpf_sqrt,
     normalize,
     round_ceiling,
     round_floor,
     round_nearest,
 )
-from mpmath.libmp.libmpi import mpi_div, mpi_mul
 
 from dpcvx._validation import check_positive
 from dpcvx.errors import InvalidParameterError, SolverError
@@ -261,33 +263,10 @@ def _neg_ln(u: _Interval, prec: int) -> _Interval:
     return lower, upper
 
 
-def _cos_sin_2pi(u: _Interval, prec: int) -> tuple[_Interval, _Interval]:
-    """Enclosures of ``cos(2 pi U)`` and ``sin(2 pi U)`` for ``U`` in ``u``.
-
-    ``u`` is a dyadic interval ``[k / 2^b, (k + 1) / 2^b]`` with ``b >= 2``, so it lies inside
-    one quarter of the circle, where both functions are monotone: their ranges are spanned by
-    the values at the two ends (computed with exact argument reduction, ``cos(pi x)`` at the
-    exact ``x = 2U``)."""
-    lo, hi = u
-    c1, s1 = mpf_cos_sin_pi(mpf_shift(lo, 1), prec, round_nearest)
-    c2, s2 = mpf_cos_sin_pi(mpf_shift(hi, 1), prec, round_nearest)
-
-    def span(a: _Raw, b: _Raw) -> _Interval:
-        low, high = (a, b) if mpf_lt(a, b) else (b, a)
-        return _down(low, prec), _up(high, prec)
-
-    return span(c1, c2), span(s1, s2)
-
-
 def _add(a: _Interval, b: _Interval, prec: int) -> _Interval:
     lower = mpf_add(a[0], b[0], prec, round_floor)
     upper = mpf_add(a[1], b[1], prec, round_ceiling)
     return (fninf if lower == fnan else lower), (finf if upper == fnan else upper)
-
-
-def _scale(a: _Interval, s: _Raw, prec: int) -> _Interval:
-    """``s * a`` for a positive finite raw float ``s``."""
-    return mpf_mul(a[0], s, prec, round_floor), mpf_mul(a[1], s, prec, round_ceiling)
 
 
 def _neg(a: _Interval) -> _Interval:
@@ -297,6 +276,100 @@ def _neg(a: _Interval) -> _Interval:
 def _shift(w: _Raw, x: _Interval, prec: int) -> _Interval:
     """An enclosure of ``w + X`` for the exact float ``w``."""
     return _add((w, w), x, prec)
+
+
+# ----------------------------------------------------------------------------- fixed point
+# The Box-Muller samplers evaluate their noise in fixed point: a real ``t`` is held as an
+# integer ``v`` with an integer error bound ``e``, meaning ``|t * 2^P - v| <= e`` at the
+# working precision ``P``. Products and sums of such pairs are Python integer operations
+# with their error bounds carried exactly; only the logarithms, cosines and sines go
+# through mpmath (once each, at the low end of the uniform's interval, widened by the
+# function's slope over that interval). Only scale-free quantities are held this way (the
+# uniforms' logarithms, cosines and sines and what they combine into); the noise's scale,
+# which can be any positive float, multiplies the enclosure exactly at the end.
+_Fixed = tuple  # (value, error bound), integers, in units of 2^-P
+
+#: the slope of ``u -> cos(2 pi u)`` and ``u -> sin(2 pi u)`` is at most ``2 pi < 7``
+_TRIG_SLOPE = 7
+
+
+def _fixed(x: _Raw, prec: int) -> int:
+    """``x * 2^prec`` truncated toward zero (an error below 1) for a finite raw float."""
+    sign, man, exp, _ = x
+    shift = exp + prec
+    v = int(man) << shift if shift >= 0 else int(man) >> -shift
+    return -v if sign else v
+
+
+def _fixed_function(x: _Raw, prec: int) -> _Fixed:
+    """An elementary function's value ``x`` computed by mpmath at ``prec`` bits (round to
+    nearest, trusted to 16 units in the last place: a relative ``2^-(prec - 5)``), in fixed
+    point: the error bound is a relative ``2^-(prec - 6)`` plus the truncation."""
+    v = _fixed(x, prec)
+    return v, (abs(v) >> (prec - 6)) + 2
+
+
+def _fixed_mul(a: _Fixed, b: _Fixed, prec: int) -> _Fixed:
+    """The product of two fixed-point reals: ``|ab - a'b'| <= |a'| e_b + |b'| e_a + e_a e_b``,
+    plus the truncation of the product."""
+    (x, ex), (y, ey) = a, b
+    return (x * y) >> prec, ((abs(x) * ey + abs(y) * ex + ex * ey) >> prec) + 2
+
+
+def _fixed_sqrt(a: _Fixed, prec: int) -> _Fixed | None:
+    """The square root of a nonnegative fixed-point real, or None when its value is not
+    positive: ``|sqrt(t) - sqrt(q)| <= |t - q| / sqrt(q)``."""
+    x, ex = a
+    if x <= 0:
+        return None
+    r = math.isqrt(x << prec)  # floor(sqrt(x / 2^prec) * 2^prec)
+    if r == 0:
+        return None
+    return r, ((ex << prec) // r) + 2
+
+
+def _fixed_neg_ln(k: int, bits: int, prec: int) -> _Fixed | None:
+    """``-ln U`` for ``U`` in ``[k, k + 1] / 2^bits``, or None for ``k = 0`` (unbounded):
+    evaluated at ``k / 2^bits``, where it is largest, and within ``ln(1 + 1/k) <= 1/k`` of
+    that over the interval."""
+    if k <= 0:
+        return None
+    v, e = _fixed_function(mpf_neg(mpf_ln(from_man_exp(k, -bits), prec, round_nearest)), prec)
+    return v, e + ((1 << prec) // k) + 1
+
+
+def _fixed_box_muller(
+    a: int, b: int, bits: int, prec: int
+) -> tuple[_Fixed, _Fixed, _Fixed, _Fixed] | None:
+    """``2 E = -2 ln A``, ``R = sqrt(2 E)``, ``cos(2 pi B)`` and ``sin(2 pi B)`` in fixed point
+    for ``A`` and ``B`` in their revealed intervals, or None where ``A``'s reaches 0."""
+    e = _fixed_neg_ln(a, bits, prec)
+    if e is None:
+        return None
+    two_e = (2 * e[0], 2 * e[1])
+    radius = _fixed_sqrt(two_e, prec)
+    if radius is None:
+        return None
+    # cos and sin of 2 pi B at B's low end (the argument 2 B = b / 2^(bits - 1) is exact),
+    # within 2 pi 2^-bits of their values anywhere in B's interval
+    cos, sin = mpf_cos_sin_pi(from_man_exp(b, 1 - bits), prec, round_nearest)
+    slope = _TRIG_SLOPE << (prec - bits)
+    c, ec = _fixed_function(cos, prec)
+    s, es = _fixed_function(sin, prec)
+    return two_e, radius, (c, ec + slope), (s, es + slope)
+
+
+def _scaled(y: _Fixed, scale: _Raw, prec: int) -> _Interval:
+    """The exact enclosure ``scale * [y - e, y + e] / 2^prec`` for a positive raw float
+    ``scale``."""
+    v, e = y
+    _, man, exp, _ = scale
+    return from_man_exp((v - e) * int(man), exp - prec), from_man_exp(
+        (v + e) * int(man), exp - prec
+    )
+
+
+_UNBOUNDED: _Interval = (fninf, finf)
 
 
 # ----------------------------------------------------------------------------- the engine
@@ -410,7 +483,10 @@ def laplace_point(point: object, scale: float, rng: np.random.Generator) -> np.n
     negative = [bool((sign_words[j // 64] >> (j % 64)) & 1) for j in range(d)]
 
     def evaluate(g: int, us: list[int], bits: int, prec: int, coords: list[int]):
-        x = _scale(_neg_ln(_uniform(us[0], bits), prec), s, prec)
+        e = _fixed_neg_ln(us[0], bits, prec)
+        if e is None:
+            return [_UNBOUNDED]
+        x = _scaled(e, s, prec)
         return [_neg(x) if negative[g] else x]
 
     return _settle(w, rng, [(j,) for j in range(d)], 1, evaluate)
@@ -455,18 +531,13 @@ def gaussian_point(point: object, sigma: float, rng: np.random.Generator) -> np.
     groups = [tuple(range(2 * p, min(2 * p + 2, d))) for p in range(-(-d // 2))]
 
     def evaluate(g: int, us: list[int], bits: int, prec: int, coords: list[int]):
-        radius, (cos, sin) = _box_muller(us[0], us[1], bits, prec)
-        return [_scale(mpi_mul(radius, sin if j % 2 else cos, prec), s, prec) for j in coords]
+        polar = _fixed_box_muller(us[0], us[1], bits, prec)
+        if polar is None:
+            return [_UNBOUNDED] * len(coords)
+        _, radius, cos, sin = polar
+        return [_scaled(_fixed_mul(radius, sin if j % 2 else cos, prec), s, prec) for j in coords]
 
     return _settle(w, rng, groups, 2, evaluate)
-
-
-def _box_muller(a: int, b: int, bits: int, prec: int) -> tuple[_Interval, tuple]:
-    """Enclosures of ``R = sqrt(-2 ln A)`` and ``(cos 2 pi B, sin 2 pi B)``."""
-    e = _neg_ln(_uniform(a, bits), prec)
-    two_e = (mpf_shift(e[0], 1), mpf_shift(e[1], 1))  # exact doubling
-    radius = (mpf_sqrt(two_e[0], prec, round_floor), mpf_sqrt(two_e[1], prec, round_ceiling))
-    return radius, _cos_sin_2pi(_uniform(b, bits), prec)
 
 
 def l2_laplace_point(point: object, scale: float, rng: np.random.Generator) -> np.ndarray:
@@ -514,38 +585,47 @@ def l2_laplace_point(point: object, scale: float, rng: np.random.Generator) -> n
     pairs = -(-d // 2)
 
     def evaluate(g: int, us: list[int], bits: int, prec: int, coords: list[int]):
-        # the product V_1 ... V_d lies in [prod k_i, prod (k_i + 1)] / 2^(bits d): both ends
-        # are exact integers, rounded outward once
-        top_lo, top_hi = 1, 1
+        unbounded = [_UNBOUNDED] * len(coords)
+        if min(us[:d]) <= 0:  # a V_i's interval reaches 0: the radius is not bounded yet
+            return unbounded
+        # -ln(V_1 ... V_d) at the low ends k_i / 2^bits (their product, an exact integer over
+        # 2^(bits d)), where it is largest; over the box it is within
+        # sum_i ln(1 + 1/k_i) <= sum_i 1/k_i of that
+        top = 1
         for k in us[:d]:
-            top_lo *= k
-            top_hi *= k + 1
-        low = from_man_exp(top_lo, -bits * d, prec, round_floor)
-        high = from_man_exp(top_hi, -bits * d, prec, round_ceiling)
-        radius = _scale(_neg_ln((low, high), prec), s, prec)
-        # X_j = (r / ||G||) R_p (cos or sin)(2 pi B_p): the same real, grouped so that one
-        # division serves every coordinate; ||G||^2 = sum_p R_p^2 over complete pairs
-        polar: list[tuple[_Interval, tuple]] = []
-        norm2: _Interval = (fzero, fzero)
+            top *= k
+        ln_top = mpf_ln(from_man_exp(top, -bits * d), prec, round_nearest)
+        radius, e_radius = _fixed_function(mpf_neg(ln_top), prec)
+        e_radius += sum((1 << prec) // k + 1 for k in us[:d])
+        # X_j = (r / ||G||) R_p (cos or sin)(2 pi B_p), grouped so that one division serves
+        # every coordinate; ||G||^2 = sum_p R_p^2 = sum_p 2 E_p over complete pairs, exactly
+        polar = []
+        norm2, e_norm2 = 0, 0
         for p in range(pairs):
-            a, b = us[d + 2 * p], us[d + 2 * p + 1]
-            r_p, cos_sin = _box_muller(a, b, bits, prec)
-            polar.append((r_p, cos_sin))
+            pair = _fixed_box_muller(us[d + 2 * p], us[d + 2 * p + 1], bits, prec)
+            if pair is None:
+                return unbounded
+            two_e, r_p, cos, sin = pair
+            polar.append((r_p, cos, sin))
             if 2 * p + 1 < d:
-                square = (
-                    mpf_mul(r_p[0], r_p[0], prec, round_floor),
-                    mpf_mul(r_p[1], r_p[1], prec, round_ceiling),
-                )
-            else:
-                g_last = mpi_mul(r_p, cos_sin[0], prec)
-                square = mpi_mul(g_last, g_last, prec)
-                if square[0][0]:  # a square is nonnegative
-                    square = (fzero, square[1])
-            norm2 = _add(norm2, square, prec)
-        norm = (mpf_sqrt(norm2[0], prec, round_floor), mpf_sqrt(norm2[1], prec, round_ceiling))
-        factor = mpi_div(radius, norm, prec)
-        scaled = {p: mpi_mul(factor, polar[p][0], prec) for p in {j // 2 for j in coords}}
-        return [mpi_mul(scaled[j // 2], polar[j // 2][1][j % 2], prec) for j in coords]
+                square = two_e
+            else:  # the last coordinate of an odd d: G = R_p cos(2 pi B_p) alone
+                g_last = _fixed_mul(r_p, cos, prec)
+                square = _fixed_mul(g_last, g_last, prec)
+            norm2 += square[0]
+            e_norm2 += square[1]
+        norm = _fixed_sqrt((norm2, e_norm2), prec)
+        if norm is None or norm[0] <= norm[1]:
+            return unbounded
+        # r / ||G||: |t_r / t_n - r / n| <= (e_r + |r / n| e_n) / (n - e_n)
+        ratio = (radius << prec) // norm[0]
+        e_ratio = ((e_radius << prec) + (abs(ratio) + 1) * norm[1]) // (norm[0] - norm[1]) + 2
+        factor = (ratio, e_ratio)
+        scaled = {p: _fixed_mul(factor, polar[p][0], prec) for p in {j // 2 for j in coords}}
+        return [
+            _scaled(_fixed_mul(scaled[j // 2], polar[j // 2][2 if j % 2 else 1], prec), s, prec)
+            for j in coords
+        ]
 
     return _settle(w, rng, [tuple(range(d))], d + 2 * pairs, evaluate)
 

@@ -18,7 +18,7 @@ import mpmath
 import numpy as np
 import pytest
 from mpmath import iv, mp
-from mpmath.libmp import from_man_exp
+from mpmath.libmp import from_man_exp, mpf_le
 from randomgen import UserBitGenerator
 from scipy import stats
 
@@ -277,28 +277,38 @@ def test_gaussian_releases_the_correctly_rounded_exact_sum(w, sigma):
     assert decided >= 297
 
 
+def iv_box_muller_radius(u):
+    """``sqrt(-2 ln U)`` over an mpmath.iv interval of ``U`` in ``(0, 1]`` (at ``U = 1`` the
+    logarithm's enclosure dips below 0, where the square's root is 0)."""
+    two_e = -2 * iv.log(u)
+    return iv.sqrt(iv.mpf([max(two_e.a, 0), two_e.b]))
+
+
+def iv_l2_laplace(uniforms: list[tuple[int, int]], d: int, scale: float) -> list:
+    """Enclosures of the l2-Laplace noise X_j at 300 bits with mpmath.iv, by the textbook
+    formula (sum of logs, norm of the Gaussian vector), over the box of uniforms given as
+    (k, bits) in the documented order V_1..V_d, A_0, B_0, A_1, B_1, ..."""
+    box = [iv.mpf(list(uniform_ends(k, bits))) for k, bits in uniforms]
+    radius = -iv.mpf(scale) * iv.fsum(iv.log(v) for v in box[:d])
+    gauss = []
+    for p in range(-(-d // 2)):
+        r = iv_box_muller_radius(box[d + 2 * p])
+        angle = 2 * iv.pi * box[d + 2 * p + 1]
+        gauss += [r * iv.cos(angle), r * iv.sin(angle)]
+    gauss = gauss[:d]
+    norm2 = iv.fsum(g * g for g in gauss)  # iv's product of an interval around 0 with itself
+    norm = iv.sqrt(iv.mpf([max(norm2.a, 0), norm2.b]))  # dips below 0: a square does not
+    return [radius * gauss[j] / norm for j in range(d)]
+
+
 def replay_l2_laplace(uniforms: list[tuple[int, int]], w: np.ndarray, scale: float):
-    """fl(w + X) for the l2-Laplace at 300 bits with mpmath.iv, by the textbook formula (sum
-    of logs, norm of the Gaussian vector), from (k, bits) per uniform in the documented order
-    V_1..V_d, A_0, B_0, A_1, B_1, ..."""
-    d = w.size
+    """fl(w + X) from :func:`iv_l2_laplace` (None where its enclosure is undecided)."""
     saved = iv.prec
     iv.prec = 300
     try:
-        box = [iv.mpf(list(uniform_ends(k, bits))) for k, bits in uniforms]
-        radius = -iv.mpf(scale) * iv.fsum(iv.log(v) for v in box[:d])
-        gauss = []
-        for p in range(-(-d // 2)):
-            r = iv.sqrt(-2 * iv.log(box[d + 2 * p]))
-            angle = 2 * iv.pi * box[d + 2 * p + 1]
-            gauss += [r * iv.cos(angle), r * iv.sin(angle)]
-        gauss = gauss[:d]
-        norm = iv.sqrt(iv.fsum(g * g for g in gauss))
-        out = []
-        for j in range(d):
-            x = iv.mpf(float(w[j])) + radius * gauss[j] / norm
-            out.append(decide([x.a, x.b]))  # the raw ends of the enclosure
-        return out
+        noise = iv_l2_laplace(uniforms, w.size, scale)
+        sums = [iv.mpf(float(w[j])) + x for j, x in enumerate(noise)]
+        return [decide([x.a, x.b]) for x in sums]  # the raw ends of the enclosure
     finally:
         iv.prec = saved
 
@@ -358,6 +368,125 @@ def test_an_l2_laplace_release_with_an_unbounded_first_enclosure_is_refined_exac
     expected = replay_l2_laplace(uniforms, w, 0.8)
     assert None not in expected
     np.testing.assert_array_equal(got, expected)
+
+
+# ---------------------------------------------------------------------------- enclosures
+def captured_enclosures(sampler, d: int, scale: float, keys: list[int], bits: int) -> list:
+    """The enclosures of the noise X that ``sampler`` computes when its uniforms' revealed
+    ``bits`` bits are ``keys`` (in its documented order): ``_settle`` is replaced by a stub
+    that evaluates every group once on those keys and records what the evaluation returns."""
+    captured: list = []
+
+    def stub(w, rng, groups, per_group, evaluate):
+        for g, members in enumerate(groups):
+            us = list(keys[g * per_group : (g + 1) * per_group])
+            captured.extend(evaluate(g, us, bits, bits + sampling._GUARD, list(members)))
+        return np.zeros(w.shape)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(sampling, "_settle", stub)
+        sampler(np.zeros(d), scale, scripted([0]))  # Laplace's sign word 0: every sign +
+    return captured
+
+
+def reference_noise(kind: str, d: int, scale: float, keys: list[int], bits: int) -> list:
+    """300-bit mpmath.iv enclosures of the same noise over the box of uniforms."""
+    box = [iv.mpf(list(uniform_ends(k, bits))) for k in keys]
+    if kind == "laplace":
+        return [-iv.mpf(scale) * iv.log(u) for u in box]
+    if kind == "gaussian":
+        out = []
+        for p in range(-(-d // 2)):
+            r = iv.mpf(scale) * iv_box_muller_radius(box[2 * p])
+            angle = 2 * iv.pi * box[2 * p + 1]
+            out += [r * iv.cos(angle), r * iv.sin(angle)]
+        return out[:d]
+    return iv_l2_laplace([(k, bits) for k in keys], d, scale)
+
+
+SAMPLERS = {"laplace": laplace_point, "gaussian": gaussian_point, "l2_laplace": l2_laplace_point}
+
+
+def adversarial_keys(kind: str, d: int, bits: int, rnd: random.Random) -> list[int]:
+    """Revealed uniforms at the edges of the noise's formulas: a uniform pinned near 0 (its
+    logarithm steep and large) or near 1 (its logarithm near 0), an angle near a quarter turn
+    (a cosine or sine near 0 and steepest), and random ones."""
+    top = 1 << bits
+    pool = [1, 2, 3, top - 1, top - 2, top // 4 - 1, top // 4, top // 2 + 1, 3 * top // 4]
+    count = {"laplace": d, "gaussian": 2 * (-(-d // 2)), "l2_laplace": d + 2 * (-(-d // 2))}
+    return [
+        rnd.choice(pool) if rnd.random() < 0.5 else rnd.getrandbits(bits) | 1
+        for _ in range(count[kind])
+    ]
+
+
+def contains(outer, inner) -> bool:
+    """The raw interval ``outer`` contains the mpmath.iv interval ``inner``."""
+    a, b = inner._mpi_
+    return mpf_le(outer[0], a) and mpf_le(b, outer[1])
+
+
+def enclosure_misses(kind: str, cases: int, seed: int) -> int:
+    """How many of the sampler's enclosures miss the 300-bit reference, over ``cases``
+    random draws of dimension, revealed bits and adversarial uniforms."""
+    rnd = random.Random(seed)
+    misses = 0
+    saved = iv.prec
+    iv.prec = 300
+    try:
+        for _ in range(cases):
+            d, bits = rnd.choice([1, 2, 3, 5]), rnd.choice([64, 128, 192])
+            if kind == "l2_laplace" and d == 1:
+                d = 2  # d = 1 is Laplace's sampler
+            scale = rnd.choice([1.0, 0.37, 1e-9, 3e12])
+            keys = adversarial_keys(kind, d, bits, rnd)
+            got = captured_enclosures(SAMPLERS[kind], d, scale, keys, bits)
+            ref = reference_noise(kind, d, scale, keys, bits)
+            assert len(got) == len(ref) == d
+            for enclosure, x in zip(got, ref):
+                if not contains(enclosure, x):
+                    misses += 1
+                    continue
+                # and no wider than needed: within 2^10 times the reference's width, plus
+                # 2^-(bits - 8) of the noise's size and of its scale (the function errors
+                # are relative, the fixed point's truncations absolute, at 2^-(bits + 32))
+                if not mpmath.isfinite(mpmath.mpf(x.delta)):
+                    continue  # no norm bounded away from 0 over the box: both unbounded
+                width = mpmath.mpf(enclosure[1]) - mpmath.mpf(enclosure[0])
+                size = abs(mpmath.mpf(x.mid)) + scale
+                slack = size * mpmath.mpf(2) ** (8 - bits)
+                assert width <= 2**10 * mpmath.mpf(x.delta) + slack, (kind, d, bits, keys)
+    finally:
+        iv.prec = saved
+    return misses
+
+
+@pytest.mark.parametrize("kind", ["laplace", "gaussian", "l2_laplace"])
+def test_the_fixed_point_enclosures_contain_the_noise_over_the_revealed_box(kind):
+    """The samplers' fixed-point evaluation (one function value per uniform, widened by its
+    slope; exact integer products, square roots and quotients with carried error bounds)
+    encloses the noise over the whole box of revealed uniforms, including uniforms next to
+    0 and 1 and angles next to a quarter turn, at 64 to 192 revealed bits, and is not much
+    wider than an independent 300-bit interval evaluation."""
+    assert enclosure_misses(kind, 60, seed=5) == 0
+
+
+def test_the_enclosure_check_catches_a_dropped_slope_term(monkeypatch):
+    """Negative controls: without the sine's and cosine's slope over the angle's interval, or
+    without the logarithm's over its uniform's, the enclosures miss the noise."""
+    with monkeypatch.context() as m:
+        m.setattr(sampling, "_TRIG_SLOPE", 0)
+        assert enclosure_misses("gaussian", 20, seed=6) > 0
+    exact = sampling._fixed_neg_ln
+
+    def without_slope(k, bits, prec):
+        out = exact(k, bits, prec)
+        return out if out is None else (out[0], out[1] - ((1 << prec) // k + 1))
+
+    with monkeypatch.context() as m:
+        m.setattr(sampling, "_fixed_neg_ln", without_slope)
+        assert enclosure_misses("laplace", 20, seed=7) > 0
+        assert enclosure_misses("l2_laplace", 20, seed=8) > 0
 
 
 def test_word_consumption_matches_the_documented_layout():
