@@ -34,9 +34,12 @@ slope over the interval (``ln(1 + 1/k) <= 1/k`` for ``-ln U``, ``2 pi 2^-b`` for
 combine them are exact integer operations on fixed-point values ``v / 2^P`` that carry an
 integer bound on their error; the scale multiplies the enclosure exactly, and adding ``w_j``
 rounds outward. (An earlier version evaluated every function at both ends of its interval in
-outward-rounded interval arithmetic: the same values, about twice the time.) When both ends of
-the enclosure of ``w_j + X_j`` round to the same float,
-that float is the output (rounding is monotone). Otherwise one more 64-bit word of every
+outward-rounded interval arithmetic, in about twice the time. Its enclosures were about half
+as wide: both release the same value from the same revealed bits whenever both decide, but
+where this one refines and that one did not, the words drawn, and so a seeded generator's
+later draws, differ; at 128 revealed bits, with probability about ``2^-67`` per
+coordinate.) When both ends of the enclosure of ``w_j + X_j`` round to the same float, that
+float is the output (rounding is monotone). Otherwise one more 64-bit word of every
 uniform the undecided coordinate depends on is drawn, the precision is raised, and the
 coordinate is recomputed. Revealing more bits only when the revealed ones leave the output
 undecided samples the ideal uniforms exactly. The working precision is an argument of every
@@ -48,8 +51,9 @@ Why 128 bits at first rather than 64: with 64 bits a refinement round was measur
 one-dimensional Laplace releases, 1.2 % of one-dimensional Gaussian ones, 20 % of
 100-dimensional Laplace ones and every 1000-dimensional release (an l2-Laplace coordinate
 depends on all ``3d`` uniforms). With 128 bits the measured mean width of an enclosure is
-``2^-69`` to ``2^-72`` float64 units in the last place, so a round is needed with probability
-about ``2^-69`` per coordinate, and releases are as fast or faster (one round instead of two).
+``2^-67`` (Gaussian, l2-Laplace) to ``2^-71.6`` (Laplace) float64 units in the last place, so a
+round is needed with probability about ``2^-67`` per coordinate, and releases are as fast or
+faster (one round instead of two).
 
 The exponential mechanism's index (:func:`sample_index`) is the Gumbel-max of the
 log-probabilities with ideal Gumbel noise ``-ln(-ln U_i)``, decided the same way: a vectorized
@@ -70,11 +74,11 @@ What remains assumed:
   randomness; a seeded generator is for reproducibility only and gives no privacy against
   anyone who knows or can guess the seed;
 - the running time and the number of words drawn are not observed by the adversary. Both depend
-  on the draw: a coordinate needs a refinement round with probability about ``2^-69`` (the
+  on the draw: a coordinate needs a refinement round with probability about ``2^-67`` (the
   128 revealed bits beyond float64's 53, less the spread of the noise function), and whether
   it happened depends on ``w`` and the ideal noise separately, not only on the released
   float. This timing side channel is outside the guarantee; it opens with probability about
-  ``d * 2^-69`` per release (``w = 0`` is about the worst case: a larger ``|w|`` only
+  ``d * 2^-67`` per release (``w = 0`` is about the worst case: a larger ``|w|`` only
   coarsens the grid of output floats). :func:`sample_index` reveals 64 bits per entry first: its
   interval-arithmetic phase runs only when two candidates' float64 bounds overlap (a
   probability of order ``2^-35`` per draw), and draws more words more rarely still;
@@ -279,14 +283,19 @@ def _shift(w: _Raw, x: _Interval, prec: int) -> _Interval:
 
 
 # ----------------------------------------------------------------------------- fixed point
-# The Box-Muller samplers evaluate their noise in fixed point: a real ``t`` is held as an
-# integer ``v`` with an integer error bound ``e``, meaning ``|t * 2^P - v| <= e`` at the
-# working precision ``P``. Products and sums of such pairs are Python integer operations
-# with their error bounds carried exactly; only the logarithms, cosines and sines go
-# through mpmath (once each, at the low end of the uniform's interval, widened by the
-# function's slope over that interval). Only scale-free quantities are held this way (the
-# uniforms' logarithms, cosines and sines and what they combine into); the noise's scale,
-# which can be any positive float, multiplies the enclosure exactly at the end.
+# The Laplace, Gaussian and l2-Laplace samplers evaluate their noise in fixed point: a real
+# ``t`` is held as an integer ``v`` with an integer error bound ``e``, meaning
+# ``|t * 2^P - v| <= e`` at the working precision ``P``. Products, sums, square roots and
+# quotients of such pairs are Python integer operations with their error bounds carried
+# exactly; only the logarithms, cosines and sines go through mpmath (once each, at the low
+# end of the uniform's interval, widened by the function's slope over that interval). The
+# enclosures are symmetric (``v - e`` to ``v + e``) and about twice as wide as the exact
+# ranges of the functions over the intervals (where a Box-Muller ``A`` lies within a few
+# ``2^-b`` of 1, its radius's error is about the radius, and an l2-Laplace enclosure whose
+# norm could then be 0 comes out unbounded: a refinement round, with probability about
+# ``2^-b`` per uniform). Only scale-free quantities are held this way
+# (the uniforms' logarithms, cosines and sines and what they combine into); the noise's
+# scale, which can be any positive float, multiplies the enclosure exactly at the end.
 _Fixed = tuple  # (value, error bound), integers, in units of 2^-P
 
 #: the slope of ``u -> cos(2 pi u)`` and ``u -> sin(2 pi u)`` is at most ``2 pi < 7``
@@ -326,6 +335,17 @@ def _fixed_sqrt(a: _Fixed, prec: int) -> _Fixed | None:
     if r == 0:
         return None
     return r, ((ex << prec) // r) + 2
+
+
+def _fixed_div(a: _Fixed, b: _Fixed, prec: int) -> _Fixed | None:
+    """The quotient of two fixed-point reals, or None unless ``b``'s value exceeds its error
+    (then the true divisor is positive): ``|t_a / t_b - a / b| <= (e_a + |a / b| e_b) /
+    (b - e_b)``, plus the floors of the quotient and of the bound."""
+    (x, ex), (y, ey) = a, b
+    if y <= ey:
+        return None
+    q = (x << prec) // y
+    return q, ((ex << prec) + (abs(q) + 1) * ey) // (y - ey) + 2
 
 
 def _fixed_neg_ln(k: int, bits: int, prec: int) -> _Fixed | None:
@@ -615,12 +635,9 @@ def l2_laplace_point(point: object, scale: float, rng: np.random.Generator) -> n
             norm2 += square[0]
             e_norm2 += square[1]
         norm = _fixed_sqrt((norm2, e_norm2), prec)
-        if norm is None or norm[0] <= norm[1]:
+        factor = None if norm is None else _fixed_div((radius, e_radius), norm, prec)
+        if factor is None:
             return unbounded
-        # r / ||G||: |t_r / t_n - r / n| <= (e_r + |r / n| e_n) / (n - e_n)
-        ratio = (radius << prec) // norm[0]
-        e_ratio = ((e_radius << prec) + (abs(ratio) + 1) * norm[1]) // (norm[0] - norm[1]) + 2
-        factor = (ratio, e_ratio)
         scaled = {p: _fixed_mul(factor, polar[p][0], prec) for p in {j // 2 for j in coords}}
         return [
             _scaled(_fixed_mul(scaled[j // 2], polar[j // 2][2 if j % 2 else 1], prec), s, prec)
