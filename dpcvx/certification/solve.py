@@ -1277,8 +1277,9 @@ def _ball_rounds(
                     # on a box's faces, the duals of the copies at x balanced jointly first
                     # (then Newton's steps on the coordinates off the bounds, if they miss)
                     info = dict(stats, balanced_duals=True)
+                    at_x: list = []
                     balanced = _balanced_rounds(
-                        decl, rounds_of, x, fix, lam, w0, accuracy, info, C, w_domain
+                        decl, rounds_of, x, fix, lam, w0, accuracy, info, C, w_domain, at_x
                     )
                     if balanced is not None:
                         if _meets(balanced, accuracy):
@@ -1326,6 +1327,7 @@ def _balanced_rounds(
     stats: dict,
     C: float,
     w_domain: Domain | LocalizedDomain | None,
+    at_x: list | None = None,
 ) -> CertifiedSolution | None:
     """The certificate at ``x`` with balanced duals (:func:`_balanced`); where it misses the
     target, up to :data:`FACE_STEPS` Newton's steps on the coordinates off the box's bounds
@@ -1340,7 +1342,8 @@ def _balanced_rounds(
     certificate that meets the target ends the rounds; else the best certificate of the
     steps above (the rounds' next decisions rest on it, as before), or None (an internal
     failure or a floating-point warning here only forgoes a point, or a step). The rounds'
-    state is not touched."""
+    state is not touched. ``at_x``: a list that receives the certificate at ``x`` itself with
+    balanced duals (before any step), when there is one."""
     region = rounds_of.region
     domain = decl.domain if w_domain is None else w_domain
     target = _target(accuracy, 0.0)
@@ -1438,13 +1441,18 @@ def _balanced_rounds(
         kinks ``held`` gives a judgement (if any); the best judgement."""
         best = first
         length, misses = 1.0, 0
+        # the steps' curvature beyond lam I: the rounds' model at the best point, updated by
+        # the gradient's change from the last best point to it (:func:`_secant`); the
+        # coordinates that the gradient at that last best point pushed into the box
+        curvature = first[2].quad[0]
+        pushed: np.ndarray | None = None
         for step in range(1, FACE_STEPS + 1):
             if _meets(best[0], accuracy) or misses == 2 or _won():
                 break
             try:
                 with np.errstate(all="ignore"):
                     moved = _face_step(
-                        best[0].w, best[1], best[2].quad[0], lam, region, length, held(best)
+                        best[0].w, best[1], curvature, lam, region, length, held(best), pushed
                     )
                     point = None if moved is None else domain.make_feasible(moved)
             except Exception:  # noqa: BLE001 - a failed step ends the steps, the best stays
@@ -1453,6 +1461,10 @@ def _balanced_rounds(
                 break
             trial = judge(point, step)
             if trial is not None and trial[0].gap < best[0].gap:
+                # the model at the new point, with the pair's secant
+                step_taken, change = point - best[0].w, trial[1] - best[1]
+                curvature = _secant(trial[2].quad[0], lam, step_taken, change)
+                pushed = pushing(best[0].w, best[1], region)
                 gained = trial[0].gap < 0.5 * best[0].gap
                 best, length, misses = trial, 1.0, 0 if gained else misses + 1
             else:
@@ -1463,6 +1475,8 @@ def _balanced_rounds(
         return bool(kinks_best) and _meets(kinks_best[0][0], accuracy)
 
     first = judged(x, 0)
+    if first is not None and at_x is not None:
+        at_x.append(first[0])
     if first is None:
         return kinks_best[0][0] if _won() else None
     if not isinstance(region, BoxRegion):  # pragma: no cover - balanced duals need a box
@@ -1787,8 +1801,18 @@ KINK_FLOOR = 1.5
 #: leaves its kinks about this far)
 JOINT_KINK = 1e-6
 
+#: a face step frees the coordinates at a bound that the gradient pushes into the box where
+#: the least gap they leave held there is above this multiple of what the step removes
+RELEASE = 1.0
+
 #: Newton's steps on the coordinates off a box's bounds after balanced duals miss the target
 FACE_STEPS = 4
+
+
+def pushing(x: np.ndarray, grad: np.ndarray, region: BoxRegion) -> np.ndarray:
+    """The coordinates of ``x`` at a bound of the box that ``grad`` pushes into it."""
+    top, bottom = at_bounds(x, region.lo, region.hi)
+    return (top & (grad > 0)) | (bottom & (grad < 0))
 
 
 def _face_step(
@@ -1799,15 +1823,37 @@ def _face_step(
     region: BoxRegion,
     length: float = 1.0,
     kinks: np.ndarray | None = None,
+    pushed: np.ndarray | None = None,
 ) -> np.ndarray | None:
-    """A Newton step (times ``length``) on the coordinates of ``x`` off the box's bounds, from
-    the gradient ``grad`` the balanced duals give and the curvature ``lam I + Q`` of the
-    rounds' model (the coordinates at a bound stay), clipped into the box; None without such
-    a coordinate. With ``kinks`` (rows: directions ``u_k`` of examples held at a kink of
-    their loss, :func:`_kink_duals`), the step keeps ``u_k^T w`` (its multipliers are those
-    examples' slopes; the least-squares solution of that system where it is singular)."""
+    """A Newton step (times ``length``) on the coordinates of ``x`` off the box's bounds, and
+    on those of ``pushed`` that ``grad`` still pushes into the box where they floor the
+    certificate (below), from the gradient ``grad`` the balanced duals give and the
+    curvature ``lam I + Q`` (the rounds' model, or the steps' secant update of it,
+    :func:`_secant`; the other coordinates at a bound stay), clipped into the box; None
+    without such a coordinate. With ``kinks`` (rows: directions ``u_k`` of examples held at
+    a kink of their loss, :func:`_kink_duals`), the step keeps ``u_k^T w`` (its multipliers
+    are those examples' slopes; the least-squares solution of that system where it is
+    singular)."""
     top, bottom = at_bounds(x, region.lo, region.hi)
-    free = np.flatnonzero(~(top | bottom))
+    off = ~(top | bottom)
+    # the coordinates at a bound that the gradient pushes into the box: held there, each
+    # leaves at least push^2 / (2 lam) in the certificate however the others move. They
+    # come off their bounds where they pushed so at the last point too (``pushed``: a push
+    # that a step of the others removes is the balanced duals' shortfall there, not the
+    # point's) and that floor is above what the others' step can remove
+    inward = pushing(x, grad, region)
+    if pushed is not None:
+        inward &= pushed
+    else:
+        inward[:] = False
+    if inward.any():
+        floor = float(grad[inward] @ grad[inward]) / (2 * lam)
+        f = np.flatnonzero(off)
+        H = Q[np.ix_(f, f)] + lam * np.eye(f.size)
+        removable = float(grad[f] @ np.linalg.solve(H, grad[f])) / 2 if f.size else 0.0
+        if floor > RELEASE * removable:
+            off |= inward
+    free = np.flatnonzero(off)
     if not free.size:
         return None
     H = Q[np.ix_(free, free)] + lam * np.eye(free.size)
@@ -1821,6 +1867,24 @@ def _face_step(
         rhs = np.concatenate([-grad[free], np.zeros(k)])
         out[free] += length * np.linalg.lstsq(kkt, rhs, rcond=None)[0][: free.size]
     return np.clip(out, region.lo, region.hi)
+
+
+def _secant(Q: np.ndarray, lam: float, step: np.ndarray, change: np.ndarray) -> np.ndarray:
+    """The curvature ``lam I + Q`` of the face steps updated by BFGS from a ``step`` between
+    two points judged and the ``change`` of the gradient their balanced duals give, less
+    ``lam I``; ``Q`` as it is where the pair shows no positive curvature (``step^T change <=
+    0``: the duals are chosen per point, not the gradient of one function) or the update is
+    not finite. On a coordinate just off a box's bound the model alone underestimates the
+    curvature (the copies on that face move with it), and the steps overshoot, back and
+    forth."""
+    H = Q + lam * np.eye(Q.shape[0])
+    sy = float(step @ change)
+    Hs = H @ step
+    sHs = float(step @ Hs)
+    if not (sy > 0 and sHs > 0):
+        return Q
+    out = Q + np.outer(change, change) / sy - np.outer(Hs, Hs) / sHs
+    return out if np.all(np.isfinite(out)) else Q
 
 
 def _predicted_gap(change: np.ndarray, lam: float, curvature: np.ndarray) -> float:
