@@ -1277,9 +1277,8 @@ def _ball_rounds(
                     # on a box's faces, the duals of the copies at x balanced jointly first
                     # (then Newton's steps on the coordinates off the bounds, if they miss)
                     info = dict(stats, balanced_duals=True)
-                    at_x: list = []
                     balanced = _balanced_rounds(
-                        decl, rounds_of, x, fix, lam, w0, accuracy, info, C, w_domain, at_x
+                        decl, rounds_of, x, fix, lam, w0, accuracy, info, C, w_domain
                     )
                     if balanced is not None:
                         if _meets(balanced, accuracy):
@@ -1327,7 +1326,6 @@ def _balanced_rounds(
     stats: dict,
     C: float,
     w_domain: Domain | LocalizedDomain | None,
-    at_x: list | None = None,
 ) -> CertifiedSolution | None:
     """The certificate at ``x`` with balanced duals (:func:`_balanced`); where it misses the
     target, up to :data:`FACE_STEPS` Newton's steps on the coordinates off the box's bounds
@@ -1342,8 +1340,7 @@ def _balanced_rounds(
     certificate that meets the target ends the rounds; else the best certificate of the
     steps above (the rounds' next decisions rest on it, as before), or None (an internal
     failure or a floating-point warning here only forgoes a point, or a step). The rounds'
-    state is not touched. ``at_x``: a list that receives the certificate at ``x`` itself with
-    balanced duals (before any step), when there is one."""
+    state is not touched."""
     region = rounds_of.region
     domain = decl.domain if w_domain is None else w_domain
     target = _target(accuracy, 0.0)
@@ -1464,7 +1461,7 @@ def _balanced_rounds(
                 # the model at the new point, with the pair's secant
                 step_taken, change = point - best[0].w, trial[1] - best[1]
                 curvature = _secant(trial[2].quad[0], lam, step_taken, change)
-                pushed = pushing(best[0].w, best[1], region)
+                pushed = _pushing(best[0].w, best[1], region)
                 gained = trial[0].gap < 0.5 * best[0].gap
                 best, length, misses = trial, 1.0, 0 if gained else misses + 1
             else:
@@ -1475,8 +1472,6 @@ def _balanced_rounds(
         return bool(kinks_best) and _meets(kinks_best[0][0], accuracy)
 
     first = judged(x, 0)
-    if first is not None and at_x is not None:
-        at_x.append(first[0])
     if first is None:
         return kinks_best[0][0] if _won() else None
     if not isinstance(region, BoxRegion):  # pragma: no cover - balanced duals need a box
@@ -1809,7 +1804,7 @@ RELEASE = 1.0
 FACE_STEPS = 4
 
 
-def pushing(x: np.ndarray, grad: np.ndarray, region: BoxRegion) -> np.ndarray:
+def _pushing(x: np.ndarray, grad: np.ndarray, region: BoxRegion) -> np.ndarray:
     """The coordinates of ``x`` at a bound of the box that ``grad`` pushes into it."""
     top, bottom = at_bounds(x, region.lo, region.hi)
     return (top & (grad > 0)) | (bottom & (grad < 0))
@@ -1841,7 +1836,7 @@ def _face_step(
     # come off their bounds where they pushed so at the last point too (``pushed``: a push
     # that a step of the others removes is the balanced duals' shortfall there, not the
     # point's) and that floor is above what the others' step can remove
-    inward = pushing(x, grad, region)
+    inward = _pushing(x, grad, region)
     if pushed is not None:
         inward &= pushed
     else:
