@@ -1458,10 +1458,13 @@ def _balanced_rounds(
                 break
             trial = judge(point, step)
             if trial is not None and trial[0].gap < best[0].gap:
-                # the model at the new point, with the pair's secant
-                step_taken, change = point - best[0].w, trial[1] - best[1]
-                curvature = _secant(trial[2].quad[0], lam, step_taken, change)
-                pushed = _pushing(best[0].w, best[1], region)
+                try:  # the model at the new point, with the pair's secant
+                    with np.errstate(all="ignore"):
+                        change = trial[1] - best[1]
+                        curvature = _secant(trial[2].quad[0], lam, point - best[0].w, change)
+                        pushed = _pushing(best[0].w, best[1], region)
+                except Exception:  # noqa: BLE001 - only forgoes the update, the step stays
+                    curvature, pushed = trial[2].quad[0], None
                 gained = trial[0].gap < 0.5 * best[0].gap
                 best, length, misses = trial, 1.0, 0 if gained else misses + 1
             else:
@@ -1805,9 +1808,23 @@ FACE_STEPS = 4
 
 
 def _pushing(x: np.ndarray, grad: np.ndarray, region: BoxRegion) -> np.ndarray:
-    """The coordinates of ``x`` at a bound of the box that ``grad`` pushes into it."""
+    """The coordinates of ``x`` at a bound of the box that ``grad`` pushes into it (not those
+    of zero width, which no step moves)."""
     top, bottom = at_bounds(x, region.lo, region.hi)
-    return (top & (grad > 0)) | (bottom & (grad < 0))
+    return ((top & (grad > 0)) | (bottom & (grad < 0))) & (region.hi > region.lo)
+
+
+def _held_floor(x: np.ndarray, grad: np.ndarray, lam: float, region: BoxRegion) -> np.ndarray:
+    """Per coordinate, the certificate's term ``q_j(x_j) - min over [lo_j, hi_j] of q_j`` for
+    ``q_j`` of slope ``grad_j`` at ``x_j`` and curvature ``lam`` (the box is separable): what
+    a coordinate held at ``x_j`` leaves in it, ``grad_j^2 / (2 lam)`` where the box leaves room
+    for the minimizer, less where it does not."""
+    if lam > 0:
+        inner = np.clip(x - grad / lam, region.lo, region.hi)
+    else:
+        inner = np.where(grad > 0, region.lo, region.hi)
+    delta = x - inner
+    return np.maximum(grad * delta - lam * delta * delta / 2, 0.0)
 
 
 def _face_step(
@@ -1831,18 +1848,19 @@ def _face_step(
     singular)."""
     top, bottom = at_bounds(x, region.lo, region.hi)
     off = ~(top | bottom)
-    # the coordinates at a bound that the gradient pushes into the box: held there, each
-    # leaves at least push^2 / (2 lam) in the certificate however the others move. They
-    # come off their bounds where they pushed so at the last point too (``pushed``: a push
-    # that a step of the others removes is the balanced duals' shortfall there, not the
-    # point's) and that floor is above what the others' step can remove
+    # the coordinates at a bound that the gradient pushes into the box: held there at this
+    # gradient, each leaves its term of the certificate (:func:`_held_floor`, up to
+    # push^2 / (2 lam)) whatever step the others take. They come off their bounds where they
+    # pushed so at the last point too (``pushed``: a push that a step of the others removes
+    # is the balanced duals' shortfall there, not the point's) and those terms are above
+    # what the others' step can remove
     inward = _pushing(x, grad, region)
     if pushed is not None:
         inward &= pushed
     else:
         inward[:] = False
     if inward.any():
-        floor = float(grad[inward] @ grad[inward]) / (2 * lam)
+        floor = float(np.sum(_held_floor(x, grad, lam, region)[inward]))
         f = np.flatnonzero(off)
         H = Q[np.ix_(f, f)] + lam * np.eye(f.size)
         removable = float(grad[f] @ np.linalg.solve(H, grad[f])) / 2 if f.size else 0.0

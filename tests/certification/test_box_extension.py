@@ -594,3 +594,33 @@ def test_the_face_steps_curvature_takes_the_gradients_change():
     step = rng.normal(size=d)
     assert _secant(Q, lam, step, -step) is Q  # step^T change < 0
     assert _secant(Q, lam, np.zeros(d), step) is Q
+
+
+def test_a_face_step_frees_a_pushed_coordinate_only_where_it_floors_the_certificate():
+    """``_face_step``: a coordinate at its lower bound whose gradient pushes into the box stays
+    there without ``pushed``, and with it comes off when its term of the certificate (the
+    drop of its separable quadratic to the box's least value, ``push^2 / (2 lam)`` with room)
+    is above what a step of the free coordinates removes; a small push stays held, and a
+    coordinate of zero width is never freed. ``_held_floor`` against the closed form."""
+    from dpcvx.certification.box import BoxRegion
+    from dpcvx.certification.solve import _face_step, _held_floor
+
+    lam = 0.1
+    region = BoxRegion(np.array([-1.0, -1.0, -1.0, 0.5]), np.array([1.0, 1.0, 1.0, 0.5]))
+    x = np.array([-1.0, 0.2, 0.0, 0.5])  # coordinate 0 at its lower bound, 3 of zero width
+    Q = np.zeros((4, 4))
+    Q[1, 3] = Q[3, 1] = 0.05  # were 3 freed, 1's step would change
+    grad = np.array([-0.05, 0.001, 0.0, -0.3])  # pushes 0 inward; 1 a little off zero
+    floor = _held_floor(x, grad, lam, region)
+    assert floor[0] == pytest.approx(0.05**2 / (2 * lam))  # room: the minimizer -0.5 inside
+    narrow = BoxRegion(np.array([-1.0] * 4), np.array([-0.9, 1.0, 1.0, 0.5]))
+    assert _held_floor(x, grad, lam, narrow)[0] == pytest.approx(0.05 * 0.1 - lam * 0.01 / 2)
+    pushed = np.array([True, False, False, True])
+    held = _face_step(x, grad, Q, lam, region)
+    assert held[0] == -1.0 and held[3] == 0.5
+    freed = _face_step(x, grad, Q, lam, region, pushed=pushed)
+    assert freed[0] == pytest.approx(-1.0 + 0.05 / lam) and freed[3] == 0.5
+    np.testing.assert_allclose(freed[1:3], held[1:3])
+    small = grad.copy()
+    small[0] = -1e-4  # its floor 5e-8, below what the step on coordinate 1 removes (5e-6)
+    assert _face_step(x, small, Q, lam, region, pushed=pushed)[0] == -1.0
