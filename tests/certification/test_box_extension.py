@@ -552,9 +552,23 @@ def test_a_coordinate_that_belongs_off_its_bound_comes_off_in_the_face_steps(mon
     import dpcvx.certification.solve as S
 
     X, labels, lam = _sweep_case(72)
-    out = _hinge_in_box(X, labels, 0.4, lam)
+    calls = []
+    face_step = S._face_step
+
+    def recording(x, grad, Q, lam_, region, length=1.0, kinks=None, pushed=None):
+        calls.append((np.array(x), np.array(grad), region, pushed))
+        return face_step(x, grad, Q, lam_, region, length, kinks, pushed)
+
+    with monkeypatch.context() as m:
+        m.setattr(S, "_face_step", recording)
+        out = _hinge_in_box(X, labels, 0.4, lam)
     assert out.solver_stats["solver"] == S.ARROWHEAD and out.gap <= 3e-10
     assert out.solver_stats.get("balanced_duals")
+    # after an accepted step, the pushed coordinates are those of the point stepped from
+    moves = [(a, b) for a, b in zip(calls, calls[1:]) if b[3] is not None and a[3] is not b[3]]
+    assert moves
+    for (x, grad, region, _), (*_, pushed) in moves:
+        np.testing.assert_array_equal(pushed, S._pushing(x, grad, region))
     monkeypatch.setattr(S, "RELEASE", np.inf)
     assert _hinge_in_box(X, labels, 0.4, lam).solver_stats["solver"] == "CLARABEL"
 
