@@ -472,10 +472,16 @@ def _certified_solve(
         template = template()
     if callable(plain_template):
         plain_template = plain_template()
+    # a conic program too large for the machine is not stamped (a public decision: n and
+    # the templates, every example counted with the larger pattern)
+    size = _conic_size(decl.n, template, plain_template)
+    fits = size <= MAX_PROGRAM_NNZ
+    if not fits:
+        attempts.append({"solver": "conic program", "tight": False, "error": _TOO_LARGE % size})
     lifts = rounds and best is not None and extension is not None and plain_template is not None
     # (not on a localized domain: its certificate has no balanced duals, which the points of
     # that program need)
-    if lifts and w_domain is None:
+    if lifts and w_domain is None and fits:
         assert best is not None and extension is not None
         # the rounds missed: the joint program with copies for the examples that move only
         try:
@@ -503,9 +509,11 @@ def _certified_solve(
                     out = dict(lifted.solver_stats)
                     out.update(refinement_step=-1, attempts=tuple(attempts))
                     return _with_stats(lifted, out)
-    prog, parts = _program(decl, template, domain_block, lam, w0, extension, plain_template)
-    solved = _recentered(prog, parts or [(decl, prog)])
-    steps = refinement_ladder(solver, accuracy)
+    parts: list[tuple[Declaration, StampedProgram]] | None = None
+    steps = refinement_ladder(solver, accuracy) if fits else []
+    if fits:
+        prog, parts = _program(decl, template, domain_block, lam, w0, extension, plain_template)
+        solved = _recentered(prog, parts or [(decl, prog)])
     for step, (name, tight) in enumerate(steps):
         # every rung is guarded: whatever goes wrong inside one (a solver crash, inf duals
         # reaching a numerical routine) moves on to the next rung, never ends the ladder
@@ -582,6 +590,26 @@ def _certified_solve(
         "sensitivity by 2*sqrt(2*accuracy/regularization)), raise `regularization`, or rescale "
         "the data so that losses are of order one."
     )
+
+
+#: the most nonzeros of a conic program's constraint matrix that the ladder stamps and hands to
+#: a solver, counted as :func:`_conic_size` does: a hinge extension's joint program in
+#: ``cp.abs(w) <= B`` at d = 20 has up to 165 per example, so this stops at n = 3e5; its
+#: solve by Clarabel took about 300 bytes per nonzero at n = 1e4 (about 15 GB here), and at
+#: n = 1e6 it exhausted a machine of 24 GiB
+MAX_PROGRAM_NNZ = 50_000_000
+
+_TOO_LARGE = (
+    "not stamped: about %.3g nonzeros, more than dpcvx hands to a conic solver "
+    "(MAX_PROGRAM_NNZ); the fast paths missed the target"
+)
+
+
+def _conic_size(n: int, template: Template, plain_template: Template | None) -> int:
+    """An upper bound on the nonzeros of the program stamped for ``n`` examples, from public
+    quantities only: every example counted with the larger of the templates' patterns."""
+    per = max(t.A_rows.size for t in (template, plain_template) if t is not None)
+    return n * int(per)
 
 
 #: the name of the smooth path's attempt in ``solver_stats["attempts"]`` (its method, Newton or

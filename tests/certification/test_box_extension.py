@@ -638,3 +638,48 @@ def test_a_face_step_frees_a_pushed_coordinate_only_where_it_floors_the_certific
     small = grad.copy()
     small[0] = -1e-4  # its floor 5e-8, below what the step on coordinate 1 removes (5e-6)
     assert _face_step(x, small, Q, lam, region, pushed=pushed)[0] == -1.0
+
+
+def test_a_conic_program_too_large_for_the_machine_is_not_stamped(monkeypatch):
+    """Where the fast paths miss and the joint program would have more nonzeros than
+    ``MAX_PROGRAM_NNZ`` (counted from n and the templates only, every example with the larger
+    pattern), no program is stamped or solved: a plain solve raises ``CertificationError``
+    naming it, and a private release raises the fixed private text. Control: with the limit
+    as shipped, the same solve goes to Clarabel."""
+    import dpcvx
+    import dpcvx.certification.solve as S
+    from dpcvx.errors import CertificationError
+
+    n, d, B = 1000, 20, 0.2
+    rng = np.random.default_rng(0)
+    X = rng.standard_t(5.0, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
+    labels = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+    monkeypatch.setattr(S, "FACE_STEPS", 0)  # the rounds then miss (see the test above)
+
+    def problem():
+        w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+        return dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: labels}, [cp.abs(w) <= B])
+
+    out = problem().lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+    assert out.solver_stats["solver"] == "CLARABEL"
+
+    solved = []
+
+    def recording(*args, **kwargs):
+        solved.append(args)
+        raise AssertionError("a program over the limit reached the solver")
+
+    first = problem()
+    size = S._conic_size(n, first._compiled(1.0)[0], first._compiled(None)[0])
+    monkeypatch.setattr(S, "MAX_PROGRAM_NNZ", size - 1)
+    monkeypatch.setattr(S, "solve_program", recording)
+    with pytest.raises(CertificationError, match="conic program"):
+        problem().lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.05)
+    with pytest.raises(CertificationError):
+        problem().solve_private(mech, epsilon=1.0, rng=0)
+    assert not solved
+    monkeypatch.setattr(S, "MAX_PROGRAM_NNZ", size)  # at the limit: stamped and solved
+    with pytest.raises(CertificationError):
+        problem().lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+    assert solved
