@@ -606,8 +606,9 @@ _TOO_LARGE = (
 
 
 def _conic_size(n: int, template: Template, plain_template: Template | None) -> int:
-    """An upper bound on the nonzeros of the program stamped for ``n`` examples, from public
-    quantities only: every example counted with the larger of the templates' patterns."""
+    """The nonzeros of the examples' blocks of the program stamped for ``n`` examples, at
+    most, from public quantities only: every example counted with the larger of the
+    templates' patterns (the domain's and the objective's few rows left out)."""
     per = max(t.A_rows.size for t in (template, plain_template) if t is not None)
     return n * int(per)
 
