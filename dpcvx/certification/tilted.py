@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp, softmax
 
+from dpcvx.certification import solve as ladder
 from dpcvx.certification.certificate import ROUNDING, CertifiedSolution, _minorants
 from dpcvx.certification.extension import extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
@@ -258,8 +259,17 @@ def certified_tilted_solve(
     plain loss's) the losses are ``f_C`` (paper 000, eq. (5)): examples certified
     C-Lipschitz on W keep their plain block (there ``f_C = f``), the others get the copy
     ``y_i``, and the certificate is Gibbs' bound with the extension's per-example minorants
-    ``f_C(w') >= <g_i, w'> + phi_i`` (``||g_i|| <= C``) and upper bounds."""
+    ``f_C(w') >= <g_i, w'> + phi_i`` (``||g_i|| <= C``) and upper bounds.
+
+    A program over the ladder's size limit (:data:`dpcvx.certification.solve.MAX_PROGRAM_NNZ`,
+    counted from ``n`` and the templates only) is not stamped: ``CertificationError``."""
     try:
+        size = ladder._conic_size(decl.n, template, plain_template)
+        if size > ladder.MAX_PROGRAM_NNZ:
+            raise CertificationError(
+                f"Tilted ERM's conic program was not stamped: about {size:.3g} nonzeros, more "
+                "than dpcvx hands to a conic solver (MAX_PROGRAM_NNZ)."
+            )
         if extension is not None:
             return _solve_extension(
                 decl,

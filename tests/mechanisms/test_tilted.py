@@ -196,3 +196,37 @@ def test_an_example_outside_the_universe_enters_with_the_zero_loss():
     mech = dpcvx.TiltedOutputPerturbation(lipschitz=L, regularization=lam, tilt=tau)
     res = problem.solve_private(mech, epsilon=1.0, rng=0)
     assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
+
+
+def test_a_tilted_program_over_the_size_limit_is_not_stamped(monkeypatch):
+    """Tilted ERM has no fast path: a program over the ladder's size limit (counted from n and
+    the template only) raises ``CertificationError`` naming it before anything is stamped or
+    solved, and the fixed private text when private. At the limit it solves."""
+    import dpcvx.certification.solve as S
+    import dpcvx.certification.tilted as T
+    from dpcvx.errors import CertificationError
+
+    X, Y = _classification()
+    n, d = X.shape
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w, 2) <= 2])
+    template, block = problem._compiled()
+    stamped = []
+    stamp = T.stamp
+
+    def recording(*args, **kwargs):
+        stamped.append(args)
+        return stamp(*args, **kwargs)
+
+    monkeypatch.setattr(T, "stamp", recording)
+    args = dict(tilt=1.0, lam=0.1, w0=np.zeros(d), accuracy=None)
+    monkeypatch.setattr(S, "MAX_PROGRAM_NNZ", S._conic_size(n, template, None) - 1)
+    with pytest.raises(CertificationError, match="not stamped"):
+        certified_tilted_solve(problem.declaration, template, block, **args)
+    with pytest.raises(CertificationError) as private:
+        certified_tilted_solve(problem.declaration, template, block, private=True, **args)
+    assert "not stamped" not in str(private.value)  # the fixed text, no number in it
+    assert not stamped
+    monkeypatch.setattr(S, "MAX_PROGRAM_NNZ", S._conic_size(n, template, None))
+    assert certified_tilted_solve(problem.declaration, template, block, **args).gap < 1e-5
+    assert stamped
