@@ -143,6 +143,7 @@ def certified_solve(
                 extension=extension,
                 w_domain=w_domain,
                 plain_template=plain_template,
+                public_n=decl.n,  # the size limit counts every example, kept or not
             )
             return _rescaled(cert, kept.size / decl.n, lam, accuracy)
         except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private solve
@@ -421,7 +422,11 @@ def _certified_solve(
     extension: float | None,
     w_domain: Domain | LocalizedDomain | None,
     plain_template: Template | Callable[[], Template] | None = None,
+    public_n: int | None = None,
 ) -> CertifiedSolution:
+    """:func:`certified_solve`'s ladder on ``decl``; ``public_n``: the number of examples of
+    the declaration ``decl`` was taken from (for the program's size limit, which must not
+    depend on which examples were kept), ``decl.n`` by default."""
     best: CertifiedSolution | None = None
     attempts: list[dict] = []
     rounds: list = []  # the extension's rounds, of the rung that ran them (if one did)
@@ -474,7 +479,7 @@ def _certified_solve(
         plain_template = plain_template()
     # a conic program too large for the machine is not stamped (a public decision: n and
     # the templates, every example counted with the larger pattern)
-    size = _conic_size(decl.n, template, plain_template)
+    size = _conic_size(decl.n if public_n is None else public_n, template, plain_template)
     fits = size <= MAX_PROGRAM_NNZ
     if not fits:
         attempts.append({"solver": "conic program", "tight": False, "error": _TOO_LARGE % size})
@@ -594,9 +599,9 @@ def _certified_solve(
 
 #: the most nonzeros of a conic program's constraint matrix that the ladder stamps and hands to
 #: a solver, counted as :func:`_conic_size` does: a hinge extension's joint program in
-#: ``cp.abs(w) <= B`` at d = 20 has up to 165 per example, so this stops at n = 3e5; its
-#: solve by Clarabel took about 300 bytes per nonzero at n = 1e4 (about 15 GB here), and at
-#: n = 1e6 it exhausted a machine of 24 GiB
+#: ``cp.abs(w) <= B`` at d = 20 has up to 165 per example, so this stops at n = 3e5. Clarabel
+#: took about 300 bytes per nonzero on that program at n = 1e4, so this limit is about 15 GB;
+#: at n = 1e6 the program exhausted a machine of 24 GiB
 MAX_PROGRAM_NNZ = 50_000_000
 
 _TOO_LARGE = (

@@ -663,23 +663,34 @@ def test_a_conic_program_too_large_for_the_machine_is_not_stamped(monkeypatch):
     out = problem().lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
     assert out.solver_stats["solver"] == "CLARABEL"
 
-    solved = []
+    solved, stamped = [], []
+    program = S._program
 
     def recording(*args, **kwargs):
         solved.append(args)
         raise AssertionError("a program over the limit reached the solver")
 
+    def stamping(*args, **kwargs):
+        stamped.append(args)
+        return program(*args, **kwargs)
+
     first = problem()
     size = S._conic_size(n, first._compiled(1.0)[0], first._compiled(None)[0])
     monkeypatch.setattr(S, "MAX_PROGRAM_NNZ", size - 1)
     monkeypatch.setattr(S, "solve_program", recording)
+    monkeypatch.setattr(S, "_program", stamping)
     with pytest.raises(CertificationError, match="conic program"):
         problem().lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
     mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.05)
     with pytest.raises(CertificationError):
         problem().solve_private(mech, epsilon=1.0, rng=0)
-    assert not solved
+    # a neighbour with a row far outside the universe solves on the other n - 1 examples:
+    # the limit still counts all n (one fewer would fit here)
+    X[7] *= 1e7
+    with pytest.raises(CertificationError):
+        problem().solve_private(mech, epsilon=1.0, rng=0)
+    assert not solved and not stamped
     monkeypatch.setattr(S, "MAX_PROGRAM_NNZ", size)  # at the limit: stamped and solved
     with pytest.raises(CertificationError):
         problem().lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
-    assert solved
+    assert solved and stamped
