@@ -1741,14 +1741,9 @@ def _kink_duals(
     gamma = _bounded_least_squares(A, -rest, lo, hi)
     if gamma is None:
         return None
-    # the global term on the free coordinates: q_j(x_j) - min over [lo_j, hi_j] of q_j, with
-    # q_j(t) = lam (t - w0_j)^2 / 2 + gbar_j t (the box is separable)
-    gbar = rest + A @ gamma - lam * (x - w0)[free]
-    ends = (region.lo[free], region.hi[free])
-    inner = np.clip(w0[free] - gbar / lam, *ends) if lam > 0 else np.where(gbar > 0, *ends)
-    at, to = x[free] - w0[free], inner - w0[free]
-    drop = lam * (at * at - to * to) / 2 + gbar * (x[free] - inner)
-    floor = float(np.sum(np.maximum(drop, 0.0)))
+    # the global term on the free coordinates, at the gradient those slopes leave there
+    terms = _held_floor(x[free], rest + A @ gamma, lam, region.lo[free], region.hi[free])
+    floor = float(np.sum(terms))
     slopes = np.array(fix.slopes, float, copy=True)
     slopes[rows] = np.nan  # the minorant's slope (within the C-ball, or balanced next)
     thetas = pieces.with_slopes(fix.thetas, x, rows, gamma)
@@ -1848,15 +1843,17 @@ def _pushing(x: np.ndarray, grad: np.ndarray, region: BoxRegion) -> np.ndarray:
     return ((top & (grad > 0)) | (bottom & (grad < 0))) & (region.hi > region.lo)
 
 
-def _held_floor(x: np.ndarray, grad: np.ndarray, lam: float, region: BoxRegion) -> np.ndarray:
-    """Per coordinate, the certificate's term ``q_j(x_j) - min over [lo_j, hi_j] of q_j`` for
-    ``q_j`` of slope ``grad_j`` at ``x_j`` and curvature ``lam`` (the box is separable): what
-    a coordinate held at ``x_j`` leaves in it, ``grad_j^2 / (2 lam)`` where the box leaves room
-    for the minimizer, less where it does not."""
+def _held_floor(
+    x: np.ndarray, grad: np.ndarray, lam: float, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """Per coordinate, the certificate's global term ``q_j(x_j) - min over [lo_j, hi_j] of
+    q_j`` for ``q_j`` of slope ``grad_j`` at ``x_j`` and curvature ``lam`` (the box is
+    separable): what a coordinate held at ``x_j`` leaves in it, ``grad_j^2 / (2 lam)`` where
+    the box leaves room for the minimizer, less where it does not."""
     if lam > 0:
-        inner = np.clip(x - grad / lam, region.lo, region.hi)
+        inner = np.clip(x - grad / lam, lo, hi)
     else:
-        inner = np.where(grad > 0, region.lo, region.hi)
+        inner = np.where(grad > 0, lo, hi)
     delta = x - inner
     return np.maximum(grad * delta - lam * delta * delta / 2, 0.0)
 
@@ -1888,13 +1885,9 @@ def _face_step(
     # pushed so at the last point too (``pushed``: a push that a step of the others removes
     # is the balanced duals' shortfall there, not the point's) and those terms are above
     # what the others' step can remove
-    inward = _pushing(x, grad, region)
-    if pushed is not None:
-        inward &= pushed
-    else:
-        inward[:] = False
+    inward = np.zeros(x.size, bool) if pushed is None else _pushing(x, grad, region) & pushed
     if inward.any():
-        floor = float(np.sum(_held_floor(x, grad, lam, region)[inward]))
+        floor = float(np.sum(_held_floor(x, grad, lam, region.lo, region.hi)[inward]))
         f = np.flatnonzero(off)
         H = Q[np.ix_(f, f)] + lam * np.eye(f.size)
         removable = float(grad[f] @ np.linalg.solve(H, grad[f])) / 2 if f.size else 0.0

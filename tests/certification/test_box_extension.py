@@ -625,10 +625,12 @@ def test_a_face_step_frees_a_pushed_coordinate_only_where_it_floors_the_certific
     Q = np.zeros((4, 4))
     Q[1, 3] = Q[3, 1] = 0.05  # were 3 freed, 1's step would change
     grad = np.array([-0.05, 0.001, 0.0, -0.3])  # pushes 0 inward; 1 a little off zero
-    floor = _held_floor(x, grad, lam, region)
+    floor = _held_floor(x, grad, lam, region.lo, region.hi)
     assert floor[0] == pytest.approx(0.05**2 / (2 * lam))  # room: the minimizer -0.5 inside
     narrow = BoxRegion(np.array([-1.0] * 4), np.array([-0.9, 1.0, 1.0, 0.5]))
-    assert _held_floor(x, grad, lam, narrow)[0] == pytest.approx(0.05 * 0.1 - lam * 0.01 / 2)
+    assert _held_floor(x, grad, lam, narrow.lo, narrow.hi)[0] == pytest.approx(
+        0.05 * 0.1 - lam * 0.01 / 2
+    )
     pushed = np.array([True, False, False, True])
     held = _face_step(x, grad, Q, lam, region)
     assert held[0] == -1.0 and held[3] == 0.5
