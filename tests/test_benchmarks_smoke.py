@@ -267,3 +267,15 @@ def test_bench_extension_smoke_keeps_copies_in_a_small_ball(capsys):
     assert rows[1]["extension_path"] == "Newton"
     assert all(r["ball_rounds"] >= 1 for r in rows)
     assert "paths (plain / extension)" in capsys.readouterr().out
+
+
+def test_bench_rounds_smoke_certifies_every_case(tmp_path):
+    """The random extension problems of the rounds' benchmark (six cases at a private
+    release's target): every case certified, on the path the JSON names."""
+    out = tmp_path / "rounds.json"
+    proc = _smoke("bench_rounds.py", "--output", str(out))
+    doc = json.loads(out.read_text())
+    rows = doc["rows"]
+    assert len(rows) == 6
+    assert all(r["path"] != "error" and r["gap"] <= 6e-8 for r in rows)
+    assert "accuracy" in proc.stdout and "ball" in proc.stdout and "box" in proc.stdout

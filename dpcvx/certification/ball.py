@@ -62,6 +62,13 @@ _NEWTON = 60
 #: a copy this near ``w`` (relative to W's size) is taken as ``w`` itself; the bound at ``w``
 #: differs from the one at the copy by at most about ``(C + |h'|) AT_W`` per example
 AT_W = 1e-9
+#: a point ``w`` within this fraction of the radius inside the sphere is on it (the normal
+#: cone of :meth:`BallRegion.cancellable`; a rounding band)
+ON_SPHERE = 1e-12
+#: :meth:`BallRegion.onto_boundary` (and the box's) moves nothing with a band less than this
+#: many times the rounding band: the interior-point method then stops within a few rounding
+#: bands of W's boundary, which the rounds were built for
+FAR = 100.0
 #: a copy at ``w`` whose loss is within this fraction of its scale of a kink keeps the
 #: method's split of the slopes there (:meth:`ExtensionPieces.copies_in
 #: <dpcvx.certification.arrowhead.ExtensionPieces.copies_in>`, ``exact_own``); in a box, a
@@ -530,6 +537,18 @@ class BallRegion:
         """Which rows of ``Y`` lie outside W."""
         return row_norms(Y - self.center) > self.radius
 
+    def onto_boundary(self, w: np.ndarray, band: float) -> np.ndarray:
+        """``w`` moved radially onto the sphere where it lies within ``band`` inside it but
+        farther than the rounding band in which :meth:`cancellable` already takes it as on
+        the sphere; else (and for a band less than :data:`FAR` rounding bands) as it is."""
+        w = np.asarray(w, float)
+        z = w - self.center
+        r = float(np.linalg.norm(z))
+        R = self.radius
+        if band >= FAR * ON_SPHERE * R and R - band <= r < R * (1 - ON_SPHERE) and r > 0:
+            return self.center + z * (R / r)
+        return w
+
     def extension(self, line: Pieces1D | Smooth1D, u: np.ndarray, w: np.ndarray, C: float, n: int):
         """:func:`ball_extension` in this ball."""
         return ball_extension(line, u, w, self.center, self.radius, C, n)
@@ -547,7 +566,7 @@ class BallRegion:
         ``w`` can cancel from ``theta u`` for slopes ``theta`` of that sign: along the
         sphere's normal ``e`` where ``theta u^T e < 0``, on the sphere only."""
         z = np.asarray(w, float) - self.center
-        if np.linalg.norm(z) < self.radius * (1 - 1e-12):
+        if np.linalg.norm(z) < self.radius * (1 - ON_SPHERE):
             return np.zeros_like(u)
         e = z / self.radius
         a = u @ e

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpcvx.certification.ball import AT_W, KINK, Pieces1D, envelope, model_at, settle_slopes
+from dpcvx.certification.ball import (
+    AT_W,
+    FAR,
+    KINK,
+    Pieces1D,
+    envelope,
+    model_at,
+    settle_slopes,
+)
 from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import gram
 
@@ -220,6 +228,19 @@ class BoxRegion:
     def outside(self, Y: np.ndarray) -> np.ndarray:
         """Which rows of ``Y`` lie outside W."""
         return np.any((Y < self.lo[None, :]) | (Y > self.hi[None, :]), axis=1)
+
+    def onto_boundary(self, w: np.ndarray, band: float) -> np.ndarray:
+        """``w`` with each coordinate within ``band`` of a bound put on it (the nearer bound
+        of a coordinate within ``band`` of both), but for those :func:`at_bounds` already
+        takes as at a bound (within rounding) and those whose width makes ``band`` less than
+        :data:`~dpcvx.certification.ball.FAR` rounding bands; the others as they are."""
+        w = np.asarray(w, float)
+        below, above = w - self.lo, self.hi - w
+        top, bottom = at_bounds(w, self.lo, self.hi)
+        free = ~(top | bottom) & (band >= FAR * _AT_BOUND * (self.hi - self.lo))
+        low = free & (below <= band) & (below <= above)
+        high = free & (above <= band) & ~low
+        return np.where(low, self.lo, np.where(high, self.hi, w))
 
     def extension(self, line, u: np.ndarray, w: np.ndarray, C: float, n: int):
         """:func:`box_extension` in this box."""

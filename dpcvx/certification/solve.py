@@ -1040,6 +1040,7 @@ def _pieces_rung(
         if region is not None:
             tol = min(target, 1e-6) * 1e-3
             rounds = _PiecesRounds(relaxed, mus, lam, w0, bounds, tol, region)
+            x = rounds.settle(x, dom if w_domain is None else w_domain)
             fix = rounds.fix(x)
             if fix is not None:  # copies over R^d leave the ball or box W
                 if rounds_out is not None:
@@ -1078,6 +1079,10 @@ NEAR_W = 1e-4
 #: their last points (a cycle: the point is then certified at once, balanced duals included)
 REVISIT = 1e-7
 
+#: the arrowhead method's point within this many times its tolerance of W's boundary is put on
+#: it before the rounds judge it (:meth:`_PiecesRounds.settle`)
+SNAP = 10.0
+
 
 class _PiecesRounds:
     """:func:`_ball_rounds` for the arrowhead path: the relaxed piecewise-linear extension,
@@ -1102,6 +1107,24 @@ class _PiecesRounds:
         self.left: np.ndarray | None = None  # after a release, the examples that left the model
         self.last: dict = {}  # the arguments of the last fix
         self.balances = BalanceMemo()  # the balanced duals' last dual
+
+    def settle(self, x: np.ndarray, domain: Domain | LocalizedDomain) -> np.ndarray:
+        """The method's point ``x`` with what lies within :data:`SNAP` times its tolerance of
+        W's boundary put on it (radially onto a ball's sphere; a box's coordinates onto their
+        bounds), made feasible for ``domain``.
+
+        The method stops with its residuals and complementarity below its tolerance, so a
+        point whose answer is on W's boundary comes back up to about that tolerance inside.
+        The rounds take a point as on the boundary only to rounding (the normal cones of
+        ``BallRegion.cancellable`` and :func:`~dpcvx.certification.box.at_bounds`): a point
+        that far inside has no normal cone there, so
+        the copies at it whose slopes push out of W got duals no normal could bring into the
+        C-ball, the certificate missed by orders of magnitude, and each round came back to the
+        same point. The move is at most ``SNAP`` times the tolerance, which is a thousandth of
+        the target or less: the objective moves by at most that times its Lipschitz constant
+        on W."""
+        moved = self.region.onto_boundary(x, SNAP * self.tol)
+        return x if np.array_equal(moved, x) else domain.make_feasible(moved)
 
     def fix(self, x: np.ndarray) -> BallCopies | None:
         solved = None if self.solved is None else self.solved[:2]
@@ -1186,6 +1209,11 @@ class _SmoothRounds:
 
     #: no example has pieces of its own here
     held = False
+
+    def settle(self, x: np.ndarray, domain: Domain | LocalizedDomain) -> np.ndarray:
+        """``x`` as it is: Newton's steps in a ball end on its sphere, and L-BFGS-B's on the
+        box's bounds."""
+        return x
 
     def release(self) -> None:
         """Nothing to give back: every moved example is in the model."""
@@ -1334,6 +1362,7 @@ def _ball_rounds(
         if not np.all(np.isfinite(x)):
             break
         x = (dom if w_domain is None else w_domain).make_feasible(x)
+        x = rounds_of.settle(x, dom if w_domain is None else w_domain)
         predicted = Q @ x + q
         rows_before = fix.rows
         curvature = Q

@@ -894,30 +894,13 @@ def test_smooth_copies_outside_a_small_box_are_kept_in_it(loss):
 
 
 def _sweep_case(i):
-    """Case ``i`` of a random sweep of extension problems (hinge, absolute or pinball loss on
-    Student-t features; balls and boxes of several sizes; n from 300 to 5000, d from 3 to
-    20): the problem, the features, the labels, the domain and the regularization."""
-    rng = np.random.default_rng(1000 + i)
-    n, d = int(rng.integers(300, 5001)), int(rng.integers(3, 21))
-    loss = ["hinge", "absolute", "pinball"][i % 3]
-    kind, size = [("ball", 0.3), ("ball", 1.0), ("box", 0.05), ("box", 0.1), ("box", 0.4)][
-        (i // 3) % 5
-    ]
-    lam = float(rng.uniform(0.01, 0.05))
-    X = rng.standard_t(5.0, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
-    beta = rng.normal(size=d)
-    signs = np.sign(X @ beta + 0.1 * rng.normal(size=n))
-    R = 0.3 * X @ beta + 0.1 * rng.normal(size=n)
-    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
-    f = {
-        "hinge": cp.pos(1 - y * (x @ w)),
-        "absolute": cp.abs(x @ w - y),
-        "pinball": cp.maximum(0.3 * (y - x @ w), (0.3 - 1) * (y - x @ w)),
-    }[loss]
-    labels = signs if loss == "hinge" else R
-    domain = [cp.norm(w) <= size] if kind == "ball" else [cp.abs(w) <= size]
-    problem = dpcvx.Problem(f, w, {x: X, y: labels}, domain)
-    return problem, X, labels, (kind, size), lam
+    """Case ``i`` of the benchmarks' random sweep of extension problems
+    (``benchmarks/bench_rounds.py``: hinge, absolute or pinball loss on Student-t features;
+    balls and boxes of several sizes; n from 300 to 5000, d from 3 to 20): the problem, the
+    features, the labels, the domain and the regularization."""
+    from dpcvx._benchmarks.bench_rounds import sweep_case
+
+    return sweep_case(i)
 
 
 @functools.lru_cache(maxsize=4)
@@ -978,6 +961,108 @@ def test_kinks_in_a_box_get_joint_slopes(monkeypatch):
     monkeypatch.setattr(solve_module, "_kink_duals", lambda *args, **kwargs: None)
     control = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
     assert control.solver_stats["ball_rounds"] > 3
+
+
+def _sweep_joint_reference(i):
+    """The optimum of case ``i`` of :func:`_sweep_case`'s extension ERM (C = 1): the joint
+    program of paper 000's Lemma 2.7, every copy in W, by CVXPY."""
+    _, X, labels, (kind, size), lam = _sweep_case(i)
+    n, d = X.shape
+    v = cp.Variable(d)
+    Yc = cp.Variable((n, d))
+    z = cp.sum(cp.multiply(X, Yc), axis=1)
+    loss = ["hinge", "absolute", "pinball"][i % 3]
+    f = {
+        "hinge": lambda: cp.pos(1 - cp.multiply(labels, z)),
+        "absolute": lambda: cp.abs(z - labels),
+        "pinball": lambda: cp.maximum(0.3 * (labels - z), (0.3 - 1) * (labels - z)),
+    }[loss]()
+    if kind == "ball":
+        cons = [cp.norm(Yc, 2, axis=1) <= size, cp.norm(v, 2) <= size]
+    else:
+        cons = [cp.abs(Yc) <= size, cp.abs(v) <= size]
+    obj = cp.sum(f) / n + cp.sum(cp.norm(Yc - v[None, :], 2, axis=1)) / n
+    ref = cp.Problem(cp.Minimize(obj + lam / 2 * cp.sum_squares(v)), cons)
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    return float(ref.value)
+
+
+@pytest.mark.parametrize("case", [288, 115])
+def test_a_point_a_tolerance_inside_w_is_put_on_its_boundary(monkeypatch, case):
+    """Case 288 (hinge in the unit ball, n = 412, d = 9) and case 115 (absolute loss in
+    ``|w| <= 0.1``, n = 390, d = 7) at a private release's looser target, 6e-8. The arrowhead
+    method's tolerance is then a thousandth of it, and its point comes back about that far
+    inside W: the rounds, which take a point as on W's boundary only to rounding, gave the
+    copies at it no normal cone, the certificate missed by orders of magnitude at the same
+    point every round (1e-3 against 6e-8 in the ball), and the joint program took over, where
+    the tighter target 3e-10 certified in two rounds. Put on the boundary
+    (:meth:`_PiecesRounds.settle`), the arrowhead path certifies, and the bracket holds the
+    joint program's optimum. The negative control is no move (``SNAP = 0``)."""
+    import dpcvx.certification.solve as solve_module
+
+    problem, *_, lam = _sweep_case(case)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=6e-8)
+    assert sol.solver_stats["solver"] == ARROWHEAD
+    assert sol.gap <= 6e-8
+    ref = _sweep_joint_reference(case)
+    slack = 1e-8 * (1 + abs(ref))
+    assert sol.lower - slack <= ref <= sol.upper + slack
+    monkeypatch.setattr(solve_module, "SNAP", 0.0)
+    problem, *_, lam = _sweep_case(case)
+    control = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=6e-8)
+    assert control.solver_stats["solver"] != ARROWHEAD
+
+
+def test_settle_moves_only_what_lies_within_the_band_and_stays_feasible():
+    """:meth:`BallRegion.onto_boundary` moves a point within the band inside the sphere
+    radially onto it, and leaves one farther in, one the normal cone already takes as on the
+    sphere (within rounding) and one outside (made feasible before); :meth:`BoxRegion.
+    onto_boundary` puts each coordinate within the band of a bound on it (the nearer bound for
+    a coordinate within the band of both) and leaves the others, and those already at a bound
+    to rounding. The rounds' ``settle`` makes the result feasible for the domain."""
+    from dpcvx.certification.ball import FAR, ON_SPHERE, BallRegion
+    from dpcvx.certification.box import BoxRegion
+
+    ball = BallRegion(np.array([0.5, -0.5]), 2.0)
+    e = np.array([0.6, 0.8])
+    moved = ball.onto_boundary(ball.center + (2.0 - 1e-9) * e, 1e-8)
+    assert abs(np.linalg.norm(moved - ball.center) - 2.0) <= 1e-15
+    assert np.allclose(moved, ball.center + 2.0 * e, rtol=0, atol=1e-15)
+    for kept in (2.0 - 1e-6, 2.0 * (1 - 1e-13), 2.0 + 1e-9):
+        point = ball.center + kept * e
+        assert np.array_equal(ball.onto_boundary(point, 1e-8), point)
+    assert np.array_equal(ball.onto_boundary(ball.center, 10.0), ball.center)
+    # a band under FAR rounding bands moves nothing (the method's tightest tolerances)
+    near = ball.center + (2.0 - 1e-10) * e
+    assert np.array_equal(ball.onto_boundary(near, 0.5 * FAR * ON_SPHERE * 2.0), near)
+    assert not np.array_equal(ball.onto_boundary(near, 2.0 * FAR * ON_SPHERE * 2.0), near)
+
+    box = BoxRegion(np.array([-1.0, -1.0, -1.0, 0.0, -1.0]), np.array([1.0, 1.0, 1.0, 1e-9, 1.0]))
+    w = np.array([-1.0 + 5e-9, 1.0 - 5e-9, 0.3, 0.4e-9, 1.0 - 1e-13])
+    moved = box.onto_boundary(w, 1e-8)
+    assert np.array_equal(moved[:4], [-1.0, 1.0, 0.3, 0.0])
+    assert moved[4] == w[4]  # at its bound to rounding already: as it was
+    w[3] = 0.6e-9
+    assert box.onto_boundary(w, 1e-8)[3] == 1e-9
+    far = np.array([-1.0 + 1e-6, 1.0 - 1e-6, 0.0, 0.5e-9, 0.0])
+    assert np.array_equal(box.onto_boundary(far, 1e-8)[:3], far[:3])
+    # a band under FAR rounding bands of a coordinate's width leaves that coordinate
+    near = np.array([-1.0 + 1e-10, 1.0 - 1e-10, 0.0, 0.0, 0.0])
+    moved = box.onto_boundary(near, 0.5 * FAR * 1e-12 * 2.0)
+    assert np.array_equal(moved[:2], near[:2])
+    assert np.array_equal(box.onto_boundary(near, 2.0 * FAR * 1e-12 * 2.0)[:2], [-1.0, 1.0])
+
+    import dpcvx.certification.solve as solve_module
+
+    w = cp.Variable(2)
+    x = cp.Parameter(2)
+    problem = dpcvx.Problem(cp.abs(x @ w), w, data={x: np.ones((3, 2))}, domain=[cp.norm(w) <= 1.0])
+    dom = problem.declaration.domain
+    rounds = solve_module._PiecesRounds.__new__(solve_module._PiecesRounds)
+    rounds.region, rounds.tol = BallRegion(np.zeros(2), 1.0), 1e-10
+    settled = rounds.settle(np.array([0.6, 0.8]) * (1 - 5e-10), dom)
+    # in the ball, and on its sphere for the normal cone (to rounding)
+    assert 1.0 - ON_SPHERE <= np.linalg.norm(settled) <= 1.0
 
 
 def test_kink_slopes_give_the_chosen_slope_and_keep_the_others():
