@@ -278,4 +278,6 @@ def test_bench_rounds_smoke_certifies_every_case(tmp_path):
     rows = doc["rows"]
     assert len(rows) == 6
     assert all(r["path"] != "error" and r["gap"] <= 6e-8 for r in rows)
+    # each certified by the arrowhead method's rounds, the joint program not needed
+    assert all(r["path"] == "arrowhead IPM" for r in rows), [r["path"] for r in rows]
     assert "accuracy" in proc.stdout and "ball" in proc.stdout and "box" in proc.stdout

@@ -995,6 +995,7 @@ def arrowhead_ipm(
     max_iter: int = 80,
     bounds: Bounds | None = None,
     quad: tuple[np.ndarray, np.ndarray] | None = None,
+    domain_out: list | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray], int]:
     """Mehrotra's predictor-corrector on the quadratic program of the module docstring, from
     ``start``; stops when the complementarity and the residuals are below ``tol`` (relative
@@ -1002,14 +1003,16 @@ def arrowhead_ipm(
     multipliers per term ``(N, m)`` and the number of steps. With ``bounds`` the domain's
     constraints are part of the program (the point may then sit on its boundary). ``quad``
     ``(Q, q)`` adds ``w^T Q w / 2 + q^T w`` to the objective (``Q`` positive semidefinite):
-    it joins the Schur complement as it is.
+    it joins the Schur complement as it is. ``domain_out``, a list, receives the domain's
+    slacks ``-g(w)`` and their multipliers at the returned point (in the order of
+    :meth:`Bounds.g`; empty without ``bounds``).
 
     Division by zero and invalid operations raise no floating-point warning inside the
     method (a slack that underflows to zero, a non-finite iterate): the step-length rule
     skips the ``0 / 0`` of an entry that does not move, and a non-finite iterate ends the
     method, whose point only goes to the certificate."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return _mehrotra(model, lam, w0, start, tol, max_iter, bounds, quad)
+        return _mehrotra(model, lam, w0, start, tol, max_iter, bounds, quad, domain_out)
 
 
 def _mehrotra(
@@ -1021,6 +1024,7 @@ def _mehrotra(
     max_iter: int,
     bounds: Bounds | None,
     quad: tuple[np.ndarray, np.ndarray] | None,
+    domain_out: list | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray], int]:
     """:func:`arrowhead_ipm`'s steps."""
     d = model.d
@@ -1043,7 +1047,7 @@ def _mehrotra(
         st.sd = np.maximum(-bounds.g(w), 1e-8)
         st.nu = np.full(st.sd.size, max(lam, 1e-3))
     count = sum(s.size for s in st.s) + st.sd.size
-    best: tuple[float, np.ndarray, list[np.ndarray]] | None = None
+    best: tuple[float, np.ndarray, list[np.ndarray], np.ndarray, np.ndarray] | None = None
     last_merit = np.inf
     stalled = 0
     steps = 0
@@ -1082,7 +1086,7 @@ def _mehrotra(
         merit = comp / scale + infeas
         if best is None or merit < best[0]:
             stalled = 0
-            best = (merit, st.w.copy(), [mu.copy() for mu in st.mu])
+            best = (merit, st.w.copy(), [mu.copy() for mu in st.mu], st.sd.copy(), st.nu.copy())
         elif not merit < last_merit:
             stalled += 1
         last_merit = merit
@@ -1134,6 +1138,8 @@ def _mehrotra(
         st.nu = st.nu + alpha * dnu
         del system, parts, Ds, r_p  # not alive while the next step's residuals are formed
     mus = st.mu if best is None else best[2]
+    if domain_out is not None:
+        domain_out[:] = [st.sd, st.nu] if best is None else [best[3], best[4]]
     return (st.w if best is None else best[1]), _joined(mus, owners, len(model.terms)), steps
 
 

@@ -69,6 +69,9 @@ ON_SPHERE = 1e-12
 #: many times the rounding band: the interior-point method then stops within a few rounding
 #: bands of W's boundary, which the rounds were built for
 FAR = 100.0
+#: nor with a band more than this fraction of the radius (or of a box coordinate's width): the
+#: method's tolerance cannot place a point in so small a domain
+REACH = 1e-6
 #: a copy at ``w`` whose loss is within this fraction of its scale of a kink keeps the
 #: method's split of the slopes there (:meth:`ExtensionPieces.copies_in
 #: <dpcvx.certification.arrowhead.ExtensionPieces.copies_in>`, ``exact_own``); in a box, a
@@ -537,17 +540,24 @@ class BallRegion:
         """Which rows of ``Y`` lie outside W."""
         return row_norms(Y - self.center) > self.radius
 
-    def onto_boundary(self, w: np.ndarray, band: float) -> np.ndarray:
-        """``w`` moved radially onto the sphere where it lies within ``band`` inside it but
-        farther than the rounding band in which :meth:`cancellable` already takes it as on
-        the sphere; else (and for a band less than :data:`FAR` rounding bands) as it is."""
+    def onto_boundary(
+        self, w: np.ndarray, band: float, active: bool = False, reach: float = 0.0
+    ) -> np.ndarray:
+        """``w`` moved radially onto the sphere where it lies within ``band`` inside it, or,
+        if ``active`` (the sphere is active in the program solved: its multiplier exceeds
+        its slack), within ``reach`` times the radius; but not where it lies within the
+        rounding band in which :meth:`cancellable` already takes it as on the sphere, and
+        not at all for a ``band`` less than :data:`FAR` rounding bands or more than
+        :data:`REACH` of the radius."""
         w = np.asarray(w, float)
         z = w - self.center
         r = float(np.linalg.norm(z))
         R = self.radius
-        if band >= FAR * ON_SPHERE * R and R - band <= r < R * (1 - ON_SPHERE) and r > 0:
-            return self.center + z * (R / r)
-        return w
+        if not FAR * ON_SPHERE * R <= band <= REACH * R or not 0 < r < R * (1 - ON_SPHERE):
+            return w
+        if active:
+            band = max(band, reach * R)
+        return self.center + z * (R / r) if R - r <= band else w
 
     def extension(self, line: Pieces1D | Smooth1D, u: np.ndarray, w: np.ndarray, C: float, n: int):
         """:func:`ball_extension` in this ball."""

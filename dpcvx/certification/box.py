@@ -31,6 +31,7 @@ from dpcvx.certification.ball import (
     AT_W,
     FAR,
     KINK,
+    REACH,
     Pieces1D,
     envelope,
     model_at,
@@ -230,16 +231,18 @@ class BoxRegion:
         return np.any((Y < self.lo[None, :]) | (Y > self.hi[None, :]), axis=1)
 
     def onto_boundary(self, w: np.ndarray, band: float) -> np.ndarray:
-        """``w`` with each coordinate within ``band`` of a bound put on it (the nearer bound
-        of a coordinate within ``band`` of both), but for those :func:`at_bounds` already
+        """``w`` with each coordinate within ``band`` of a bound put on it, but for those
+        :func:`at_bounds` already
         takes as at a bound (within rounding) and those whose width makes ``band`` less than
-        :data:`~dpcvx.certification.ball.FAR` rounding bands; the others as they are."""
+        :data:`~dpcvx.certification.ball.FAR` rounding bands or more than
+        :data:`~dpcvx.certification.ball.REACH` of the width; the others as they are."""
         w = np.asarray(w, float)
         below, above = w - self.lo, self.hi - w
         top, bottom = at_bounds(w, self.lo, self.hi)
-        free = ~(top | bottom) & (band >= FAR * _AT_BOUND * (self.hi - self.lo))
-        low = free & (below <= band) & (below <= above)
-        high = free & (above <= band) & ~low
+        width = self.hi - self.lo
+        free = ~(top | bottom) & (FAR * _AT_BOUND * width <= band) & (band <= REACH * width)
+        low = free & (below <= band)
+        high = free & (above <= band) & ~low  # (not both: the band is under the width)
         return np.where(low, self.lo, np.where(high, self.hi, w))
 
     def extension(self, line, u: np.ndarray, w: np.ndarray, C: float, n: int):

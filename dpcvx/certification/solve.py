@@ -1023,8 +1023,9 @@ def _pieces_rung(
             raise SolverError("The extension of this loss has no piecewise-linear form.")
     solved = model if relaxed is None else relaxed.model
     bounds = _bounds(dom, w_domain)
+    slacks: list = []
     x, mus, steps = arrowhead_ipm(
-        solved, lam, w0, init, tol=min(target, 1e-6) * 1e-3, bounds=bounds
+        solved, lam, w0, init, tol=min(target, 1e-6) * 1e-3, bounds=bounds, domain_out=slacks
     )
     if not np.all(np.isfinite(x)):
         raise SolverError("The arrowhead method returned a non-finite point.")
@@ -1039,7 +1040,7 @@ def _pieces_rung(
         region = _region(dom)
         if region is not None:
             tol = min(target, 1e-6) * 1e-3
-            rounds = _PiecesRounds(relaxed, mus, lam, w0, bounds, tol, region)
+            rounds = _PiecesRounds(relaxed, mus, lam, w0, bounds, tol, region, slacks)
             x = rounds.settle(x, dom if w_domain is None else w_domain)
             fix = rounds.fix(x)
             if fix is not None:  # copies over R^d leave the ball or box W
@@ -1082,6 +1083,9 @@ REVISIT = 1e-7
 #: the arrowhead method's point within this many times its tolerance of W's boundary is put on
 #: it before the rounds judge it (:meth:`_PiecesRounds.settle`)
 SNAP = 10.0
+#: and a ball's sphere within this fraction of its radius where the method's own multiplier
+#: of it exceeds its slack (the sphere is active in the program it solved)
+SNAP_ACTIVE = 1e-6
 
 
 class _PiecesRounds:
@@ -1097,9 +1101,13 @@ class _PiecesRounds:
     but those of the examples that leave the model and come back (each round they would
     swap between the model and their relaxed form, a cycle of two rounds)."""
 
-    def __init__(self, relaxed: ExtensionPieces, mus, lam, w0, bounds: Bounds, tol, region) -> None:
+    def __init__(
+        self, relaxed: ExtensionPieces, mus, lam, w0, bounds: Bounds, tol, region, slacks=()
+    ) -> None:
         self.relaxed, self.mus, self.lam, self.w0 = relaxed, mus, lam, w0
         self.bounds, self.tol, self.region = bounds, tol, region
+        #: the domain's slacks and multipliers at the last solve's point (W's first)
+        self.slacks: list = list(slacks)
         self.C = relaxed.C
         self.out: np.ndarray | None = None  # the examples the last solve took out
         self.own = np.zeros(0, int)  # the examples the next solve gives pieces of their own
@@ -1123,7 +1131,14 @@ class _PiecesRounds:
         same point. The move is at most ``SNAP`` times the tolerance, which is a thousandth of
         the target or less: the objective moves by at most that times its Lipschitz constant
         on W."""
-        moved = self.region.onto_boundary(x, SNAP * self.tol)
+        region = self.region
+        if isinstance(region, BallRegion):
+            # the sphere's slack and multiplier in the program solved (W's constraint first)
+            s, nu = self.slacks if len(self.slacks) == 2 else (np.zeros(0), np.zeros(0))
+            active = bool(s.size and nu.size and nu[0] > s[0])
+            moved = region.onto_boundary(x, SNAP * self.tol, active, SNAP_ACTIVE)
+        else:
+            moved = region.onto_boundary(x, SNAP * self.tol)
         return x if np.array_equal(moved, x) else domain.make_feasible(moved)
 
     def fix(self, x: np.ndarray) -> BallCopies | None:
@@ -1179,6 +1194,7 @@ class _PiecesRounds:
             tol=self.tol,
             bounds=self.bounds,
             quad=fix.quad,
+            domain_out=self.slacks,
         )
         self.out = fix.rows
         return out, steps

@@ -391,8 +391,12 @@ def test_garbage_from_the_method_is_caught_by_the_certificate(monkeypatch, seed)
     build, labels, whole = _cases(X, Y, R)["pinball"]
     rng = np.random.default_rng(seed)
 
-    def garbage(model, lam, w0, start, *, tol, max_iter=80, bounds=None, quad=None):
+    def garbage(
+        model, lam, w0, start, *, tol, max_iter=80, bounds=None, quad=None, domain_out=None
+    ):
         mus = [rng.uniform(-1, 2, size=(t.b[0].size, len(t.b))) * t.c for t in model.terms]
+        if domain_out is not None:  # the domain's slacks and multipliers, garbage too
+            domain_out[:] = [rng.uniform(-1, 2, size=3), rng.uniform(-1, 2, size=3)]
         return rng.normal(size=model.d) * 0.5, mus, 1
 
     monkeypatch.setattr(solve_module, "arrowhead_ipm", garbage)
@@ -533,8 +537,12 @@ def test_garbage_under_the_extension_is_caught(monkeypatch, seed):
     X[:100] *= 3.0
     rng = np.random.default_rng(seed)
 
-    def garbage(model, lam, w0, start, *, tol, max_iter=80, bounds=None, quad=None):
+    def garbage(
+        model, lam, w0, start, *, tol, max_iter=80, bounds=None, quad=None, domain_out=None
+    ):
         mus = [rng.uniform(-1, 2, size=(t.b[0].size, len(t.b))) * t.c for t in model.terms]
+        if domain_out is not None:  # the domain's slacks and multipliers, garbage too
+            domain_out[:] = [rng.uniform(-1, 2, size=3), rng.uniform(-1, 2, size=3)]
         return rng.normal(size=model.d) * 0.5, mus, 1
 
     monkeypatch.setattr(solve_module, "arrowhead_ipm", garbage)
@@ -1013,14 +1021,55 @@ def test_a_point_a_tolerance_inside_w_is_put_on_its_boundary(monkeypatch, case):
     assert control.solver_stats["solver"] != ARROWHEAD
 
 
+def test_a_point_near_a_sphere_active_in_the_program_solved_is_put_on_it(monkeypatch):
+    """Hinge in the unit ball (n = 925, d = 18, lam = 0.05) at 3e-8, the target a double
+    output perturbation release at epsilon = 1 certifies to. The answer lies 1.7e-3 inside the
+    ball, but the relaxed program's lies on the sphere, and the method stopped 1e-9 inside
+    it, thirty times its tolerance (its multiplier of the sphere was small). Each round's
+    model there held the next point within 1e-6 of the last, and the tenth round ended in the
+    joint program; at 3e-10 the points came back on the sphere and the fourth round jumped
+    to the answer. A point within 1e-6 of the radius where the method's multiplier of the
+    sphere exceeds its slack is put on the sphere too: the arrowhead path certifies, and the
+    bracket holds the joint program's optimum. Negative control: ``SNAP_ACTIVE = 0``."""
+    import dpcvx.certification.solve as solve_module
+
+    rng = np.random.default_rng(5006)
+    n, d = int(rng.integers(200, 3001)), int(rng.integers(5, 21))
+    lam = float(rng.uniform(0.01, 0.1))
+    X = rng.standard_t(5, size=(n, d)) * np.sqrt(3 / (5 * d))
+    labels = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+    assert (n, d) == (925, 18)
+
+    def solve():
+        w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+        problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: labels}, [cp.norm(w) <= 1])
+        return problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-8)
+
+    sol = solve()
+    assert sol.solver_stats["solver"] == ARROWHEAD and sol.gap <= 3e-8
+    v, Yc = cp.Variable(d), cp.Variable((n, d))
+    z = cp.sum(cp.multiply(X, Yc), axis=1)
+    obj = cp.sum(cp.pos(1 - cp.multiply(labels, z)) + cp.norm(Yc - v[None, :], 2, axis=1)) / n
+    ref = cp.Problem(
+        cp.Minimize(obj + lam / 2 * cp.sum_squares(v)),
+        [cp.norm(Yc, 2, axis=1) <= 1, cp.norm(v) <= 1],
+    )
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    slack = 1e-8 * (1 + abs(ref.value))
+    assert sol.lower - slack <= ref.value <= sol.upper + slack
+    monkeypatch.setattr(solve_module, "SNAP_ACTIVE", 0.0)
+    assert solve().solver_stats["solver"] != ARROWHEAD
+
+
 def test_settle_moves_only_what_lies_within_the_band_and_stays_feasible():
     """:meth:`BallRegion.onto_boundary` moves a point within the band inside the sphere
     radially onto it, and leaves one farther in, one the normal cone already takes as on the
     sphere (within rounding) and one outside (made feasible before); :meth:`BoxRegion.
-    onto_boundary` puts each coordinate within the band of a bound on it (the nearer bound for
-    a coordinate within the band of both) and leaves the others, and those already at a bound
-    to rounding. The rounds' ``settle`` makes the result feasible for the domain."""
-    from dpcvx.certification.ball import FAR, ON_SPHERE, BallRegion
+    onto_boundary` puts each coordinate within the band of a bound on it and leaves the
+    others, those already at a bound to rounding, and those for which the band is under FAR
+    rounding bands or over REACH of the width (a ball's point likewise for its radius). The
+    rounds' ``settle`` makes the result feasible for the domain, a localized one included."""
+    from dpcvx.certification.ball import FAR, ON_SPHERE, REACH, BallRegion
     from dpcvx.certification.box import BoxRegion
 
     ball = BallRegion(np.array([0.5, -0.5]), 2.0)
@@ -1035,22 +1084,39 @@ def test_settle_moves_only_what_lies_within_the_band_and_stays_feasible():
     # a band under FAR rounding bands moves nothing (the method's tightest tolerances)
     near = ball.center + (2.0 - 1e-10) * e
     assert np.array_equal(ball.onto_boundary(near, 0.5 * FAR * ON_SPHERE * 2.0), near)
+    assert np.array_equal(ball.onto_boundary(near, 0.5 * FAR * ON_SPHERE * 2.0, True, 1.0), near)
     assert not np.array_equal(ball.onto_boundary(near, 2.0 * FAR * ON_SPHERE * 2.0), near)
+    # where the sphere is active in the program solved, within reach times the radius
+    deeper = ball.center + (2.0 - 1e-8) * e
+    band = 2.0 * FAR * ON_SPHERE * 2.0  # 4e-10, less than the 1e-8 to go
+    assert np.array_equal(ball.onto_boundary(deeper, band), deeper)
+    assert np.array_equal(ball.onto_boundary(deeper, band, False, 1e-6), deeper)
+    assert np.allclose(ball.onto_boundary(deeper, band, True, 1e-6), ball.center + 2.0 * e)
+    assert np.array_equal(ball.onto_boundary(deeper, band, True, 1e-9), deeper)
 
     box = BoxRegion(np.array([-1.0, -1.0, -1.0, 0.0, -1.0]), np.array([1.0, 1.0, 1.0, 1e-9, 1.0]))
     w = np.array([-1.0 + 5e-9, 1.0 - 5e-9, 0.3, 0.4e-9, 1.0 - 1e-13])
     moved = box.onto_boundary(w, 1e-8)
-    assert np.array_equal(moved[:4], [-1.0, 1.0, 0.3, 0.0])
+    assert np.array_equal(moved[:3], [-1.0, 1.0, 0.3])
+    assert moved[3] == w[3]  # a band over REACH of its width (1e-9): as it was
     assert moved[4] == w[4]  # at its bound to rounding already: as it was
-    w[3] = 0.6e-9
-    assert box.onto_boundary(w, 1e-8)[3] == 1e-9
     far = np.array([-1.0 + 1e-6, 1.0 - 1e-6, 0.0, 0.5e-9, 0.0])
     assert np.array_equal(box.onto_boundary(far, 1e-8)[:3], far[:3])
-    # a band under FAR rounding bands of a coordinate's width leaves that coordinate
-    near = np.array([-1.0 + 1e-10, 1.0 - 1e-10, 0.0, 0.0, 0.0])
+    # a band under FAR rounding bands of a coordinate's width (1e-12 of it) leaves that
+    # coordinate, however near its bound
+    near = np.array([-1.0 + 0.5e-10, 1.0 - 0.5e-10, 0.0, 0.0, 0.0])
     moved = box.onto_boundary(near, 0.5 * FAR * 1e-12 * 2.0)
     assert np.array_equal(moved[:2], near[:2])
     assert np.array_equal(box.onto_boundary(near, 2.0 * FAR * 1e-12 * 2.0)[:2], [-1.0, 1.0])
+    # a band over REACH of a coordinate's width leaves it too (the narrow fourth one here),
+    # and over REACH of the radius leaves a ball's point
+    narrow = np.array([0.0, 0.0, 0.0, 1e-9 - 1e-16, 0.0])
+    assert box.onto_boundary(narrow, 1e-15)[3] == 1e-9
+    assert box.onto_boundary(narrow, 2.0 * REACH * 1e-9)[3] == narrow[3]
+    small = BallRegion(np.zeros(2), 1e-6)
+    point = (1e-6 - 1e-13) * e
+    assert np.allclose(small.onto_boundary(point, 1e-13), 1e-6 * e, rtol=0, atol=1e-21)
+    assert np.array_equal(small.onto_boundary(point, 2.0 * REACH * 1e-6), point)
 
     import dpcvx.certification.solve as solve_module
 
@@ -1059,10 +1125,28 @@ def test_settle_moves_only_what_lies_within_the_band_and_stays_feasible():
     problem = dpcvx.Problem(cp.abs(x @ w), w, data={x: np.ones((3, 2))}, domain=[cp.norm(w) <= 1.0])
     dom = problem.declaration.domain
     rounds = solve_module._PiecesRounds.__new__(solve_module._PiecesRounds)
-    rounds.region, rounds.tol = BallRegion(np.zeros(2), 1.0), 1e-10
+    rounds.region, rounds.tol, rounds.slacks = BallRegion(np.zeros(2), 1.0), 1e-10, []
     settled = rounds.settle(np.array([0.6, 0.8]) * (1 - 5e-10), dom)
     # in the ball, and on its sphere for the normal cone (to rounding)
     assert 1.0 - ON_SPHERE <= np.linalg.norm(settled) <= 1.0
+    # 1e-8 inside: moved only where the method's multiplier of the sphere exceeds its slack
+    deeper = np.array([0.6, 0.8]) * (1 - 1e-8)
+    rounds.slacks = [np.array([1e-8]), np.array([1e-9])]
+    assert np.array_equal(rounds.settle(deeper, dom), deeper)
+    rounds.slacks = [np.array([1e-8]), np.array([0.1])]
+    assert 1.0 - ON_SPHERE <= np.linalg.norm(rounds.settle(deeper, dom)) <= 1.0
+    # a localized domain: W's sphere point lies just outside the localization ball, and the
+    # settled point is made feasible for both
+    from dpcvx.modeling.localized import LocalizedDomain
+
+    u = np.array([0.6, 0.8])
+    local = LocalizedDomain(dom, 0.95 * u, 0.05 - 2.5e-10)
+    rounds.slacks = []
+    start = u * (1 - 5e-10)
+    assert local.contains(start)
+    settled = rounds.settle(start, local)
+    assert not np.array_equal(settled, start)
+    assert local.contains(settled) and np.linalg.norm(settled - 0.95 * u) <= 0.05 - 2.5e-10
 
 
 def test_kink_slopes_give_the_chosen_slope_and_keep_the_others():
