@@ -1003,9 +1003,10 @@ def arrowhead_ipm(
     multipliers per term ``(N, m)`` and the number of steps. With ``bounds`` the domain's
     constraints are part of the program (the point may then sit on its boundary). ``quad``
     ``(Q, q)`` adds ``w^T Q w / 2 + q^T w`` to the objective (``Q`` positive semidefinite):
-    it joins the Schur complement as it is. ``domain_out``, a list, receives the domain's
-    slacks ``-g(w)`` and their multipliers at the returned point (in the order of
-    :meth:`Bounds.g`; empty without ``bounds``).
+    it joins the Schur complement as it is. ``domain_out``, a list, receives the method's slack
+    variables of the domain's constraints (``-g(w)`` up to its primal residual) and their
+    multipliers, at the iterate whose point it returns (in the order of :meth:`Bounds.g`;
+    empty arrays without ``bounds``).
 
     Division by zero and invalid operations raise no floating-point warning inside the
     method (a slack that underflows to zero, a non-finite iterate): the step-length rule

@@ -232,10 +232,10 @@ class BoxRegion:
 
     def onto_boundary(self, w: np.ndarray, band: float) -> np.ndarray:
         """``w`` with each coordinate within ``band`` of a bound put on it, but for those
-        :func:`at_bounds` already
-        takes as at a bound (within rounding) and those whose width makes ``band`` less than
-        :data:`~dpcvx.certification.ball.FAR` rounding bands or more than
-        :data:`~dpcvx.certification.ball.REACH` of the width; the others as they are."""
+        :func:`at_bounds` already takes as at a bound (within rounding) and those whose width
+        makes ``band`` less than :data:`~dpcvx.certification.ball.FAR` rounding bands or
+        more than :data:`~dpcvx.certification.ball.REACH` of the width; the others as they
+        are."""
         w = np.asarray(w, float)
         below, above = w - self.lo, self.hi - w
         top, bottom = at_bounds(w, self.lo, self.hi)

@@ -1119,18 +1119,22 @@ class _PiecesRounds:
     def settle(self, x: np.ndarray, domain: Domain | LocalizedDomain) -> np.ndarray:
         """The method's point ``x`` with what lies within :data:`SNAP` times its tolerance of
         W's boundary put on it (radially onto a ball's sphere; a box's coordinates onto their
-        bounds), made feasible for ``domain``.
+        bounds), and on a ball also what lies within :data:`SNAP_ACTIVE` of the radius where
+        the method's multiplier of the sphere exceeds its slack; made feasible for ``domain``.
+        Nothing moves with a band under ``FAR`` rounding bands or over ``REACH`` of W's size
+        (:meth:`BallRegion.onto_boundary
+        <dpcvx.certification.ball.BallRegion.onto_boundary>`).
 
         The method stops with its residuals and complementarity below its tolerance, so a
-        point whose answer is on W's boundary comes back up to about that tolerance inside.
-        The rounds take a point as on the boundary only to rounding (the normal cones of
+        point whose answer is on W's boundary comes back up to about that tolerance inside
+        (its slack is its complementarity over its multiplier: more where that is small). The
+        rounds take a point as on the boundary only to rounding (the normal cones of
         ``BallRegion.cancellable`` and :func:`~dpcvx.certification.box.at_bounds`): a point
-        that far inside has no normal cone there, so
-        the copies at it whose slopes push out of W got duals no normal could bring into the
-        C-ball, the certificate missed by orders of magnitude, and each round came back to the
-        same point. The move is at most ``SNAP`` times the tolerance, which is a thousandth of
-        the target or less: the objective moves by at most that times its Lipschitz constant
-        on W."""
+        that far inside has no normal cone there, so the copies at it whose slopes push out of
+        W got duals no normal could bring into the C-ball, the certificate missed by orders
+        of magnitude, and each round came back to the same point. The certificate judges the
+        point it gets; each coordinate, or the distance to the sphere, moves by at most the
+        band (a thousandth of the target times ``SNAP``, or ``SNAP_ACTIVE`` of the radius)."""
         region = self.region
         if isinstance(region, BallRegion):
             # the sphere's slack and multiplier in the program solved (W's constraint first)

@@ -1061,6 +1061,37 @@ def test_a_point_near_a_sphere_active_in_the_program_solved_is_put_on_it(monkeyp
     assert solve().solver_stats["solver"] != ARROWHEAD
 
 
+def test_the_method_hands_back_the_slacks_and_multipliers_of_its_point():
+    """``arrowhead_ipm(..., domain_out=...)`` gives the domain's slacks and multipliers of the
+    iterate whose point it returns: in a ball that holds the answer on its sphere, the
+    sphere's slack is ``-g`` at that point to the method's tolerance and its multiplier is
+    positive; without bounds the list holds two empty arrays."""
+    from dpcvx.certification.arrowhead import Bounds, arrowhead_ipm, piecewise_model
+
+    X, Y, R = _data(12, n=300)
+    w = cp.Variable(D)
+    x = cp.Parameter(D)
+    y = cp.Parameter()
+    problem = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)), w, data={x: X, y: Y}, domain=[cp.norm(w) <= 50]
+    )
+    model = piecewise_model(problem.declaration)
+    bounds = Bounds([("ball", np.zeros(D), 0.05)], np.zeros(D))
+    out: list = []
+    tol = 1e-10
+    point, _, _ = arrowhead_ipm(
+        model, LAM, np.zeros(D), np.zeros(D), tol=tol, bounds=bounds, domain_out=out
+    )
+    slack, nu = out
+    assert slack.shape == nu.shape == (1,)
+    assert abs(float(slack[0]) + float(bounds.g(point)[0])) <= 10 * tol
+    assert nu[0] > slack[0] > 0
+    assert abs(np.linalg.norm(point) - 0.05) <= 1e-8
+    free: list = []
+    arrowhead_ipm(model, LAM, np.zeros(D), np.zeros(D), tol=tol, domain_out=free)
+    assert [a.size for a in free] == [0, 0]
+
+
 def test_settle_moves_only_what_lies_within_the_band_and_stays_feasible():
     """:meth:`BallRegion.onto_boundary` moves a point within the band inside the sphere
     radially onto it, and leaves one farther in, one the normal cone already takes as on the
@@ -1093,6 +1124,9 @@ def test_settle_moves_only_what_lies_within_the_band_and_stays_feasible():
     assert np.array_equal(ball.onto_boundary(deeper, band, False, 1e-6), deeper)
     assert np.allclose(ball.onto_boundary(deeper, band, True, 1e-6), ball.center + 2.0 * e)
     assert np.array_equal(ball.onto_boundary(deeper, band, True, 1e-9), deeper)
+    # the reach is relative to the radius (2 here): 1.5e-6 inside is within 1e-6 of it
+    deepest = ball.center + (2.0 - 1.5e-6) * e
+    assert np.allclose(ball.onto_boundary(deepest, band, True, 1e-6), ball.center + 2.0 * e)
 
     box = BoxRegion(np.array([-1.0, -1.0, -1.0, 0.0, -1.0]), np.array([1.0, 1.0, 1.0, 1e-9, 1.0]))
     w = np.array([-1.0 + 5e-9, 1.0 - 5e-9, 0.3, 0.4e-9, 1.0 - 1e-13])
@@ -1135,6 +1169,12 @@ def test_settle_moves_only_what_lies_within_the_band_and_stays_feasible():
     assert np.array_equal(rounds.settle(deeper, dom), deeper)
     rounds.slacks = [np.array([1e-8]), np.array([0.1])]
     assert 1.0 - ON_SPHERE <= np.linalg.norm(rounds.settle(deeper, dom)) <= 1.0
+    # with a localization ball the program's constraints are W's sphere, then that ball's:
+    # the flag is W's (active here, the other not; and the other way round)
+    rounds.slacks = [np.array([1e-8, 1.0]), np.array([0.1, 1e-9])]
+    assert 1.0 - ON_SPHERE <= np.linalg.norm(rounds.settle(deeper, dom)) <= 1.0
+    rounds.slacks = [np.array([1.0, 1e-8]), np.array([1e-9, 0.1])]
+    assert np.array_equal(rounds.settle(deeper, dom), deeper)
     # a localized domain: W's sphere point lies just outside the localization ball, and the
     # settled point is made feasible for both
     from dpcvx.modeling.localized import LocalizedDomain
