@@ -1023,13 +1023,13 @@ def _pieces_rung(
             raise SolverError("The extension of this loss has no piecewise-linear form.")
     solved = model if relaxed is None else relaxed.model
     bounds = _bounds(dom, w_domain)
+    feasible = dom if w_domain is None else w_domain
+    tol = min(target, 1e-6) * 1e-3
     slacks: list = []
-    x, mus, steps = arrowhead_ipm(
-        solved, lam, w0, init, tol=min(target, 1e-6) * 1e-3, bounds=bounds, domain_out=slacks
-    )
+    x, mus, steps = arrowhead_ipm(solved, lam, w0, init, tol=tol, bounds=bounds, domain_out=slacks)
     if not np.all(np.isfinite(x)):
         raise SolverError("The arrowhead method returned a non-finite point.")
-    x = (dom if w_domain is None else w_domain).make_feasible(x)
+    x = feasible.make_feasible(x)
     stats = {
         "solver": ARROWHEAD,
         "iterations": int(steps),
@@ -1039,9 +1039,8 @@ def _pieces_rung(
     if relaxed is not None:
         region = _region(dom)
         if region is not None:
-            tol = min(target, 1e-6) * 1e-3
             rounds = _PiecesRounds(relaxed, mus, lam, w0, bounds, tol, region, slacks)
-            x = rounds.settle(x, dom if w_domain is None else w_domain)
+            x = rounds.settle(x, feasible)
             fix = rounds.fix(x)
             if fix is not None:  # copies over R^d leave the ball or box W
                 if rounds_out is not None:
@@ -1381,8 +1380,8 @@ def _ball_rounds(
         steps += int(more)
         if not np.all(np.isfinite(x)):
             break
-        x = (dom if w_domain is None else w_domain).make_feasible(x)
-        x = rounds_of.settle(x, dom if w_domain is None else w_domain)
+        feasible = dom if w_domain is None else w_domain
+        x = rounds_of.settle(feasible.make_feasible(x), feasible)
         predicted = Q @ x + q
         rows_before = fix.rows
         curvature = Q
