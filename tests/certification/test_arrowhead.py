@@ -1092,6 +1092,54 @@ def test_the_method_hands_back_the_slacks_and_multipliers_of_its_point():
     assert [a.size for a in free] == [0, 0]
 
 
+def _rows_drift(monkeypatch, case: int, accuracy: float) -> float:
+    """The largest relative drift of a row's sum of multipliers from its term's weight, over
+    every arrowhead solve of case ``case`` of :func:`_sweep_case`'s extension (C = 1)."""
+    import dpcvx.certification.solve as solve_module
+
+    method = solve_module.arrowhead_ipm
+    drift: list[float] = []
+
+    def recorded(model, *args, **kwargs):
+        out = method(model, *args, **kwargs)
+        for mu, term in zip(out[1], model.terms):
+            drift.append(float(np.max(np.abs(mu.sum(axis=1) - term.c)) / term.c))
+        return out
+
+    monkeypatch.setattr(solve_module, "arrowhead_ipm", recorded)
+    problem, *_, lam = _sweep_case(case)
+    problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=accuracy)
+    return max(drift)
+
+
+def test_the_multipliers_of_each_row_sum_to_its_weight(monkeypatch):
+    """Each example's multipliers are a convex combination of its pieces times its weight
+    ``c``: a Newton step keeps their sum only to its rounding, which near the end of a solve
+    is multiplied by ``mu / s`` where a slack is near zero. On case 184 (hinge in the unit
+    ball, n = 634, d = 14) at 6e-8 the sums drifted by 2.3e-10 of ``c`` without the rows put
+    back on it after each step (``_onto_rows`` a no-op: the negative control); at n = 1e6 the
+    method's residual, which counts them n times, then stalled above its tolerance for seven
+    steps. Now every solve hands back rows summing to ``c`` to rounding."""
+    import dpcvx.certification.arrowhead as arrowhead_module
+
+    assert _rows_drift(monkeypatch, 184, 6e-8) <= 1e-13
+    monkeypatch.setattr(arrowhead_module, "_onto_rows", lambda mu, c: None)
+    assert _rows_drift(monkeypatch, 184, 6e-8) > 1e-11
+
+
+def test_onto_rows_puts_each_row_on_its_weight_in_place():
+    """:func:`~dpcvx.certification.arrowhead._onto_rows` scales each row by ``c`` over its
+    sum, in place; a row of zeros stays (no division by zero)."""
+    from dpcvx.certification.arrowhead import _onto_rows
+
+    mu = np.array([[1.0, 3.0], [0.5, 0.5], [0.0, 0.0], [2e-300, 6e-300]])
+    before = mu.copy()
+    _onto_rows(mu, 0.5)
+    np.testing.assert_allclose(mu[[0, 1, 3]].sum(axis=1), 0.5, rtol=1e-15)
+    np.testing.assert_allclose(mu[0] / mu[0].sum(), before[0] / before[0].sum(), rtol=1e-15)
+    assert np.array_equal(mu[2], [0.0, 0.0])
+
+
 def test_settle_moves_only_what_lies_within_the_band_and_stays_feasible():
     """:meth:`BallRegion.onto_boundary` moves a point within the band inside the sphere
     radially onto it, and leaves one farther in, one the normal cone already takes as on the
