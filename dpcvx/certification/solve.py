@@ -1358,8 +1358,10 @@ def _ball_rounds(
                     # on a box's faces, the duals of the copies at x balanced jointly first
                     # (then Newton's steps on the coordinates off the bounds, if they miss)
                     info = dict(stats, balanced_duals=True)
+                    # the last round's steps go on while they halve the gap (no round follows)
+                    limit = FACE_STEPS_LAST if rounds == BALL_ROUNDS else FACE_STEPS
                     balanced = _balanced_rounds(
-                        decl, rounds_of, x, fix, lam, w0, accuracy, info, C, w_domain
+                        decl, rounds_of, x, fix, lam, w0, accuracy, info, C, w_domain, limit
                     )
                     if balanced is not None:
                         if _meets(balanced, accuracy):
@@ -1408,12 +1410,13 @@ def _balanced_rounds(
     stats: dict,
     C: float,
     w_domain: Domain | LocalizedDomain | None,
+    limit: int | None = None,
 ) -> CertifiedSolution | None:
     """The certificate at ``x`` with balanced duals (:func:`_balanced`); where it misses the
-    target, up to :data:`FACE_STEPS` Newton's steps on the coordinates off the box's bounds
-    (:func:`_face_step`) from the best point so far, each certified so: a step that does not
-    improve the certificate is taken back and the next one from there is a quarter as long
-    (two steps in a row that do not halve the gap end the steps).
+    target, up to ``limit`` (default :data:`FACE_STEPS`) Newton's steps on the coordinates
+    off the box's bounds (:func:`_face_step`) from the best point so far, each certified so: a
+    step that does not improve the certificate is taken back and the next one from there is a
+    quarter as long (two steps in a row that do not halve the gap end the steps).
 
     On the arrowhead path, the examples whose copy sits at a kink of their loss also get
     slopes chosen jointly (:func:`_kink_duals`) at every point judged, certified where they
@@ -1525,7 +1528,7 @@ def _balanced_rounds(
         # coordinates that the gradient at that last best point pushed into the box
         curvature = first[2].quad[0]
         pushed: np.ndarray | None = None
-        for step in range(1, FACE_STEPS + 1):
+        for step in range(1, (FACE_STEPS if limit is None else limit) + 1):
             if _meets(best[0], accuracy) or misses == 2 or _won():
                 break
             try:
@@ -1882,6 +1885,9 @@ RELEASE = 1.0
 
 #: Newton's steps on the coordinates off a box's bounds after balanced duals miss the target
 FACE_STEPS = 4
+#: and after the last round's (where no round follows and the joint program is next, or, past
+#: its size limit, nothing): the steps end earlier where two in a row do not halve the gap
+FACE_STEPS_LAST = 12
 
 
 def _pushing(x: np.ndarray, grad: np.ndarray, region: BoxRegion) -> np.ndarray:

@@ -589,6 +589,22 @@ def test_face_steps_with_the_secant_curvature_certify(monkeypatch):
     assert _hinge_in_box(X, labels, 0.1, lam).solver_stats["solver"] == "CLARABEL"
 
 
+def test_the_last_rounds_face_steps_go_on_while_they_halve_the_gap(monkeypatch):
+    """Hinge, n = 2272, d = 20, in ``cp.abs(w) <= 0.1`` at 3e-10: the tenth round's face steps
+    meet the target at the fifth step, one past :data:`FACE_STEPS`. No round follows the last
+    one, so its steps go on up to :data:`FACE_STEPS_LAST` while they halve the gap. Negative
+    control: the last round held to ``FACE_STEPS`` ends in the joint program."""
+    import dpcvx.certification.solve as S
+
+    X, labels, lam = _sweep_case(231)
+    out = _hinge_in_box(X, labels, 0.1, lam)
+    assert out.solver_stats["solver"] == S.ARROWHEAD and out.gap <= 3e-10
+    assert out.solver_stats["ball_rounds"] == S.BALL_ROUNDS
+    assert out.solver_stats["face_steps"] > S.FACE_STEPS
+    monkeypatch.setattr(S, "FACE_STEPS_LAST", S.FACE_STEPS)
+    assert _hinge_in_box(X, labels, 0.1, lam).solver_stats["solver"] == "CLARABEL"
+
+
 def test_the_face_steps_curvature_takes_the_gradients_change():
     """The secant update: ``lam I + Q`` after it maps the step to the gradient's change
     (BFGS's secant equation), stays symmetric positive definite, and is left as it was where
