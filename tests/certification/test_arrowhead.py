@@ -1119,9 +1119,11 @@ def test_the_multipliers_of_each_row_sum_to_its_weight(monkeypatch):
     ball, n = 634, d = 14) at 6e-8 the sums drifted by 2.3e-10 of ``c`` without the rows put
     back on it after each step (``_onto_rows`` a no-op: the negative control); at n = 1e6 the
     method's residual, which counts them n times, then stalled above its tolerance for seven
-    steps. Now every solve hands back rows summing to ``c`` to rounding."""
+    steps. Now every solve hands back rows summing to ``c`` to rounding. The rows run in
+    chunks of 128 here, so each of the method's chunks (a term of its own) is checked."""
     import dpcvx.certification.arrowhead as arrowhead_module
 
+    monkeypatch.setattr(arrowhead_module, "CHUNK_ROWS", 128)
     assert _rows_drift(monkeypatch, 184, 6e-8) <= 1e-13
     monkeypatch.setattr(arrowhead_module, "_onto_rows", lambda mu, c: None)
     assert _rows_drift(monkeypatch, 184, 6e-8) > 1e-11
