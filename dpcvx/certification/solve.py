@@ -1301,7 +1301,7 @@ def _ball_rounds(
     and the joint program takes over. The rounds only move the point the certificate judges."""
     import time
 
-    dom = decl.domain
+    feasible = decl.domain if w_domain is None else w_domain  # what each point is made in
     best: CertifiedSolution | CertificationError | None = None
     steps = int(stats["iterations"])
     start = time.perf_counter() - float(stats["seconds"])
@@ -1382,7 +1382,6 @@ def _ball_rounds(
         steps += int(more)
         if not np.all(np.isfinite(x)):
             break
-        feasible = dom if w_domain is None else w_domain
         x = rounds_of.settle(feasible.make_feasible(x), feasible)
         predicted = Q @ x + q
         rows_before = fix.rows
