@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dpcvx.certification._rows import row_chunks
 from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import atom_derivative, gram
 
@@ -410,6 +411,24 @@ def ball_extension(
     return t, Y, g, theta, model_at(Q, g, w, n)
 
 
+def in_chunks(solve, line: Pieces1D | Smooth1D, u: np.ndarray, w: np.ndarray, region, C, n):
+    """``solve(line, u, w, *region, C, n)`` (:func:`ball_extension`,
+    :func:`~dpcvx.certification.box.box_extension`) over contiguous chunks of the rows of
+    ``u`` (:func:`~dpcvx.certification._rows.row_chunks`): every row's copy is its own
+    one-dimensional problem, so the rows come out as in one call, and the chunks' models add
+    (each is a sum over its rows). A chunk's arrays stay a few megabytes where one call on
+    hundreds of thousands of rows made fresh arrays of tens of megabytes at every step (at
+    n = 1e6 the rows took three times as long each)."""
+    spans = list(row_chunks(u.shape[0], u.shape[1]))
+    if len(spans) == 1:
+        return solve(line, u, w, *region, C, n)
+    parts = [solve(line.take(slice(a, b)), u[a:b], w, *region, C, n) for a, b in spans]
+    out = tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
+    Q = sum(p[4][0] for p in parts[1:]) + parts[0][4][0]
+    q = sum(p[4][1] for p in parts[1:]) + parts[0][4][1]
+    return (*out, (Q, q))
+
+
 def settle_slopes(
     line: Pieces1D | Smooth1D,
     t: np.ndarray,
@@ -560,8 +579,8 @@ class BallRegion:
         return self.center + z * (R / r) if R - r <= band else w
 
     def extension(self, line: Pieces1D | Smooth1D, u: np.ndarray, w: np.ndarray, C: float, n: int):
-        """:func:`ball_extension` in this ball."""
-        return ball_extension(line, u, w, self.center, self.radius, C, n)
+        """:func:`ball_extension` in this ball, over row chunks (:func:`in_chunks`)."""
+        return in_chunks(ball_extension, line, u, w, (self.center, self.radius), C, n)
 
     def cancelled(self, u: np.ndarray, w: np.ndarray, slope: np.ndarray) -> np.ndarray:
         """Per row, the part of ``slope_i u_i`` that W's normal cone at ``w`` can cancel

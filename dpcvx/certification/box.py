@@ -34,6 +34,7 @@ from dpcvx.certification.ball import (
     REACH,
     Pieces1D,
     envelope,
+    in_chunks,
     model_at,
     settle_slopes,
 )
@@ -246,8 +247,8 @@ class BoxRegion:
         return np.where(low, self.lo, np.where(high, self.hi, w))
 
     def extension(self, line, u: np.ndarray, w: np.ndarray, C: float, n: int):
-        """:func:`box_extension` in this box."""
-        return box_extension(line, u, w, self.lo, self.hi, C, n)
+        """:func:`box_extension` in this box, over row chunks (:func:`in_chunks`)."""
+        return in_chunks(box_extension, line, u, w, (self.lo, self.hi), C, n)
 
     def cancelled(self, u: np.ndarray, w: np.ndarray, slope: np.ndarray) -> np.ndarray:
         """Per row, the part of ``slope_i u_i`` that the box's normal cone at ``w`` can

@@ -722,15 +722,25 @@ def stable_sums(
     radius: float,
     domain: Domain | LocalizedDomain,
 ) -> StableSums | None:
-    """:func:`stable_gap`'s sums over the examples of ``decl`` (None as there)."""
-    out = _per_example(decl, np.asarray(w_hat, float), thetas, radius, domain)
-    if out is None:
-        return None
-    fy, err, slope, slope_abs = out
-    total = float(np.sum(fy + err))
-    if not np.isfinite(total):
-        return None
-    return StableSums(decl.n, total, _sum_rows(slope), slope_abs.sum(axis=0))
+    """:func:`stable_gap`'s sums over the examples of ``decl`` (None as there), over row
+    chunks (:func:`~dpcvx.certification._rows.row_groups`): each chunk's arrays stay a few
+    megabytes however many examples there are, and the sums add whatever the grouping
+    (:func:`_mean_from_sums`)."""
+    w_hat = np.asarray(w_hat, float)
+    n = decl.n
+    total: StableSums | None = None
+    for part, rows, context in row_groups(decl):
+        with context:
+            out = _per_example(part, w_hat, take_rows(thetas, rows, n), radius, domain)
+        if out is None:
+            return None
+        fy, err, slope, slope_abs = out
+        chunk = float(np.sum(fy + err))
+        if not np.isfinite(chunk):
+            return None
+        sums = StableSums(part.n, chunk, _sum_rows(slope), slope_abs.sum(axis=0))
+        total = sums if total is None else total.plus(sums)
+    return total
 
 
 def stable_extension_gap(

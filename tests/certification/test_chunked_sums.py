@@ -110,3 +110,71 @@ def test_an_affine_atom_without_a_jet_rule_certifies_on_chunks(monkeypatch):
     chunked = problem.solve(regularization=0.1)
     assert chunked.gap == pytest.approx(whole.gap, rel=1e-6, abs=1e-9)
     np.testing.assert_allclose(chunked.w, whole.w, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["hinge", "logistic", "absolute", "huber+affine", "pinball"])
+def test_stable_sums_on_chunks_equal_the_whole(kind, monkeypatch):
+    """The stable gap's sums (``stable_sums``, the tightest certificate's) over row chunks
+    are the sums over all examples at once; a chunk left out or counted twice moves the
+    total by a whole chunk's share."""
+    from dpcvx.certification import _rows, stable
+
+    problem = _problem(kind)
+    decl = problem.declaration
+    lam, w0 = 0.05, np.zeros(D)
+    w_hat = decl.domain.make_feasible(problem.solve(regularization=lam).w)
+    guide = [None] * len(decl.terms)
+    args = dict(radius=1e-3, domain=decl.domain)
+    whole = stable.stable_sums(decl, w_hat, guide, **args)
+    monkeypatch.setattr(_rows, "CHUNK_ENTRIES", 7 * D)  # chunks of 7 rows: 37 of them
+    assert len(list(_rows.row_chunks(N, D))) == 37
+    chunked = stable.stable_sums(decl, w_hat, guide, **args)
+    assert whole is not None and chunked is not None and chunked.n == whole.n == N
+    assert chunked.total == pytest.approx(whole.total, rel=1e-12, abs=1e-14)
+    np.testing.assert_allclose(
+        np.asarray(chunked.slope, float), np.asarray(whole.slope, float), rtol=1e-12, atol=1e-13
+    )
+    np.testing.assert_allclose(chunked.slope_abs, whole.slope_abs, rtol=1e-12)
+    gaps = [
+        stable.stable_from_sums(s, w_hat, lam=lam, w0=w0, domain=decl.domain, w_domain=decl.domain)
+        for s in (whole, chunked)
+    ]
+    assert gaps[1] == pytest.approx(gaps[0], rel=1e-9, abs=1e-14)
+
+
+@pytest.mark.parametrize("region", ["ball", "box"])
+def test_the_copies_in_w_on_chunks_are_those_of_one_call(region, monkeypatch):
+    """Every example's copy in W is its own one-dimensional problem: over row chunks
+    (``in_chunks``) the positions, copies, duals and slopes are the same floats as in one
+    call, and the chunks' models add up to the one call's."""
+    from dpcvx.certification import _rows
+    from dpcvx.certification.ball import BallRegion, Pieces1D, ball_extension, in_chunks
+    from dpcvx.certification.box import BoxRegion, box_extension
+
+    rng = np.random.default_rng(1)
+    k, d = 1000, 7
+    u = rng.normal(size=(k, d))
+    u /= np.linalg.norm(u, axis=1)[:, None]
+    sigma = np.stack([np.zeros(k), -rng.uniform(0.5, 3.0, k)], axis=1)  # hinge-like rows
+    beta = np.stack([np.zeros(k), rng.normal(size=k)], axis=1)
+    line = Pieces1D(sigma, beta)
+    w = rng.normal(size=d)
+    if region == "ball":
+        w *= 0.9 / np.linalg.norm(w)
+        W, solve, where = BallRegion(np.zeros(d), 1.0), ball_extension, (np.zeros(d), 1.0)
+    else:
+        w = np.clip(w, -0.5, 0.5)  # some coordinates at a bound
+        lo, hi = np.full(d, -0.5), np.full(d, 0.5)
+        W, solve, where = BoxRegion(lo, hi), box_extension, (lo, hi)
+    one = solve(line, u, w, *where, 1.0, 5000)
+    monkeypatch.setattr(_rows, "CHUNK_ENTRIES", 150 * d)  # 150 rows a chunk, the last 100
+    assert len(list(_rows.row_chunks(k, d))) == 7
+    for chunked in (
+        in_chunks(solve, line, u, w, where, 1.0, 5000),
+        W.extension(line, u, w, 1.0, 5000),
+    ):
+        for a, b in zip(one[:4], chunked[:4]):
+            np.testing.assert_array_equal(a, b)
+        for a, b in zip(one[4], chunked[4]):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+        assert np.abs(one[4][0]).max() > 1e-4  # a model with something in it
