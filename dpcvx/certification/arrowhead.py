@@ -408,7 +408,8 @@ class ExtensionPieces:
         (term,) = self.model.terms
         tau = self.u @ w
         s_star = np.clip(tau, self.t_lo, self.t_hi)
-        Y = w[None, :] + (s_star - tau)[:, None] * self.u
+        Y = (s_star - tau)[:, None] * self.u
+        Y += w  # one array of the data's size, not two
         assert term.row_coefs is not None
         slopes = term.row_coefs * self.weight  # the extension's slopes along u
         # the slope the method's multipliers give each example (a copy that moved has slope
@@ -662,7 +663,26 @@ def _pair_weights(
 ) -> np.ndarray:
     """``(N, m)`` simplex weights on the pieces with slope ``gamma`` whose combination is
     closest to ``h`` at ``s`` (the least deficiency ``h(s) - sum_j w_j (sigma_j s + beta_j)``;
-    a vertex of that linear program is a pair)."""
+    a vertex of that linear program is a pair). Over chunks of rows (each row is its own
+    choice): the loop's arrays stay in the processor's cache."""
+    N = sigma.shape[0]
+    if N <= 2 * _PAIR_ROWS:
+        return _pair_weights_rows(sigma, beta, gamma, s)
+    out = np.empty(sigma.shape)
+    for a in range(0, N, _PAIR_ROWS):
+        b = a + _PAIR_ROWS
+        out[a:b] = _pair_weights_rows(sigma[a:b], beta[a:b], gamma[a:b], s[a:b])
+    return out
+
+
+#: rows per chunk of :func:`_pair_weights`
+_PAIR_ROWS = 1 << 15
+
+
+def _pair_weights_rows(
+    sigma: np.ndarray, beta: np.ndarray, gamma: np.ndarray, s: np.ndarray
+) -> np.ndarray:
+    """:func:`_pair_weights` on all the rows given at once."""
     N, m = sigma.shape
     h = (sigma * s[:, None] + beta).max(axis=1)
     best = np.full(N, np.inf)

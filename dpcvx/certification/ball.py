@@ -556,8 +556,11 @@ class BallRegion:
         return float(self.radius)
 
     def outside(self, Y: np.ndarray) -> np.ndarray:
-        """Which rows of ``Y`` lie outside W."""
-        return row_norms(Y - self.center) > self.radius
+        """Which rows of ``Y`` lie outside W (over row chunks: no temporary of ``Y``'s size)."""
+        out = np.empty(Y.shape[0], bool)
+        for a, b in row_chunks(*Y.shape):
+            out[a:b] = row_norms(Y[a:b] - self.center) > self.radius
+        return out
 
     def onto_boundary(
         self, w: np.ndarray, band: float, active: bool = False, reach: float = 0.0

@@ -192,7 +192,8 @@ def _chunked(
                 decl, None, None, w, C, n_total, thetas, w if Y_hat is None else Y_hat, slopes
             )
     at_w = Y_hat is None
-    Y_out = np.broadcast_to(w, (n, d)) if at_w else np.empty((n, d))
+    # the copies come back as they went in (_bounds hands back its rows of Y_hat)
+    Y_out = np.broadcast_to(w, (n, d)) if at_w else Y_hat
     out = (np.empty(n), np.empty(n), np.empty((n, d)), Y_out, np.empty(n), np.empty(n))
     for part, rows, context in groups:
         with context:
@@ -208,7 +209,7 @@ def _chunked(
                 None if slopes is None else np.asarray(slopes, float)[rows],
             )
         for k, (full, result) in enumerate(zip(out, piece)):
-            if not (at_w and k == 3):  # every copy is w: the view above
+            if k != 3:  # the copies: the view of w above, or Y_hat itself
                 full[rows] = result
     return out
 

@@ -40,6 +40,7 @@ from dpcvx.certification._conjugates import clip
 from dpcvx.certification._rows import (
     clipped_rows,
     moved_rows,
+    row_chunks,
     row_groups,
     support_rows,
     take_rows,
@@ -795,7 +796,7 @@ def stable_extension_sums(
     rad, moved, at_own = radius, None, False
     if Y is not None:
         Y = np.asarray(Y, float)
-        rad = 1e-6 * (1.0 + float(np.max(np.abs(Y))))
+        rad = 1e-6 * (1.0 + float(np.max(np.abs([Y.min(), Y.max()]))))  # max |Y|, no copy
         moved = moved_rows(Y, w_hat)
         at_own = moved is None  # every example at its own row of Y
     totals, G = np.empty(n), np.empty((n, d))
@@ -831,7 +832,10 @@ def stable_extension_sums(
         if out is None:
             return None
         totals[moved], G[moved] = out
-    return StableSums(n, float(np.sum(totals)), _sum_rows(G), np.abs(G).sum(axis=0))
+    G_abs = np.zeros(d)
+    for a, b in row_chunks(n, d):  # no temporary of G's size
+        G_abs += np.abs(G[a:b]).sum(axis=0)
+    return StableSums(n, float(np.sum(totals)), _sum_rows(G), G_abs)
 
 
 def _stable_rows(

@@ -57,6 +57,8 @@ def row_norms(A: np.ndarray) -> np.ndarray:
 
 
 _FEAS_REL = 1e-12  # relative margin by which checked inequalities must hold
+#: data entries (rows times the dimension) per chunk of :meth:`Domain.make_feasible_rows`
+_ROW_CHUNK_ENTRIES = 1 << 18
 
 
 def _center(variable: cp.Variable, center: ArrayLike | None) -> np.ndarray:
@@ -657,7 +659,13 @@ class Domain:
         if self.kind == "box":
             return np.clip(P, self._lo, self._hi)
         if self.kind == "l2_ball":
-            d = P.shape[1]
+            n, d = P.shape
+            rows = max(1, _ROW_CHUNK_ENTRIES // max(d, 1))
+            if n > 2 * rows:  # each row on its own: chunks keep the temporaries small
+                out = np.empty_like(P)
+                for start in range(0, n, rows):
+                    out[start : start + rows] = self.make_feasible_rows(P[start : start + rows])
+                return out
             # the one-pass norms are within (d / 2 + 1) eps of the true ones: the check's margin
             # scales with d, and rows are projected just inside it (a point on the sphere, as
             # every copy y_i = w of a boundary point, then passes without the shrink below)

@@ -1360,3 +1360,21 @@ def test_a_localized_box_goes_from_the_rounds_to_the_whole_joint_program(monkeyp
     assert not ran
     assert sol.gap <= 3e-10
     assert all(a["solver"] != solve_module.LIFTED for a in sol.solver_stats["attempts"])
+
+
+def test_pair_weights_on_row_chunks_are_those_of_all_rows_at_once(monkeypatch):
+    """Each example's pair of pieces is its own choice: over chunks of rows the weights are
+    the same floats, the last partial chunk included."""
+    from dpcvx.certification import arrowhead
+
+    rng = np.random.default_rng(6)
+    N, m = 5003, 3
+    sigma = np.sort(rng.normal(size=(N, m)), axis=1)
+    beta = rng.normal(size=(N, m))
+    s = rng.normal(size=N)
+    gamma = rng.uniform(sigma[:, 0], sigma[:, -1])
+    whole = arrowhead._pair_weights_rows(sigma, beta, gamma, s)
+    monkeypatch.setattr(arrowhead, "_PAIR_ROWS", 500)
+    chunked = arrowhead._pair_weights(sigma, beta, gamma, s)
+    np.testing.assert_array_equal(chunked, whole)
+    np.testing.assert_allclose(whole.sum(axis=1), 1.0)

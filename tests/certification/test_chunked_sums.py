@@ -178,3 +178,11 @@ def test_the_copies_in_w_on_chunks_are_those_of_one_call(region, monkeypatch):
         for a, b in zip(one[4], chunked[4]):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
         assert np.abs(one[4][0]).max() > 1e-4  # a model with something in it
+    # which copies leave W, over the same chunks
+    Y = w + 2.0 * rng.normal(size=(k, d)) * rng.uniform(0, 1, (k, 1))
+    if region == "ball":
+        want = np.linalg.norm(Y, axis=1) > 1.0
+    else:
+        want = np.any(np.abs(Y) > 0.5, axis=1)
+    assert 0 < want.sum() < k
+    np.testing.assert_array_equal(W.outside(Y), want)

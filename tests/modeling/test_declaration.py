@@ -677,3 +677,19 @@ def test_make_feasible_rows_of_an_l2_ball_gives_points_of_the_ball(center):
     assert all(dom.contains(q) for q in Q)
     for p, q in zip(P, Q):
         np.testing.assert_allclose(q, dom.make_feasible(p), rtol=0, atol=1e-12)
+
+
+def test_make_feasible_rows_on_row_chunks_is_the_same_as_all_at_once(monkeypatch):
+    """Many rows are made feasible a chunk at a time (each row on its own): the same floats
+    as one pass, the last partial chunk included."""
+    from dpcvx.modeling import domains
+
+    w = cp.Variable(3)
+    dom = Domain(w, [cp.norm(w - np.array([1.0, 0.0, -2.0])) <= 1.5])
+    rng = np.random.default_rng(4)
+    P = np.array([1.0, 0.0, -2.0]) + rng.normal(size=(1003, 3)) * rng.uniform(0.1, 3.0, (1003, 1))
+    whole = dom.make_feasible_rows(P)
+    monkeypatch.setattr(domains, "_ROW_CHUNK_ENTRIES", 3 * 100)  # 100 rows a chunk: 11
+    chunked = dom.make_feasible_rows(P)
+    np.testing.assert_array_equal(chunked, whole)
+    assert np.mean(np.linalg.norm(P - [1.0, 0.0, -2.0], axis=1) > 1.5) > 0.2  # rows moved
