@@ -113,17 +113,24 @@ def test_an_affine_atom_without_a_jet_rule_certifies_on_chunks(monkeypatch):
 
 
 @pytest.mark.parametrize("kind", ["hinge", "logistic", "absolute", "huber+affine", "pinball"])
-def test_stable_sums_on_chunks_equal_the_whole(kind, monkeypatch):
+@pytest.mark.parametrize("guide", ["duals", "none"])
+def test_stable_sums_on_chunks_equal_the_whole(kind, guide, monkeypatch):
     """The stable gap's sums (``stable_sums``, the tightest certificate's) over row chunks
-    are the sums over all examples at once; a chunk left out or counted twice moves the
-    total by a whole chunk's share."""
+    are the sums over all examples at once, with the solver's duals as multipliers (each
+    chunk must get its own rows of them) or none; a chunk left out or counted twice moves
+    the total by a whole chunk's share."""
     from dpcvx.certification import _rows, stable
 
     problem = _problem(kind)
     decl = problem.declaration
     lam, w0 = 0.05, np.zeros(D)
     w_hat = decl.domain.make_feasible(problem.solve(regularization=lam).w)
-    guide = [None] * len(decl.terms)
+    if guide == "duals":
+        theta = compile_template(decl).theta(decl.derived_values(), decl.n)
+        prog = stamp(compile_template(decl), compile_domain(decl), theta, d=D, lam=lam, w0=w0)
+        guide = certificate._term_duals(decl, prog, solve_program(prog, "CLARABEL", tight=True).z)
+    else:
+        guide = [None] * len(decl.terms)
     args = dict(radius=1e-3, domain=decl.domain)
     whole = stable.stable_sums(decl, w_hat, guide, **args)
     monkeypatch.setattr(_rows, "CHUNK_ENTRIES", 7 * D)  # chunks of 7 rows: 37 of them
