@@ -110,7 +110,7 @@ class Pieces1D:
     sigma: np.ndarray
     beta: np.ndarray
 
-    def take(self, idx: np.ndarray) -> Pieces1D:
+    def take(self, idx: np.ndarray | slice) -> Pieces1D:
         """The rows ``idx``."""
         return Pieces1D(self.sigma[idx], self.beta[idx])
 
@@ -178,7 +178,7 @@ class Smooth1D:
     scale: np.ndarray
     offset: np.ndarray
 
-    def take(self, idx: np.ndarray) -> Smooth1D:
+    def take(self, idx: np.ndarray | slice) -> Smooth1D:
         """The rows ``idx``."""
         return Smooth1D(self.block, self.weight, self.scale[idx], self.offset[idx])
 

@@ -191,10 +191,16 @@ def _chunked(
             return _bounds(
                 decl, None, None, w, C, n_total, thetas, w if Y_hat is None else Y_hat, slopes
             )
-    at_w = Y_hat is None
     # the copies come back as they went in (_bounds hands back its rows of Y_hat)
-    Y_out = np.broadcast_to(w, (n, d)) if at_w else Y_hat
-    out = (np.empty(n), np.empty(n), np.empty((n, d)), Y_out, np.empty(n), np.empty(n))
+    Y_out: np.ndarray = np.broadcast_to(w, (n, d)) if Y_hat is None else Y_hat
+    out: tuple[np.ndarray, ...] = (
+        np.empty(n),
+        np.empty(n),
+        np.empty((n, d)),
+        Y_out,
+        np.empty(n),
+        np.empty(n),
+    )
     for part, rows, context in groups:
         with context:
             piece = _bounds(
