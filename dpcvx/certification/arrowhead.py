@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcvx.certification._rows import row_chunks
 from dpcvx.certification.ball import KINK, BallCopies, BallRegion, Pieces1D, dual_at_w
 from dpcvx.certification.box import BoxRegion
 from dpcvx.modeling._expressions import Unsupported, affine_jet
@@ -664,19 +665,15 @@ def _pair_weights(
     """``(N, m)`` simplex weights on the pieces with slope ``gamma`` whose combination is
     closest to ``h`` at ``s`` (the least deficiency ``h(s) - sum_j w_j (sigma_j s + beta_j)``;
     a vertex of that linear program is a pair). Over chunks of rows (each row is its own
-    choice): the loop's arrays stay in the processor's cache."""
-    N = sigma.shape[0]
-    if N <= 2 * _PAIR_ROWS:
+    choice, :func:`~dpcvx.certification._rows.row_chunks`): the loop's arrays stay in the
+    processor's cache."""
+    spans = list(row_chunks(*sigma.shape))
+    if len(spans) == 1:
         return _pair_weights_rows(sigma, beta, gamma, s)
     out = np.empty(sigma.shape)
-    for a in range(0, N, _PAIR_ROWS):
-        b = a + _PAIR_ROWS
+    for a, b in spans:
         out[a:b] = _pair_weights_rows(sigma[a:b], beta[a:b], gamma[a:b], s[a:b])
     return out
-
-
-#: rows per chunk of :func:`_pair_weights`
-_PAIR_ROWS = 1 << 15
 
 
 def _pair_weights_rows(

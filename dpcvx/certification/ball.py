@@ -424,9 +424,7 @@ def in_chunks(solve, line: Pieces1D | Smooth1D, u: np.ndarray, w: np.ndarray, re
         return solve(line, u, w, *region, C, n)
     parts = [solve(line.take(slice(a, b)), u[a:b], w, *region, C, n) for a, b in spans]
     out = tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
-    Q = sum(p[4][0] for p in parts[1:]) + parts[0][4][0]
-    q = sum(p[4][1] for p in parts[1:]) + parts[0][4][1]
-    return (*out, (Q, q))
+    return (*out, tuple(sum(p[4][k] for p in parts) for k in range(2)))
 
 
 def settle_slopes(

@@ -1365,7 +1365,7 @@ def test_a_localized_box_goes_from_the_rounds_to_the_whole_joint_program(monkeyp
 def test_pair_weights_on_row_chunks_are_those_of_all_rows_at_once(monkeypatch):
     """Each example's pair of pieces is its own choice: over chunks of rows the weights are
     the same floats, the last partial chunk included."""
-    from dpcvx.certification import arrowhead
+    from dpcvx.certification import _rows, arrowhead
 
     rng = np.random.default_rng(6)
     N, m = 5003, 3
@@ -1374,7 +1374,7 @@ def test_pair_weights_on_row_chunks_are_those_of_all_rows_at_once(monkeypatch):
     s = rng.normal(size=N)
     gamma = rng.uniform(sigma[:, 0], sigma[:, -1])
     whole = arrowhead._pair_weights_rows(sigma, beta, gamma, s)
-    monkeypatch.setattr(arrowhead, "_PAIR_ROWS", 500)
+    monkeypatch.setattr(_rows, "CHUNK_ENTRIES", 500 * 3)  # 500 rows of 3 pieces a chunk
     chunked = arrowhead._pair_weights(sigma, beta, gamma, s)
     np.testing.assert_array_equal(chunked, whole)
     np.testing.assert_allclose(whole.sum(axis=1), 1.0)

@@ -205,7 +205,7 @@ def test_an_extension_solve_on_chunks_certifies_the_same_point(kind, region, mon
     order, and the rounds may take another step (box and hinge: 65 steps against 66, gaps
     6.7e-10 and 8.3e-10). The hinge's copies are ``Pieces1D`` rows, the logistic loss's
     ``Smooth1D`` rows."""
-    from dpcvx.certification import _rows, arrowhead
+    from dpcvx.certification import _rows
     from dpcvx.modeling import domains
 
     rng = np.random.default_rng(8)
@@ -219,7 +219,6 @@ def test_an_extension_solve_on_chunks_certifies_the_same_point(kind, region, mon
     whole = problem.lipschitz_extension(1.0).solve(regularization=0.05)
     monkeypatch.setattr(_rows, "CHUNK_ENTRIES", 7 * d)
     monkeypatch.setattr(domains, "_ROW_CHUNK_ENTRIES", 7 * d)
-    monkeypatch.setattr(arrowhead, "_PAIR_ROWS", 7)
     chunked = problem.lipschitz_extension(1.0).solve(regularization=0.05)
     assert whole.solver_stats.get("ball_rounds", 0) >= 1  # copies left W: the rounds ran
     assert chunked.solver_stats.get("solver") == whole.solver_stats.get("solver")
