@@ -37,6 +37,7 @@ import numpy as np
 from dpcvx.certification._rows import row_chunks
 from dpcvx.certification.ball import KINK, BallCopies, BallRegion, Pieces1D, dual_at_w
 from dpcvx.certification.box import BoxRegion
+from dpcvx.certification.copy_blocks import CopyBlocks
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.domains import row_norms
@@ -605,6 +606,22 @@ class ExtensionPieces:
             out.append(args)
         return out
 
+    def own_without(self, rows: np.ndarray) -> PiecewiseModel:
+        """The declaration's own model (:attr:`source`) with the examples ``rows`` taken out
+        (their pieces zero): the examples a joint program gives copies of
+        (:class:`~dpcvx.certification.copy_blocks.CopyBlocks`) leave it."""
+        (term,) = self.source.terms
+        coefs = np.tile(np.asarray(term.coefs, float), (self.source.n, 1))
+        coefs[rows] = 0.0
+        b = []
+        for bj in term.b:
+            bj = bj.copy()
+            bj[rows] = 0.0
+            b.append(bj)
+        out = dataclasses.replace(term, row_coefs=coefs, b=tuple(b))
+        m = self.source
+        return PiecewiseModel(m.n, m.d, (out,), m.linear, m.kinds)
+
     def without(
         self, rows: np.ndarray, own: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     ) -> PiecewiseModel:
@@ -1013,6 +1030,7 @@ def arrowhead_ipm(
     bounds: Bounds | None = None,
     quad: tuple[np.ndarray, np.ndarray] | None = None,
     domain_out: list | None = None,
+    blocks: CopyBlocks | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray], int]:
     """Mehrotra's predictor-corrector on the quadratic program of the module docstring, from
     ``start``; stops when the complementarity and the residuals are below ``tol`` (relative
@@ -1023,14 +1041,17 @@ def arrowhead_ipm(
     it joins the Schur complement as it is. ``domain_out``, a list, receives the method's slack
     variables of the domain's constraints (``-g(w)`` up to its primal residual) and their
     multipliers, at the iterate whose point it returns (in the order of :meth:`Bounds.g`;
-    empty arrays without ``bounds``).
+    empty arrays without ``bounds``). ``blocks`` adds the Lipschitz extension's copies of
+    some examples, each a block of its own that couples to ``w`` only
+    (:class:`~dpcvx.certification.copy_blocks.CopyBlocks`, built at ``start`` made interior:
+    ``bounds.interior(start)``); each step eliminates them into the Schur complement.
 
     Division by zero and invalid operations raise no floating-point warning inside the
     method (a slack that underflows to zero, a non-finite iterate): the step-length rule
     skips the ``0 / 0`` of an entry that does not move, and a non-finite iterate ends the
     method, whose point only goes to the certificate."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return _mehrotra(model, lam, w0, start, tol, max_iter, bounds, quad, domain_out)
+        return _mehrotra(model, lam, w0, start, tol, max_iter, bounds, quad, domain_out, blocks)
 
 
 def _mehrotra(
@@ -1043,6 +1064,7 @@ def _mehrotra(
     bounds: Bounds | None,
     quad: tuple[np.ndarray, np.ndarray] | None,
     domain_out: list | None = None,
+    blocks: CopyBlocks | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray], int]:
     """:func:`arrowhead_ipm`'s steps."""
     d = model.d
@@ -1065,6 +1087,9 @@ def _mehrotra(
         st.sd = np.maximum(-bounds.g(w), 1e-8)
         st.nu = np.full(st.sd.size, max(lam, 1e-3))
     count = sum(s.size for s in st.s) + st.sd.size
+    if blocks is not None:
+        count += blocks.count
+        scale += blocks.scale
     best: tuple[float, np.ndarray, list[np.ndarray], np.ndarray, np.ndarray] | None = None
     last_merit = np.inf
     stalled = 0
@@ -1087,7 +1112,13 @@ def _mehrotra(
             r_w = r_w + bounds.jac_t(st.w, st.nu)
             r_d = bounds.g(st.w) + st.sd
         comp = sum(float(np.sum(mu * s)) for mu, s in zip(st.mu, st.s)) + float(st.nu @ st.sd)
+        infeas = 0.0
+        if blocks is not None:
+            r_copies, comp_copies, infeas = blocks.residuals(st.w)
+            r_w = r_w + r_copies
+            comp += comp_copies
         infeas = max(
+            infeas,
             float(np.linalg.norm(r_w)),
             max(float(np.abs(r).max(initial=0.0)) for r in r_t) * model.n,
             max(float(np.abs(r).max(initial=0.0)) for r in r_p),
@@ -1120,6 +1151,8 @@ def _mehrotra(
             H += term.schur(D, d)
         if bounds is not None:
             H += bounds.hessian(st.w, st.nu, st.sd)
+        if blocks is not None:
+            H += blocks.schur(st.w)
         try:
             factor = _cho_factor(H)
         except (np.linalg.LinAlgError, ValueError):
@@ -1127,14 +1160,18 @@ def _mehrotra(
         mu_avg = comp / count
 
         # predictor
-        system = (terms, st, Ds, Dsums, r_w, r_t, r_p, factor, bounds, r_d)
-        rc_aff = [mu * s for mu, s in zip(st.mu, st.s)] + [st.nu * st.sd]
-        _, aff = _direction(system, rc_aff)
-        a_aff = _max_step(st, aff)
+        system = (terms, st, Ds, Dsums, r_w, r_t, r_p, factor, bounds, r_d, blocks)
+        slacks, mults = st.s + [st.sd], st.mu + [st.nu]
+        rc_aff = [mu * s for mu, s in zip(mults, slacks)]
+        rc_copies = None if blocks is None else blocks.affine()
+        _, aff = _direction(system, rc_aff, rc_copies)
+        a_aff = _max_step(slacks, mults, aff, blocks)
         comp_aff = sum(
             float(np.sum((mu + a_aff * dmu) * (s + a_aff * ds)))
-            for (_, ds, dmu), s, mu in zip(aff, st.s + [st.sd], st.mu + [st.nu])
+            for (_, ds, dmu), s, mu in zip(aff, slacks, mults)
         )
+        if blocks is not None:
+            comp_aff += blocks.gap_at(a_aff, aff[-1])
         sigma = (comp_aff / comp) ** 3 if comp > 0 else 0.0
         # corrector: its residual overwrites the predictor's (in place, as the updates below:
         # per-element arrays are a tenth of the data each at d = 20, and a dozen are alive)
@@ -1142,19 +1179,23 @@ def _mehrotra(
         for rc, (_, ds, dmu) in zip(r_c, aff):
             rc += dmu * ds
             rc -= sigma * mu_avg
+        if blocks is not None and rc_copies is not None:
+            rc_copies = blocks.corrected(rc_copies, aff[-1], sigma * mu_avg)
         del aff
-        dw, parts = _direction(system, r_c)
+        dw, parts = _direction(system, r_c, rc_copies)
         del r_c, rc_aff
-        alpha = min(1.0, 0.99 * _max_step(st, parts))
+        alpha = min(1.0, 0.99 * _max_step(slacks, mults, parts, blocks))
         st.w = st.w + alpha * dw
         for i, (dt, ds, dmu) in enumerate(parts[: len(st.s)]):
             st.t[i] += alpha * dt
             st.s[i] += alpha * ds
             st.mu[i] += alpha * dmu
             _onto_rows(st.mu[i], terms[i].c)
-        _, dsd, dnu = parts[-1]
+        _, dsd, dnu = parts[len(st.s)]
         st.sd = st.sd + alpha * dsd
         st.nu = st.nu + alpha * dnu
+        if blocks is not None:
+            blocks.update(alpha, parts[-1], st.w)
         del system, parts, Ds, r_p  # not alive while the next step's residuals are formed
     mus = st.mu if best is None else best[2]
     if domain_out is not None:
@@ -1176,10 +1217,12 @@ def _onto_rows(mu: np.ndarray, c) -> None:
         mu[:, j] *= scale
 
 
-def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[tuple]]:
+def _direction(
+    system: tuple, r_c: list[np.ndarray], rc_copies: tuple | None = None
+) -> tuple[np.ndarray, list[tuple]]:
     """One Newton direction of the primal-dual system with complementarity residual ``r_c``:
     ``dw`` from the Schur complement, then every element's ``dt``, ``ds``, ``dmu``."""
-    terms, st, Ds, Dsums, r_w, r_t, r_p, factor, bounds, r_d = system
+    terms, st, Ds, Dsums, r_w, r_t, r_p, factor, bounds, r_d, blocks = system
     rhs = -r_w.copy()
     qs = []
     for term, s, D, total, rt, rp, rc in zip(terms, st.s, Ds, Dsums, r_t, r_p, r_c):
@@ -1189,10 +1232,12 @@ def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[t
         g -= _by_rows(np.multiply, D, q)
         rhs -= term.apply_t(g)
         qs.append(q)
-    rc_d = r_c[-1]
+    rc_d = r_c[len(terms)]
     if bounds is not None:
         # g(w) + s = 0, nu s = target:  ds = -r_d - G dw,  dnu = (-rc - nu ds) / s
         rhs -= bounds.jac_t(st.w, (st.nu * r_d - rc_d) / st.sd)
+    if blocks is not None:
+        rhs += blocks.rhs(rc_copies)
     dw = _cho_solve(factor, rhs)
     out = []
     for term, s, D, total, rp, rc, q in zip(terms, st.s, Ds, Dsums, r_p, r_c, qs):
@@ -1211,20 +1256,30 @@ def _direction(system: tuple, r_c: list[np.ndarray]) -> tuple[np.ndarray, list[t
         out.append((None, dsd, (-rc_d - st.nu * dsd) / st.sd))
     else:
         out.append((None, st.sd, st.nu))  # empty
+    if blocks is not None:
+        out.append(blocks.back(dw, rc_copies))
     return dw, out
 
 
-def _max_step(st: _State, parts: list[tuple]) -> float:
-    """The longest step in ``[0, 1]`` that keeps every slack and multiplier nonnegative."""
+def _max_step(
+    slacks: list[np.ndarray],
+    mults: list[np.ndarray],
+    parts: list[tuple],
+    blocks: CopyBlocks | None = None,
+) -> float:
+    """The longest step in ``[0, 1]`` that keeps every slack and multiplier nonnegative
+    (and the copies' slacks and multipliers in their cones)."""
     # min over dx < 0 of x / -dx, as -1 / min(dx / x) (x > 0): one division and one
     # reduction per array (masks and gathers cost several passes over n elements); fmin skips
     # the 0/0 of an entry at zero that does not move
     # (inside arrowhead_ipm's floating-point context: the 0 / 0 warns nothing)
     low = -1.0
-    for (_, ds, dmu), s, mu in zip(parts, st.s + [st.sd], st.mu + [st.nu]):
+    for (_, ds, dmu), s, mu in zip(parts, slacks, mults):
         for x, dx in ((s, ds), (mu, dmu)):
             if dx.size:
                 low = min(low, float(np.fmin.reduce((dx / x).ravel())))
+    if blocks is not None:
+        low = min(low, blocks.max_step(parts[-1]))
     return 1.0 if not low < -1.0 else -1.0 / low
 
 

@@ -29,6 +29,7 @@ from dpcvx.certification.arrowhead import (
 from dpcvx.certification.ball import BallCopies, BallRegion, Pieces1D, smooth_copies_in
 from dpcvx.certification.box import BalanceMemo, BoxRegion, at_bounds, balanced_duals
 from dpcvx.certification.certificate import CertifiedSolution, _minorants, certify
+from dpcvx.certification.copy_blocks import CopyBlocks
 from dpcvx.certification.extension import certify_extension, extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
 from dpcvx.certification.subgradient import (
@@ -486,7 +487,8 @@ def _certified_solve(
     lifts = rounds and best is not None and extension is not None and plain_template is not None
     # (not on a localized domain: its certificate has no balanced duals, which the points of
     # that program need)
-    if lifts and w_domain is None and fits:
+    # (the arrowhead path's lifted program stamps no conic program: it runs at any size)
+    if lifts and w_domain is None and (fits or isinstance(rounds[0], _PiecesRounds)):
         assert best is not None and extension is not None
         # the rounds missed: the joint program with copies for the examples that move only
         try:
@@ -1612,9 +1614,12 @@ def _lifted_rung(
     solver: str = "CLARABEL",
 ) -> CertifiedSolution | None:
     """The extension's joint program (paper 000, Lemma 2.7) with copies ``y_i`` for the
-    examples whose copy leaves ``w`` only, solved by ``solver``, its point certified as the
-    rounds' points are (exact copies, balanced duals, the kinks' joint slopes): after the
-    rounds missed the target at ``x``.
+    examples whose copy leaves ``w`` only, its point certified as the rounds' points are
+    (exact copies, balanced duals, the kinks' joint slopes): after the rounds missed the
+    target at ``x``. After the arrowhead path's rounds the program is solved by
+    :func:`~dpcvx.certification.arrowhead.arrowhead_ipm` with the copies as blocks of their
+    own (:func:`_lifted_ipm`: no conic program, so at any n); after the smooth path's, by
+    ``solver`` on the stamped conic program.
 
     The program's other examples enter with their own loss, which is at least their
     extension and equals it where the copy is ``w``: if every such example's copy is ``w`` at
@@ -1630,7 +1635,7 @@ def _lifted_rung(
     a face where their copies would move). The certificate alone judges every point. The
     best certificate, or None (none, or more than :data:`LIFT_SHARE` of the steep examples
     would be lifted). ``x``: the rounds' best point; ``solver``: the ladder's first, at its
-    tightest tolerances."""
+    tightest tolerances (the smooth path's)."""
     import time
 
     template, plain_template, domain_block = programs
@@ -1644,27 +1649,34 @@ def _lifted_rung(
         if not lifted.size or lifted.size > LIFT_SHARE * np.count_nonzero(heavy):
             break
         start = time.perf_counter()
-        mask = np.zeros(decl.n, bool)
-        mask[lifted] = True
-        prog, parts = _program(
-            decl, template, domain_block, lam, w0, extension, plain_template, lifted=mask
-        )
-        raw = solve_program(_recentered(prog, parts or [(decl, prog)]), solver, tight=True)
-        if raw.x is None or not np.all(np.isfinite(raw.x[: decl.d])):
+        if isinstance(rounds_of, _PiecesRounds):
+            found, raw_stats = _lifted_ipm(rounds_of, lifted, x)
+        else:
+            mask = np.zeros(decl.n, bool)
+            mask[lifted] = True
+            prog, parts = _program(
+                decl, template, domain_block, lam, w0, extension, plain_template, lifted=mask
+            )
+            raw = solve_program(_recentered(prog, parts or [(decl, prog)]), solver, tight=True)
+            found = None if raw.x is None else np.asarray(raw.x[: decl.d], float)
+            raw_stats = {
+                "solver": solver,
+                "iterations": int(raw.stats.get("iterations", 0)),
+                "status": raw.stats.get("status"),
+            }
+        if found is None or not np.all(np.isfinite(found)):
             break
-        point = domain.make_feasible(np.asarray(raw.x[: decl.d], float))
+        point = domain.make_feasible(found)
         if isinstance(region, BoxRegion):
             reach = LIFT_SNAP * (region.hi - region.lo)
             point = np.where(point >= region.hi - reach, region.hi, point)
             point = np.where(point <= region.lo + reach, region.lo, point)
             point = domain.make_feasible(point)
         stats = {
-            "solver": solver,
+            **raw_stats,
             "method": LIFTED,
             "lifted": int(lifted.size),
             "lift_rounds": step,
-            "iterations": int(raw.stats.get("iterations", 0)),
-            "status": raw.stats.get("status"),
             "seconds": time.perf_counter() - start,
         }
         copies = _copies_at(rounds_of, point)
@@ -1682,6 +1694,28 @@ def _lifted_rung(
             break
         lifted = grown
     return best
+
+
+def _lifted_ipm(
+    rounds_of: _PiecesRounds, lifted: np.ndarray, x: np.ndarray
+) -> tuple[np.ndarray, dict]:
+    """The lifted program's point by :func:`~dpcvx.certification.arrowhead.arrowhead_ipm`
+    with the copies of ``lifted`` as blocks of their own
+    (:class:`~dpcvx.certification.copy_blocks.CopyBlocks`), from the rounds' point ``x``, at
+    the rounds' tolerance: no conic program is stamped."""
+    relaxed, bounds = rounds_of.relaxed, rounds_of.bounds
+    start = bounds.interior(np.asarray(x, float))
+    blocks = CopyBlocks(relaxed, lifted, rounds_of.region, start)
+    point, _, steps = arrowhead_ipm(
+        relaxed.own_without(lifted),
+        rounds_of.lam,
+        rounds_of.w0,
+        start,
+        tol=rounds_of.tol,
+        bounds=bounds,
+        blocks=blocks,
+    )
+    return point, {"solver": ARROWHEAD, "iterations": int(steps), "status": "converged"}
 
 
 def _copies_at(
