@@ -1632,10 +1632,13 @@ def _lifted_rung(
     :data:`LIFT_PROGRESS` times the last (``gap`` the rounds' best): where it is not, another
     program rarely paid (the copies lifted were not the ones that move at the optimum: the
     examples with their own loss share one multiplier of the bounds, which can hold ``w`` on
-    a face where their copies would move). The certificate alone judges every point. The
-    best certificate, or None (none, or more than :data:`LIFT_SHARE` of the steep examples
-    would be lifted). ``x``: the rounds' best point; ``solver``: the ladder's first, at its
-    tightest tolerances (the smooth path's)."""
+    a face where their copies would move). On the arrowhead path the whole joint program
+    (every example steeper than C lifted) comes last, where those programs miss, would lift
+    more than :data:`LIFT_SHARE` of the steep examples, or lift none: the same method solves
+    it, in one more program. The certificate alone judges every point. The best
+    certificate, or None (none: on the smooth path, when more than :data:`LIFT_SHARE` of
+    the steep examples would be lifted or none moves). ``x``: the rounds' best point;
+    ``solver``: the ladder's first, at its tightest tolerances (the smooth path's)."""
     import time
 
     template, plain_template, domain_block = programs
@@ -1645,12 +1648,23 @@ def _lifted_rung(
     best: CertifiedSolution | None = None
     before = float(gap)  # the last certificate's gap: the rounds' best, then each program's
     lifted = _moving(rounds_of, x, heavy, _copies_at(rounds_of, x))
-    for step in range(1, LIFT_ROUNDS + 1):
-        if not lifted.size or lifted.size > LIFT_SHARE * np.count_nonzero(heavy):
-            break
+    # on the arrowhead path the whole joint program (every steep example lifted) is one more
+    # such program, tried last: where the programs with few copies miss, or would lift too
+    # many, or none moves
+    whole = np.flatnonzero(heavy) if isinstance(rounds_of, _PiecesRounds) else None
+    last = False
+    step = 0
+    while True:
+        step += 1
+        few = 0 < lifted.size <= LIFT_SHARE * np.count_nonzero(heavy)
+        if step > LIFT_ROUNDS or not few:
+            if whole is None or not whole.size or last:
+                break
+            lifted, last = whole, True
         start = time.perf_counter()
+        own = None  # the method's copies and duals, on the arrowhead path
         if isinstance(rounds_of, _PiecesRounds):
-            found, raw_stats = _lifted_ipm(rounds_of, lifted, x)
+            found, raw_stats, own = _lifted_ipm(rounds_of, lifted, x)
         else:
             mask = np.zeros(decl.n, bool)
             mask[lifted] = True
@@ -1680,33 +1694,53 @@ def _lifted_rung(
             "seconds": time.perf_counter() - start,
         }
         copies = _copies_at(rounds_of, point)
-        cert = _judged_point(decl, rounds_of, point, copies, lam, w0, accuracy, stats, w_domain)
+        cert = None
+        if own is not None:  # certified with the program's own copies and duals first
+            Y, thetas, slopes = own
+            C = rounds_of.C
+            cert = _certify_point(
+                decl, point, lam, w0, accuracy, dict(stats), thetas, C, w_domain, Y, slopes
+            )
+        if cert is None or not _meets(cert, accuracy):
+            judged = _judged_point(
+                decl, rounds_of, point, copies, lam, w0, accuracy, stats, w_domain
+            )
+            cert = judged if cert is None or judged.gap < cert.gap else cert
         attempts.append(
             {"solver": LIFTED, "tight": True, "lifted": int(lifted.size), "gap": cert.gap}
         )
         if best is None or cert.gap < best.gap:
             best = cert
-        if _meets(cert, accuracy) or cert.gap > LIFT_PROGRESS * before:
-            break  # met; or no progress (the copies lifted, or the duals at the point, miss)
-        before = cert.gap
-        grown = np.union1d(lifted, _moving(rounds_of, point, heavy, copies))
-        if grown.size == lifted.size:
+        if _meets(cert, accuracy) or last:
             break
+        grown = np.union1d(lifted, _moving(rounds_of, point, heavy, copies))
+        if cert.gap > LIFT_PROGRESS * before or grown.size == lifted.size:
+            # no progress (the copies lifted, or the duals at the point, miss), or no more
+            # copies move: the whole program next, where there is one
+            if whole is None:
+                break
+            grown = whole
+        before = cert.gap
         lifted = grown
     return best
 
 
 def _lifted_ipm(
     rounds_of: _PiecesRounds, lifted: np.ndarray, x: np.ndarray
-) -> tuple[np.ndarray, dict]:
+) -> tuple[np.ndarray, dict, tuple]:
     """The lifted program's point by :func:`~dpcvx.certification.arrowhead.arrowhead_ipm`
     with the copies of ``lifted`` as blocks of their own
     (:class:`~dpcvx.certification.copy_blocks.CopyBlocks`), from the rounds' point ``x``, at
-    the rounds' tolerance: no conic program is stamped."""
+    the rounds' tolerance: no conic program is stamped. With it, the program's copies and
+    duals for the certificate (:func:`_certify_point`'s ``thetas``, ``copies`` and
+    ``slopes``): every other example's copy is the point itself, with the method's
+    multipliers of its own pieces; a lifted one's copy is its block's ``y_i``, with the
+    multipliers of its pieces there and the cone's multiplier as the dual ``g_i`` of
+    ``C ||w - y_i||``."""
     relaxed, bounds = rounds_of.relaxed, rounds_of.bounds
     start = bounds.interior(np.asarray(x, float))
     blocks = CopyBlocks(relaxed, lifted, rounds_of.region, start)
-    point, _, steps = arrowhead_ipm(
+    point, mus, steps = arrowhead_ipm(
         relaxed.own_without(lifted),
         rounds_of.lam,
         rounds_of.w0,
@@ -1715,7 +1749,16 @@ def _lifted_ipm(
         bounds=bounds,
         blocks=blocks,
     )
-    return point, {"solver": ARROWHEAD, "iterations": int(steps), "status": "converged"}
+    Y = np.broadcast_to(point, (relaxed.source.n, point.size)).copy()
+    Y[blocks.rows] = blocks.Y
+    slopes = np.full(Y.shape, np.nan)
+    # the block's w rows carry -Z_1 (its objective is c (t + C s)): g_i = -Z_1 / c
+    slopes[blocks.rows] = -blocks.Z[:, 1:] / blocks.c
+    mu = np.array(mus[0], float)
+    mu[blocks.rows] = blocks.N[:, : blocks.m] * relaxed.weight  # rows summing to weight / n
+    thetas = relaxed.source.multipliers([mu])
+    stats = {"solver": ARROWHEAD, "iterations": int(steps), "status": "converged"}
+    return point, stats, (Y, thetas, slopes)
 
 
 def _copies_at(
