@@ -1164,7 +1164,10 @@ def _mehrotra(
         slacks, mults = st.s + [st.sd], st.mu + [st.nu]
         rc_aff = [mu * s for mu, s in zip(mults, slacks)]
         rc_copies = None if blocks is None else blocks.affine()
-        _, aff = _direction(system, rc_aff, rc_copies)
+        try:  # a copy's cones on their boundary to rounding end the method (no direction)
+            _, aff = _direction(system, rc_aff, rc_copies)
+        except ValueError:
+            break
         a_aff = _max_step(slacks, mults, aff, blocks)
         comp_aff = sum(
             float(np.sum((mu + a_aff * dmu) * (s + a_aff * ds)))
@@ -1182,7 +1185,10 @@ def _mehrotra(
         if blocks is not None and rc_copies is not None:
             rc_copies = blocks.corrected(rc_copies, aff[-1], sigma * mu_avg)
         del aff
-        dw, parts = _direction(system, r_c, rc_copies)
+        try:
+            dw, parts = _direction(system, r_c, rc_copies)
+        except ValueError:
+            break
         del r_c, rc_aff
         alpha = min(1.0, 0.99 * _max_step(slacks, mults, parts, blocks))
         st.w = st.w + alpha * dw
