@@ -1142,6 +1142,8 @@ def _mehrotra(
         if best is None or merit < best[0]:
             stalled = 0
             best = (merit, st.w.copy(), [mu.copy() for mu in st.mu], st.sd.copy(), st.nu.copy())
+            if blocks is not None:
+                blocks.keep()  # the copies and duals of the iterate whose point is returned
         elif not merit < last_merit:
             stalled += 1
         last_merit = merit
@@ -1157,9 +1159,9 @@ def _mehrotra(
             H += term.schur(D, d)
         if bounds is not None:
             H += bounds.hessian(st.w, st.nu, st.sd)
-        if blocks is not None:
-            H += blocks.schur(st.w)
         try:
+            if blocks is not None:
+                H += blocks.schur(st.w)
             factor = _cho_factor(H)
         except (np.linalg.LinAlgError, ValueError):
             break
@@ -1172,7 +1174,7 @@ def _mehrotra(
         rc_copies = None if blocks is None else blocks.affine()
         try:  # a copy's cones on their boundary to rounding end the method (no direction)
             _, aff = _direction(system, rc_aff, rc_copies)
-        except ValueError:
+        except _NoDirection:
             break
         a_aff = _max_step(slacks, mults, aff, blocks)
         comp_aff = sum(
@@ -1195,7 +1197,7 @@ def _mehrotra(
         del aff
         try:
             dw, parts = _direction(system, r_c, rc_copies)
-        except ValueError:
+        except _NoDirection:
             break
         del r_c, rc_aff
         alpha = min(1.0, 0.99 * _max_step(slacks, mults, parts, blocks))
@@ -1231,6 +1233,11 @@ def _onto_rows(mu: np.ndarray, c) -> None:
         mu[:, j] *= scale
 
 
+class _NoDirection(ArithmeticError):
+    """The copies' part of a Newton system is not finite: a cone and its multiplier sit on
+    the cone's boundary to rounding, where the Jordan product has no inverse."""
+
+
 def _direction(
     system: tuple, r_c: list[np.ndarray], rc_copies: tuple | None = None
 ) -> tuple[np.ndarray, list[tuple]]:
@@ -1252,6 +1259,8 @@ def _direction(
         rhs -= bounds.jac_t(st.w, (st.nu * r_d - rc_d) / st.sd)
     if blocks is not None:
         rhs += blocks.rhs(rc_copies)
+        if not np.all(np.isfinite(rhs)):
+            raise _NoDirection
     dw = _cho_solve(factor, rhs)
     out = []
     for term, s, D, total, rp, rc, q in zip(terms, st.s, Ds, Dsums, r_p, r_c, qs):

@@ -1,30 +1,29 @@
 """The Lipschitz extension's copies as blocks of the arrowhead interior-point method.
 
 Paper 000's extension (eq. (5), Lemma 2.7) of a loss ``f_i`` at ``C`` over the domain W is
-``f_{C,i}(w) = min_{y in W} f_i(y) + C ||w - y||``; its joint program gives every example a
+``f_{C,i}(w) = min_{y in W} f_i(y) + C ||w - y||``; its joint program gives an example a
 copy ``y_i``. For a loss of :class:`~dpcvx.certification.arrowhead.ExtensionPieces` (one
 term of pieces along one direction per example: hinge, absolute, pinball,
 epsilon-insensitive) an example's copy is the block ``v_i = (y_i, t_i, s_i)`` of
 
     minimize    c (t_i + C s_i)
     subject to  sigma_ij u_i^T y_i + beta_ij <= t_i        (each piece j)
-                (||w - y_i||^2 / s_i - s_i) / 2 <= 0        (s_i >= ||w - y_i||)
+                (s_i, w - y_i) in the second-order cone     (s_i >= ||w - y_i||)
                 y_i in W                                    (a box's 2 d bounds, or a ball)
 
-with ``c = 1 / n``. The blocks couple only through ``w`` (the cone's constraint), so
+with ``c = 1 / n`` (the loss's own units). The pieces and W's constraints have a slack and a
+multiplier each, as the method's other constraints; the cone's slack is ``(s_i, w - y_i)``
+itself, with Nesterov-Todd scaling and Mehrotra's corrector in the cone's Jordan algebra.
+
+The blocks couple only through ``w`` (the cone), so
 :func:`~dpcvx.certification.arrowhead.arrowhead_ipm` eliminates each block from its Newton
-system: its ``(d + 2) x (d + 2)`` matrix is inverted (batched, over chunks of blocks) and
-``M_wv M_vv^-1 M_vw`` leaves a ``d x d`` term of the Schur complement, in ``O(k d^3)`` per
-step for ``k`` blocks, without a sparse factorization of the joint program.
+system, in ``O(k d^3)`` per step for ``k`` blocks (batched over chunks of blocks), without a
+sparse factorization of the joint program: ``s_i`` and ``t_i`` in closed form, then ``y_i``
+by a ``d x d`` Cholesky factor, which leaves a ``d x d`` term of the Schur complement per
+block, computed as a product with no difference of large terms (:meth:`CopyBlocks.schur`).
 
-The cone ``s >= ||u||`` enters as the smooth convex constraint ``(||u||^2 / s - s) / 2 <= 0``
-(quadratic over linear, minus linear: convex for ``s > 0``, which the step rule keeps), with a
-slack and a multiplier like every other constraint of the method (a primal-dual step of a
-convex program, as the method's l2 ball on ``w``): one complementarity per constraint, so
-Mehrotra's corrector is the one the method's other constraints use.
-
-The method only proposes ``w``: its point goes to dpcvx's certificate, which computes the
-copies and the duals again from the loss itself; nothing here is trusted.
+The method only proposes ``w`` (and copies and duals that guide the certificate): dpcvx's
+certificate evaluates the loss at every copy itself; nothing here is trusted.
 """
 
 from __future__ import annotations
@@ -36,8 +35,8 @@ from dpcvx.certification.box import BoxRegion
 
 __all__ = ["CopyBlocks"]
 
-#: blocks per chunk of the batched block matrices (a chunk's inverses take
-#: ``CHUNK * (d + 2)^2`` entries)
+#: blocks per chunk of the batched block matrices (a chunk's factors take ``2 CHUNK d^2``
+#: entries)
 CHUNK = 1 << 12
 
 
@@ -191,11 +190,11 @@ class CopyBlocks:
         else:
             Ry += (self.N[:, m] / self.radius)[:, None]
         kappa = 2.0 / (2 * w0 * w0 - 1.0)  # K = ib2 (I - kappa w1 w1^T)
-        self._blocks = dict(ib2=ib2, w1=w1, h0=h0, h00=h00, D=D, tt=tt, ts=ts, Ry=Ry)
+        self._blocks = dict(ib2=ib2, w1=w1, h0=h0, h00=h00, D=D, tt=tt, ts=ts, Ry=Ry, kappa=kappa)
         idx = np.arange(d)
         H = np.zeros((d, d))
         self._Linv: list[np.ndarray] = []
-        self._A: list[np.ndarray] = []
+        self._Lw: list[np.ndarray] = []  # L^-1 w1 per block: A = ib2 (L^-1 - kappa Lw w1^T)
         for lo in range(0, k, CHUNK):
             sl = slice(lo, min(k, lo + CHUNK))
             u, v1 = self.u[sl], w1[sl]
@@ -208,18 +207,17 @@ class CopyBlocks:
                 R += D[sl, m, None, None] * (r[:, :, None] * r[:, None, :])
             L = np.linalg.cholesky(K + R)
             Linv = np.linalg.inv(L)
-            A = np.matmul(Linv, K)
-            S = np.einsum("kai,kaj->ij", A, np.matmul(Linv, R))
-            H += S
+            H += np.einsum("kai,kaj->ij", np.matmul(Linv, K), np.matmul(Linv, R))
             self._Linv.append(Linv)
-            self._A.append(A)
+            self._Lw.append(np.einsum("kab,kb->ka", Linv, v1))
         self._schur = (H + H.T) / 2
         return self._schur
 
-    def _chunks(self, V: np.ndarray):
-        """Per chunk of blocks: its rows, ``L^-1`` and ``A = L^-1 K``."""
-        for lo, Linv, A in zip(range(0, self.k, CHUNK), self._Linv, self._A):
-            yield slice(lo, lo + A.shape[0]), Linv, A
+    def _chunks(self):
+        """Per chunk of blocks: its rows, ``L^-1`` and ``L^-1 w1`` (``A = L^-1 K`` is ``ib2
+        (L^-1 - kappa (L^-1 w1) w1^T)``: not kept, which halves the blocks' memory)."""
+        for lo, Linv, Lw in zip(range(0, self.k, CHUNK), self._Linv, self._Lw):
+            yield slice(lo, lo + Lw.shape[0]), Linv, Lw
 
     def _eliminate(self, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For the blocks' rows ``M_vv v + M_vw dw = V``: their term of the Schur system's
@@ -232,9 +230,13 @@ class CopyBlocks:
         h += (b["ts"] * Vt / np.where(b["tt"] > 0, b["tt"], 1.0))[:, None] * self.u
         Lh = np.empty_like(h)
         out = -(b["h0"].T @ (Vs / b["h00"]))
-        for sl, Linv, A in self._chunks(V):
+        ib2, kappa, w1 = b["ib2"], b["kappa"], b["w1"]
+        for sl, Linv, Lw in self._chunks():
             Lh[sl] = np.einsum("kab,kb->ka", Linv, h[sl])
-            out += np.einsum("kab,ka->b", A, Lh[sl])
+            # A^T Lh with A = ib2 (L^-1 - kappa (L^-1 w1) w1^T)
+            x = ib2[sl, None] * Lh[sl]
+            out += np.einsum("kab,ka->b", Linv, x)
+            out -= (kappa[sl] * np.einsum("kd,kd->k", Lw, x)) @ w1[sl]
         return out, Lh
 
     def _block_solve(self, V: np.ndarray, dw: np.ndarray, Lh: np.ndarray) -> np.ndarray:
@@ -242,8 +244,11 @@ class CopyBlocks:
         b = self._blocks
         d = self.d
         out = np.empty_like(V)
-        for sl, Linv, A in self._chunks(V):
-            out[sl, :d] = np.einsum("kab,ka->kb", Linv, A @ dw + Lh[sl])
+        ib2, kappa, w1 = b["ib2"], b["kappa"], b["w1"]
+        for sl, Linv, Lw in self._chunks():
+            Adw = Linv @ dw - (kappa[sl] * (w1[sl] @ dw))[:, None] * Lw
+            Adw *= ib2[sl, None]
+            out[sl, :d] = np.einsum("kab,ka->kb", Linv, Adw + Lh[sl])
         y = out[:, :d]
         tt = np.where(b["tt"] > 0, b["tt"], 1.0)
         out[:, d] = (V[:, d] + b["ts"] * np.einsum("kd,kd->k", self.u, y)) / tt
@@ -315,6 +320,11 @@ class CopyBlocks:
         rc_c[:, 0] -= target
         return rc_lp, rc_c
 
+    def keep(self) -> None:
+        """Keep the current copies and multipliers (``kept``: ``(Y, Z, N)``), the method's
+        best iterate so far."""
+        self.kept = (self.Y.copy(), self.Z.copy(), self.N.copy())
+
     def update(self, alpha: float, direction: tuple, w: np.ndarray) -> None:
         """A step ``alpha`` along ``direction``, to the method's new point ``w``."""
         dv, dS, dN, _, dZ = direction
@@ -372,9 +382,8 @@ def _jordan_solve(lam: np.ndarray, r: np.ndarray) -> np.ndarray:
     """``x`` with ``lam o x = r`` per row (``lam`` inside the cone)."""
     l0, l1 = lam[:, 0], lam[:, 1:]
     out = np.empty_like(r)
-    det = (l0 - np.sqrt(np.einsum("kd,kd->k", l1, l1))) * (
-        l0 + np.sqrt(np.einsum("kd,kd->k", l1, l1))
-    )
+    radius = np.sqrt(np.einsum("kd,kd->k", l1, l1))
+    det = (l0 - radius) * (l0 + radius)
     out[:, 0] = (l0 * r[:, 0] - np.einsum("kd,kd->k", l1, r[:, 1:])) / det
     out[:, 1:] = (r[:, 1:] - out[:, :1] * l1) / l0[:, None]
     return out
@@ -391,5 +400,9 @@ def _cone_step(x: np.ndarray, dx: np.ndarray) -> float:
     leaves = (a < 0) | ((b < 0) & (disc >= 0))
     if not leaves.any():
         return np.inf
-    root = c[leaves] / (-b[leaves] + np.sqrt(np.maximum(disc[leaves], 0.0)))
+    a, b, c = a[leaves], b[leaves], c[leaves]
+    sq = np.sqrt(np.maximum(disc[leaves], 0.0))
+    # the first positive root, without cancellation: c / (-b + sq) where b < 0, and
+    # (b + sq) / -a where b >= 0 (then a < 0); the two are equal in exact arithmetic
+    root = np.where(b < 0, c / np.where(b < 0, sq - b, 1.0), (b + sq) / np.where(b < 0, -1.0, -a))
     return float(root.min())

@@ -1678,51 +1678,67 @@ def _lifted_rung(
             if whole is None or not whole.size or last:
                 break
             lifted, last = whole, True
-        start = time.perf_counter()
-        own = None  # the method's copies and duals, on the arrowhead path
-        if isinstance(rounds_of, _PiecesRounds):
-            found, raw_stats, own = _lifted_ipm(rounds_of, lifted, x)
-        else:
-            mask = np.zeros(decl.n, bool)
-            mask[lifted] = True
-            prog, parts = _program(
-                decl, template, domain_block, lam, w0, extension, plain_template, lifted=mask
-            )
-            raw = solve_program(_recentered(prog, parts or [(decl, prog)]), solver, tight=True)
-            found = None if raw.x is None else np.asarray(raw.x[: decl.d], float)
-            raw_stats = {
-                "solver": solver,
-                "iterations": int(raw.stats.get("iterations", 0)),
-                "status": raw.stats.get("status"),
+        # each program guarded: a failure keeps the certificates of the programs before
+        try:
+            start = time.perf_counter()
+            own = None  # the method's copies and duals, on the arrowhead path
+            if isinstance(rounds_of, _PiecesRounds):
+                found, raw_stats, own = _lifted_ipm(rounds_of, lifted, x)
+            else:
+                mask = np.zeros(decl.n, bool)
+                mask[lifted] = True
+                prog, parts = _program(
+                    decl, template, domain_block, lam, w0, extension, plain_template, lifted=mask
+                )
+                raw = solve_program(_recentered(prog, parts or [(decl, prog)]), solver, tight=True)
+                found = None if raw.x is None else np.asarray(raw.x[: decl.d], float)
+                raw_stats = {
+                    "solver": solver,
+                    "iterations": int(raw.stats.get("iterations", 0)),
+                    "status": raw.stats.get("status"),
+                }
+            if found is None or not np.all(np.isfinite(found)):
+                break
+            point = domain.make_feasible(found)
+            if isinstance(region, BoxRegion):
+                reach = LIFT_SNAP * (region.hi - region.lo)
+                point = np.where(point >= region.hi - reach, region.hi, point)
+                point = np.where(point <= region.lo + reach, region.lo, point)
+                point = domain.make_feasible(point)
+            stats = {
+                **raw_stats,
+                "method": LIFTED,
+                "lifted": int(lifted.size),
+                "lift_rounds": step,
+                "seconds": time.perf_counter() - start,
             }
-        if found is None or not np.all(np.isfinite(found)):
+            copies = _copies_at(rounds_of, point)
+            cert = None
+            if own is not None:  # certified with the program's own copies and duals first
+                rows, Y_rows, g_rows, thetas = own
+                Y = np.broadcast_to(point, (decl.n, decl.d)).copy()  # every other copy: the point
+                Y[rows] = Y_rows
+                slopes = np.full(Y.shape, np.nan)
+                slopes[rows] = g_rows
+                C = rounds_of.C
+                cert = _certify_point(
+                    decl, point, lam, w0, accuracy, dict(stats), thetas, C, w_domain, Y, slopes
+                )
+            if cert is None or not _meets(cert, accuracy):
+                judged = _judged_point(
+                    decl, rounds_of, point, copies, lam, w0, accuracy, stats, w_domain
+                )
+                cert = judged if cert is None or judged.gap < cert.gap else cert
+        except Exception as exc:  # noqa: BLE001 - recorded; the best so far stands
+            attempts.append(
+                {
+                    "solver": LIFTED,
+                    "tight": True,
+                    "lifted": int(lifted.size),
+                    "error": _describe(exc),
+                }
+            )
             break
-        point = domain.make_feasible(found)
-        if isinstance(region, BoxRegion):
-            reach = LIFT_SNAP * (region.hi - region.lo)
-            point = np.where(point >= region.hi - reach, region.hi, point)
-            point = np.where(point <= region.lo + reach, region.lo, point)
-            point = domain.make_feasible(point)
-        stats = {
-            **raw_stats,
-            "method": LIFTED,
-            "lifted": int(lifted.size),
-            "lift_rounds": step,
-            "seconds": time.perf_counter() - start,
-        }
-        copies = _copies_at(rounds_of, point)
-        cert = None
-        if own is not None:  # certified with the program's own copies and duals first
-            Y, thetas, slopes = own
-            C = rounds_of.C
-            cert = _certify_point(
-                decl, point, lam, w0, accuracy, dict(stats), thetas, C, w_domain, Y, slopes
-            )
-        if cert is None or not _meets(cert, accuracy):
-            judged = _judged_point(
-                decl, rounds_of, point, copies, lam, w0, accuracy, stats, w_domain
-            )
-            cert = judged if cert is None or judged.gap < cert.gap else cert
         attempts.append(
             {"solver": LIFTED, "tight": True, "lifted": int(lifted.size), "gap": cert.gap}
         )
@@ -1744,7 +1760,7 @@ def _lifted_rung(
 
 def _lifted_ipm(
     rounds_of: _PiecesRounds, lifted: np.ndarray, x: np.ndarray
-) -> tuple[np.ndarray, dict, tuple]:
+) -> tuple[np.ndarray, dict, tuple | None]:
     """The lifted program's point by :func:`~dpcvx.certification.arrowhead.arrowhead_ipm`
     with the copies of ``lifted`` as blocks of their own
     (:class:`~dpcvx.certification.copy_blocks.CopyBlocks`), from the rounds' point ``x``, at
@@ -1767,16 +1783,16 @@ def _lifted_ipm(
         bounds=bounds,
         blocks=blocks,
     )
-    Y = np.broadcast_to(point, (relaxed.source.n, point.size)).copy()
-    Y[blocks.rows] = blocks.Y
-    slopes = np.full(Y.shape, np.nan)
+    status = "converged" if steps < LIFT_STEPS else "step limit"
+    stats = {"solver": ARROWHEAD, "iterations": int(steps), "status": status}
+    kept = getattr(blocks, "kept", None)  # the copies and duals of the point returned
+    if kept is None or not all(np.all(np.isfinite(a)) for a in kept):
+        return point, stats, None
+    Y, Z, N = kept
     # the block's w rows carry -Z_1 (its objective is c (t + C s)): g_i = -Z_1 / c
-    slopes[blocks.rows] = -blocks.Z[:, 1:] / blocks.c
     mu = np.array(mus[0], float)
-    mu[blocks.rows] = blocks.N[:, : blocks.m] * relaxed.weight  # rows summing to weight / n
-    thetas = relaxed.source.multipliers([mu])
-    stats = {"solver": ARROWHEAD, "iterations": int(steps), "status": "converged"}
-    return point, stats, (Y, thetas, slopes)
+    mu[blocks.rows] = N[:, : blocks.m] * relaxed.weight  # rows summing to weight / n
+    return point, stats, (blocks.rows, Y, -Z[:, 1:] / blocks.c, relaxed.source.multipliers([mu]))
 
 
 def _copies_at(

@@ -667,6 +667,44 @@ def test_a_face_step_frees_a_pushed_coordinate_only_where_it_floors_the_certific
     assert _face_step(x, small, Q, lam, region, pushed=pushed)[0] == -1.0
 
 
+def test_where_the_conic_program_is_too_large_the_method_solves_the_joint_program(monkeypatch):
+    """The case of the test below at a size limit under its conic program: the rounds miss
+    (no face steps), nothing is stamped or handed to a solver, and the joint program with
+    few copies, by the arrowhead method with each copy a block, certifies the solve and a
+    private release (at n = 1e6 the only way past the rounds). The bracket holds CVXPY's
+    joint program."""
+    import dpcvx
+    import dpcvx.certification.solve as S
+
+    n, d, B = 1000, 20, 0.2
+    rng = np.random.default_rng(0)
+    X = rng.standard_t(5.0, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
+    labels = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+    monkeypatch.setattr(S, "FACE_STEPS", 0)
+
+    def problem():
+        w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+        return dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: labels}, [cp.abs(w) <= B])
+
+    first = problem()
+    size = S._conic_size(n, first._compiled(1.0)[0], first._compiled(None)[0])
+    monkeypatch.setattr(S, "MAX_PROGRAM_NNZ", size - 1)
+    stamped = []
+    monkeypatch.setattr(S, "_program", lambda *a, **k: stamped.append(a))
+    monkeypatch.setattr(S, "solve_program", lambda *a, **k: stamped.append(a))
+    out = problem().lipschitz_extension(1.0).solve(regularization=0.05, accuracy=3e-10)
+    assert _rounds_missed(out)
+    assert out.solver_stats["solver"] == S.ARROWHEAD
+    assert out.solver_stats["method"] == S.LIFTED
+    ref = _joint_reference(X, labels, B, 1.0, 0.05, tol=1e-9)
+    tol = 1e-7 * (1 + abs(ref))
+    assert out.lower - tol <= ref <= out.upper + tol
+    mech = dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.05)
+    released = problem().solve_private(mech, epsilon=1.0, rng=0)
+    assert np.all(np.isfinite(released.w))
+    assert not stamped
+
+
 def test_a_conic_program_too_large_for_the_machine_is_not_stamped(monkeypatch):
     """Where the fast paths miss and the joint program would have more nonzeros than
     ``MAX_PROGRAM_NNZ`` (counted from n and the templates only, every example with the larger

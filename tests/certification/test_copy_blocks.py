@@ -154,12 +154,14 @@ def test_without_the_copies_the_point_is_another():
     assert np.linalg.norm(plain - ref) > 1e-3
 
 
-def test_the_blocks_elimination_is_the_dense_one():
-    """Mid-solve (a few steps in, the cones and bounds not yet degenerate), the blocks' term
-    of the Schur complement and their directions are those of the dense block system
-    ``[[M_ww, M_wv], [M_vw, M_vv]]`` built from the constraints' gradients (``s`` and ``t``
-    eliminated in closed form there too)."""
-    problem, X, labels, region = _problem("absolute", "box", n=40, d=3)
+@pytest.mark.parametrize("kind", ["box", "ball"])
+def test_the_blocks_elimination_is_the_dense_one(monkeypatch, kind):
+    """Mid-solve (a few steps in, the cones and bounds not yet degenerate), over chunks of 4
+    blocks, the blocks' term of the Schur complement is that of the dense block system
+    ``[[M_ww, M_wv], [M_vw, M_vv]]`` built from the constraints' gradients, and their
+    direction for a ``dw`` solves its block rows ``M_vw dw + M_vv dv = -r``."""
+    monkeypatch.setattr(copy_blocks, "CHUNK", 4)
+    problem, X, labels, region = _problem("absolute", kind, n=40, d=3)
     decl = problem.declaration
     ext = extension_pieces(piecewise_model(decl), C)
     bounds = _bounds(decl.domain, None)
@@ -188,14 +190,25 @@ def test_the_blocks_elimination_is_the_dense_one():
     Hc[:, 0, 0] -= 1 / beta**2
     Hc[:, np.arange(1, d + 1), np.arange(1, d + 1)] += 1 / beta[:, None] ** 2
     dense = np.zeros((d, d))
+    blocks.rhs(blocks.affine())
+    dw = np.array([0.3, -0.2, 0.1])
+    dv = blocks.back(dw, blocks.affine())[0]
     for i in range(blocks.k):
-        G = []  # rows: sqrt(D) grad g for the pieces and bounds
+        G = []  # rows: sqrt(D) grad g for the pieces and W's constraints
         for j in range(m):
             G.append(np.sqrt(D[i, j]) * np.r_[np.zeros(d), blocks.sigma[i, j] * blocks.u[i], -1, 0])
-        for lcol in range(d):
-            e = np.zeros(d)
-            e[lcol] = 1
-            G.append(np.sqrt(D[i, m + lcol] + D[i, m + d + lcol]) * np.r_[np.zeros(d), e, 0, 0])
+        if kind == "box":
+            for lcol in range(d):
+                e = np.zeros(d)
+                e[lcol] = 1
+                G.append(np.sqrt(D[i, m + lcol] + D[i, m + d + lcol]) * np.r_[np.zeros(d), e, 0, 0])
+        else:  # the ball's gradient, and its curvature N / R on y
+            r = (blocks.Y[i] - blocks.center) / blocks.radius
+            G.append(np.sqrt(D[i, m]) * np.r_[np.zeros(d), r, 0, 0])
+            for lcol in range(d):
+                e = np.zeros(d)
+                e[lcol] = np.sqrt(blocks.N[i, m] / blocks.radius)
+                G.append(np.r_[np.zeros(d), e, 0, 0])
         G = np.array(G)
         T = np.zeros((d + 1, 2 * d + 2))  # (w, y, t, s) -> (s, w - y)
         T[0, -1] = 1
@@ -203,6 +216,8 @@ def test_the_blocks_elimination_is_the_dense_one():
         T[1:, d : 2 * d] = -np.eye(d)
         M = G.T @ G + T.T @ Hc[i] @ T
         dense += M[:d, :d] - M[:d, d:] @ np.linalg.solve(M[d:, d:], M[d:, :d])
+        rows = M[d:, :d] @ dw + M[d:, d:] @ dv[i] + blocks._reduced[i]
+        assert np.abs(rows).max() <= 1e-8 * (np.abs(M[d:, d:] @ dv[i]).max() + 1.0)
     np.testing.assert_allclose(S, dense, rtol=1e-8, atol=1e-10 * np.abs(dense).max())
 
 
