@@ -82,6 +82,8 @@ class CopyBlocks:
         self.Z = np.zeros((k, d + 1))
         self.Z[:, 0] = self.c * self.C
         self.w = w
+        #: the copies and multipliers of the method's best iterate (:meth:`keep`)
+        self.kept: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.count = k * (self.p + 1)  # a cone counts once (its identity is (1, 0))
         self.scale = self.c * k
 
@@ -178,19 +180,23 @@ class CopyBlocks:
         D = self.N / self.S
         Dp = D[:, :m]
         tt = Dp.sum(axis=1)
+        tt = np.where(tt > 0, tt, 1.0)  # (positive inside the method: a guard only)
         ts = np.einsum("km,km->k", Dp, self.sigma)
-        rho = sum(
-            Dp[:, j] * Dp[:, i] * (self.sigma[:, j] - self.sigma[:, i]) ** 2
-            for j in range(m)
-            for i in range(j + 1, m)
-        ) / np.where(tt > 0, tt, 1.0)
+        rho = (
+            sum(
+                Dp[:, j] * Dp[:, i] * (self.sigma[:, j] - self.sigma[:, i]) ** 2
+                for j in range(m)
+                for i in range(j + 1, m)
+            )
+            / tt
+        )
         Ry = np.zeros((k, d))  # R's diagonal
         if self.box:
             Ry += D[:, m : m + d] + D[:, m + d :]
         else:
             Ry += (self.N[:, m] / self.radius)[:, None]
         kappa = 2.0 / (2 * w0 * w0 - 1.0)  # K = ib2 (I - kappa w1 w1^T)
-        self._blocks = dict(ib2=ib2, w1=w1, h0=h0, h00=h00, D=D, tt=tt, ts=ts, Ry=Ry, kappa=kappa)
+        self._blocks = dict(ib2=ib2, w1=w1, h0=h0, h00=h00, tt=tt, ts=ts, kappa=kappa)
         idx = np.arange(d)
         H = np.zeros((d, d))
         self._Linv: list[np.ndarray] = []
@@ -210,8 +216,7 @@ class CopyBlocks:
             H += np.einsum("kai,kaj->ij", np.matmul(Linv, K), np.matmul(Linv, R))
             self._Linv.append(Linv)
             self._Lw.append(np.einsum("kab,kb->ka", Linv, v1))
-        self._schur = (H + H.T) / 2
-        return self._schur
+        return (H + H.T) / 2
 
     def _chunks(self):
         """Per chunk of blocks: its rows, ``L^-1`` and ``L^-1 w1`` (``A = L^-1 K`` is ``ib2
@@ -227,7 +232,7 @@ class CopyBlocks:
         d = self.d
         Vy, Vt, Vs = V[:, :d], V[:, d], V[:, d + 1]
         h = Vy + (Vs / b["h00"])[:, None] * b["h0"]
-        h += (b["ts"] * Vt / np.where(b["tt"] > 0, b["tt"], 1.0))[:, None] * self.u
+        h += (b["ts"] * Vt / b["tt"])[:, None] * self.u
         Lh = np.empty_like(h)
         out = -(b["h0"].T @ (Vs / b["h00"]))
         ib2, kappa, w1 = b["ib2"], b["kappa"], b["w1"]
@@ -250,8 +255,7 @@ class CopyBlocks:
             Adw *= ib2[sl, None]
             out[sl, :d] = np.einsum("kab,ka->kb", Linv, Adw + Lh[sl])
         y = out[:, :d]
-        tt = np.where(b["tt"] > 0, b["tt"], 1.0)
-        out[:, d] = (V[:, d] + b["ts"] * np.einsum("kd,kd->k", self.u, y)) / tt
+        out[:, d] = (V[:, d] + b["ts"] * np.einsum("kd,kd->k", self.u, y)) / b["tt"]
         out[:, d + 1] = (V[:, d + 1] - b["h0"] @ dw + np.einsum("kd,kd->k", b["h0"], y)) / b["h00"]
         return out
 

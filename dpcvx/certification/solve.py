@@ -1785,7 +1785,7 @@ def _lifted_ipm(
     )
     status = "converged" if steps < LIFT_STEPS else "step limit"
     stats = {"solver": ARROWHEAD, "iterations": int(steps), "status": status}
-    kept = getattr(blocks, "kept", None)  # the copies and duals of the point returned
+    kept = blocks.kept  # the copies and duals of the point returned
     if kept is None or not all(np.all(np.isfinite(a)) for a in kept):
         return point, stats, None
     Y, Z, N = kept
