@@ -36,8 +36,11 @@ from dpcvx.certification.box import BoxRegion
 __all__ = ["CopyBlocks"]
 
 #: blocks per chunk of the batched block matrices (a chunk's factors take ``2 CHUNK d^2``
-#: entries)
-CHUNK = 1 << 12
+#: entries). Chunks of a few megabytes at d = 20 stay in the processor's cache through a
+#: block's elimination: the whole joint program of an absolute loss at n = 2e4 (7,754
+#: copies, 84 steps) took 8.0 s with chunks of 4,096 blocks and 6.5 s with 512 (6.6 s with
+#: 128, 6.8 s with 1,024)
+CHUNK = 1 << 9
 
 
 class CopyBlocks:
@@ -201,21 +204,24 @@ class CopyBlocks:
         H = np.zeros((d, d))
         self._Linv: list[np.ndarray] = []
         self._Lw: list[np.ndarray] = []  # L^-1 w1 per block: A = ib2 (L^-1 - kappa Lw w1^T)
+        a = np.sqrt(ib2 * kappa)[:, None] * w1  # K = ib2 I - a a^T
+        b = np.sqrt(rho)[:, None] * self.u  # R = diag(Ry) + b b^T (+ the ball's term)
         for lo in range(0, k, CHUNK):
             sl = slice(lo, min(k, lo + CHUNK))
-            u, v1 = self.u[sl], w1[sl]
-            K = -(ib2[sl] * kappa[sl])[:, None, None] * (v1[:, :, None] * v1[:, None, :])
+            K = np.multiply(a[sl, :, None], a[sl, None, :])
+            np.negative(K, out=K)
             K[:, idx, idx] += ib2[sl, None]
-            R = rho[sl, None, None] * (u[:, :, None] * u[:, None, :])
+            R = np.multiply(b[sl, :, None], b[sl, None, :])
             R[:, idx, idx] += Ry[sl]
             if not self.box:
                 r = (self.Y[sl] - self.center) / self.radius
                 R += D[sl, m, None, None] * (r[:, :, None] * r[:, None, :])
-            L = np.linalg.cholesky(K + R)
-            Linv = np.linalg.inv(L)
-            H += np.einsum("kai,kaj->ij", np.matmul(Linv, K), np.matmul(Linv, R))
+            Linv = _lower_inverse(np.linalg.cholesky(K + R))
+            # sum_i A_i^T B_i over the chunk is one product of (blocks x d, d) matrices
+            A = np.matmul(Linv, K).reshape(-1, d)
+            H += A.T @ np.matmul(Linv, R).reshape(-1, d)
             self._Linv.append(Linv)
-            self._Lw.append(np.einsum("kab,kb->ka", Linv, v1))
+            self._Lw.append(np.matmul(Linv, w1[sl, :, None])[:, :, 0])
         return (H + H.T) / 2
 
     def _chunks(self):
@@ -237,10 +243,10 @@ class CopyBlocks:
         out = -(b["h0"].T @ (Vs / b["h00"]))
         ib2, kappa, w1 = b["ib2"], b["kappa"], b["w1"]
         for sl, Linv, Lw in self._chunks():
-            Lh[sl] = np.einsum("kab,kb->ka", Linv, h[sl])
+            Lh[sl] = np.matmul(Linv, h[sl, :, None])[:, :, 0]
             # A^T Lh with A = ib2 (L^-1 - kappa (L^-1 w1) w1^T)
             x = ib2[sl, None] * Lh[sl]
-            out += np.einsum("kab,ka->b", Linv, x)
+            out += Linv.reshape(-1, d).T @ x.ravel()
             out -= (kappa[sl] * np.einsum("kd,kd->k", Lw, x)) @ w1[sl]
         return out, Lh
 
@@ -253,7 +259,8 @@ class CopyBlocks:
         for sl, Linv, Lw in self._chunks():
             Adw = Linv @ dw - (kappa[sl] * (w1[sl] @ dw))[:, None] * Lw
             Adw *= ib2[sl, None]
-            out[sl, :d] = np.einsum("kab,ka->kb", Linv, Adw + Lh[sl])
+            Adw += Lh[sl]
+            out[sl, :d] = np.matmul(Adw[:, None, :], Linv)[:, 0, :]
         y = out[:, :d]
         out[:, d] = (V[:, d] + b["ts"] * np.einsum("kd,kd->k", self.u, y)) / b["tt"]
         out[:, d + 1] = (V[:, d + 1] - b["h0"] @ dw + np.einsum("kd,kd->k", b["h0"], y)) / b["h00"]
@@ -340,6 +347,22 @@ class CopyBlocks:
         self.S += alpha * dS
         self.N += alpha * dN
         self.Z += alpha * dZ
+
+
+def _lower_inverse(L: np.ndarray) -> np.ndarray:
+    """The inverses of a stack of lower-triangular matrices ``(k, d, d)`` (nonzero
+    diagonals), by forward substitution one row at a time over the whole stack: a batched
+    general inverse costs over twice as much at ``d = 20``."""
+    k, d, _ = L.shape
+    X = np.zeros_like(L)
+    inv_diag = 1.0 / np.diagonal(L, axis1=1, axis2=2)
+    for j in range(d):
+        # row j of L X = I:  X[j, :j] = -L[j, :j] X[:j, :j] / L[j, j],  X[j, j] = 1 / L[j, j]
+        if j:
+            X[:, j, :j] = np.matmul(L[:, j : j + 1, :j], X[:, :j, :j])[:, 0, :]
+            X[:, j, :j] *= -inv_diag[:, j, None]
+        X[:, j, j] = inv_diag[:, j]
+    return X
 
 
 def _soc_norm(x: np.ndarray) -> np.ndarray:
