@@ -505,7 +505,6 @@ def _certified_solve(
                 w_domain=w_domain,
                 attempts=attempts,
                 solver=check_solver(solver),
-                fits=fits,
             )
         except Exception as exc:  # noqa: BLE001 - guarded like every rung
             attempts.append({"solver": LIFTED, "tight": True, "error": _describe(exc)})
@@ -1602,12 +1601,6 @@ LIFT_PROGRESS = 0.5
 #: 73 copies, 34 with 737, 81 with 3,887, 107 with 7,754; Clarabel took 146 iterations on a
 #: whole joint program of that kind)
 LIFT_STEPS = 200
-#: where the ladder can stamp the whole conic program, the arrowhead method runs the whole
-#: joint program only with at most this many copies: its steps grow with the copies (an
-#: absolute loss in ``cp.abs(w) <= 0.1`` at n = 1e5, 38,688 copies: 196 steps, 127 s, and its
-#: point missed the target, before Clarabel certified the same program in 552 s); where that
-#: program does not fit, the method is the last chance and runs whatever the copies
-WHOLE_COPIES = 20_000
 
 
 def _lifted_rung(
@@ -1624,7 +1617,6 @@ def _lifted_rung(
     w_domain: Domain | LocalizedDomain | None,
     attempts: list[dict],
     solver: str = "CLARABEL",
-    fits: bool = True,
 ) -> CertifiedSolution | None:
     """The extension's joint program (paper 000, Lemma 2.7) with copies ``y_i`` for the
     examples whose copy leaves ``w`` only, its point certified as the rounds' points are
@@ -1651,9 +1643,10 @@ def _lifted_rung(
     it, in one more program. The certificate alone judges every point. The best
     certificate, or None (none: on the smooth path, when more than :data:`LIFT_SHARE` of
     the steep examples would be lifted or none moves). ``x``: the rounds' best point;
-    ``solver``: the ladder's first, at its tightest tolerances (the smooth path's); ``fits``:
-    the ladder can stamp the whole conic program (then the method runs the whole program
-    only with at most :data:`WHOLE_COPIES` copies)."""
+    ``solver``: the ladder's first, at its tightest tolerances (the smooth path's). The
+    whole program runs whatever its copies: the method's steps grow with them, but less
+    than Clarabel's time on the same program (an absolute loss in ``cp.abs(w) <= 0.1`` at
+    n = 1e5, 38,688 copies: 144 steps and 52 s, where Clarabel took 552 s)."""
     import time
 
     template, plain_template, domain_block = programs
@@ -1667,8 +1660,6 @@ def _lifted_rung(
     # such program, tried last: where the programs with few copies miss, or would lift too
     # many, or none moves
     whole = np.flatnonzero(heavy) if isinstance(rounds_of, _PiecesRounds) else None
-    if whole is not None and fits and whole.size > WHOLE_COPIES:
-        whole = None  # the ladder's conic program next (see WHOLE_COPIES)
     last = False
     step = 0
     while True:
