@@ -51,6 +51,27 @@ def test_the_cone_scaling_meets_its_identities():
     assert copy_blocks._cone_step(z, z) == np.inf  # along itself: never leaves
 
 
+def test_the_stacked_triangular_inverses_are_the_inverses():
+    """:func:`copy_blocks._lower_inverse` against numpy's inverse of each factor, on factors
+    of well and badly conditioned blocks (diagonals spread over ten orders, as a cone near
+    its apex leaves them); a mutant that drops the off-diagonal rows fails."""
+    rng = np.random.default_rng(3)
+    k, d = 40, 7
+    G = rng.normal(size=(k, d, d))
+    N = G @ G.transpose(0, 2, 1) + np.eye(d)
+    N[k // 2 :] += np.einsum(
+        "k,ki,kj->kij",
+        10.0 ** rng.uniform(0, 10, k - k // 2),
+        *(2 * [rng.normal(size=(k - k // 2, d))]),
+    )
+    L = np.linalg.cholesky(N)
+    X = copy_blocks._lower_inverse(L)
+    assert np.all(np.triu(X, 1) == 0)
+    for Li, Xi in zip(L, X):
+        np.testing.assert_allclose(Xi, np.linalg.inv(Li), rtol=1e-9, atol=1e-12 * np.abs(Xi).max())
+        np.testing.assert_allclose(Xi @ Li, np.eye(d), atol=1e-9)
+
+
 def _problem(loss, kind, n=300, d=5, seed=1, size=0.1):
     rng = np.random.default_rng(seed)
     X = 2 * rng.standard_t(5.0, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
