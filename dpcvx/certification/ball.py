@@ -141,7 +141,8 @@ class Pieces1D:
         return np.zeros_like(t)
 
     def kinks(self) -> list[np.ndarray]:
-        """Every pair of pieces' crossing (NaN where they are parallel)."""
+        """Every pair of pieces' crossing (where they are parallel: NaN if they coincide,
+        +-inf if not)."""
         m = self.sigma.shape[1]
         out = []
         with np.errstate(divide="ignore", invalid="ignore"):

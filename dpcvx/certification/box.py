@@ -85,9 +85,9 @@ def _slope_sum(line, u, w, lo, hi, C, mu) -> np.ndarray:
 
 def _narrowed(line, u, w, lo, hi, C, left, right) -> tuple[np.ndarray, np.ndarray]:
     """The bracket ``[left, right]`` of the copy's ``mu`` per row (``F(left) <= 0 < F(right)``,
-    one end at 0) narrowed for a loss of pieces, each new end a point where :func:`_slope_sum`
-    was evaluated and has the sign of the end it replaces, so the bracket still holds the
-    copy whatever the rounding.
+    one end at 0 on entry) narrowed for a loss of pieces, each new end a point where
+    :func:`_slope_sum` was evaluated and has the sign of the end it replaces, so the bracket
+    still holds the copy whatever the rounding.
 
     Between the points where a coordinate reaches its bound the path is one piece: ``t`` is
     affine in ``mu``, ``D^2 = a mu^2 + c``, and ``F`` is ``h'`` (constant between the kinks of
@@ -141,6 +141,9 @@ def _narrowed(line, u, w, lo, hi, C, left, right) -> tuple[np.ndarray, np.ndarra
             candidates.append(np.where((den > 0) & (c > 0), -s * np.sqrt(c / den), np.nan))
         for kink in line.kinks():
             candidates.append(np.where(a > 0, centre + (kink - t_mid) / a, np.nan))
+        # a root that is not finite (parallel pieces cross at infinity; a tiny a overflows)
+        # is no candidate
+        candidates = [np.where(np.isfinite(root), root, np.nan) for root in candidates]
     # each root a rounding either side, then wider where both sides had one sign (a root
     # computed from t's rounding, over a slope a that moves t little); only the rows whose
     # bracket still holds the point are evaluated

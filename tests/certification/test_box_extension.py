@@ -128,16 +128,27 @@ def test_copies_a_few_roundings_from_w_keep_tight_duals(gap):
 
 @pytest.mark.parametrize(
     "case",
-    ["a tiny entry of u", "a tiny free part", "a point box", "a thin box", "a zero u, a wide box"],
+    [
+        "a tiny entry of u",
+        "a tiny free part",
+        "a point box",
+        "a thin box",
+        "a zero u, a wide box",
+        "parallel pieces",
+        "a tiny free part off the kink",
+    ],
 )
 def test_extreme_inputs_raise_no_floating_point_warning(case):
     """Nothing here may warn on one dataset and not on its neighbour (under warnings as
     errors that would abort one release and not the other): directions with entries near
     the smallest float, a copy whose free part is tiny, boxes of zero, tiny and huge width,
-    an example constant in ``w``."""
+    an example constant in ``w``, pieces parallel to each other (their crossing infinite), a
+    free part so small that the closed-form roots of the copy's bracket overflow."""
     lo, hi = LO.copy(), HI.copy()
     u = np.array([[1.0, 0.2, 0.0, 0.0], [0.6, 0.0, 0.8, 0.0]])
     w = np.array([0.1, 0.0, -0.3, 0.1])
+    sigma = np.array([[0.0, -3.0], [0.0, -3.0]])
+    beta = np.array([[0.0, 3.0], [0.0, 3.0]])
     if case == "a tiny entry of u":
         u[0, 1] = 1e-310
     elif case == "a tiny free part":
@@ -148,12 +159,17 @@ def test_extreme_inputs_raise_no_floating_point_warning(case):
     elif case == "a zero u, a wide box":
         u[1] = 0.0  # an example constant in w
         lo, hi = np.full(4, -5e10), np.full(4, 5e10)
+    elif case == "parallel pieces":  # a third piece under the flat one, parallel to it
+        sigma = np.array([[0.0, -3.0, 0.0], [0.0, -3.0, 0.0]])
+        beta = np.array([[0.0, 3.0, -1.0], [0.0, 3.0, -1.0]])
+        w = np.zeros(4)
+    elif case == "a tiny free part off the kink":
+        u[0] = [1e-160, 0.8, 0.6, 0.0]
+        w = np.zeros(4)
     else:
         lo, hi = w - 1e-9, w + 1e-9
     norms = np.linalg.norm(u, axis=1)
     u /= np.where(norms > 0, norms, 1.0)[:, None]
-    sigma = np.array([[0.0, -3.0], [0.0, -3.0]])
-    beta = np.array([[0.0, 3.0], [0.0, 3.0]])
     # numpy warns on these three by default (underflow it leaves alone)
     with np.errstate(divide="raise", over="raise", invalid="raise"):
         t, Y, g, theta, (Q, q) = box_extension(Pieces1D(sigma, beta), u, w, lo, hi, C, 2)
