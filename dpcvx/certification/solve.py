@@ -1601,6 +1601,12 @@ LIFT_PROGRESS = 0.5
 #: 73 copies, 34 with 737, 81 with 3,887, 107 with 7,754; Clarabel took 146 iterations on a
 #: whole joint program of that kind)
 LIFT_STEPS = 200
+#: the most entries of the lifted program's kept block factors (``copies x d^2``, one ``d x d``
+#: inverse factor per copy: 2 GiB of float64). The method runs the whole program whatever
+#: its copies, so at a large d this bounds its memory: d = 20 allows 671,088 copies (the hinge
+#: release in a box at n = 1e6 lifts 109,256, its whole program 385,550), d = 100 26,843.
+#: Past it the program is not run (recorded as an error) and the ladder goes on
+LIFT_BLOCK_ENTRIES = 1 << 28
 
 
 def _lifted_rung(
@@ -1762,6 +1768,12 @@ def _lifted_ipm(
     multipliers of its pieces there and the cone's multiplier as the dual ``g_i`` of
     ``C ||w - y_i||``."""
     relaxed, bounds = rounds_of.relaxed, rounds_of.bounds
+    d = int(np.size(x))
+    if lifted.size * d * d > LIFT_BLOCK_ENTRIES:
+        raise MemoryError(
+            f"the lifted program's {lifted.size} copies would keep {lifted.size * d * d} "
+            f"entries of block factors, over LIFT_BLOCK_ENTRIES ({LIFT_BLOCK_ENTRIES})"
+        )
     start = bounds.interior(np.asarray(x, float))
     blocks = CopyBlocks(relaxed, lifted, rounds_of.region, start)
     point, mus, steps = arrowhead_ipm(

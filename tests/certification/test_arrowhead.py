@@ -1379,6 +1379,25 @@ def test_the_whole_joint_program_certifies_with_its_own_copies_and_duals(monkeyp
     assert control.solver_stats["solver"] == "CLARABEL"
 
 
+def test_a_lifted_program_over_the_block_memory_limit_is_not_run(monkeypatch):
+    """Case 13 again with ``LIFT_BLOCK_ENTRIES`` one entry under the whole program's block
+    factors (``copies x d^2``): that program is not run (its attempt records the limit), the
+    ladder's Clarabel program certifies instead; at the limit itself the method runs it."""
+    import dpcvx.certification.solve as solve_module
+
+    problem, X, R, _, lam = _sweep_case(13)
+    heavy = int(np.count_nonzero(np.linalg.norm(X, axis=1) > 1.0))
+    monkeypatch.setattr(solve_module, "LIFT_BLOCK_ENTRIES", heavy * 17 * 17 - 1)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    lifted = [a for a in sol.solver_stats["attempts"] if a["solver"] == solve_module.LIFTED]
+    assert lifted and "LIFT_BLOCK_ENTRIES" in lifted[-1]["error"]
+    assert sol.solver_stats["solver"] == "CLARABEL" and sol.gap <= 3e-10
+    monkeypatch.setattr(solve_module, "LIFT_BLOCK_ENTRIES", heavy * 17 * 17)
+    problem, *_ = _sweep_case(13)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    assert sol.solver_stats["solver"] == ARROWHEAD and sol.solver_stats["lifted"] == heavy
+
+
 def test_a_localized_box_goes_from_the_rounds_to_the_whole_joint_program(monkeypatch):
     """On a localized domain (paper 000's Algorithm 4) the certificate has no balanced duals,
     which the points of the joint program with few copies need: that program is not run
