@@ -105,7 +105,6 @@ def _narrowed(line, u, w, lo, hi, C, left, right) -> tuple[np.ndarray, np.ndarra
         reach = (toward - w[None, :]) / u  # where a coordinate reaches its bound
     inside = np.isfinite(reach) & (reach > left[:, None]) & (reach < right[:, None])
     x = np.sort(np.where(inside, sign[:, None] * reach, np.inf), axis=1)  # |mu|, ascending
-    rows = np.arange(k)
     low, high = np.zeros(k, int), inside.sum(axis=1)
 
     def judge(mu: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -122,7 +121,7 @@ def _narrowed(line, u, w, lo, hi, C, left, right) -> tuple[np.ndarray, np.ndarra
         if not idx.size:
             break
         mid = (low[idx] + high[idx]) // 2
-        past = judge(sign[idx] * x[rows[idx], mid], idx) == (sign[idx] > 0)
+        past = judge(sign[idx] * x[idx, mid], idx) == (sign[idx] > 0)
         high[idx] = np.where(past, mid, high[idx])
         low[idx] = np.where(past, low[idx], mid + 1)
     # the piece of the path between the ends: its free coordinates, a and c
