@@ -131,7 +131,7 @@ def _narrowed(line, u, w, lo, hi, C, left, right) -> tuple[np.ndarray, np.ndarra
     with np.errstate(under="ignore"):
         a = np.sum(np.where(free, u * u, 0.0), axis=1)
     c = np.sum(np.where(free, 0.0, (toward - w[None, :]) ** 2), axis=1)
-    _, t_mid, _, _ = _path(u, w, lo, hi, centre)
+    t_mid = np.einsum("kd,kd->k", u, np.clip(raw, lo[None, :], hi[None, :]))  # as _path
     candidates = []
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for end in (left, right):

@@ -32,6 +32,7 @@ import numpy as np
 
 from dpcvx.certification.ball import BallRegion
 from dpcvx.certification.box import BoxRegion
+from dpcvx.modeling.domains import row_norms
 
 __all__ = ["CopyBlocks"]
 
@@ -367,7 +368,7 @@ def _lower_inverse(L: np.ndarray) -> np.ndarray:
 
 def _soc_norm(x: np.ndarray) -> np.ndarray:
     """``sqrt(x_0^2 - ||x_1||^2)`` per row (inside the cone), as ``sqrt((x_0 - r)(x_0 + r))``."""
-    r = np.sqrt(np.einsum("kd,kd->k", x[:, 1:], x[:, 1:]))
+    r = row_norms(x[:, 1:])
     return np.sqrt(np.maximum((x[:, 0] - r) * (x[:, 0] + r), 0.0))
 
 
@@ -409,7 +410,7 @@ def _jordan_solve(lam: np.ndarray, r: np.ndarray) -> np.ndarray:
     """``x`` with ``lam o x = r`` per row (``lam`` inside the cone)."""
     l0, l1 = lam[:, 0], lam[:, 1:]
     out = np.empty_like(r)
-    radius = np.sqrt(np.einsum("kd,kd->k", l1, l1))
+    radius = row_norms(l1)
     det = (l0 - radius) * (l0 + radius)
     out[:, 0] = (l0 * r[:, 0] - np.einsum("kd,kd->k", l1, r[:, 1:])) / det
     out[:, 1:] = (r[:, 1:] - out[:, :1] * l1) / l0[:, None]

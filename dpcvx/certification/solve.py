@@ -1709,7 +1709,6 @@ def _lifted_rung(
                 "lift_rounds": step,
                 "seconds": time.perf_counter() - start,
             }
-            copies = _copies_at(rounds_of, point)
             cert = None
             if own is not None:  # certified with the program's own copies and duals first
                 rows, Y_rows, g_rows, thetas = own
@@ -1722,6 +1721,9 @@ def _lifted_rung(
                     decl, point, lam, w0, accuracy, dict(stats), thetas, C, w_domain, Y, slopes
                 )
             if cert is None or not _meets(cert, accuracy):
+                # the exact copies at the point (for its judgement and the next program's
+                # copies): not needed where the program's own certificate met the target
+                copies = _copies_at(rounds_of, point)
                 judged = _judged_point(
                     decl, rounds_of, point, copies, lam, w0, accuracy, stats, w_domain
                 )
