@@ -1,6 +1,7 @@
-"""The allocator thresholds a block chunk runs under on a Dask worker (``dpcvx._allocator``):
-raised only where the environment froze them, restored (and the heap trimmed) afterwards, even
-when the block raises."""
+"""The allocator thresholds (``dpcvx._allocator``): settled once per process, the trim threshold
+held while a certified solve runs, and those a block chunk runs under on a Dask worker (raised
+only where the environment froze them, restored and the heap trimmed afterwards, even when the
+block raises)."""
 
 from __future__ import annotations
 
@@ -110,6 +111,7 @@ class _SpyLibc(_FakeLibc):
 def _fresh(monkeypatch, fake, tuned_at_import=False):
     monkeypatch.setattr(_allocator, "_libc", lambda: fake)
     monkeypatch.setattr(_allocator, "_settled", False)
+    monkeypatch.setattr(_allocator, "_owned", None)
     monkeypatch.setattr(_allocator, "_TUNED_AT_IMPORT", tuned_at_import)
     for name in (*_allocator._TUNING, "DPCVX_MALLOC", "GLIBC_TUNABLES"):
         monkeypatch.delenv(name, raising=False)
@@ -179,3 +181,58 @@ def test_a_certified_solve_settles_the_allocator(monkeypatch):
     X = np.random.default_rng(1).normal(size=(20, 2))
     dpcvx.Problem(cp.square(x @ w - 1.0), w, {x: X}, [cp.norm(w) <= 1]).solve(regularization=0.1)
     assert ("mallopt", _allocator._M_MMAP_THRESHOLD, 32 << 20) in fake.calls
+
+
+def _trims(fake) -> list[int]:
+    return [c[2] for c in fake.calls if c[0] == "mallopt" and c[1] == _allocator._M_TRIM_THRESHOLD]
+
+
+def test_a_solve_holds_freed_memory_while_it_runs_then_sets_the_trim_threshold_back(monkeypatch):
+    """The trim threshold at its most while a certified solve runs (a solve at n = 1e6 trimmed
+    the heap and faulted the pages in again, step after step), back at 64 MiB after it."""
+    import cvxpy as cp
+
+    import dpcvx
+
+    fake = _FakeLibc()
+    _fresh(monkeypatch, fake)
+    w, x = cp.Variable(2), cp.Parameter(2)
+    X = np.random.default_rng(1).normal(size=(20, 2))
+    problem = dpcvx.Problem(cp.abs(x @ w - 1.0), w, {x: X}, [cp.norm(w) <= 1])
+    problem.solve(regularization=0.1)
+    problem.solve(regularization=0.1)
+    assert _trims(fake) == [64 << 20, _allocator._HELD, 64 << 20, _allocator._HELD, 64 << 20]
+    assert _allocator._solving == 0
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_nested_solves_set_the_threshold_back_once_the_outermost_ends(monkeypatch, fail):
+    fake = _FakeLibc()
+    _fresh(monkeypatch, fake)
+    _allocator.settle_allocator()
+    with contextlib.suppress(RuntimeError):
+        with _allocator.solving_allocator():
+            with _allocator.solving_allocator():
+                assert _trims(fake) == [64 << 20, _allocator._HELD]
+                if fail:
+                    raise RuntimeError("a solve that raises")
+            assert _trims(fake) == [64 << 20, _allocator._HELD]
+    assert _trims(fake) == [64 << 20, _allocator._HELD, 64 << 20]
+    assert _allocator._solving == 0
+
+
+def test_a_solve_leaves_an_allocator_it_did_not_settle_alone(monkeypatch):
+    """Where the environment tuned the allocator (Dask's workers among them), or the trim
+    threshold was refused, a solve sets nothing."""
+    fake = _FakeLibc()
+    _fresh(monkeypatch, fake, tuned_at_import=True)
+    _allocator.settle_allocator()
+    with _allocator.solving_allocator():
+        pass
+    assert fake.calls == []
+    refused = _SpyLibc(accept=False)
+    _fresh(monkeypatch, refused)
+    _allocator.settle_allocator()
+    with _allocator.solving_allocator():
+        pass
+    assert _trims(refused) == []
