@@ -26,7 +26,7 @@ from dpcvx.certification.arrowhead import (
     extension_pieces,
     piecewise_model,
 )
-from dpcvx.certification.ball import BallCopies, BallRegion, Pieces1D, smooth_copies_in
+from dpcvx.certification.ball import ON_SPHERE, BallCopies, BallRegion, Pieces1D, smooth_copies_in
 from dpcvx.certification.box import BalanceMemo, BoxRegion, at_bounds, balanced_duals
 from dpcvx.certification.certificate import CertifiedSolution, _minorants, certify
 from dpcvx.certification.copy_blocks import CopyBlocks
@@ -1177,7 +1177,26 @@ class _PiecesRounds:
     @property
     def held(self) -> bool:
         """The last solve gave examples pieces of their own (:meth:`solve`)."""
-        return self.solved is not None
+        return self.solved is not None and not self.inside
+
+    #: the last solve gave examples pieces of their own on the ball's sphere, and its point
+    #: came back inside the ball (see :meth:`off_sphere`)
+    inside = False
+
+    def off_sphere(self, x: np.ndarray) -> bool:
+        """After a solve that gave examples the extension's pieces on a ball's sphere, whether
+        its point ``x`` (settled) lies inside the ball: those pieces hold only on the sphere
+        (inside, the extension's slopes are clipped to C), so the pieces go back at once
+        (:meth:`release`) and the point is not judged."""
+        region = self.region
+        self.inside = False
+        if self.solved is None or not isinstance(region, BallRegion):
+            return False
+        r = float(np.linalg.norm(x - region.center))
+        self.inside = r < region.radius * (1 - ON_SPHERE)
+        if self.inside:
+            self.release()
+        return self.inside
 
     def release(self) -> None:
         """From the next solve on, the copies at ``w`` lose their own pieces (relaxed in that
@@ -1388,6 +1407,8 @@ def _ball_rounds(
         if not np.all(np.isfinite(x)):
             break
         x = rounds_of.settle(feasible.make_feasible(x), feasible)
+        if isinstance(rounds_of, _PiecesRounds):
+            rounds_of.off_sphere(x)
         predicted = Q @ x + q
         rows_before = fix.rows
         curvature = Q

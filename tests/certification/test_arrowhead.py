@@ -1034,7 +1034,7 @@ def test_a_point_near_a_sphere_active_in_the_program_solved_is_put_on_it(monkeyp
     to the answer. A point within 1e-6 of the radius where the method's multiplier of the
     sphere exceeds its slack is put on the sphere too: the arrowhead path certifies, and the
     bracket holds the joint program's optimum. Negative control: with ``SNAP_ACTIVE = 0``
-    the rounds miss."""
+    (and the pieces on the sphere kept for a point off it) the rounds miss."""
     import dpcvx.certification.solve as solve_module
 
     rng = np.random.default_rng(5006)
@@ -1062,6 +1062,9 @@ def test_a_point_near_a_sphere_active_in_the_program_solved_is_put_on_it(monkeyp
     slack = 1e-8 * (1 + abs(ref.value))
     assert sol.lower - slack <= ref.value <= sol.upper + slack
     monkeypatch.setattr(solve_module, "SNAP_ACTIVE", 0.0)
+    # the point left 1e-9 inside would now give its pieces back at once (it is off the
+    # sphere), which alone certifies too: the control keeps them there
+    monkeypatch.setattr(solve_module._PiecesRounds, "off_sphere", lambda self, x: False)
     control = solve()  # the rounds miss (a joint program takes over)
     assert control.solver_stats["attempts"][0]["solver"] == ARROWHEAD
     assert control.solver_stats["attempts"][0]["gap"] > 3e-8 >= control.gap
@@ -1435,3 +1438,39 @@ def test_pair_weights_on_row_chunks_are_those_of_all_rows_at_once(monkeypatch):
     chunked = arrowhead._pair_weights(sigma, beta, gamma, s)
     np.testing.assert_array_equal(chunked, whole)
     np.testing.assert_allclose(whole.sum(axis=1), 1.0)
+
+
+def test_a_solve_held_on_the_sphere_that_ends_inside_gives_its_pieces_back_at_once(monkeypatch):
+    """Case 94 (absolute loss in the unit ball, n = 3652, d = 16). The rounds' second solve
+    gives the examples whose copy is at ``w`` the extension's pieces on the sphere, and its
+    point comes back inside the ball, where those pieces do not hold (the extension's slopes
+    are clipped to C there). Its point was judged (3.1e-3), its balanced duals tried, then
+    the pieces were given back: six rounds and three certificates. They are now given back at
+    once, the point unjudged: five rounds and one certificate, whose bracket holds CVXPY's
+    optimum of the joint program. Keeping them until the certificate stalls is the negative
+    control."""
+    import dpcvx.certification.solve as solve_module
+
+    judged = []
+    certify_point = solve_module._certify_point
+
+    def counted(*args, **kwargs):
+        out = certify_point(*args, **kwargs)
+        judged.append(out.gap)
+        return out
+
+    monkeypatch.setattr(solve_module, "_certify_point", counted)
+    problem, X, _, _, lam = _sweep_case(94)
+    assert X.shape == (3652, 16)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    assert sol.solver_stats["solver"] == ARROWHEAD
+    assert sol.gap <= 3e-10
+    assert sol.solver_stats["ball_rounds"] <= 5 and len(judged) == 1
+    ref = _sweep_joint_reference(94)
+    slack = 1e-8 * (1 + abs(ref))
+    assert sol.lower - slack <= ref <= sol.upper + slack
+    judged.clear()
+    monkeypatch.setattr(solve_module._PiecesRounds, "off_sphere", lambda self, x: False)
+    problem, _, _, _, lam = _sweep_case(94)
+    control = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    assert control.solver_stats["ball_rounds"] > 5 and len(judged) > 1
