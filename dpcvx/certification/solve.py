@@ -26,7 +26,7 @@ from dpcvx.certification.arrowhead import (
     extension_pieces,
     piecewise_model,
 )
-from dpcvx.certification.ball import ON_SPHERE, BallCopies, BallRegion, Pieces1D, smooth_copies_in
+from dpcvx.certification.ball import BallCopies, BallRegion, Pieces1D, smooth_copies_in
 from dpcvx.certification.box import BalanceMemo, BoxRegion, at_bounds, balanced_duals
 from dpcvx.certification.certificate import CertifiedSolution, _minorants, certify
 from dpcvx.certification.copy_blocks import CopyBlocks
@@ -1124,8 +1124,9 @@ class _PiecesRounds:
         """The method's point ``x`` with what lies within :data:`SNAP` times its tolerance of
         W's boundary put on it (radially onto a ball's sphere; a box's coordinates onto their
         bounds), and on a ball also what lies within :data:`SNAP_ACTIVE` of the radius where
-        the method's multiplier of the sphere exceeds its slack; made feasible for ``domain``.
-        Nothing moves with a band under ``FAR`` rounding bands or over ``REACH`` of W's size
+        the method's multiplier of the sphere exceeds its slack (at any target); made feasible
+        for ``domain``. Nothing moves with a band under ``FAR`` rounding bands or over
+        ``REACH`` of W's size
         (:meth:`BallRegion.onto_boundary
         <dpcvx.certification.ball.BallRegion.onto_boundary>`).
 
@@ -1185,15 +1186,19 @@ class _PiecesRounds:
 
     def off_sphere(self, x: np.ndarray) -> bool:
         """After a solve that gave examples the extension's pieces on a ball's sphere, whether
-        its point ``x`` (settled) lies inside the ball: those pieces hold only on the sphere
-        (inside, the extension's slopes are clipped to C), so the pieces go back at once
-        (:meth:`release`) and the point is not judged."""
+        its point ``x`` (settled) lies inside the ball by more than :data:`SNAP_ACTIVE` of the
+        radius: those pieces hold only on the sphere (inside, the extension's slopes are
+        clipped to C), so they go back at once (:meth:`release`) and the point is not
+        judged. Nearer the sphere the point is taken as on it: the method's point of an answer
+        on the sphere can stop a few roundings inside (hinge, radius 0.3, n = 1e4: 4e-12 of
+        the radius, where giving the pieces back cycled the rounds until the joint program
+        took over)."""
         region = self.region
         self.inside = False
         if self.solved is None or not isinstance(region, BallRegion):
             return False
         r = float(np.linalg.norm(x - region.center))
-        self.inside = r < region.radius * (1 - ON_SPHERE)
+        self.inside = r < region.radius * (1 - SNAP_ACTIVE)
         if self.inside:
             self.release()
         return self.inside

@@ -1005,8 +1005,8 @@ def test_a_point_a_tolerance_inside_w_is_put_on_its_boundary(monkeypatch, case):
     point every round (1e-3 against 6e-8 in the ball), and the joint program took over, where
     the tighter target 3e-10 certified in two rounds. Put on the boundary
     (:meth:`_PiecesRounds.settle`), the arrowhead path certifies, and the bracket holds the
-    joint program's optimum. The negative control is no move (``SNAP = 0``): the rounds
-    miss."""
+    joint program's optimum. The negative control is no move (``SNAP = 0`` and
+    ``SNAP_ACTIVE = 0``): the rounds miss."""
     import dpcvx.certification.solve as solve_module
 
     problem, *_, lam = _sweep_case(case)
@@ -1017,6 +1017,9 @@ def test_a_point_a_tolerance_inside_w_is_put_on_its_boundary(monkeypatch, case):
     slack = 1e-8 * (1 + abs(ref))
     assert sol.lower - slack <= ref <= sol.upper + slack
     monkeypatch.setattr(solve_module, "SNAP", 0.0)
+    # the active sphere's own band now applies at any target, and alone moves case 288's
+    # point too (its sphere is active): the control takes it away as well
+    monkeypatch.setattr(solve_module, "SNAP_ACTIVE", 0.0)
     problem, *_, lam = _sweep_case(case)
     control = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=6e-8)
     # the rounds miss without the move (a joint program then takes over)
@@ -1176,6 +1179,10 @@ def test_settle_moves_only_what_lies_within_the_band_and_stays_feasible():
     assert np.array_equal(ball.onto_boundary(near, 0.5 * FAR * ON_SPHERE * 2.0), near)
     assert np.array_equal(ball.onto_boundary(near, 0.5 * FAR * ON_SPHERE * 2.0, True, 1.0), near)
     assert not np.array_equal(ball.onto_boundary(near, 2.0 * FAR * ON_SPHERE * 2.0), near)
+    # but an active sphere's band is reach times the radius whatever the band given (a tight
+    # target's band, under FAR rounding bands, once left such a point where it was)
+    tight = 0.5 * FAR * ON_SPHERE * 2.0
+    assert np.allclose(ball.onto_boundary(near, tight, True, 1e-6), ball.center + 2.0 * e)
     # where the sphere is active in the program solved, within reach times the radius
     deeper = ball.center + (2.0 - 1e-8) * e
     band = 2.0 * FAR * ON_SPHERE * 2.0  # 4e-10, less than the 1e-8 to go
@@ -1474,3 +1481,47 @@ def test_a_solve_held_on_the_sphere_that_ends_inside_gives_its_pieces_back_at_on
     problem, _, _, _, lam = _sweep_case(94)
     control = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
     assert control.solver_stats["ball_rounds"] > 5 and len(judged) > 1
+
+
+def test_a_point_an_active_sphere_left_a_few_roundings_inside_is_put_on_it_at_any_target(
+    monkeypatch,
+):
+    """Hinge in the ball of radius 0.2 (n = 5000, d = 20), tightest certificate. The method's
+    points came back 4e-12 of the radius inside the sphere, its multiplier of the sphere far
+    above its slack; the band of a tight target is under ``FAR`` rounding bands, and the
+    active sphere's wider band was only applied after that test, so nothing moved. Off the
+    sphere by more than rounding, those points had no normal cone for the duals of the copies
+    at ``w``, and the certificate missed until the rounds' fifth. It is applied first now:
+    two rounds (at n = 1e5 the same case took 13 s, ending in the joint program, and takes
+    1 s). Both certified brackets hold one optimum; the old order is the negative control."""
+    from dpcvx.certification.ball import FAR, ON_SPHERE, REACH, BallRegion
+
+    rng = np.random.default_rng(0)
+    n, d = 5000, 20
+    X = rng.standard_t(5, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
+    labels = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+
+    def solve():
+        w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+        problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: labels}, [cp.norm(w) <= 0.2])
+        return problem.lipschitz_extension(1.0).solve(regularization=0.01)
+
+    sol = solve()
+    assert sol.solver_stats["solver"] == ARROWHEAD and sol.solver_stats["ball_rounds"] == 2
+    assert sol.gap <= 1e-11
+
+    def old_order(self, w, band, active=False, reach=0.0):
+        w = np.asarray(w, float)
+        z = w - self.center
+        r = float(np.linalg.norm(z))
+        R = self.radius
+        if not FAR * ON_SPHERE * R <= band <= REACH * R or not 0 < r < R * (1 - ON_SPHERE):
+            return w
+        if active:
+            band = max(band, reach * R)
+        return self.center + z * (R / r) if R - r <= band else w
+
+    monkeypatch.setattr(BallRegion, "onto_boundary", old_order)
+    control = solve()
+    assert control.solver_stats.get("ball_rounds", 0) > 2 or "method" in control.solver_stats
+    assert max(sol.lower, control.lower) <= min(sol.upper, control.upper)
