@@ -111,60 +111,45 @@ def certified_solve(
     """
     settle_allocator()  # once per process: see dpcvx._allocator
     with solving_allocator():  # freed memory kept while it runs: see dpcvx._allocator
-        if private:
-            try:
-                kept = None if extension is None else universe_indices(decl, extension)
-                if kept is None:
-                    return _certified_solve(
-                        decl,
-                        template,
-                        domain_block,
-                        lam=lam,
-                        w0=w0,
-                        accuracy=accuracy,
-                        solver=solver,
-                        private=True,
-                        extension=extension,
-                        w_domain=w_domain,
-                        plain_template=plain_template,
-                    )
-                if kept.size == 0:
-                    return _regularizer_only(
-                        decl, lam=lam, w0=w0, accuracy=accuracy, w_domain=w_domain
-                    )
-                # (1/n) sum_{kept} f_i + (lam/2)||w - w0||^2 = (k/n) [(1/k) sum_{kept} f_i +
-                # (lam n / k)/2 ||w - w0||^2]: the same minimizer, gaps scaled by k/n
-                scale = decl.n / kept.size
-                cert = _certified_solve(
-                    decl.subset(kept),
-                    template,
-                    domain_block,
-                    lam=lam * scale,
-                    w0=w0,
-                    accuracy=None if accuracy is None else accuracy * scale,
-                    solver=solver,
-                    private=True,
-                    extension=extension,
-                    w_domain=w_domain,
-                    plain_template=plain_template,
-                    public_n=decl.n,  # the size limit counts every example, kept or not
-                )
-                return _rescaled(cert, kept.size / decl.n, lam, accuracy)
-            except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private solve
-                raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
-        return _certified_solve(
-            decl,
-            template,
-            domain_block,
-            lam=lam,
-            w0=w0,
-            accuracy=accuracy,
-            solver=solver,
-            private=False,
-            extension=extension,
-            w_domain=w_domain,
-            plain_template=plain_template,
-        )
+
+        def run(
+            part: Declaration, lam_part: float, target: float | None, **extra: Any
+        ) -> CertifiedSolution:
+            return _certified_solve(
+                part,
+                template,
+                domain_block,
+                lam=lam_part,
+                w0=w0,
+                accuracy=target,
+                solver=solver,
+                private=private,
+                extension=extension,
+                w_domain=w_domain,
+                plain_template=plain_template,
+                **extra,
+            )
+
+        if not private:
+            return run(decl, lam, accuracy)
+        try:
+            kept = None if extension is None else universe_indices(decl, extension)
+            if kept is None:
+                return run(decl, lam, accuracy)
+            if kept.size == 0:
+                return _regularizer_only(decl, lam=lam, w0=w0, accuracy=accuracy, w_domain=w_domain)
+            # (1/n) sum_{kept} f_i + (lam/2)||w - w0||^2 = (k/n) [(1/k) sum_{kept} f_i +
+            # (lam n / k)/2 ||w - w0||^2]: the same minimizer, gaps scaled by k/n
+            scale = decl.n / kept.size
+            cert = run(
+                decl.subset(kept),
+                lam * scale,
+                None if accuracy is None else accuracy * scale,
+                public_n=decl.n,  # the size limit counts every example, kept or not
+            )
+            return _rescaled(cert, kept.size / decl.n, lam, accuracy)
+        except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private solve
+            raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
 
 
 #: the public numeric universe of private Lipschitz-extension solves (DESIGN section 5, "no
