@@ -109,6 +109,8 @@ _settled = False
 _owned: ctypes.CDLL | None = None
 #: the certified solves running in this process (see :func:`solving_allocator`)
 _solving = 0
+#: the C library whose thresholds :func:`roomy_allocator` raised (None before)
+_raised: ctypes.CDLL | None = None
 
 
 def settle_allocator() -> None:
@@ -145,7 +147,9 @@ def solving_allocator() -> Iterator[None]:
     At 64 MiB, a solve at ``n = 1e6`` (``d = 20``) handed its arrays' pages back to the system
     and faulted them in again, 57,000 to 91,000 page faults a piecewise-linear solve; held,
     none, and the solve takes 3-4% less. The peak is the same; what the solve freed at the
-    top of the heap goes back to the system at the next free after it ends."""
+    top of the heap goes back to the system at the next free of a block of 64 KiB or more
+    after it ends (glibc trims there). A child forked meanwhile starts at zero, the
+    threshold set back (:func:`_after_fork_in_child`)."""
     global _solving
     libc = _owned
     if libc is None:
@@ -159,7 +163,7 @@ def solving_allocator() -> Iterator[None]:
         yield
     finally:
         with _lock:
-            _solving -= 1
+            _solving = max(_solving - 1, 0)  # (a forked child starts its count again at zero)
             if _solving == 0:
                 libc.mallopt(_M_TRIM_THRESHOLD, 2 * _ROOMY)
 
@@ -169,7 +173,7 @@ def roomy_allocator() -> Iterator[None]:
     """Raise glibc's trim and mmap thresholds for the block, when the environment froze them
     (``MALLOC_TRIM_THRESHOLD_`` set, as on Dask workers); restore them and trim after the
     last block of the process that runs under them ends."""
-    global _active
+    global _active, _raised
     trim = _env_int("MALLOC_TRIM_THRESHOLD_", -1)
     libc = _libc() if trim >= 0 else None
     if libc is None:
@@ -179,15 +183,37 @@ def roomy_allocator() -> Iterator[None]:
         if _active == 0:
             libc.mallopt(_M_MMAP_THRESHOLD, _ROOMY)
             libc.mallopt(_M_TRIM_THRESHOLD, 2 * _ROOMY)
+            _raised = libc
         _active += 1
     try:
         yield
     finally:
         with _lock:
-            _active -= 1
+            _active = max(_active - 1, 0)  # (a forked child starts its count again at zero)
             last = _active == 0
             if last:
                 libc.mallopt(_M_MMAP_THRESHOLD, _env_int("MALLOC_MMAP_THRESHOLD_", _DEFAULT_MMAP))
                 libc.mallopt(_M_TRIM_THRESHOLD, trim)
         if last:  # outside the lock: a trim may take a while
             libc.malloc_trim(0)
+
+
+def _after_fork_in_child() -> None:
+    """In a child forked while solves or block chunks ran on other threads: those threads are
+    not in the child, so their counts start again at zero and the thresholds they raised are
+    set back (the trim threshold held by :func:`solving_allocator` would otherwise stay at
+    its largest for the child's life), with a new lock (one of them may have held it)."""
+    global _lock, _solving, _active
+    _lock = threading.Lock()
+    if _solving > 0 and _owned is not None:
+        _owned.mallopt(_M_TRIM_THRESHOLD, 2 * _ROOMY)
+    _solving = 0
+    trim = _env_int("MALLOC_TRIM_THRESHOLD_", -1)
+    if _active > 0 and _raised is not None and trim >= 0:
+        _raised.mallopt(_M_MMAP_THRESHOLD, _env_int("MALLOC_MMAP_THRESHOLD_", _DEFAULT_MMAP))
+        _raised.mallopt(_M_TRIM_THRESHOLD, trim)
+    _active = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

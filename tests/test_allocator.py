@@ -6,7 +6,9 @@ block raises)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -236,3 +238,57 @@ def test_a_solve_leaves_an_allocator_it_did_not_settle_alone(monkeypatch):
     with _allocator.solving_allocator():
         pass
     assert _trims(refused) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_a_solve_runs_sets_the_trim_threshold_back(monkeypatch):
+    """A child forked while a solve runs on another thread inherits the raised threshold and
+    the count, but not the thread: the count would never come back to zero and the threshold
+    would stay at its largest for the child's life. The child starts at zero, the threshold
+    set back; the parent's solve ends as before."""
+    fake = _FakeLibc()
+    _fresh(monkeypatch, fake)
+    monkeypatch.setattr(_allocator, "_solving", 0)
+    _allocator.settle_allocator()
+    entered, leave = threading.Event(), threading.Event()
+
+    def solve() -> None:
+        with _allocator.solving_allocator():
+            entered.set()
+            leave.wait(30)
+
+    thread = threading.Thread(target=solve)
+    thread.start()
+    assert entered.wait(30)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only checks and leaves
+        ok = _allocator._solving == 0 and _trims(fake)[-1] == 64 << 20
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    got = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    leave.set()
+    thread.join()
+    assert got == b"1"
+    assert _trims(fake) == [64 << 20, _allocator._HELD, 64 << 20]
+
+
+def test_a_forked_child_restores_a_dask_workers_thresholds(monkeypatch):
+    """The same for a block chunk running on a Dask worker's thread (``roomy_allocator``):
+    the child sets the environment's thresholds back and counts from zero."""
+    fake = _FakeLibc()
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.setattr(_allocator, "_active", 1)
+    monkeypatch.setattr(_allocator, "_raised", fake)
+    monkeypatch.setattr(_allocator, "_solving", 0)
+    monkeypatch.setattr(_allocator, "_lock", _allocator._lock)
+    _allocator._after_fork_in_child()
+    assert _allocator._active == 0
+    assert fake.calls == [
+        ("mallopt", _allocator._M_MMAP_THRESHOLD, 128 << 10),
+        ("mallopt", _allocator._M_TRIM_THRESHOLD, 65536),
+    ]

@@ -1102,6 +1102,7 @@ class _PiecesRounds:
         self.own = np.zeros(0, int)  # the examples the next solve gives pieces of their own
         self.solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the last's
         self.left: np.ndarray | None = None  # after a release, the examples that left the model
+        self.inside = False  # the last solve's pieces went back at once (see off_sphere)
         self.last: dict = {}  # the arguments of the last fix
         self.balances = BalanceMemo()  # the balanced duals' last dual
 
@@ -1162,30 +1163,27 @@ class _PiecesRounds:
 
     @property
     def held(self) -> bool:
-        """The last solve gave examples pieces of their own (:meth:`solve`)."""
+        """The last solve gave examples pieces of their own (:meth:`solve`), and they were
+        not given back at once (:meth:`off_sphere`)."""
         return self.solved is not None and not self.inside
-
-    #: the last solve gave examples pieces of their own on the ball's sphere, and its point
-    #: came back inside the ball (see :meth:`off_sphere`)
-    inside = False
 
     def off_sphere(self, x: np.ndarray) -> bool:
         """After a solve that gave examples the extension's pieces on a ball's sphere, whether
         its point ``x`` (settled) lies inside the ball by more than :data:`SNAP_ACTIVE` of the
-        radius: those pieces hold only on the sphere (inside, the extension's slopes are
-        clipped to C), so they go back at once (:meth:`release`) and the point is not
-        judged. Nearer the sphere the point is taken as on it: the method's point of an answer
-        on the sphere can stop a few roundings inside (hinge, radius 0.3, n = 1e4: 4e-12 of
-        the radius, where giving the pieces back cycled the rounds until the joint program
-        took over)."""
+        radius, and the pieces go back at once (:meth:`release`), the point then not judged:
+        those pieces hold only on the sphere (inside, the extension's slopes are clipped to
+        C). Nearer the sphere the point is taken as on it: the method's point of an answer on
+        the sphere can stop a few roundings inside (hinge, radius 0.3, n = 1e4: 4e-12 of the
+        radius, where giving the pieces back cycled the rounds until the joint program took
+        over). After an earlier release the pieces stay (those of the examples that left the
+        model and came back, whose release would cycle) and the point is judged as before."""
         region = self.region
         self.inside = False
-        if self.solved is None or not isinstance(region, BallRegion):
+        if self.solved is None or not isinstance(region, BallRegion) or self.left is not None:
             return False
-        r = float(np.linalg.norm(x - region.center))
-        self.inside = r < region.radius * (1 - SNAP_ACTIVE)
-        if self.inside:
+        if region.distance_inside(x) > SNAP_ACTIVE * region.radius:
             self.release()
+            self.inside = True
         return self.inside
 
     def release(self) -> None:
@@ -1251,6 +1249,10 @@ class _SmoothRounds:
     def release(self) -> None:
         """Nothing to give back: every moved example is in the model."""
 
+    def off_sphere(self, x: np.ndarray) -> bool:
+        """No example has pieces of its own here (:meth:`_PiecesRounds.off_sphere`)."""
+        return False
+
     def solve(self, fix: BallCopies, x: np.ndarray) -> tuple[np.ndarray, int]:
         model = _Replaced(self.relaxed.model, fix.rows, fix.quad)
         self.out = fix.rows
@@ -1310,7 +1312,9 @@ def _ball_rounds(
     (the exact slopes at ``x`` less the solve's, of the examples it modelled or that moved
     since), predicts a gap above the target (:func:`_predicted_gap`), but for a point the
     rounds came back to, the last round, a point from a solve that gave examples pieces of
-    their own, and, on a box, a round with such pieces for the next solve. Up to
+    their own (unless those pieces were on a ball's sphere and the point came back inside
+    the ball, :meth:`_PiecesRounds.off_sphere`), and, on a box, a round with such pieces for
+    the next solve. Up to
     :data:`BALL_ROUNDS` rounds; then the last certificate (or its error) goes to the ladder,
     and the joint program takes over. The rounds only move the point the certificate judges."""
     import time
@@ -1347,10 +1351,11 @@ def _ball_rounds(
         visited = (visited + [x])[-4:]
         # after a solve that gave examples pieces of their own, every round is judged: those
         # pieces hold the point on W's boundary, and only a certificate shows when to take
-        # them back. Before such a solve nothing held the point, and in a ball a hopeless
-        # round is not judged (that certificate missed every time); on a box's faces the
-        # slopes overestimate the gap, and such a round is (it met the target in a sixth of
-        # random box cases)
+        # them back (but for a ball's point that came back inside: they went back at once,
+        # see _PiecesRounds.off_sphere). Before such a solve nothing held the point, and in a
+        # ball a hopeless round is not judged (that certificate missed every time); on a
+        # box's faces the slopes overestimate the gap, and such a round is (it met the target
+        # in a sixth of random box cases)
         boxed = isinstance(rounds_of.region, BoxRegion) and fix.own.size > 0
         if not hopeless or revisit or rounds == BALL_ROUNDS or rounds_of.held or boxed:
             stats = dict(
@@ -1397,8 +1402,7 @@ def _ball_rounds(
         if not np.all(np.isfinite(x)):
             break
         x = rounds_of.settle(feasible.make_feasible(x), feasible)
-        if isinstance(rounds_of, _PiecesRounds):
-            rounds_of.off_sphere(x)
+        rounds_of.off_sphere(x)
         predicted = Q @ x + q
         rows_before = fix.rows
         curvature = Q
