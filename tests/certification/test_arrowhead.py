@@ -1526,3 +1526,29 @@ def test_a_point_an_active_sphere_left_a_few_roundings_inside_is_put_on_it_at_an
     control = solve()
     assert control.solver_stats.get("ball_rounds", 0) > 2 or "method" in control.solver_stats
     assert max(sol.lower, control.lower) <= min(sol.upper, control.upper)
+
+
+def test_kinks_on_a_sphere_get_joint_slopes(monkeypatch):
+    """Case 34 (absolute loss in the unit ball, n = 3146, d = 20) at 3e-10. The rounds' point
+    sits on the sphere with examples at their kinks; with the method's split of their slopes
+    the objective's gradient along the sphere is left at 6e-4, the certificate missed by four
+    orders, and the rounds swapped the pieces on the sphere in and out until the joint program
+    with copies took over. Chosen jointly so that the gradient vanishes along the sphere
+    (each within its kink's range, the dual then brought into the C-ball by the sphere's
+    normal), they certify in the third round, and the bracket holds CVXPY's optimum of the
+    joint program. Without the joint slopes in a ball (the negative control) the joint program
+    takes over again."""
+    import dpcvx.certification.solve as solve_module
+
+    problem, X, _, _, lam = _sweep_case(34)
+    assert X.shape == (3146, 20)
+    sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    assert sol.solver_stats["solver"] == ARROWHEAD and "method" not in sol.solver_stats
+    assert sol.gap <= 3e-10 and sol.solver_stats["ball_rounds"] <= 4
+    ref = _sweep_joint_reference(34)
+    slack = 1e-8 * (1 + abs(ref))
+    assert sol.lower - slack <= ref <= sol.upper + slack
+    monkeypatch.setattr(solve_module, "_ball_kink_duals", lambda *args, **kwargs: None)
+    problem, _, _, _, lam = _sweep_case(34)
+    control = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
+    assert control.solver_stats.get("method") == "lifted copies"
