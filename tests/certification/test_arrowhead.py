@@ -1540,11 +1540,32 @@ def test_kinks_on_a_sphere_get_joint_slopes(monkeypatch):
     takes over again."""
     import dpcvx.certification.solve as solve_module
 
+    # the floor each joint choice reports is the certificate's global term with those slopes,
+    # so it is at most the certificate's gap (the rounds skip a choice whose floor misses)
+    pairs, last = [], {}
+    kink_duals, certify_point = solve_module._ball_kink_duals, solve_module._certify_point
+
+    def recorded_duals(*args, **kwargs):
+        out = kink_duals(*args, **kwargs)
+        if out is not None:
+            last.update(slopes=out[0].slopes, floor=out[2])
+        return out
+
+    def recorded_certificate(*args, **kwargs):
+        cert = certify_point(*args, **kwargs)
+        if len(args) > 10 and "slopes" in last and args[10] is last["slopes"]:
+            pairs.append((last["floor"], cert.gap))
+        return cert
+
+    monkeypatch.setattr(solve_module, "_ball_kink_duals", recorded_duals)
+    monkeypatch.setattr(solve_module, "_certify_point", recorded_certificate)
     problem, X, _, _, lam = _sweep_case(34)
     assert X.shape == (3146, 20)
     sol = problem.lipschitz_extension(1.0).solve(regularization=lam, accuracy=3e-10)
     assert sol.solver_stats["solver"] == ARROWHEAD and "method" not in sol.solver_stats
     assert sol.gap <= 3e-10 and sol.solver_stats["ball_rounds"] <= 4
+    assert pairs and all(0.0 <= floor <= gap * (1 + 1e-9) for floor, gap in pairs)
+    monkeypatch.setattr(solve_module, "_certify_point", certify_point)
     ref = _sweep_joint_reference(34)
     slack = 1e-8 * (1 + abs(ref))
     assert sol.lower - slack <= ref <= sol.upper + slack
