@@ -1922,14 +1922,10 @@ def _kink_duals(
         return _ball_kink_duals(decl, x, fix, lam, w0, C, pieces, region, duals)
     top, bottom = at_bounds(x, region.lo, region.hi)
     free = np.flatnonzero(~(top | bottom))
-    at_x = np.flatnonzero(np.all(fix.Y == x[None, :], axis=1) & np.any(pieces.u != 0, axis=1))
-    if not free.size or not at_x.size:
+    found = _kinks_at(x, fix, pieces, region) if free.size else None
+    if found is None:
         return None
-    lo, hi = pieces.kink_range(x, at_x, region, JOINT_KINK)
-    kinks = lo < hi
-    rows, lo, hi = at_x[kinks], lo[kinks], hi[kinks]
-    if not rows.size:
-        return None
+    rows, lo, hi = found
     n = decl.n
     g = _copy_duals(decl, x, fix, C) if duals is None else duals()
     # the gradient on the free coordinates without these examples, which must cancel it
@@ -1947,6 +1943,22 @@ def _kink_duals(
     inside = (gamma > lo) & (gamma < hi)
     held = pieces.u[rows[inside]] if inside.any() else None
     return dataclasses.replace(fix, thetas=thetas, slopes=slopes), held, floor
+
+
+def _kinks_at(
+    x: np.ndarray, fix: BallCopies, pieces: ExtensionPieces, region: BallRegion | BoxRegion
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The examples whose copy is ``x`` at a kink of their loss whose range of slopes
+    (:meth:`~dpcvx.certification.arrowhead.ExtensionPieces.kink_range`) is not a single
+    slope, with that range; None where there is none."""
+    at_x = np.flatnonzero(np.all(fix.Y == x[None, :], axis=1) & np.any(pieces.u != 0, axis=1))
+    if not at_x.size:
+        return None
+    lo, hi = pieces.kink_range(x, at_x, region, JOINT_KINK)
+    kinks = lo < hi
+    if not kinks.any():
+        return None
+    return at_x[kinks], lo[kinks], hi[kinks]
 
 
 def _ball_kink_duals(
@@ -1975,14 +1987,10 @@ def _ball_kink_duals(
     certified 2.1e-9 with the method's split of four kinks' slopes, against 1e-9, and five
     more rounds followed; with the joint slopes, 6e-12 at that point.) No kink directions are
     returned: the face steps are a box's."""
-    at_x = np.flatnonzero(np.all(fix.Y == x[None, :], axis=1) & np.any(pieces.u != 0, axis=1))
-    if not at_x.size:
+    found = _kinks_at(x, fix, pieces, region)
+    if found is None:
         return None
-    lo, hi = pieces.kink_range(x, at_x, region, JOINT_KINK)
-    kinks = lo < hi
-    rows, lo, hi = at_x[kinks], lo[kinks], hi[kinks]
-    if not rows.size:
-        return None
+    rows, lo, hi = found
     n, d = decl.n, x.size
     across = np.eye(d)
     if region.distance_inside(x) <= ON_SPHERE * region.radius:
