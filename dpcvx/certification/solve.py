@@ -2009,14 +2009,8 @@ def _ball_kink_duals(
     # the floor: the certificate's global term at x with these duals, q(x) - min_W q for
     # q(w) = G^T w + lam/2 |w - w0|^2 (the per-example terms are nonnegative)
     G = (g.sum(axis=0) - g[rows].sum(axis=0) + slopes[rows].sum(axis=0)) / n
-    if lam > 0:
-        pull = w0 - G / lam  # q's unconstrained minimizer
-        off = pull - region.center
-        reach = float(np.linalg.norm(off))
-        best = pull if reach <= region.radius else region.center + off * (region.radius / reach)
-        floor = 0.5 * lam * (float(np.sum((x - pull) ** 2)) - float(np.sum((best - pull) ** 2)))
-    else:
-        floor = float(G @ (x - region.center)) + region.radius * float(np.linalg.norm(G))
+    at_x = float(G @ x) + 0.5 * lam * float(np.sum((x - w0) ** 2))
+    floor = at_x - decl.domain.min_linear_quadratic(G, lam, w0)
     return fixed, None, max(floor, 0.0)
 
 
