@@ -30,6 +30,7 @@ CORE = {
     "dpcvx.neighbors",
     "dpcvx._progress",
     "dpcvx._allocator",
+    "dpcvx._batching",
     "dpcvx.calculators",
     "dpcvx.growth",
 }

@@ -1055,7 +1055,26 @@ def arrowhead_ipm(
     Division by zero and invalid operations raise no floating-point warning inside the
     method (a slack that underflows to zero, a non-finite iterate): the step-length rule
     skips the ``0 / 0`` of an entry that does not move, and a non-finite iterate ends the
-    method, whose point only goes to the certificate."""
+    method, whose point only goes to the certificate.
+
+    Inside a block (:func:`dpcvx._batching.block_scope`: a mechanism's block solves), a
+    program of the common case goes to :func:`~dpcvx.certification.batched.batched_ipm`
+    instead: the same steps, batched with other blocks' programs where several wait at once,
+    each program's result the same whatever its company."""
+    from dpcvx._batching import current
+
+    scope = current()
+    if scope is not None:
+        from dpcvx.certification.batched import IpmRequest, batchable, batched_ipm
+
+    if scope is not None and batchable(model, quad, blocks):
+        point, mus, steps, slacks = scope.gather(
+            batched_ipm,
+            IpmRequest(model, lam, np.asarray(w0, float), start, tol, max_iter, bounds),
+        )
+        if domain_out is not None:
+            domain_out[:] = slacks
+        return point, mus, steps
     with np.errstate(divide="ignore", invalid="ignore"):
         return _mehrotra(model, lam, w0, start, tol, max_iter, bounds, quad, domain_out, blocks)
 

@@ -55,6 +55,7 @@ from scipy.optimize import brentq
 from scipy.stats import binom, gamma
 
 from dpcvx._allocator import roomy_allocator
+from dpcvx._batching import block_scope, together
 from dpcvx._progress import progress_bar
 from dpcvx._validation import (
     check_center,
@@ -305,6 +306,8 @@ class _PhaseLoop:
     def _run(self, function, tasks):
         executor = self.executor  # type: ignore[attr-defined]
         if executor is None:
+            if function is _run_block:  # the blocks' programs solved together, each as alone
+                return together(function, tasks)
             return [function(*task) for task in tasks]
         scatter = getattr(executor, "scatter", None)
         chunked = callable(scatter)
@@ -1091,5 +1094,8 @@ def _probe(payload, point) -> bool:
 
 
 def _run_block(mechanism, plan, solve, project, rng, domain):
-    """One Double-OutputPert block (a module-level function, so executors can ship it)."""
-    return mechanism._release(plan, solve, project, rng, domain)
+    """One Double-OutputPert block (a module-level function, so executors can ship it). Its
+    solvers batch what they can with the other blocks' (:mod:`dpcvx._batching`: in the calling
+    process; alone on an executor, with the same result)."""
+    with block_scope():
+        return mechanism._release(plan, solve, project, rng, domain)
