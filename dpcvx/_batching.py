@@ -1,10 +1,11 @@
 """Blocks that run together: one thread per block, their solver calls gathered into batches.
 
 A mechanism that splits its data into blocks runs one release per block. Where a block's
-solver can serve many blocks at once (:func:`dpcvx.certification.batched.batched_ipm`), the
-blocks run in threads of their own (:func:`together`), and a solver call of a block waits at a
-:class:`Meeting` until every block of the group is waiting or done; then the waiting calls run
-as one batch, on the thread of the last block to arrive. The results must not depend on the
+solver can serve many blocks at once (:func:`dpcvx.certification.batched.batched_ipm`, for
+blocks of at most :data:`SMALL` examples), the blocks run in threads of their own
+(:func:`together`), one at a time, and a solver call of a block waits at a :class:`Meeting`
+until every block of the group is waiting or done; then the waiting calls run as one batch, on
+the calling thread. The results must not depend on the
 batch (the batched solvers guarantee each call the result it gets alone), so where and how the
 blocks run (together here, one by one on an executor's workers) changes only the time.
 
@@ -23,7 +24,12 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["SOLO", "Cancelled", "Meeting", "block_scope", "current", "together"]
+__all__ = ["SMALL", "SOLO", "Cancelled", "Meeting", "block_scope", "current", "together"]
+
+#: blocks (programs) of at most this many rows gain from running together: above it a
+#: solver's fixed cost per step is small next to its work on the rows (see
+#: :data:`dpcvx.certification.batched.BATCH_ROWS`, which is this)
+SMALL = 2048
 
 
 class _Solo:
@@ -41,11 +47,17 @@ SOLO = _Solo()
 
 class Meeting:
     """Where the calls of ``members`` threads wait to be batched: each :meth:`gather` waits
-    until every member that has not :meth:`leave`-d waits too, then the waiting calls run,
-    grouped by their batch function (in the order they arrived), on the last one's thread."""
+    until every member that has not :meth:`leave`-d waits too; then :meth:`serve` (the thread
+    that started the members) runs the waiting calls, grouped by their batch function in the
+    order they arrived, and wakes them. A batch's large arrays so come from the serving
+    thread's memory, not from that of whichever member arrived last (glibc gives every thread
+    an arena of its own, and memory freed in one is not reused by another: batches run on the
+    members' threads raised the peak of an LDOP release at n = 1e6 by 190 MiB)."""
 
     def __init__(self, members: int) -> None:
-        self._cv = threading.Condition()
+        lock = threading.Lock()
+        self._cv = threading.Condition(lock)  # the members wait here for their batch
+        self._server = threading.Condition(lock)  # and the serving thread here, for them
         self._live = members
         self._waiting: list[tuple[Callable[[list], list], Any, list]] = []
         #: held by the one member that runs: the others wait for it, not for the interpreter
@@ -60,6 +72,10 @@ class Meeting:
         with self._cv:
             self._cancelled = True
             self._cv.notify_all()
+            self._server.notify_all()
+
+    def _ready(self) -> bool:
+        return bool(self._waiting) and len(self._waiting) == self._live
 
     def _flush(self) -> None:
         """Run the waiting calls (the lock held) and wake their threads."""
@@ -76,6 +92,16 @@ class Meeting:
                 slot.append(result)
         self._cv.notify_all()
 
+    def serve(self) -> None:
+        """Run every batch, as its members come to wait, until no member is left (on the
+        thread that started them)."""
+        with self._server:
+            while self._live > 0:
+                if self._ready():
+                    self._flush()
+                else:
+                    self._server.wait()
+
     def gather(self, batch: Callable[[list], list], item: Any) -> Any:
         """``batch([item, ...])``'s result for ``item``, batched with the other members'."""
         slot: list = []
@@ -83,15 +109,12 @@ class Meeting:
             if self._cancelled:
                 raise Cancelled
             self._waiting.append((batch, item, slot))
-            passed = len(self._waiting) < self._live
-            if passed:
-                self.baton.release()  # another member runs meanwhile
-                while not slot and not self._cancelled:
-                    self._cv.wait()
-            else:
-                self._flush()
-        if passed:
-            self.baton.acquire()
+            self.baton.release()  # another member runs meanwhile
+            if self._ready():
+                self._server.notify()
+            while not slot and not self._cancelled:
+                self._cv.wait()
+        self.baton.acquire()
         if not slot:
             raise Cancelled
         result = slot[0]
@@ -103,8 +126,8 @@ class Meeting:
         """A member is done: the waiting calls may now be all there are."""
         with self._cv:
             self._live -= 1
-            if self._waiting and len(self._waiting) == self._live:
-                self._flush()
+            if self._live == 0 or self._ready():
+                self._server.notify()
 
 
 class Cancelled(RuntimeError):
@@ -169,6 +192,7 @@ def together(function: Callable[..., Any], tasks: Sequence[tuple], limit: int = 
         for thread in threads:
             thread.start()
         try:
+            meeting.serve()
             for thread in threads:
                 thread.join()
         except BaseException:  # an interrupt: the jobs stop at their next gathering

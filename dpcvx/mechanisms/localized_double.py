@@ -55,7 +55,7 @@ from scipy.optimize import brentq
 from scipy.stats import binom, gamma
 
 from dpcvx._allocator import roomy_allocator
-from dpcvx._batching import block_scope, together
+from dpcvx._batching import SMALL, block_scope, together
 from dpcvx._progress import progress_bar
 from dpcvx._validation import (
     check_center,
@@ -271,7 +271,7 @@ class _PhaseLoop:
             center = np.asarray(w_bar, float).copy()
             children = _spawn(rng, J)
             function, tasks = jobs(phase, center, index_blocks, children)
-            results = self._run(function, tasks)
+            results = self._run(function, tasks, phase.block_size <= SMALL)
             points = np.stack([np.asarray(r.w, float) for r in results])
             j_star = aggregate(points)
             w_bar = points[j_star]
@@ -303,10 +303,12 @@ class _PhaseLoop:
                 f"The `executor` of `{owner}` returned a wrong probe result. Nothing was spent."
             )
 
-    def _run(self, function, tasks):
+    def _run(self, function, tasks, small=False):
         executor = self.executor  # type: ignore[attr-defined]
         if executor is None:
-            if function is _run_block:  # the blocks' programs solved together, each as alone
+            if small and function is _run_block:
+                # small blocks' programs solved together, each as alone (public: the phase's
+                # block size; see dpcvx._batching)
                 return together(function, tasks)
             return [function(*task) for task in tasks]
         scatter = getattr(executor, "scatter", None)

@@ -285,15 +285,13 @@ def test_the_blocks_of_a_localized_release_batch_their_programs(monkeypatch):
 
 
 def test_an_interrupted_caller_stops_the_jobs_at_their_next_gathering(monkeypatch):
-    """Ctrl-C in the calling thread (here: its join raising) cancels the meeting: the jobs
-    end at their next call instead of running the rest of their blocks in the background."""
+    """Ctrl-C in the calling thread (here: raised in its serving loop once the first batch
+    ran) cancels the meeting: the jobs end at their next call instead of running the rest
+    of their blocks in the background."""
     ended: list[str] = []
-    started = threading.Event()
-    real_join = threading.Thread.join
-    interrupted = [False]
+    serve = _batching.Meeting.serve
 
     def job(i: int) -> None:
-        started.set()
         try:
             current().gather(_double_all, i)
             current().gather(_double_all, i)
@@ -301,18 +299,18 @@ def test_an_interrupted_caller_stops_the_jobs_at_their_next_gathering(monkeypatc
         except _batching.Cancelled:
             ended.append("cancelled")
 
-    def join(self, timeout=None):
-        if not interrupted[0] and threading.current_thread() is threading.main_thread():
-            started.wait()
-            interrupted[0] = True
-            raise KeyboardInterrupt
-        return real_join(self, timeout)
+    def interrupted(self) -> None:
+        with self._server:
+            while not self._ready():
+                self._server.wait()
+            self._flush()  # the first calls run; the interrupt comes before the second
+        raise KeyboardInterrupt
 
-    monkeypatch.setattr(threading.Thread, "join", join)
+    monkeypatch.setattr(_batching.Meeting, "serve", interrupted)
     with pytest.raises(KeyboardInterrupt):
         together(job, [(i,) for i in range(4)])
-    monkeypatch.undo()
+    monkeypatch.setattr(_batching.Meeting, "serve", serve)
     for thread in threading.enumerate():
         if thread.name.startswith("dpcvx-block-"):
             thread.join(timeout=10)
-    assert "cancelled" in ended and len(ended) == 4
+    assert ended == ["cancelled"] * 4
