@@ -8,8 +8,10 @@ Every ``solve_private`` of dpcvx (:class:`~dpcvx.Problem`, its Lipschitz extensi
 1. **validate** ``epsilon``, ``delta``, the mechanism, the generator and the accountant;
 2. **plan** from public quantities only (``n``, ``d``, the domain, the budget); the plan fixes
    every number of the release and emits its own privacy events;
-3. check that the data source provides what the mechanism needs and compile what the solves
-   need (data-independent), so bad input raises before anything is spent;
+3. check that the data source provides what the mechanism needs and check that what the
+   solves need compiles (data-independent: the templates' canonical forms; the rest of their
+   compile waits for the first solve that needs it), so bad input raises before anything is
+   spent;
 4. **reserve** every event in the accountant (all or nothing: an unaffordable release raises
    :class:`~dpcvx.PrivacyBudgetError` and records nothing);
 5. **release**: only now is the data read, through the release context;
@@ -193,7 +195,7 @@ def release(
             f"{type(source).__name__} does not provide."
         )
     if "solver" in mechanism.requirements and hasattr(context, "prepare"):
-        context.prepare()  # compile before anything is spent (data-independent)
+        context.prepare()  # check the compile before anything is spent (data-independent)
     if hasattr(mechanism, "preflight"):
         mechanism.preflight(plan, context)  # data-free checks of the run (e.g. its executor)
     budget = (

@@ -22,11 +22,10 @@ from dpcvx.compilation.stamp import stamp
 from dpcvx.compilation.template import (
     ConeLayout,
     DomainBlock,
+    LazyTemplate,
     Template,
     compile_domain,
-    compile_template,
     localized_block,
-    with_extension,
 )
 from dpcvx.errors import InvalidParameterError
 from dpcvx.modeling._expressions import evaluate, substitute
@@ -116,7 +115,7 @@ class Problem(DeclaredSource):
         domain: list[cp.Constraint],
     ) -> None:
         self._decl = Declaration(loss, variable, data, domain)
-        self._templates: dict[float | None, Template] = {}
+        self._templates: dict[float | None, LazyTemplate] = {}
         self._domain_block: DomainBlock | None = None
 
     @property
@@ -136,10 +135,15 @@ class Problem(DeclaredSource):
         return self._domain_block
 
     def _compiled(self, extension: float | None = None) -> tuple[Template, DomainBlock]:
+        lazy, block = self._lazy(extension)
+        return lazy(), block
+
+    def _lazy(self, extension: float | None = None) -> tuple[LazyTemplate, DomainBlock]:
+        """The template, compiled on its first use (:class:`LazyTemplate`; not checked)."""
         self._domain()
         assert self._domain_block is not None
         if extension not in self._templates:
-            self._templates[extension] = compile_template(self._decl, extension=extension)
+            self._templates[extension] = LazyTemplate(self._decl, extension)
         return self._templates[extension], self._domain_block
 
     def _center(self, center) -> np.ndarray:
@@ -308,9 +312,9 @@ class SolveSetup:
     """What every certified solve of a release shares, all public (compiled templates, the
     domain and its block, the extension's ``C``, the first solver): no data."""
 
-    template: Template
+    template: Template | LazyTemplate
     block: DomainBlock
-    plain: Template | None
+    plain: Template | LazyTemplate | None
     domain: Any
     extension: float | None
     solver: str | None
@@ -393,7 +397,7 @@ class ReleaseContext:
         self._key = 1.0 if base else extension
         self._base = base
         # compiled on the first solver() call (on the calling thread)
-        self._compiled: tuple[Template, DomainBlock, Template | None] | None = None
+        self._compiled: tuple[LazyTemplate, DomainBlock, LazyTemplate | None] | None = None
         decl = problem.declaration
         #: the public projection (see :meth:`Problem.project`); it holds no data, so blocks
         #: shipped to an executor carry it cheaply
@@ -417,17 +421,24 @@ class ReleaseContext:
         extension = self.extension
         if C is not None:
             extension = float(C)
-            template = with_extension(template, extension)
+            template = template.extended(extension)
         return BlockSolve(
             decl, SolveSetup(template, block, plain, self.domain, extension, self._solver)
         )
 
     def prepare(self) -> None:
-        """Compile the templates the solves need (data-independent; done before the budget is
-        reserved, and on the calling thread before blocks are dispatched)."""
+        """Check the templates the solves need (data-independent; done before the budget is
+        reserved: a loss dpcvx cannot compile is refused then). They are compiled on first use
+        (:class:`~dpcvx.compilation.template.LazyTemplate`), by the first solve that reaches
+        the conic program: the smooth and arrowhead paths need none (an output perturbation
+        release of a logistic loss at n = 1e4 spent 0.03 s of its 0.035 s compiling two
+        templates it did not use)."""
         if self._compiled is None:
-            plain = self.problem._compiled(None)[0] if self._key is not None else None
-            self._compiled = self.problem._compiled(self._key) + (plain,)
+            # the extension's template holds the loss's every atom (and the plain one's
+            # cones), so checking it checks both
+            template, block = self.problem._lazy(self._key)
+            plain = self.problem._lazy(None)[0] if self._key is not None else None
+            self._compiled = (template.check(), block, plain)
 
     def tilted_solver(self, tilt: float, solver: str | None = None, lipschitz: float | None = None):
         """``solve(lam, w0, alpha)``: the certified tilted-ERM solve (always private). With

@@ -12,8 +12,9 @@ dpcvx reads it off by probing CVXPY's parametric program at ``theta = 0`` and at
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import cvxpy as cp
 import numpy as np
@@ -30,10 +31,14 @@ if TYPE_CHECKING:
     from cvxpy.reductions.dcp2cone.cone_matrix_stuffing import ConeDims, ParamConeProg
 
 __all__ = [
+    "CanonicalTemplate",
     "ConeLayout",
+    "LazyTemplate",
     "Template",
+    "canonical_template",
     "compile_template",
     "compile_domain",
+    "finish_template",
     "localized_block",
     "with_extension",
 ]
@@ -223,6 +228,31 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
     the joint program of Lemma 2.7): ``min_{y in W, t} f(y; z) + C t`` with
     ``||w - y|| <= t``, so that ``f_C(w; z)`` is the block's optimal value.
     """
+    return finish_template(canonical_template(decl, extension))
+
+
+@dataclass(frozen=True)
+class CanonicalTemplate:
+    """The first part of :func:`compile_template`: the block's conic form from CVXPY, its cones
+    checked (everything that can reject a loss); :func:`finish_template` maps it to the data.
+    Holds CVXPY's objects of the block, no data."""
+
+    pp: Any
+    layout: ConeLayout
+    param_layout: tuple[tuple[int, int, tuple[int, ...]], ...]
+    total: int
+    w: cp.Variable
+    at: cp.Variable
+    t: cp.Variable | None
+    soc: cp.Constraint | None
+    split_cons: list[list[cp.Constraint | None]]
+    d: int
+    extension: float | None
+
+
+def canonical_template(decl: Declaration, extension: float | None = None) -> CanonicalTemplate:
+    """The block's conic form and its cones (a few milliseconds: CVXPY's canonicalization),
+    the part of :func:`compile_template` that rejects a loss dpcvx cannot compile."""
     orig = decl.variable
     w = _plain(orig)  # attribute bounds live in the domain's rows, not in every block
     objective = 0
@@ -274,6 +304,38 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
     total = int(sum(int(np.prod(s)) if s else 1 for _, _, s in param_layout))
     if any(off + (int(np.prod(s)) if s else 1) > total for _, off, s in param_layout):
         raise ModelingError("Internal: unexpected parameter layout.")  # pragma: no cover
+    return CanonicalTemplate(
+        pp,
+        layout,
+        param_layout,
+        total,
+        w,
+        at,
+        t if extension is not None else None,
+        soc,
+        split_cons,
+        decl.d,
+        None if extension is None else float(extension),
+    )
+
+
+def finish_template(canonical: CanonicalTemplate) -> Template:
+    """The template from its canonical form: the block's data as an affine map of each
+    example's data (CVXPY's program at the data's unit vectors: most of the compile time)."""
+    pp, layout, param_layout, total = (
+        canonical.pp,
+        canonical.layout,
+        canonical.param_layout,
+        canonical.total,
+    )
+    w, at, t, soc, split_cons = (
+        canonical.w,
+        canonical.at,
+        canonical.t,
+        canonical.soc,
+        canonical.split_cons,
+    )
+    extension = canonical.extension
     c_map, c0_map, A_map, b_map, A0 = _probe(pp, param_layout, total)
     n_cols = A0.shape[1]
     w_cols = np.full(n_cols, -1, dtype=np.int64)
@@ -301,8 +363,8 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
     y_cols = soc_rows = None
     if extension is not None:
         start_y = pp.var_id_to_col[at.id]
-        y_cols = np.arange(start_y, start_y + decl.d)
-        assert soc is not None  # built with the extension
+        y_cols = np.arange(start_y, start_y + canonical.d)
+        assert soc is not None and t is not None  # built with the extension
         soc_rows = offsets[_formatted_id(pp, soc)] + np.arange(soc.size)
         t_col = int(pp.var_id_to_col[t.id])
         if not np.isclose(c_map[0, t_col], extension) or np.any(c_map[1:, t_col]):
@@ -324,6 +386,72 @@ def compile_template(decl: Declaration, extension: float | None = None) -> Templ
         param_layout=param_layout,
         split_rows=tuple(split_rows),
     )
+
+
+class LazyTemplate:
+    """A template whose loss is checked before anything is spent, compiled on first use.
+
+    :meth:`check` runs :func:`canonical_template` (it raises for any loss dpcvx cannot
+    compile, so a release refuses it before its budget is reserved); :func:`finish_template`,
+    most of the compile time, runs when the template is first called (once, under a lock):
+    only the conic program needs it, and a solve on the smooth or arrowhead path never does.
+    :meth:`extended` gives the extension template for another ``C`` (:func:`with_extension`).
+    Pickled (for an executor), it is compiled first and travels as the :class:`Template`."""
+
+    def __init__(
+        self,
+        decl: Declaration | None,
+        extension: float | None = None,
+        *,
+        parent: LazyTemplate | None = None,
+        C: float | None = None,
+    ) -> None:
+        self._decl = decl
+        self._extension = extension
+        self._parent = parent
+        self._C = C
+        self._canonical: CanonicalTemplate | None = None
+        self._template: Template | None = None
+        self._lock = threading.RLock()
+
+    def check(self) -> LazyTemplate:
+        """Canonicalize now (what can reject the loss); itself, for chaining."""
+        with self._lock:
+            if self._parent is not None:
+                self._parent.check()
+            elif self._canonical is None and self._template is None:
+                assert self._decl is not None
+                self._canonical = canonical_template(self._decl, self._extension)
+        return self
+
+    def __call__(self) -> Template:
+        with self._lock:
+            if self._template is None:
+                if self._parent is not None:
+                    assert self._C is not None
+                    self._template = with_extension(self._parent(), self._C)
+                else:
+                    self.check()
+                    assert self._canonical is not None
+                    self._template = finish_template(self._canonical)
+                    self._canonical = self._decl = None  # nothing more to compile from
+            return self._template
+
+    @property
+    def compiled(self) -> bool:
+        """Whether it was compiled (public: only a conic solve compiles it)."""
+        return self._template is not None
+
+    def extended(self, C: float) -> LazyTemplate:
+        """The extension template for ``C``, compiled (from this one) on first use."""
+        return LazyTemplate(None, parent=self, C=float(C))
+
+    def __reduce__(self):
+        return (_identity, (self(),))
+
+
+def _identity(template: Template) -> Template:
+    return template
 
 
 def with_extension(template: Template, C: float) -> Template:

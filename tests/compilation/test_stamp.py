@@ -281,33 +281,74 @@ def test_theta_flattens_matrix_parameters_in_fortran_order():
 
 
 def test_compile_template_runs_once_per_problem(monkeypatch):
+    import dpcvx.compilation.template as template_mod
     import dpcvx.problem as problem_mod
 
-    calls = {"template": 0, "domain": 0}
-    real_t, real_d = problem_mod.compile_template, problem_mod.compile_domain
+    calls = {"checked": 0, "compiled": 0, "domain": 0}
+    real_c, real_f = template_mod.canonical_template, template_mod.finish_template
+    real_d = problem_mod.compile_domain
 
-    def count_t(decl, extension=None):
-        calls["template"] += 1
-        return real_t(decl, extension=extension)
+    def count_c(decl, extension=None):
+        calls["checked"] += 1
+        return real_c(decl, extension)
+
+    def count_f(canonical):
+        calls["compiled"] += 1
+        return real_f(canonical)
 
     def count_d(decl):
         calls["domain"] += 1
         return real_d(decl)
 
-    monkeypatch.setattr(problem_mod, "compile_template", count_t)
+    monkeypatch.setattr(template_mod, "canonical_template", count_c)
+    monkeypatch.setattr(template_mod, "finish_template", count_f)
     monkeypatch.setattr(problem_mod, "compile_domain", count_d)
     ref = next(r for r in CATALOGUE if r.name == "logistic/l2_ball(d=3,r=1)")
     problem, _, _ = ref.problem()
     problem.solve(regularization=0.1)
+    assert calls == {"checked": 0, "compiled": 0, "domain": 1}  # Newton's path needs none
     problem.solve(regularization=0.5, center=np.ones(3), solver="ECOS")
     problem.solve(regularization=0.0, solver="SCS")
     problem.solve(regularization=0.2, accuracy=1e-6)
+    assert calls == {"checked": 1, "compiled": 1, "domain": 1}  # the conic solves', once
     mech = dpcvx.OutputPerturbation(lipschitz=3.0, regularization=0.1)
     problem.solve_private(mech, epsilon=1.0, rng=0)
     problem.solve_private(mech, epsilon=1.0, rng=1)
-    # the plain template, and once the L-Lipschitz extension's that enforces the claim
-    # (compiled before anything is spent, whatever the data: never a data-dependent step)
-    assert calls == {"template": 2, "domain": 1}
+    # the L-Lipschitz extension's template that enforces the claim: checked once, before
+    # anything is spent, whatever the data (never a data-dependent step); compiled only by
+    # a solve that reaches the conic program (Newton's path certifies these)
+    assert calls == {"checked": 2, "compiled": 1, "domain": 1}
+    assert not problem._templates[3.0].compiled
+
+
+def test_a_release_refuses_a_loss_it_cannot_compile_before_spending_anything(monkeypatch):
+    """The check of a release's template (canonicalization: its cones) runs before the
+    budget is reserved, though the compile is left to the first conic solve: a loss the check
+    rejects (here every loss, by a patched check; for real, one whose atoms need
+    semidefinite cones) is refused with nothing spent."""
+    import dpcvx.compilation.template as template_mod
+
+    def reject(decl, extension=None):
+        raise dpcvx.ModelingError("The loss uses an atom that needs semidefinite cones.")
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(50, 3)), rng.normal(size=50)
+    w, x, y = cp.Variable(3), cp.Parameter(3), cp.Parameter()
+    problem = dpcvx.Problem(cp.abs(x @ w - y), w, {x: X, y: Y}, [cp.norm(w) <= 1])
+    monkeypatch.setattr(template_mod, "canonical_template", reject)
+    acct = dpcvx.Accountant(1.0)
+    with pytest.raises(dpcvx.ModelingError, match="semidefinite"):
+        problem.solve_private(
+            dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1),
+            epsilon=1.0,
+            accountant=acct,
+        )
+    assert acct.spent.epsilon == 0.0
+    monkeypatch.undo()  # the same release, checked for real, goes through
+    problem.solve_private(
+        dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1), epsilon=1.0, accountant=acct
+    )
+    assert acct.spent.epsilon == 1.0
 
 
 def _count_problem_inits(monkeypatch):
