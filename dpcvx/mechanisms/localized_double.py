@@ -271,7 +271,10 @@ class _PhaseLoop:
             center = np.asarray(w_bar, float).copy()
             children = _spawn(rng, J)
             function, tasks = jobs(phase, center, index_blocks, children)
-            results = self._run(function, tasks, phase.block_size <= SMALL)
+            # small blocks whose solves the data source batches run together (public: the
+            # phase's block size and the loss's structure)
+            together_ = phase.block_size <= SMALL and getattr(context, "batches", False)
+            results = self._run(function, tasks, together_)
             points = np.stack([np.asarray(r.w, float) for r in results])
             j_star = aggregate(points)
             w_bar = points[j_star]
@@ -307,8 +310,7 @@ class _PhaseLoop:
         executor = self.executor  # type: ignore[attr-defined]
         if executor is None:
             if small and function is _run_block:
-                # small blocks' programs solved together, each as alone (public: the phase's
-                # block size; see dpcvx._batching)
+                # the blocks' programs solved together, each as alone (see dpcvx._batching)
                 return together(function, tasks)
             return [function(*task) for task in tasks]
         scatter = getattr(executor, "scatter", None)

@@ -314,3 +314,25 @@ def test_an_interrupted_caller_stops_the_jobs_at_their_next_gathering(monkeypatc
         if thread.name.startswith("dpcvx-block-"):
             thread.join(timeout=10)
     assert ended == ["cancelled"] * 4
+
+
+def test_blocks_whose_solves_do_not_batch_run_one_after_the_other(monkeypatch):
+    """A smooth loss's block solves never reach the arrowhead method: its LDOP phases run
+    their blocks on the calling thread (the threads would only cost time)."""
+    rng = np.random.default_rng(4)
+    n, d = 2000, 4
+    X = rng.normal(size=(n, d)) / 2
+    Y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=n)
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    problem = dpcvx.Problem(cp.huber(x @ w - y, 0.5), w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(self):
+        started.append(self.name)
+        return real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    mech = dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=1.5, progress=False)
+    problem.solve_private(mech, epsilon=1.0, rng=0)
+    assert not [name for name in started if name.startswith("dpcvx-block-")]
