@@ -24,12 +24,16 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["SMALL", "SOLO", "Cancelled", "Meeting", "block_scope", "current", "together"]
+__all__ = ["SMALL", "SMALL_D", "SOLO", "Cancelled", "Meeting", "block_scope", "current", "together"]
 
 #: blocks (programs) of at most this many rows gain from running together: above it a
 #: solver's fixed cost per step is small next to its work on the rows (see
 #: :data:`dpcvx.certification.batched.BATCH_ROWS`, which is this)
 SMALL = 2048
+#: and of at most this many dimensions: above it a program's ``d x d`` matrices cost more than
+#: its rows, and a batch would hold many of them at once (hinge, d = 1000, LDOP at n = 2e4
+#: peaked at 3.9 GiB against 2.0 GiB one block after the other)
+SMALL_D = 128
 
 
 class _Solo:
@@ -65,6 +69,10 @@ class Meeting:
         #: at every call, and ran the blocks of a phase 40% slower than one after the other)
         self.baton = threading.Lock()
         self._cancelled = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
 
     def cancel(self) -> None:
         """Every call that waits now, or gathers later, raises :class:`Cancelled` (the caller
@@ -130,8 +138,10 @@ class Meeting:
                 self._server.notify()
 
 
-class Cancelled(RuntimeError):
-    """The caller of :func:`together` stopped waiting (an interrupt): the job ends."""
+class Cancelled(BaseException):
+    """The caller of :func:`together` stopped waiting (an interrupt): the job ends. Like
+    ``KeyboardInterrupt`` it is no ``Exception``, so no solver's guard catches it and goes
+    on to another method."""
 
 
 class _Failed:
@@ -177,6 +187,8 @@ def together(function: Callable[..., Any], tasks: Sequence[tuple], limit: int = 
             meeting.baton.acquire()
             token = _SCOPE.set(meeting)
             try:
+                if meeting.cancelled:  # the group never started (a thread could not)
+                    raise Cancelled
                 out[i] = function(*tasks[i])
             except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
                 errors[i] = exc
@@ -193,11 +205,29 @@ def together(function: Callable[..., Any], tasks: Sequence[tuple], limit: int = 
         # others were still starting kept the interpreter from them (its switch interval,
         # 5 ms, at every start: 1.3 ms a job for 120 jobs of 0.1 ms)
         meeting.baton.acquire()
+        started = []
         try:
             for thread in threads:
                 thread.start()
-        finally:
+                started.append(thread)
+        except BaseException as exc:
+            # no job has run yet (they wait for the baton): those started end at once
+            meeting.cancel()
             meeting.baton.release()
+            for thread in started:
+                thread.join()
+            if not isinstance(exc, RuntimeError):  # an interrupt
+                raise
+            # a thread could not start (a limit on threads): the group runs here, one job
+            # after the other, each alone (the same results)
+            token = _SCOPE.set(SOLO)
+            try:
+                for i in group:
+                    out[i] = function(*tasks[i])
+            finally:
+                _SCOPE.reset(token)
+            continue
+        meeting.baton.release()
         try:
             meeting.serve()
             for thread in threads:

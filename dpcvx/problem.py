@@ -10,6 +10,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
+from dpcvx._batching import SMALL_D
 from dpcvx._validation import check_nonnegative, check_positive
 from dpcvx.accounting.ledger import Accountant
 from dpcvx.certification.certificate import CertifiedSolution, still_certified
@@ -403,11 +404,14 @@ class ReleaseContext:
         #: shipped to an executor carry it cheaply
         self.project = DomainProjector(decl.domain, decl.variable, decl.d)
         #: whether small blocks' solves gain from running together (public: the loss's
-        #: structure). Piecewise-linear losses go to the arrowhead method, which batches
-        #: them (:mod:`dpcvx.certification.batched`); others would only pay for the threads
+        #: structure and d). Piecewise-linear losses go to the arrowhead method, which
+        #: batches them up to d = 128 (:mod:`dpcvx.certification.batched`); others would
+        #: only pay for the threads
         #: (paper 000's LDOP, Huber loss, n = 2000: 0.14 s one after the other, 0.17 s
         #: together)
-        self.batches = all(term.kind in ("affine", "abs", "pieces") for term in decl.terms)
+        self.batches = decl.d <= SMALL_D and all(
+            term.kind in ("affine", "abs", "pieces") for term in decl.terms
+        )
 
     def solver(self, indices=None, C: float | None = None):
         """``solve(lam, w0, alpha, localize=None, candidate=None) -> CertifiedSolution`` on the

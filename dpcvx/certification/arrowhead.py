@@ -1067,11 +1067,14 @@ def arrowhead_ipm(
     if scope is not None:
         from dpcvx.certification.batched import IpmRequest, batchable, batched_ipm
 
-    if scope is not None and batchable(model, quad, blocks):
-        point, mus, steps, slacks = scope.gather(
+    if scope is not None and max_iter >= 1 and batchable(model, quad, blocks):
+        result = scope.gather(
             batched_ipm,
             IpmRequest(model, lam, np.asarray(w0, float), start, tol, max_iter, bounds),
         )
+        if isinstance(result, Exception):  # this program's own failure, as if run alone
+            raise result
+        point, mus, steps, slacks = result
         if domain_out is not None:
             domain_out[:] = slacks
         return point, mus, steps

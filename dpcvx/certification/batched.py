@@ -12,7 +12,8 @@ matrix-vector products, its Schur complement and its factor) runs per program.
 **Each program gets the iterates it would get alone.** Every program keeps its own step
 length, centring, stopping rule and best iterate; every per-element operation is elementwise
 (each element's value is the same whatever else is in the array), every per-program sum is a
-sequential ``reduceat`` over the program's own elements, and every product with a program's
+``reduceat`` over the program's own elements (its value depends on the segment only, not on
+where it lies), and every product with a program's
 data is the same BLAS call on the same array as when it runs alone. So a program's point,
 multipliers and step count do not depend on which programs share its batch, or on whether it
 has any company: a block solved on an executor (alone) releases the same point as in a
@@ -40,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcvx._batching import SMALL
+from dpcvx._batching import SMALL, SMALL_D
 from dpcvx.certification.arrowhead import (
     _GRAM_ENTRIES,
     STALL,
@@ -77,43 +78,47 @@ class IpmRequest:
 #: one: 0.29x the time at 100 examples each, 0.37x at 300, 0.66x at 1,000, 1.0x at 3,000,
 #: 1.6x at 10,000 (where the batch also holds every program's arrays at once)
 BATCH_ROWS = SMALL
-#: the most elements of all the programs of one batch: more programs run in further batches
-#: (the same results), whose arrays stay in the processor's caches
+#: the largest dimension :func:`batched_ipm` takes (:data:`dpcvx._batching.SMALL_D`): a
+#: program's ``d x d`` matrices then cost more than its elements
+BATCH_D = SMALL_D
+#: the most elements of all the programs of one batch, each program's ``d x d`` Schur
+#: complement counted as ``d^2`` more: more programs run in further batches (the same
+#: results), whose arrays stay in the processor's caches and whose memory stays small
 BATCH_TOTAL = 1 << 15
 
 
 def batchable(model: PiecewiseModel, quad: Any, blocks: Any) -> bool:
     """Whether :func:`batched_ipm` takes this program: no quadratic term, no copies, every
-    term's pieces multiples of one matrix, at most :data:`BATCH_ROWS` elements."""
+    term's pieces multiples of one matrix, at most :data:`BATCH_ROWS` elements and
+    :data:`BATCH_D` dimensions."""
     return (
         quad is None
         and blocks is None
+        and model.d <= BATCH_D
         and all(t.base is not None for t in model.terms)
         and sum(t.b[0].size for t in model.terms) <= BATCH_ROWS
     )
 
 
 def _key(request: IpmRequest) -> tuple:
-    """Programs with the same key share a batch: the same dimension and, per term, the same
-    pieces (a program's data, weights and domain are its own)."""
+    """Programs with the same key share a batch: the same dimension, the same number of pieces
+    per term and the same kinds of domain constraints (a program's data, its pieces' multiples,
+    weights and domain are its own: the multiples are ratios found in the data, which can differ
+    in their last bits between blocks)."""
     return (
         request.model.d,
-        tuple(
-            (len(t.b), t.row_coefs is None, t.coefs if t.row_coefs is None else ())
-            for t in request.model.terms
-        ),
+        tuple(len(t.b) for t in request.model.terms),
         None if request.bounds is None else tuple(kind for kind, _, _ in request.bounds.parts),
     )
 
 
-def batched_ipm(
-    requests: Sequence[IpmRequest],
-) -> list[tuple[np.ndarray, list[np.ndarray], int, list[np.ndarray]]]:
+def batched_ipm(requests: Sequence[IpmRequest]) -> list[Any]:
     """Solve every program of ``requests``; per program ``(point, multipliers per term,
     steps, [domain slacks, their multipliers])``, as
-    :func:`~dpcvx.certification.arrowhead.arrowhead_ipm` returns them (with ``domain_out``).
-    Programs of different structure run in separate batches, and so do more than
-    :data:`BATCH_TOTAL` elements."""
+    :func:`~dpcvx.certification.arrowhead.arrowhead_ipm` returns them (with ``domain_out``),
+    or the exception that program raised. Programs of different structure run in separate
+    batches, and so do more than :data:`BATCH_TOTAL` elements. Where a batch raises, each of
+    its programs runs again alone: a program's result, or its exception, is its own."""
     out: list[Any] = [None] * len(requests)
     groups: dict[tuple, list[int]] = {}
     for i, request in enumerate(requests):
@@ -122,19 +127,37 @@ def batched_ipm(
         cuts = [0]
         total = 0
         for k, i in enumerate(members):
-            rows = sum(t.b[0].size for t in requests[i].model.terms)
-            if total and total + rows > BATCH_TOTAL:
+            model = requests[i].model
+            size = sum(t.b[0].size for t in model.terms) + model.d * model.d
+            if total and total + size > BATCH_TOTAL:
                 cuts.append(k)
                 total = 0
-            total += rows
+            total += size
         cuts.append(len(members))
         for lo, hi in zip(cuts[:-1], cuts[1:]):
             part = members[lo:hi]
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                results = _Batch([requests[i] for i in part]).run()
+            try:
+                results = _run([requests[i] for i in part])
+            except Exception as exc:  # noqa: BLE001 - handed to the program(s) it concerns
+                if len(part) == 1:
+                    results = [exc]
+                else:  # which program raised is found by running each alone
+                    results = [_alone(requests[i]) for i in part]
             for i, result in zip(part, results):
                 out[i] = result
     return out
+
+
+def _alone(request: IpmRequest) -> Any:
+    try:
+        return _run([request])[0]
+    except Exception as exc:  # noqa: BLE001 - that program's own failure
+        return exc
+
+
+def _run(requests: list[IpmRequest]) -> list[Any]:
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _Batch(requests).run()
 
 
 class _Bounds:
@@ -235,8 +258,6 @@ class _Batch:
         self.d = first.d
         self.T = len(first.terms)
         self.m = [len(t.b) for t in first.terms]
-        self.coefs = [t.coefs for t in first.terms]
-        self.row_coefs = [t.row_coefs is not None for t in first.terms]
         self.base: list[list[Any]] = []  # per program, per term: its data matrix
         self.RC: list[Any] = []  # per term: the rows' own multiples, end to end (or None)
         self.sizes: list[list[int]] = []
@@ -251,30 +272,18 @@ class _Batch:
         v = np.empty(starts[-1])
         for a, j in enumerate(active):
             np.dot(self.base[j][t], W[a], out=v[starts[a] : starts[a + 1]])
-        m = self.m[t]
-        out = np.empty((v.size, m))
-        if self.row_coefs[t]:
-            R = self.RC[t]
-            for p in range(m):
-                np.multiply(R[:, p], v, out=out[:, p])
-        else:
-            for p, c in enumerate(self.coefs[t]):
-                np.multiply(v, c, out=out[:, p])
+        out = np.empty((v.size, self.m[t]))
+        R = self.RC[t]
+        for p in range(self.m[t]):
+            np.multiply(R[:, p], v, out=out[:, p])
         return out
 
     def _apply_t(self, t: int, E: np.ndarray, active: list[int]) -> np.ndarray:
         """``(J, d)``: ``sum_j A_j^T E[:, j]`` per active program."""
-        m = self.m[t]
-        if self.row_coefs[t]:
-            R = self.RC[t]
-            g = E[:, 0] * R[:, 0]
-            for p in range(1, m):
-                g += E[:, p] * R[:, p]
-        else:
-            c = self.coefs[t]
-            g = E[:, 0] * c[0]
-            for p in range(1, m):
-                g += E[:, p] * c[p]
+        R = self.RC[t]
+        g = E[:, 0] * R[:, 0]
+        for p in range(1, self.m[t]):
+            g += E[:, p] * R[:, p]
         starts = self.starts[t]
         out = np.empty((len(active), self.d))
         for a, j in enumerate(active):
@@ -289,18 +298,10 @@ class _Batch:
         from scipy.linalg.blas import dsyrk
 
         m = self.m[t]
-        if self.row_coefs[t]:
-            R = self.RC[t]
-            weight = sum(
-                (R[:, q] - R[:, p]) ** 2 * D[:, q] * D[:, p]
-                for q in range(m)
-                for p in range(q + 1, m)
-            )
-        else:
-            c = self.coefs[t]
-            weight = sum(
-                (c[q] - c[p]) ** 2 * D[:, q] * D[:, p] for q in range(m) for p in range(q + 1, m)
-            )
+        R = self.RC[t]
+        weight = sum(
+            (R[:, q] - R[:, p]) ** 2 * D[:, q] * D[:, p] for q in range(m) for p in range(q + 1, m)
+        )
         root = np.sqrt(np.asarray(weight) / total)
         d = self.d
         H = np.zeros((len(self.active), d, d))
@@ -351,10 +352,16 @@ class _Batch:
         OFF = [
             np.concatenate([np.stack(r.model.terms[t].b, axis=1) for r in reqs]) for t in range(T)
         ]
+        # every row's multiples of its term's matrix (the term's own, or the rows' own)
         self.RC = [
-            np.concatenate([r.model.terms[t].row_coefs for r in reqs])
-            if self.row_coefs[t]
-            else None
+            np.concatenate(
+                [
+                    r.model.terms[t].row_coefs
+                    if r.model.terms[t].row_coefs is not None
+                    else np.tile(np.asarray(r.model.terms[t].coefs, float), (sizes[t], 1))
+                    for r, sizes in zip(reqs, self.sizes)
+                ]
+            )
             for t in range(T)
         ]
         c_prog = np.array([[r.model.terms[t].c for t in range(T)] for r in reqs], float)  # (J, T)
@@ -534,7 +541,7 @@ class _Batch:
             MU = [x[rows] for x, rows in zip(MU, keep_rows)]
             OFF = [x[rows] for x, rows in zip(OFF, keep_rows)]
             CROW = [x[rows] for x, rows in zip(CROW, keep_rows)]
-            self.RC = [None if rc is None else rc[rows] for rc, rows in zip(self.RC, keep_rows)]
+            self.RC = [x[rows] for x, rows in zip(self.RC, keep_rows)]
             W, lamA, W0A, LINA = W[keep], lamA[keep], W0A[keep], LINA[keep]
             SD, NU = SD[keep], NU[keep]
             if dom is not None:

@@ -4,6 +4,7 @@ arrowhead method's, and a mechanism's blocks in one process batch their programs
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 
@@ -15,7 +16,12 @@ import dpcvx
 from dpcvx import _batching
 from dpcvx._batching import SOLO, block_scope, current, together
 from dpcvx.certification import batched
-from dpcvx.certification.arrowhead import arrowhead_ipm, extension_pieces, piecewise_model
+from dpcvx.certification.arrowhead import (
+    PiecewiseModel,
+    arrowhead_ipm,
+    extension_pieces,
+    piecewise_model,
+)
 from dpcvx.certification.batched import IpmRequest, batchable, batched_ipm
 from dpcvx.certification.solve import _bounds
 from dpcvx.modeling.localized import LocalizedDomain
@@ -293,8 +299,12 @@ def test_an_interrupted_caller_stops_the_jobs_at_their_next_gathering(monkeypatc
 
     def job(i: int) -> None:
         try:
-            current().gather(_double_all, i)
-            current().gather(_double_all, i)
+            try:
+                current().gather(_double_all, i)
+                current().gather(_double_all, i)
+            except Exception:  # a solver's guard: it must not swallow the cancel
+                ended.append("swallowed")
+                return
             ended.append("ran")
         except _batching.Cancelled:
             ended.append("cancelled")
@@ -336,3 +346,75 @@ def test_blocks_whose_solves_do_not_batch_run_one_after_the_other(monkeypatch):
     mech = dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=1.5, progress=False)
     problem.solve_private(mech, epsilon=1.0, rng=0)
     assert not [name for name in started if name.startswith("dpcvx-block-")]
+
+
+def test_a_program_that_raises_in_a_batch_fails_alone(requests_mix, monkeypatch):
+    """One program's exception is its own: the batch runs again program by program, and the
+    others get exactly what they get alone (as on an executor, where each runs alone)."""
+    alone = [batched_ipm([r])[0] for r in requests_mix[:6]]
+    poisoned = dataclasses.replace(requests_mix[2], tol=0.125)
+    batch = list(requests_mix[:6])
+    batch[2] = poisoned
+    real = batched._Batch.run
+
+    def run(self):
+        if any(r.tol == 0.125 for r in self.requests):
+            raise FloatingPointError("poisoned")
+        return real(self)
+
+    monkeypatch.setattr(batched._Batch, "run", run)
+    got = batched_ipm(batch)
+    assert isinstance(got[2], FloatingPointError)
+    assert all(_same(got[k], alone[k]) for k in (0, 1, 3, 4, 5))
+    r = poisoned
+    with block_scope(), pytest.raises(FloatingPointError, match="poisoned"):
+        arrowhead_ipm(r.model, r.lam, r.w0, r.start, tol=r.tol, bounds=r.bounds)
+
+
+def test_what_the_batched_method_does_not_take(requests_mix):
+    r = requests_mix[0]
+    assert not batchable(r.model, (np.eye(r.model.d), np.zeros(r.model.d)), None)
+    wide = dataclasses.replace(r.model.terms[0])
+    model = PiecewiseModel(
+        r.model.n, batched.BATCH_D + 1, (wide,), np.zeros(batched.BATCH_D + 1), r.model.kinds
+    )
+    assert not batchable(model, None, None)  # too many dimensions
+    # no step at all: the arrowhead method itself answers, in a block or not
+    with block_scope():
+        point, _, steps = arrowhead_ipm(
+            r.model, r.lam, r.w0, r.start, tol=r.tol, bounds=r.bounds, max_iter=0
+        )
+    assert steps == 0 and np.all(np.isfinite(point))
+
+
+def test_cancelled_is_no_exception_a_guard_would_catch():
+    assert not issubclass(_batching.Cancelled, Exception)
+
+
+def test_where_a_thread_cannot_start_the_group_runs_on_the_calling_thread(monkeypatch):
+    sizes: list[int] = []
+
+    def batch(items):
+        sizes.append(len(items))
+        return [2 * x for x in items]
+
+    def job(i: int) -> int:
+        return current().gather(batch, i) + 1
+
+    real_start = threading.Thread.start
+    count = [0]
+
+    def start(self):
+        count[0] += 1
+        if count[0] == 3:
+            raise RuntimeError("can't start new thread")
+        return real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    assert together(job, [(i,) for i in range(5)]) == [2 * i + 1 for i in range(5)]
+    assert sizes == [1] * 5  # each alone, one after the other
+    monkeypatch.undo()
+    for thread in threading.enumerate():
+        if thread.name.startswith("dpcvx-block-"):
+            thread.join(timeout=10)
+            assert not thread.is_alive()
