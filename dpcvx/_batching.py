@@ -2,12 +2,12 @@
 
 A mechanism that splits its data into blocks runs one release per block. Where a block's
 solver can serve many blocks at once (:func:`dpcvx.certification.batched.batched_ipm`, for
-blocks of at most :data:`SMALL` examples), the blocks run in threads of their own
-(:func:`together`), one at a time, and a solver call of a block waits at a :class:`Meeting`
-until every block of the group is waiting or done; then the waiting calls run as one batch, on
-the calling thread. The results must not depend on the
-batch (the batched solvers guarantee each call the result it gets alone), so where and how the
-blocks run (together here, one by one on an executor's workers) changes only the time.
+blocks of at most :data:`SMALL` examples and :data:`SMALL_D` dimensions), the blocks run in
+threads of their own (:func:`together`), one at a time, and a solver call of a block waits at
+a :class:`Meeting` until every block of the group is waiting or done; then the waiting calls
+run as one batch, on the calling thread. The results must not depend on the batch (the batched
+solvers guarantee each call the result it gets alone), so where and how the blocks run
+(together here, one by one on an executor's workers) changes only the time.
 
 :func:`block_scope` marks code that runs as one block: a batching solver then takes its calls
 through the block's :class:`Meeting` (inside :func:`together`), or alone (:data:`SOLO`). Code
