@@ -6,6 +6,8 @@ measured side by side in one run.
                                      [--cvxpy-max-n 10000] [--out DIR]
     python benchmarks/bench_speed.py --ldop [--n 10000,100000] [--d 20] [--repeats 3]
                                      [--losses hinge]
+    python benchmarks/bench_speed.py --release [--n 1000,10000,100000] [--d 20] [--repeats 5]
+                                     [--losses logistic,huber,hinge,absolute]
 
 Objective (seeded data, ``lam = 1e-2``, ``w0 = 0``, an l2 ball of radius 100, inactive):
 ``(1/n) sum_i f(w; z_i) + (lam/2) ||w||^2``, no intercept. References, each on that objective:
@@ -33,6 +35,14 @@ seconds. A reference slower than ``SLOW`` seconds is timed by one run.
 epsilon = 1 (seed = repeat index), alternating in one process, on the data of
 ``bench_extension.py`` (Student-t(5) features with exact public moments, the unit ball; hinge
 or absolute loss); medians of ``--repeats`` and the median of the paired ratios.
+
+``--release``: a private release end to end vs one plain solve. On the main benchmark's data
+(rows scaled into the unit ball, so every loss here is 2-Lipschitz), the unit ball, ``lam =
+0.1``: one certified plain solve (``problem.solve(regularization=0.1)``) and one
+``OutputPerturbation(lipschitz=2, regularization=0.1)`` release at epsilon = 1, each on a
+freshly built problem (what a user's first release pays: the checks, the planning, the
+extension's template, the exact noise), alternating in one process after one warm-up of
+each; medians of ``--repeats``.
 """
 
 from __future__ import annotations
@@ -283,6 +293,72 @@ def _print_ldop(r: dict) -> None:
     )
 
 
+def _release_problem(name: str, n: int, d: int):
+    """The main benchmark's kind of data, rows scaled into the unit ball, and the unit ball."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    beta = rng.normal(size=d)
+    classify = name in ("logistic", "hinge")
+    Y = np.sign(X @ beta + 0.3 * rng.normal(size=n)) if classify else X @ beta / 2
+    if not classify:
+        Y = np.clip(Y + 0.1 * rng.normal(size=n), -1.0, 1.0)
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    loss = {
+        "logistic": lambda: cp.logistic(-y * (x @ w)),
+        "huber": lambda: cp.huber(x @ w - y, 1.0),
+        "hinge": lambda: cp.pos(1 - y * (x @ w)),
+        "absolute": lambda: cp.abs(x @ w - y),
+    }[name]()
+
+    def make():
+        return dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
+
+    return make
+
+
+def run_release(losses, ns, d: int, repeats: int, report=None) -> list[dict]:
+    """A private release end to end vs one plain solve (see the module docstring)."""
+    rows = []
+    mech = dpcvx.OutputPerturbation(lipschitz=2.0, regularization=0.1)
+    for name in losses:
+        for n in ns:
+            make = _release_problem(name, n, d)
+            make().solve(regularization=0.1)  # warm-up of both
+            make().solve_private(mech, epsilon=1.0, rng=0)
+            plain, release = [], []
+            for rep in range(repeats):
+                problem = make()
+                start = time.perf_counter()
+                problem.solve(regularization=0.1)
+                plain.append(time.perf_counter() - start)
+                problem = make()
+                start = time.perf_counter()
+                problem.solve_private(mech, epsilon=1.0, rng=rep)
+                release.append(time.perf_counter() - start)
+            row = {
+                "loss": name,
+                "n": n,
+                "d": d,
+                "plain_seconds": float(np.median(plain)),
+                "release_seconds": float(np.median(release)),
+                "ratio": float(np.median(release) / np.median(plain)),
+            }
+            rows.append(row)
+            if report is not None:
+                report(row)
+    return rows
+
+
+def _print_release(r: dict) -> None:
+    print(
+        f"output perturbation end to end vs one plain solve: {r['loss']} n={r['n']} "
+        f"d={r['d']}: plain {r['plain_seconds']:.4f} s, release {r['release_seconds']:.4f} s, "
+        f"ratio {r['ratio']:.2f}x",
+        flush=True,
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a tiny run for CI")
@@ -296,7 +372,36 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--ldop", action="store_true", help="LDOP end to end vs one plain solve (hinge default)"
     )
+    parser.add_argument(
+        "--release",
+        action="store_true",
+        help="an output perturbation release end to end vs one plain solve",
+    )
     args = parser.parse_args(argv)
+    if args.release:
+        default = args.losses == ",".join(LOSSES)
+        chosen = (
+            ("logistic", "huber", "hinge", "absolute")
+            if default
+            else tuple(v for v in args.losses.split(",") if v)
+        )
+        unknown = set(chosen) - {"logistic", "huber", "hinge", "absolute"}
+        if unknown:
+            parser.error(f"--release runs logistic, huber, hinge, absolute, not {sorted(unknown)}")
+        default_n = args.n == "10000,100000"
+        ns = (
+            (300,)
+            if args.smoke
+            else (1000, 10000, 100000)
+            if default_n
+            else tuple(int(float(v)) for v in args.n.split(","))
+        )
+        d = 5 if args.smoke else int(args.d.split(",")[0])
+        repeats = 1 if args.smoke else max(1, args.repeats if args.repeats != 3 else 5)
+        rows = run_release(chosen, ns, d, repeats, report=_print_release)
+        out_dir = Path(args.out) if args.out else results_dir()
+        write_json({"lambda": 0.1, "rows": rows}, out_dir / "bench_speed_release.json")
+        return 0
     if args.ldop:
         default = args.losses == ",".join(LOSSES)
         chosen = ("hinge",) if default else tuple(v for v in args.losses.split(",") if v)

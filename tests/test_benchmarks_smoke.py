@@ -144,6 +144,28 @@ def test_bench_speed_smoke_runs(tmp_path):
     assert "Newton" in proc.stdout
 
 
+def test_bench_speed_release_smoke_runs(tmp_path):
+    """A private release end to end next to one plain solve, on a tiny cell of each loss."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_speed.py"),
+            "--release",
+            "--smoke",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (tmp_path / "bench_speed_release.json").exists()
+    for loss in ("logistic", "huber", "hinge", "absolute"):
+        assert f"{loss} n=300" in proc.stdout
+
+
 def test_bench_dask_smoke_runs():
     """The distributed solve and the in-process one certify the same tiny problem."""
     proc = subprocess.run(
