@@ -140,7 +140,10 @@ class _PhaseTimer:
 
     # (phase, module path, attribute) -- the module is where the *caller* looks the name up
     TARGETS = (
-        ("compile", "dpcvx.problem", "compile_template"),
+        # a template is checked (canonical_template) and compiled (finish_template) where it
+        # is first needed (dpcvx.compilation.template.LazyTemplate looks both up there)
+        ("compile", "dpcvx.compilation.template", "canonical_template"),
+        ("compile", "dpcvx.compilation.template", "finish_template"),
         ("compile", "dpcvx.problem", "compile_domain"),
         ("stamp", "dpcvx.certification.solve", "stamp"),
         ("solver", "dpcvx.certification.solve", "solve_program"),

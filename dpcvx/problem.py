@@ -448,7 +448,10 @@ class ReleaseContext:
             # cones), so checking it checks both
             template, block = self.problem._lazy(self._key)
             plain = self.problem._lazy(None)[0] if self._key is not None else None
-            self._compiled = (template.check(), block, plain)
+            template.check()
+            if plain is not None and template.compiled:  # large: both now (LAZY_ENTRIES)
+                plain()
+            self._compiled = (template, block, plain)
 
     def tilted_solver(self, tilt: float, solver: str | None = None, lipschitz: float | None = None):
         """``solve(lam, w0, alpha)``: the certified tilted-ERM solve (always private). With

@@ -10,6 +10,7 @@ the parameter.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -191,7 +192,12 @@ class Declaration:
         if not (lifted.is_dcp(dpp=True) and lifted.is_convex()):
             culprit = str(_offending_term(lifted))
             for dp in derived:  # show the user's own data expressions, not internal names
-                culprit = culprit.replace(dp.parameter.name(), f"({dp.expression})")
+                # the whole name only (a parameter named `s` is no part of `logistic`)
+                culprit = re.sub(
+                    rf"(?<![\w.]){re.escape(dp.parameter.name())}(?![\w])",
+                    lambda _, dp=dp: f"({dp.expression})",
+                    culprit,
+                )
             raise ModelingError(
                 "The `loss` is not DPP in the data: the term "
                 f"`{culprit}` multiplies data with an expression that also depends on data and the "

@@ -351,6 +351,41 @@ def test_a_release_refuses_a_loss_it_cannot_compile_before_spending_anything(mon
     assert acct.spent.epsilon == 1.0
 
 
+def test_a_large_template_is_compiled_when_it_is_checked(monkeypatch):
+    """A compile whose maps are large (here a 40 x 40 data matrix per example: 3.7 million
+    entries) runs before the budget is reserved: a compile that runs out of memory is refused
+    with nothing spent, whatever the data, not met only by the datasets whose solves reach the
+    conic rung. A small one waits for its first use."""
+    import dpcvx.compilation.template as template_mod
+
+    rng = np.random.default_rng(0)
+    m = d = 40
+    w, A, b = cp.Variable(d), cp.Parameter((m, d)), cp.Parameter(m)
+    data = {A: rng.normal(size=(20, m, d)) / m, b: 0.1 * rng.normal(size=(20, m))}
+    problem = dpcvx.Problem(cp.sum(cp.logistic(A @ w - b)), w, data, [cp.norm(w) <= 1])
+    assert template_mod.canonical_template(problem.declaration).probe_entries > (
+        template_mod.LAZY_ENTRIES
+    )
+
+    def out_of_memory(canonical):
+        raise MemoryError("a template too large for the machine")
+
+    monkeypatch.setattr(template_mod, "finish_template", out_of_memory)
+    acct = dpcvx.Accountant(1.0)
+    with pytest.raises(MemoryError):
+        problem.solve_private(
+            dpcvx.OutputPerturbation(lipschitz=5.0, regularization=0.1),
+            epsilon=1.0,
+            accountant=acct,
+        )
+    assert acct.spent.epsilon == 0.0
+    # a small one (a logistic loss at d = 3) is only checked
+    ref = next(r for r in CATALOGUE if r.name == "logistic/l2_ball(d=3,r=1)")
+    small, _, _ = ref.problem()
+    lazy, _ = small._lazy(3.0)
+    assert not lazy.check().compiled
+
+
 def _count_problem_inits(monkeypatch):
     counter = {"n": 0}
     real = cp.Problem.__init__

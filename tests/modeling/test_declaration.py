@@ -328,6 +328,15 @@ def test_not_dpp_message_shows_the_users_term(setup):
         Declaration(cp.logistic(x @ w) * s, w, {x: X, s: np.ones(N)}, _ball(w))
 
 
+def test_not_dpp_message_names_a_one_letter_parameter_once(setup):
+    """A weight named ``s``: the message shows the data factor, not ``logi(s)tic``."""
+    w, x, _, X, _ = setup
+    s = cp.Parameter(nonneg=True, name="s")
+    with pytest.raises(ModelingError, match="DPP") as info:
+        Declaration(s * cp.logistic(x @ w), w, {x: X, s: np.ones(N)}, _ball(w))
+    assert "logistic(" in str(info.value) and "(s)" in str(info.value)
+
+
 def test_two_variables(setup):
     w, x, y, X, Y = setup
     v = cp.Variable(D, name="other")
