@@ -261,27 +261,42 @@ def run_ldop(losses, ns, d: int, repeats: int, report=None) -> list[dict]:
                 k=4, moment=G4, second_moment=G2, progress=False
             )
             problem.solve(regularization=LAM)  # warm-up: compile the template once
-            plain, ldop = [], []
-            for rep in range(repeats):
-                start = time.perf_counter()
-                problem.solve(regularization=LAM)
-                middle = time.perf_counter()
-                problem.solve_private(mech, epsilon=1.0, rng=rep)
-                plain.append(middle - start)
-                ldop.append(time.perf_counter() - middle)
-            row = {
-                "loss": name,
-                "n": n,
-                "d": d,
-                "plain_seconds": float(np.median(plain)),
-                "ldop_seconds": float(np.median(ldop)),
-                "ratio": float(np.median(ldop) / np.median(plain)),
-                "paired_ratio": float(np.median(np.divide(ldop, plain))),
-            }
+            plain, ldop = _paired(
+                lambda problem=problem: problem,
+                lambda problem, rep: problem.solve(regularization=LAM),
+                lambda problem, rep, mech=mech: problem.solve_private(mech, epsilon=1.0, rng=rep),
+                repeats,
+            )
+            row = _row(name, n, d, plain, ldop, "ldop_seconds")
+            row["paired_ratio"] = float(np.median(np.divide(ldop, plain)))
             rows.append(row)
             if report is not None:
                 report(row)
     return rows
+
+
+def _paired(make, plain_fn, other_fn, repeats: int) -> tuple[list[float], list[float]]:
+    """Seconds of ``plain_fn`` and ``other_fn`` alternated ``repeats`` times, each on the
+    problem ``make()`` returns (a fresh one, or always the same)."""
+    plain, other = [], []
+    for rep in range(repeats):
+        for fn, times in ((plain_fn, plain), (other_fn, other)):
+            problem = make()
+            start = time.perf_counter()
+            fn(problem, rep)
+            times.append(time.perf_counter() - start)
+    return plain, other
+
+
+def _row(name: str, n: int, d: int, plain: list, other: list, key: str) -> dict:
+    return {
+        "loss": name,
+        "n": n,
+        "d": d,
+        "plain_seconds": float(np.median(plain)),
+        key: float(np.median(other)),
+        "ratio": float(np.median(other) / np.median(plain)),
+    }
 
 
 def _print_ldop(r: dict) -> None:
@@ -326,24 +341,13 @@ def run_release(losses, ns, d: int, repeats: int, report=None) -> list[dict]:
             make = _release_problem(name, n, d)
             make().solve(regularization=0.1)  # warm-up of both
             make().solve_private(mech, epsilon=1.0, rng=0)
-            plain, release = [], []
-            for rep in range(repeats):
-                problem = make()
-                start = time.perf_counter()
-                problem.solve(regularization=0.1)
-                plain.append(time.perf_counter() - start)
-                problem = make()
-                start = time.perf_counter()
-                problem.solve_private(mech, epsilon=1.0, rng=rep)
-                release.append(time.perf_counter() - start)
-            row = {
-                "loss": name,
-                "n": n,
-                "d": d,
-                "plain_seconds": float(np.median(plain)),
-                "release_seconds": float(np.median(release)),
-                "ratio": float(np.median(release) / np.median(plain)),
-            }
+            plain, release = _paired(
+                make,
+                lambda problem, rep: problem.solve(regularization=0.1),
+                lambda problem, rep: problem.solve_private(mech, epsilon=1.0, rng=rep),
+                repeats,
+            )
+            row = _row(name, n, d, plain, release, "release_seconds")
             rows.append(row)
             if report is not None:
                 report(row)
