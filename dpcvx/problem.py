@@ -382,8 +382,9 @@ class ReleaseContext:
     certified solves (always private: any failure is one fixed :class:`CertificationError`
     text) on all examples or on a block of them, and public projections.
 
-    The compiled templates are prepared here, before any block is dispatched, so that blocks
-    may run concurrently (paper 000, Algorithm 1 on an executor).
+    The templates are checked here, before any block is dispatched; blocks may then run
+    concurrently (paper 000, Algorithm 1 on an executor: a template pickles compiled; in one
+    process the first block that needs one compiles it, under its lock).
     """
 
     def __init__(
@@ -397,7 +398,8 @@ class ReleaseContext:
         # a PER_SOLVE mechanism (base=True) runs extensions with its own C per phase
         self._key = 1.0 if base else extension
         self._base = base
-        # compiled on the first solver() call (on the calling thread)
+        # checked on the first solver() call (on the calling thread, before the budget is
+        # reserved); compiled by the first solve that needs them (under a lock)
         self._compiled: tuple[LazyTemplate, DomainBlock, LazyTemplate | None] | None = None
         decl = problem.declaration
         #: the public projection (see :meth:`Problem.project`); it holds no data, so blocks
