@@ -444,9 +444,11 @@ class LazyTemplate:
                 self._parent.check()
             elif self._canonical is None and self._template is None:
                 assert self._decl is not None
-                self._canonical = canonical_template(self._decl, self._extension)
-                if self._canonical.probe_entries > LAZY_ENTRIES:
-                    self()
+                canonical = canonical_template(self._decl, self._extension)
+                self._canonical = canonical
+                if canonical.probe_entries > LAZY_ENTRIES:
+                    self._template = finish_template(canonical)
+                    self._canonical = self._decl = None
         return self
 
     def __call__(self) -> Template:
@@ -456,10 +458,12 @@ class LazyTemplate:
                     assert self._C is not None
                     self._template = with_extension(self._parent(), self._C)
                 else:
-                    self.check()
-                    assert self._canonical is not None
-                    self._template = finish_template(self._canonical)
-                    self._canonical = self._decl = None  # nothing more to compile from
+                    self.check()  # which compiles a large template itself
+                    if self._template is None:
+                        assert self._canonical is not None
+                        self._template = finish_template(self._canonical)
+                        self._canonical = self._decl = None  # nothing more to compile from
+            assert self._template is not None
             return self._template
 
     @property

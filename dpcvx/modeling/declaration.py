@@ -193,11 +193,10 @@ class Declaration:
             culprit = str(_offending_term(lifted))
             for dp in derived:  # show the user's own data expressions, not internal names
                 # the whole name only (a parameter named `s` is no part of `logistic`)
-                culprit = re.sub(
-                    rf"(?<![\w.]){re.escape(dp.parameter.name())}(?![\w])",
-                    lambda _, dp=dp: f"({dp.expression})",
-                    culprit,
-                )
+                # (a function as the replacement: the expression is no pattern of escapes)
+                shown = f"({dp.expression})"
+                pattern = re.compile(rf"(?<![\w.]){re.escape(dp.parameter.name())}(?![\w])")
+                culprit = pattern.sub(_constant(shown), culprit)
             raise ModelingError(
                 "The `loss` is not DPP in the data: the term "
                 f"`{culprit}` multiplies data with an expression that also depends on data and the "
@@ -349,3 +348,12 @@ def _offending_term_dcp(expr: cp.Expression) -> cp.Expression:
         if not a.is_dcp():
             return _offending_term_dcp(a)
     return expr
+
+
+def _constant(text: str) -> Callable[[re.Match[str]], str]:
+    """A ``re.sub`` replacement that is ``text`` as it is (no escapes, no group references)."""
+
+    def replace(_match: re.Match[str]) -> str:
+        return text
+
+    return replace

@@ -379,6 +379,10 @@ def test_a_large_template_is_compiled_when_it_is_checked(monkeypatch):
             accountant=acct,
         )
     assert acct.spent.epsilon == 0.0
+    monkeypatch.undo()
+    # a plain solve that needs the large template compiles it on its first use, once
+    lazy, _ = problem._lazy(None)
+    assert lazy() is lazy() and lazy.compiled
     # a small one (a logistic loss at d = 3) is only checked
     ref = next(r for r in CATALOGUE if r.name == "logistic/l2_ball(d=3,r=1)")
     small, _, _ = ref.problem()
