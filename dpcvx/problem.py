@@ -408,9 +408,8 @@ class ReleaseContext:
         #: whether small blocks' solves gain from running together (public: the loss's
         #: structure and d). Piecewise-linear losses go to the arrowhead method, which
         #: batches them up to d = 128 (:mod:`dpcvx.certification.batched`); others would
-        #: only pay for the threads
-        #: (paper 000's LDOP, Huber loss, n = 2000: 0.14 s one after the other, 0.17 s
-        #: together)
+        #: only pay for the threads (paper 000's LDOP, Huber loss, n = 2000: 0.14 s one
+        #: after the other, 0.17 s together)
         self.batches = decl.d <= SMALL_D and all(
             term.kind in ("affine", "abs", "pieces") for term in decl.terms
         )

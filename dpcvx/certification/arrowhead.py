@@ -1062,11 +1062,9 @@ def arrowhead_ipm(
     instead: the same steps, batched with other blocks' programs where several wait at once,
     each program's result the same whatever its company."""
     from dpcvx._batching import current
+    from dpcvx.certification.batched import IpmRequest, batchable, batched_ipm  # (a cycle)
 
     scope = current()
-    if scope is not None:
-        from dpcvx.certification.batched import IpmRequest, batchable, batched_ipm
-
     if scope is not None and max_iter >= 1 and batchable(model, quad, blocks):
         result = scope.gather(
             batched_ipm,

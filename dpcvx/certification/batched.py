@@ -455,7 +455,8 @@ class _Batch:
                 if (comp[a] <= tol[j] * scale[j] and infeas[a] <= tol[j]) or stalled[j] >= STALL:
                     stopping.append(a)
             # the Schur complements, each factored
-            live = [a for a in range(len(active)) if a not in set(stopping)]
+            stopped = set(stopping)
+            live = [a for a in range(len(active)) if a not in stopped]
             Ds = [MU[t] / S[t] for t in range(T)]
             Dsums = [_rows(D) for D in Ds]
             H = lamA[:, None, None] * eye
@@ -472,7 +473,7 @@ class _Batch:
             for a in stopping:  # before this step's update: as arrowhead_ipm's break
                 finish(a)
             done.extend(stopping)
-            live = [a for a in live if factors[a] is not None and a not in set(stopping)]
+            live = [a for a in live if factors[a] is not None]  # not those that failed
             if live:
                 mu_avg = comp / count[active]
                 # predictor
