@@ -32,13 +32,16 @@ its uniform's interval, trusted to 16 units in its last place and widened by the
 slope over the interval (``ln(1 + 1/k) <= 1/k`` for ``-ln U``, ``2 pi 2^-b`` for
 ``cos 2 pi U`` and ``sin 2 pi U``); the products, sums, square roots and the quotient that
 combine them are exact integer operations on fixed-point values ``v / 2^P`` that carry an
-integer bound on their error; the scale multiplies the enclosure exactly, and adding ``w_j``
-rounds outward. (An earlier version evaluated every function at both ends of its interval in
+integer bound on their error; the scale multiplies the enclosure exactly, and ``w_j`` is
+added exactly (integers; Python rounds an integer, and a quotient of two, correctly to the
+nearest float). (An earlier version evaluated every function at both ends of its interval in
 outward-rounded interval arithmetic, in about twice the time. Its enclosures were about half
 as wide: both release the same value from the same revealed bits whenever both decide, but
 where this one refines and that one did not, the words drawn, and so a seeded generator's
 later draws, differ; at 128 revealed bits, with probability about ``2^-67`` per
-coordinate.) When both ends of the enclosure of ``w_j + X_j`` round to the same float, that
+coordinate. Until dpcvx added ``w_j`` exactly, it added it rounding outward at ``P`` bits, an
+enclosure wider by about ``2^-P`` of ``|w_j + X_j|``, which refines no less often.) When both
+ends of the enclosure of ``w_j + X_j`` round to the same float, that
 float is the output (rounding is monotone). Otherwise one more 64-bit word of every
 uniform the undecided coordinate depends on is drawn, the precision is raised, and the
 coordinate is recomputed. Revealing more bits only when the revealed ones leave the output
@@ -108,7 +111,6 @@ from mpmath.libmp import (
     mpf_lt,
     mpf_mul,
     mpf_neg,
-    normalize,
     round_ceiling,
     round_floor,
     round_nearest,
@@ -146,6 +148,8 @@ _FLOAT_MARGIN = 2.0**-42
 
 _Raw = tuple  # an mpmath raw float (sign, mantissa, exponent, bit count)
 _Interval = tuple  # a pair (lower, upper) of raw floats
+#: an exact interval ``[lo 2^exp, hi 2^exp]`` of integers ``(lo, hi, exp)``, ``lo <= hi``
+_Dyadic = tuple
 
 
 # ----------------------------------------------------------------------------- random words
@@ -186,41 +190,41 @@ def _check_point(point: object, owner: str) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- rounding
-def _to_float(x: _Raw) -> float:
-    """The float64 nearest to the raw mpmath float ``x`` (ties to even), with IEEE overflow
-    to a signed infinity and gradual underflow (subnormals rounded once, correctly)."""
-    if x == finf:
-        return math.inf
-    if x == fninf:
-        return -math.inf
-    if x == fnan:
-        return math.nan
-    sign, man, exp, bc = x
-    if not man:
-        return -0.0 if sign else 0.0
-    top = exp + bc  # 2^(top - 1) <= |x| < 2^top
-    bits = min(53, top + 1074)  # bits float64 keeps at this magnitude (2^-1074 is the last)
-    if bits < 0:  # |x| < 2^-1075: below half the least subnormal
-        value = 0.0
-    elif bits == 0:  # 2^-1075 <= |x| < 2^-1074: the tie 2^-1075 goes to the even 0
-        value = 0.0 if (man == 1 and exp == -1075) else 5e-324
+def _nearest(man: int, exp: int) -> float:
+    """The float64 nearest to the exact real ``man * 2^exp`` (ties to even), with IEEE
+    overflow to a signed infinity and gradual underflow: Python's conversion of an integer
+    and its true division of two integers are both correctly rounded (an exact zero is
+    ``+0.0``; a negative real that rounds to zero is ``-0.0``)."""
+    try:
+        return float(man << exp) if exp >= 0 else man / (1 << -exp)
+    except OverflowError:  # the correctly rounded value is beyond the largest float
+        return math.inf if man > 0 else -math.inf
+
+
+def _decide(point: tuple[int, int], x: _Dyadic | None) -> float | None:
+    """The float nearest to every point of ``w + X`` for the exact float ``w``
+    (``point = (m, e)``, ``w = m 2^e``) and ``X`` in the exact interval ``x``, or None when
+    that interval contains a rounding boundary (a midpoint between consecutive floats) or
+    ``x`` is None (unbounded). The sums are exact integers."""
+    if x is None:
+        return None
+    lo, hi, exp = x
+    m, e = point
+    if e >= exp:
+        m <<= e - exp
     else:
-        _, man2, exp2, bc2 = normalize(0, man, exp, bc, bits, round_nearest)
-        if exp2 + bc2 > 1024:
-            value = math.inf
-        else:
-            value = math.ldexp(man2, exp2)  # exact: man2 has at most `bits` bits
-    return -value if sign else value
-
-
-def _decide(lower: _Raw, upper: _Raw) -> float | None:
-    """The float nearest to every point of ``[lower, upper]``, or None when the interval
-    contains a rounding boundary (a midpoint between consecutive floats) or is invalid."""
-    a = _to_float(lower)
-    b = _to_float(upper)
+        lo, hi, exp = lo << (exp - e), hi << (exp - e), e
+    a = _nearest(m + lo, exp)
+    b = _nearest(m + hi, exp)
     if a == b and math.copysign(1.0, a) == math.copysign(1.0, b):
         return a
     return None
+
+
+def _exact(value: float) -> tuple[int, int]:
+    """The finite float ``value`` as ``(m, e)`` with ``value = m 2^e`` exactly."""
+    frac, exp = math.frexp(value)  # frac in [0.5, 1) holds at most 53 significant bits
+    return int(frac * 9007199254740992.0), exp - 53
 
 
 # ----------------------------------------------------------------------------- intervals
@@ -271,15 +275,6 @@ def _add(a: _Interval, b: _Interval, prec: int) -> _Interval:
     lower = mpf_add(a[0], b[0], prec, round_floor)
     upper = mpf_add(a[1], b[1], prec, round_ceiling)
     return (fninf if lower == fnan else lower), (finf if upper == fnan else upper)
-
-
-def _neg(a: _Interval) -> _Interval:
-    return mpf_neg(a[1]), mpf_neg(a[0])
-
-
-def _shift(w: _Raw, x: _Interval, prec: int) -> _Interval:
-    """An enclosure of ``w + X`` for the exact float ``w``."""
-    return _add((w, w), x, prec)
 
 
 # ----------------------------------------------------------------------------- fixed point
@@ -379,22 +374,24 @@ def _fixed_box_muller(
     return two_e, radius, (c, ec + slope), (s, es + slope)
 
 
-def _scaled(y: _Fixed, scale: _Raw, prec: int) -> _Interval:
-    """The exact enclosure ``scale * [y - e, y + e] / 2^prec`` for a positive raw float
-    ``scale``."""
+def _scaled(y: _Fixed, scale: tuple[int, int], prec: int) -> _Dyadic:
+    """The exact enclosure ``scale * [y - e, y + e] / 2^prec`` for a positive float
+    ``scale = m 2^s`` given as ``(m, s)``."""
     v, e = y
-    _, man, exp, _ = scale
-    return from_man_exp((v - e) * int(man), exp - prec), from_man_exp(
-        (v + e) * int(man), exp - prec
-    )
+    man, exp = scale
+    return (v - e) * man, (v + e) * man, exp - prec
 
 
-_UNBOUNDED: _Interval = (fninf, finf)
+def _neg(x: _Dyadic) -> _Dyadic:
+    """The exact enclosure of ``-X`` for ``X`` in ``x``."""
+    lo, hi, exp = x
+    return -hi, -lo, exp
 
 
 # ----------------------------------------------------------------------------- the engine
 #: evaluate(group, uniforms, bits, prec, coordinates) -> enclosures of X at those coordinates
-_Evaluate = Callable[[int, list[int], int, int, list[int]], list[_Interval]]
+#: (exact intervals, or None where X is not bounded yet)
+_Evaluate = Callable[[int, list[int], int, int, list[int]], list["_Dyadic | None"]]
 
 
 def _settle(
@@ -426,7 +423,7 @@ def _settle(
     uniforms = [keys[g * per_group : (g + 1) * per_group] for g in range(len(groups))]
     bits = [_FIRST_BITS] * len(groups)
     flat = w.ravel()
-    w_raw = [from_float(float(v)) for v in flat]
+    points = [_exact(float(v)) for v in flat]
     out = np.empty(flat.size)
     pending = {g: list(members) for g, members in enumerate(groups)}
     for _ in range(_MAX_ROUNDS):
@@ -436,8 +433,7 @@ def _settle(
             enclosures = evaluate(g, uniforms[g], bits[g], prec, coords)
             still = []
             for j, x in zip(coords, enclosures):
-                lower, upper = _shift(w_raw[j], x, prec)
-                value = _decide(lower, upper)
+                value = _decide(points[j], x)
                 if value is None:
                     still.append(j)
                 else:
@@ -496,7 +492,7 @@ def laplace_point(point: object, scale: float, rng: np.random.Generator) -> np.n
     """
     owner = "laplace_point"
     w = _check_point(point, owner)
-    s = from_float(check_positive(scale, "scale", owner))
+    s = _exact(check_positive(scale, "scale", owner))
     rng = _check_rng(rng, owner)
     d = w.size
     sign_words = _words(rng, -(-d // 64))
@@ -505,7 +501,7 @@ def laplace_point(point: object, scale: float, rng: np.random.Generator) -> np.n
     def evaluate(g: int, us: list[int], bits: int, prec: int, coords: list[int]):
         e = _fixed_neg_ln(us[0], bits, prec)
         if e is None:
-            return [_UNBOUNDED]
+            return [None]
         x = _scaled(e, s, prec)
         return [_neg(x) if negative[g] else x]
 
@@ -545,7 +541,7 @@ def gaussian_point(point: object, sigma: float, rng: np.random.Generator) -> np.
     """
     owner = "gaussian_point"
     w = _check_point(point, owner)
-    s = from_float(check_positive(sigma, "sigma", owner))
+    s = _exact(check_positive(sigma, "sigma", owner))
     rng = _check_rng(rng, owner)
     d = w.size
     groups = [tuple(range(2 * p, min(2 * p + 2, d))) for p in range(-(-d // 2))]
@@ -553,7 +549,7 @@ def gaussian_point(point: object, sigma: float, rng: np.random.Generator) -> np.
     def evaluate(g: int, us: list[int], bits: int, prec: int, coords: list[int]):
         polar = _fixed_box_muller(us[0], us[1], bits, prec)
         if polar is None:
-            return [_UNBOUNDED] * len(coords)
+            return [None] * len(coords)
         _, radius, cos, sin = polar
         return [_scaled(_fixed_mul(radius, sin if j % 2 else cos, prec), s, prec) for j in coords]
 
@@ -601,11 +597,11 @@ def l2_laplace_point(point: object, scale: float, rng: np.random.Generator) -> n
     d = w.size
     if d == 1:  # in one dimension the l2-Laplace law is the Laplace law
         return laplace_point(w, scale, rng)
-    s = from_float(scale)
+    s = _exact(scale)
     pairs = -(-d // 2)
 
     def evaluate(g: int, us: list[int], bits: int, prec: int, coords: list[int]):
-        unbounded = [_UNBOUNDED] * len(coords)
+        unbounded: list[_Dyadic | None] = [None] * len(coords)
         if min(us[:d]) <= 0:  # a V_i's interval reaches 0: the radius is not bounded yet
             return unbounded
         # -ln(V_1 ... V_d) at the low ends k_i / 2^bits (their product, an exact integer over

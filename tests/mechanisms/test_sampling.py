@@ -18,7 +18,7 @@ import mpmath
 import numpy as np
 import pytest
 from mpmath import iv, mp
-from mpmath.libmp import from_man_exp
+from mpmath.libmp import finf, fninf, from_man_exp
 from randomgen import UserBitGenerator
 from scipy import stats
 
@@ -120,13 +120,54 @@ def test_the_rounding_of_exact_reals_to_float64_is_correct_including_subnormals_
     for man, exp in cases:
         for sign in (1, -1):
             expected = float(sign * Fraction(man) * Fraction(2) ** exp)
-            got = sampling._to_float(from_man_exp(sign * man, exp))
+            got = sampling._nearest(sign * man, exp)
             assert got == expected and math.copysign(1, got) == math.copysign(1, expected)
     # IEEE overflow: below max + half an ulp rounds to max, at or above it to inf
     top = Fraction(2) ** 1024 - Fraction(2) ** 970
     below = top - Fraction(2) ** 900
-    assert sampling._to_float(from_man_exp(below.numerator, 0)) == 1.7976931348623157e308
-    assert sampling._to_float(from_man_exp(top.numerator, 0)) == math.inf
+    assert sampling._nearest(below.numerator, 0) == 1.7976931348623157e308
+    assert sampling._nearest(top.numerator, 0) == math.inf
+    assert sampling._nearest(-top.numerator, 0) == -math.inf
+
+
+def test_the_exact_sum_of_a_float_and_an_enclosure_decides_like_exact_rationals():
+    """``w + X`` is decided from the exact rational sums of ``w`` with both ends of ``X``'s
+    enclosure: the value when both round to one float (of one sign), None otherwise, for
+    floats from subnormals to near overflow and enclosures at and across rounding
+    boundaries; every float is its own exact ``m 2^e``."""
+    rnd = random.Random(11)
+    floats = [0.0, -0.0, 5e-324, -2.5e-320, 1e-310, 0.1, -1.5, 3.0, 1e300, -1.7e308]
+    floats += [rnd.uniform(-1, 1) * 10.0 ** rnd.randint(-300, 300) for _ in range(200)]
+    decided = undecided = 0
+    for w in floats:
+        m, e = sampling._exact(w)
+        assert Fraction(m) * Fraction(2) ** e == Fraction(w)
+        for _ in range(20):
+            exp = rnd.randint(-1200, 1000)
+            lo = rnd.choice([1, -1]) * rnd.getrandbits(rnd.choice([1, 60, 215]))
+            hi = lo + rnd.choice([0, 1, 2, rnd.getrandbits(40)])
+            if rnd.random() < 0.2:  # an enclosure ending at a midpoint next to w
+                mid = (Fraction(w) + Fraction(math.nextafter(w, math.inf))) / 2 - Fraction(w)
+                exp = min(exp, -1200)
+                lo = int(mid * Fraction(2) ** -exp) - 1
+                hi = lo + 1
+            ends = []
+            for end in (lo, hi):
+                exact = Fraction(w) + Fraction(end) * Fraction(2) ** exp
+                try:
+                    ends.append(float(exact) if exact != 0 else 0.0)
+                except OverflowError:
+                    ends.append(math.inf if exact > 0 else -math.inf)
+            same = ends[0] == ends[1] and math.copysign(1, ends[0]) == math.copysign(1, ends[1])
+            got = sampling._decide((m, e), (lo, hi, exp))
+            if same:
+                decided += 1
+                assert got == ends[0] and math.copysign(1, got) == math.copysign(1, ends[0])
+            else:
+                undecided += 1
+                assert got is None
+    assert decided > 1000 and undecided > 100
+    assert sampling._decide((1, 0), None) is None
 
 
 # ---------------------------------------------------------------------------- (a) laws
@@ -380,7 +421,12 @@ def captured_enclosures(sampler, d: int, scale: float, keys: list[int], bits: in
     def stub(w, rng, groups, per_group, evaluate):
         for g, members in enumerate(groups):
             us = list(keys[g * per_group : (g + 1) * per_group])
-            captured.extend(evaluate(g, us, bits, bits + sampling._GUARD, list(members)))
+            for x in evaluate(g, us, bits, bits + sampling._GUARD, list(members)):
+                # an exact interval (lo, hi, exp) as raw mpmath floats; None: unbounded
+                lo, hi, exp = (None, None, 0) if x is None else x
+                captured.append(
+                    (fninf, finf) if x is None else (from_man_exp(lo, exp), from_man_exp(hi, exp))
+                )
         return np.zeros(w.shape)
 
     with pytest.MonkeyPatch.context() as m:
