@@ -38,7 +38,7 @@ from dpcvx.certification._rows import row_chunks
 from dpcvx.certification.ball import KINK, BallCopies, BallRegion, Pieces1D, dual_at_w
 from dpcvx.certification.box import BoxRegion
 from dpcvx.certification.copy_blocks import CopyBlocks
-from dpcvx.modeling._expressions import Unsupported, affine_jet
+from dpcvx.modeling._expressions import Unsupported
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import gram
@@ -217,7 +217,7 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
             return None
         if term.kind == "affine":
             try:
-                _, jac = affine_jet(term.args[0], decl.variable, leaves, n)
+                _, jac = decl.jet(term.args[0])
             except Unsupported:
                 return None
             kinds.append(term.kind)
@@ -243,7 +243,7 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
         b: list[np.ndarray] = []
         for arg in term.args:
             try:
-                off, jac = affine_jet(arg, decl.variable, leaves, n)
+                off, jac = decl.jet(arg)
             except Unsupported:
                 return None
             lead = (n,) + (1,) * (len(shape) - len(arg.shape))  # a scalar piece broadcasts

@@ -34,7 +34,7 @@ from dpcvx.certification._rows import CHUNK_ENTRIES, take_rows
 from dpcvx.certification.stable import max_terms_weights, part_values, stable_gap
 from dpcvx.compilation.stamp import StampedProgram
 from dpcvx.errors import CertificationError
-from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, affine_jet, subgradient_jet
+from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, subgradient_jet
 from dpcvx.modeling._structure import ELEMENTWISE, MONOTONE, Term
 from dpcvx.modeling.declaration import Declaration
 
@@ -184,7 +184,6 @@ def _minorants(
     (:func:`_mixed_cut`) instead of one cut of the maximum."""
     n, d = decl.n, decl.d
     n_total = n if n_total is None else n_total
-    leaves = decl.derived_values()
     s = np.zeros((n, d))
     beta = np.zeros(n)
     scale = np.zeros(n)
@@ -205,7 +204,7 @@ def _minorants(
         jets = []
         try:
             for arg in term.args:
-                jets.append(affine_jet(arg, decl.variable, leaves, n))
+                jets.append(decl.jet(arg))
         except Unsupported:
             gs, gb = _tangent_cut(decl, term, w_hat)
             s += gs

@@ -55,7 +55,6 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
 
 def _bounds(decl: Declaration) -> np.ndarray:
     n, d = decl.n, decl.d
-    leaves = decl.derived_values()
     c, R = np.asarray(decl.domain.center, float), float(decl.domain.radius)
     if any(term.kind == "generic" for term in decl.terms):
         return np.full(n, np.inf)
@@ -72,7 +71,7 @@ def _bounds(decl: Declaration) -> np.ndarray:
             if term.kind == "affine":
                 has_aff = True
                 try:
-                    _, jac = affine_jet(term.args[0], decl.variable, leaves, n)
+                    _, jac = decl.jet(term.args[0])
                 except Unsupported:
                     return np.full(n, np.inf)
                 g_aff += float(term.weight) * np.asarray(jac, float).reshape(n, -1, d).sum(axis=1)
@@ -81,7 +80,7 @@ def _bounds(decl: Declaration) -> np.ndarray:
         if joint is not None and term.kind == "affine":
             continue  # in the joint term's bound
         try:
-            jets = [affine_jet(arg, decl.variable, leaves, n) for arg in term.args]
+            jets = [decl.jet(arg) for arg in term.args]
         except Unsupported:
             return np.full(n, np.inf)
         wgt = abs(float(term.weight))

@@ -11,6 +11,7 @@ the parameter.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -19,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from dpcvx.errors import DataError, ModelingError
-from dpcvx.modeling._expressions import DerivedParameter, evaluate, lift
+from dpcvx.modeling._expressions import DerivedParameter, Unsupported, affine_jet, evaluate, lift
 from dpcvx.modeling._structure import Term, decompose
 from dpcvx.modeling.domains import Domain
 
@@ -46,6 +47,15 @@ def _freeze(expr: cp.Expression, constants: dict[int, cp.Parameter]) -> cp.Expre
     if not expr.args:
         return expr
     return expr.copy([_freeze(a, constants) for a in expr.args])
+
+
+#: a declaration of at most this many examples keeps the affine jets of its loss's arguments
+#: (:meth:`Declaration.jet`): a block of paper 000's LDOP asks for the same jets up to six
+#: times (its model, its examples' Lipschitz bounds, its certificate); a larger declaration
+#: computes them again rather than hold arrays of n x d
+JET_ROWS = 4096
+
+_JETS: weakref.WeakKeyDictionary[Declaration, dict[int, tuple]] = weakref.WeakKeyDictionary()
 
 
 class Declaration:
@@ -262,6 +272,29 @@ class Declaration:
         if idx.size == 0 or idx.min() < 0 or idx.max() >= self.n:
             raise DataError(f"A block needs indices in [0, {self.n}). Got {idx.size} indices.")
         return self._on_rows(int(idx.size), lambda arr: np.ascontiguousarray(arr[idx]))
+
+    def jet(self, expr: cp.Expression) -> tuple[np.ndarray, np.ndarray]:
+        """``affine_jet(expr, variable, derived values, n)`` for an expression of this
+        declaration's loss (see :func:`dpcvx.modeling._expressions.affine_jet`; read-only
+        arrays), computed once for a declaration of at most :data:`JET_ROWS` examples.
+
+        Raises
+        ------
+        Unsupported
+            As ``affine_jet`` does (every time it is asked)."""
+        if self.n > JET_ROWS:
+            return affine_jet(expr, self.variable, self.derived_values(), self.n)
+        known = _JETS.setdefault(self, {})
+        entry = known.get(id(expr))
+        if entry is None or entry[0] is not expr:
+            try:
+                out: object = affine_jet(expr, self.variable, self.derived_values(), self.n)
+            except Unsupported as exc:
+                out = exc
+            entry = known[id(expr)] = (expr, out)
+        if isinstance(entry[1], Unsupported):
+            raise Unsupported(*entry[1].args)
+        return entry[1]
 
     def rows(self, start: int, stop: int) -> Declaration:
         """The same declaration on the contiguous examples ``start:stop``, its data and derived

@@ -62,6 +62,40 @@ def test_a_good_declaration(setup):
     np.testing.assert_array_equal(decl.data[y.id], Y)
 
 
+def test_a_small_declaration_computes_each_jet_once_and_a_block_its_own(setup, monkeypatch):
+    """``Declaration.jet`` is ``affine_jet`` (read-only arrays), computed once per expression
+    on a declaration of at most ``JET_ROWS`` examples and again on a larger one; a block
+    (``subset``) has jets of its own rows; an expression without a jet raises every time."""
+    from dpcvx.modeling import declaration as declaration_module
+    from dpcvx.modeling._expressions import Unsupported, affine_jet
+
+    w, x, y, X, Y = setup
+    decl = Declaration(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, _ball(w))
+    arg = next(a for a in decl.terms[0].args if a.variables())
+    off, jac = decl.jet(arg)
+    expected = affine_jet(arg, w, decl.derived_values(), decl.n)
+    np.testing.assert_array_equal(off, expected[0])
+    np.testing.assert_array_equal(jac, expected[1])
+    np.testing.assert_allclose(jac, -Y[:, None] * X)
+    assert not off.flags.writeable and not jac.flags.writeable
+    again = decl.jet(arg)
+    assert again[0] is off and again[1] is jac
+    rows = np.array([5, 1, 6])
+    block = decl.subset(rows)
+    np.testing.assert_array_equal(block.jet(arg)[1], jac[rows])
+    assert decl.jet(arg)[1] is jac  # the block's rows did not replace the declaration's
+    # above the limit: computed at each call (no n x d arrays kept)
+    monkeypatch.setattr(declaration_module, "JET_ROWS", N - 1)
+    big = Declaration(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, _ball(w))
+    arg_big = next(a for a in big.terms[0].args if a.variables())
+    assert big.jet(arg_big)[1] is not big.jet(arg_big)[1]
+    monkeypatch.undo()
+    square = cp.square(x @ w)
+    for _ in range(2):
+        with pytest.raises(Unsupported):
+            decl.jet(square)
+
+
 def test_declared_data_is_isolated_from_the_callers_arrays(setup):
     w, x, y, X, Y = setup
     problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, _ball(w))
