@@ -370,6 +370,21 @@ def _pieces(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Minorant of ``max_j P_j`` by a convex combination of the pieces (per element)."""
     n = jets[0][0].shape[0]
+    if not term.atom_shape and all(off.shape == (n,) for off, _ in jets):
+        return _scalar_pieces(term, jets, duals, w_hat, center, radius)
+    return _shaped_pieces(term, jets, duals, w_hat, center, radius)
+
+
+def _shaped_pieces(
+    term: Term,
+    jets: list[tuple[np.ndarray, np.ndarray]],
+    duals: list[np.ndarray | None],
+    w_hat: np.ndarray,
+    center: np.ndarray,
+    radius: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_pieces` for pieces of any shape (CVXPY broadcasting)."""
+    n = jets[0][0].shape[0]
     d = w_hat.shape[-1]
     shape = (n,) + term.atom_shape
     nd = len(term.atom_shape)
@@ -410,6 +425,51 @@ def _pieces(
     slope = sum(mu[..., j, None] * jacs[j] for j in range(len(jets)))
     inter = sum(mu[..., j] * offs[j] for j in range(len(jets))) - defect * bound
     return (slope.reshape(n, -1, d).sum(axis=1), inter.reshape(n, -1).sum(axis=1))
+
+
+def _scalar_pieces(
+    term: Term,
+    jets: list[tuple[np.ndarray, np.ndarray]],
+    duals: list[np.ndarray | None],
+    w_hat: np.ndarray,
+    center: np.ndarray,
+    radius: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_pieces` for a scalar maximum (one element per example: a hinge, a pinball
+    loss), the same operations in the same order, but a piece constant in ``w`` has no
+    Jacobian to multiply (its products are zeros, which add nothing)."""
+    m = len(jets)
+    moving = [bool(a.variables()) for a in term.args]
+    offs = [off for off, _ in jets]
+    mu = np.stack([np.zeros(offs[0].shape) if dl is None else dl for dl in duals], axis=-1)
+    mu = np.clip(np.nan_to_num(mu), 0.0, 1.0)
+    const = np.array([dl is None for dl in duals])
+    if const.any():
+        j0 = int(np.flatnonzero(const)[0])
+        mu[:, j0] = np.maximum(0.0, 1.0 - mu[:, ~const].sum(axis=-1))
+    total = mu.sum(axis=-1, keepdims=True)
+    vals = np.stack(
+        [off + _apply(jac, w_hat) if mov else off for (off, jac), mov in zip(jets, moving)],
+        axis=-1,
+    )
+    active = np.eye(m)[np.argmax(vals, axis=-1)]
+    mu = np.where(total > 0, mu / np.where(total > 0, total, 1.0), active)
+    defect = np.abs(mu.sum(axis=-1) - 1.0) + 4 * m * _EPS
+    bound = np.max(
+        np.stack(
+            [
+                _range_bound(off, jac, center, radius) if mov else np.abs(off)
+                for (off, jac), mov in zip(jets, moving)
+            ],
+            axis=-1,
+        ),
+        axis=-1,
+    )
+    slope = sum(mu[:, j, None] * jets[j][1] for j in range(m) if moving[j])
+    if not isinstance(slope, np.ndarray):  # every piece constant
+        slope = np.zeros((offs[0].shape[0], w_hat.shape[-1]))
+    inter = sum(mu[:, j] * offs[j] for j in range(m)) - defect * bound
+    return slope, inter
 
 
 def _broadcast_pieces(

@@ -514,3 +514,49 @@ def test_a_plain_localized_solve_is_certified_over_the_localized_domain(radius, 
     assert abs(float(cert.w[0]) - expected) <= cert.distance_bound + 1e-12
     F = 0.5 * np.mean((expected - X[:, 0]) ** 2) + 1.81 / 2 * (expected - 0.9) ** 2
     assert cert.lower <= F + 1e-12 <= cert.upper + 2e-12
+
+
+def test_a_scalar_maximums_minorant_is_the_shaped_one_bit_for_bit():
+    """The minorant of a scalar maximum of pieces (hinge, pinball, three pieces with a data
+    parameter) skips the Jacobian of a piece constant in ``w`` and is otherwise the shaped
+    computation: the same floats, signs of zeros included, at one point or one point per
+    example, with missing, NaN and out-of-range multipliers. The control: a minorant that
+    takes the constant piece's offset as 0 differs."""
+    from dpcvx.modeling.declaration import Declaration
+
+    rng = np.random.default_rng(1)
+    caught = 0
+    for trial in range(120):
+        n, d = int(rng.integers(1, 40)), int(rng.integers(1, 6))
+        w, x, y, t = cp.Variable(d), cp.Parameter(d), cp.Parameter(), cp.Parameter()
+        X, Y, T = rng.normal(size=(n, d)), rng.normal(size=n), rng.normal(size=n)
+        r = x @ w - y
+        loss, data = [
+            (cp.pos(1 - cp.multiply(y, x @ w)), {x: X, y: Y}),
+            (cp.maximum(0.3 * r, -0.7 * r), {x: X, y: Y}),
+            (cp.maximum(r, 0.5, t * 2), {x: X, y: Y, t: T}),
+        ][trial % 3]
+        decl = Declaration(loss, w, data, [cp.norm(w) <= 1.5])
+        term = decl.terms[0]
+        assert term.kind == "pieces" and term.atom_shape == ()
+        jets = [decl.jet(a) for a in term.args]
+        duals = [
+            None
+            if rng.random() < 0.4 or not a.variables()
+            else np.where(rng.random(n) < 0.1, np.nan, rng.uniform(-0.2, 1.3, n))
+            for a in term.args
+        ]
+        w_hat = rng.normal(size=d) if trial % 2 else rng.normal(size=(n, d))
+        args = (term, jets, duals, w_hat, np.zeros(d), 1.5)
+        fast, shaped = certificate._pieces(*args), certificate._shaped_pieces(*args)
+        for a, b in zip(fast, shaped):
+            assert a.shape == b.shape
+            assert np.array_equal(a, b) and np.array_equal(np.signbit(a), np.signbit(b))
+        if trial % 3 == 2:  # the control: the constant piece 0.5 taken as 0
+            dropped = [
+                (np.zeros_like(off), jac) if not a.variables() else (off, jac)
+                for (off, jac), a in zip(jets, term.args)
+            ]
+            moved = certificate._scalar_pieces(term, dropped, duals, *args[3:])
+            caught += not np.array_equal(moved[1], shaped[1])
+    assert caught >= 10
