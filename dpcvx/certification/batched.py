@@ -29,7 +29,7 @@ to the certificate.
 
 Inside :func:`dpcvx._batching.block_scope` (a block of a mechanism that splits its data),
 :func:`~dpcvx.certification.arrowhead.arrowhead_ipm` sends such programs here: alone, or,
-where the blocks run together in threads (:func:`dpcvx._batching.together`), with every other
+where the blocks run together as greenlets (:func:`dpcvx._batching.together`), with every other
 block's program that waits at the same time.
 """
 

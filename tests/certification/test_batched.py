@@ -290,62 +290,78 @@ def test_the_blocks_of_a_localized_release_batch_their_programs(monkeypatch):
     assert np.array_equal(got, alone)
 
 
-def test_an_interrupted_caller_stops_the_jobs_at_their_next_gathering(monkeypatch):
-    """Ctrl-C in the calling thread (here: raised in its serving loop once the first batch
-    ran) cancels the meeting: the jobs end at their next call instead of running the rest
-    of their blocks in the background."""
+def test_an_interrupt_in_a_batch_stops_the_jobs_at_their_next_gathering():
+    """Ctrl-C while a batch runs (here: raised by the second batch) cancels the meeting: the
+    jobs end at once, at their waiting call, instead of running the rest of their blocks,
+    even behind a solver's ``except Exception``; the interrupt reaches the caller."""
     ended: list[str] = []
-    serve = _batching.Meeting.serve
+    calls = [0]
+
+    def batch(items):
+        calls[0] += 1
+        if calls[0] == 2:
+            raise KeyboardInterrupt
+        return [2 * x for x in items]
 
     def job(i: int) -> None:
         try:
             try:
-                current().gather(_double_all, i)
-                current().gather(_double_all, i)
+                current().gather(batch, i)
+                current().gather(batch, i)
             except Exception:  # a solver's guard: it must not swallow the cancel
                 ended.append("swallowed")
                 return
             ended.append("ran")
         except _batching.Cancelled:
             ended.append("cancelled")
+            raise
 
-    def interrupted(self) -> None:
-        with self._server:
-            while not self._ready():
-                self._server.wait()
-            self._flush()  # the first calls run; the interrupt comes before the second
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(_batching.Meeting, "serve", interrupted)
     with pytest.raises(KeyboardInterrupt):
         together(job, [(i,) for i in range(4)])
-    monkeypatch.setattr(_batching.Meeting, "serve", serve)
-    for thread in threading.enumerate():
-        if thread.name.startswith("dpcvx-block-"):
-            thread.join(timeout=10)
     assert ended == ["cancelled"] * 4
+
+
+def test_an_interrupt_in_a_job_ends_the_others_and_reaches_the_caller():
+    """An interrupt raised while a job runs (all of them run on the calling thread) ends
+    the jobs waiting for their batch, and those not started never run."""
+    ran: list[int] = []
+    ended: list[int] = []
+
+    def job(i: int) -> int:
+        ran.append(i)
+        try:
+            if i == 2:
+                raise KeyboardInterrupt
+            return current().gather(_double_all, i)
+        finally:
+            ended.append(i)
+
+    with pytest.raises(KeyboardInterrupt):
+        together(job, [(i,) for i in range(5)])
+    assert ran == [0, 1, 2] and sorted(ended) == [0, 1, 2]
 
 
 def test_blocks_whose_solves_do_not_batch_run_one_after_the_other(monkeypatch):
     """A smooth loss's block solves never reach the arrowhead method: its LDOP phases run
-    their blocks on the calling thread (the threads would only cost time)."""
+    their blocks one after the other, not together."""
+    from dpcvx.mechanisms import localized_double
+
     rng = np.random.default_rng(4)
     n, d = 2000, 4
     X = rng.normal(size=(n, d)) / 2
     Y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=n)
     w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
     problem = dpcvx.Problem(cp.huber(x @ w - y, 0.5), w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
-    started: list[str] = []
-    real_start = threading.Thread.start
+    groups: list[int] = []
 
-    def start(self):
-        started.append(self.name)
-        return real_start(self)
+    def counted(function, tasks, limit=256):
+        groups.append(len(tasks))
+        return together(function, tasks, limit)
 
-    monkeypatch.setattr(threading.Thread, "start", start)
+    monkeypatch.setattr(localized_double, "together", counted)
     mech = dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=1.5, progress=False)
     problem.solve_private(mech, epsilon=1.0, rng=0)
-    assert not [name for name in started if name.startswith("dpcvx-block-")]
+    assert groups == []
 
 
 def test_a_program_that_raises_in_a_batch_fails_alone(requests_mix, monkeypatch):
@@ -389,32 +405,3 @@ def test_what_the_batched_method_does_not_take(requests_mix):
 
 def test_cancelled_is_no_exception_a_guard_would_catch():
     assert not issubclass(_batching.Cancelled, Exception)
-
-
-def test_where_a_thread_cannot_start_the_group_runs_on_the_calling_thread(monkeypatch):
-    sizes: list[int] = []
-
-    def batch(items):
-        sizes.append(len(items))
-        return [2 * x for x in items]
-
-    def job(i: int) -> int:
-        return current().gather(batch, i) + 1
-
-    real_start = threading.Thread.start
-    count = [0]
-
-    def start(self):
-        count[0] += 1
-        if count[0] == 3:
-            raise RuntimeError("can't start new thread")
-        return real_start(self)
-
-    monkeypatch.setattr(threading.Thread, "start", start)
-    assert together(job, [(i,) for i in range(5)]) == [2 * i + 1 for i in range(5)]
-    assert sizes == [1] * 5  # each alone, one after the other
-    monkeypatch.undo()
-    for thread in threading.enumerate():
-        if thread.name.startswith("dpcvx-block-"):
-            thread.join(timeout=10)
-            assert not thread.is_alive()
