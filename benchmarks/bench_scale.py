@@ -6,8 +6,9 @@
 
 Each cell runs in a fresh process (so the peak resident memory is the cell's own): the data
 (``X ~ N(0, I)``, labels from a random linear model with noise), the declaration, then two
-certified solves to 1e-9 (``lam = 1e-2``, the l2 ball of radius 100, inactive). It prints the
-second solve's time (the first also compiles the second-order or piecewise model), the first,
+certified solves to 1e-9 (``lam = 1e-2``, the l2 ball of radius 100, inactive), the first and
+then ``--repeat`` more (three by default). It prints the median time of those (the first also
+compiles the second-order or piecewise model), the first,
 the growth ``time(10 n) / time(n)``, the certified gap, the path, the data's size and the peak
 memory above the process's state before the declaration, in multiples of the data's size.
 """
@@ -40,9 +41,12 @@ problem = dpcvx.Problem(expr, w, data={x: X, y: labels}, domain=[cp.norm(w, 2) <
 t = time.perf_counter()
 problem.solve(regularization=1e-2, center=np.zeros(d), accuracy=1e-9)
 first = time.perf_counter() - t
-t = time.perf_counter()
-sol = problem.solve(regularization=1e-2, center=np.zeros(d), accuracy=1e-9)
-again = time.perf_counter() - t
+times = []
+for _ in range(int(sys.argv[4])):
+    t = time.perf_counter()
+    sol = problem.solve(regularization=1e-2, center=np.zeros(d), accuracy=1e-9)
+    times.append(time.perf_counter() - t)
+again = float(np.median(times))
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 size = (X.nbytes + labels.nbytes) / 2**20
 print(json.dumps({"first": first, "again": again, "gap": sol.gap, "data_mib": size,
@@ -50,9 +54,9 @@ print(json.dumps({"first": first, "again": again, "gap": sol.gap, "data_mib": si
 """
 
 
-def cell(n: int, d: int, loss: str) -> dict:
+def cell(n: int, d: int, loss: str, repeat: int = 3) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", CELL, str(n), str(d), loss],
+        [sys.executable, "-c", CELL, str(n), str(d), loss, str(repeat)],
         capture_output=True,
         text=True,
         timeout=3600,
@@ -67,6 +71,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--losses", default="logistic,squared,huber,hinge,absolute,pinball")
     parser.add_argument("--n", default="1e4,1e5,1e6")
     parser.add_argument("--d", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=3, help="timed solves per cell (median)")
     parser.add_argument("--smoke", action="store_true", help="a tiny run for CI")
     args = parser.parse_args(argv)
     sizes = [int(float(v)) for v in args.n.split(",")]
@@ -82,7 +87,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for loss in losses:
         previous = None
         for n in sizes:
-            r = cell(n, args.d, loss)
+            r = cell(n, args.d, loss, 1 if args.smoke else max(1, args.repeat))
             growth = (
                 r["again"] / previous["again"]
                 if previous is not None and sizes[sizes.index(n) - 1] * 10 == n
