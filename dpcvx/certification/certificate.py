@@ -375,6 +375,25 @@ def _pieces(
     return _shaped_pieces(term, jets, duals, w_hat, center, radius)
 
 
+def _piece_weights(
+    mu: np.ndarray, duals: list[np.ndarray | None], vals: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces' weights per element, from their multipliers ``mu`` (last axis: the pieces;
+    clipped to ``[0, 1]``, NaN as 0) where given: a piece without one (``duals`` None) takes
+    what the others leave, and where all are zero the piece largest in ``vals`` (the pieces'
+    values at the point) takes it all; then normalized. Returns the weights and their defect
+    ``|sum - 1|`` plus its rounding."""
+    mu = np.clip(np.nan_to_num(mu), 0.0, 1.0)
+    const = np.array([dl is None for dl in duals])
+    if const.any():
+        j0 = int(np.flatnonzero(const)[0])
+        mu[..., j0] = np.maximum(0.0, 1.0 - mu[..., ~const].sum(axis=-1))
+    total = mu.sum(axis=-1, keepdims=True)
+    active = np.eye(len(duals))[np.argmax(vals, axis=-1)]
+    mu = np.where(total > 0, mu / np.where(total > 0, total, 1.0), active)
+    return mu, np.abs(mu.sum(axis=-1) - 1.0) + 4 * len(duals) * _EPS
+
+
 def _shaped_pieces(
     term: Term,
     jets: list[tuple[np.ndarray, np.ndarray]],
@@ -407,17 +426,8 @@ def _shaped_pieces(
         ],
         axis=-1,
     )  # (n, ..., m)
-    mu = np.clip(np.nan_to_num(mu), 0.0, 1.0)
-    const = np.array([dl is None for dl in duals])
-    if const.any():
-        j0 = int(np.flatnonzero(const)[0])
-        mu[..., j0] = np.maximum(0.0, 1.0 - mu[..., ~const].sum(axis=-1))
-    total = mu.sum(axis=-1, keepdims=True)
-    # where the duals give no weight at all, use the active piece at w_hat
     vals = np.stack([off + _apply(jac, w_hat) for off, jac in zip(offs, jacs)], axis=-1)
-    active = np.eye(len(jets))[np.argmax(vals, axis=-1)]
-    mu = np.where(total > 0, mu / np.where(total > 0, total, 1.0), active)
-    defect = np.abs(mu.sum(axis=-1) - 1.0) + 4 * len(jets) * _EPS
+    mu, defect = _piece_weights(mu, duals, vals)
     bound = np.max(
         np.stack([_range_bound(off, jac, center, radius) for off, jac in zip(offs, jacs)], axis=-1),
         axis=-1,
@@ -442,19 +452,11 @@ def _scalar_pieces(
     moving = [bool(a.variables()) for a in term.args]
     offs = [off for off, _ in jets]
     mu = np.stack([np.zeros(offs[0].shape) if dl is None else dl for dl in duals], axis=-1)
-    mu = np.clip(np.nan_to_num(mu), 0.0, 1.0)
-    const = np.array([dl is None for dl in duals])
-    if const.any():
-        j0 = int(np.flatnonzero(const)[0])
-        mu[:, j0] = np.maximum(0.0, 1.0 - mu[:, ~const].sum(axis=-1))
-    total = mu.sum(axis=-1, keepdims=True)
     vals = np.stack(
         [off + _apply(jac, w_hat) if mov else off for (off, jac), mov in zip(jets, moving)],
         axis=-1,
     )
-    active = np.eye(m)[np.argmax(vals, axis=-1)]
-    mu = np.where(total > 0, mu / np.where(total > 0, total, 1.0), active)
-    defect = np.abs(mu.sum(axis=-1) - 1.0) + 4 * m * _EPS
+    mu, defect = _piece_weights(mu, duals, vals)
     bound = np.max(
         np.stack(
             [
