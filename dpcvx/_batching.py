@@ -156,8 +156,9 @@ def together(function: Callable[..., Any], tasks: Sequence[tuple], limit: int = 
     group. One block runs at a time, on the calling thread. Results in the order of
     ``tasks``; where tasks raise, the first one's exception (in that order) is raised once
     every block of its group ended. An interrupt (an exception that is no ``Exception``,
-    such as ``KeyboardInterrupt``, in a block or in a batch) ends every block of the group at
-    its next call and is raised at once."""
+    such as ``KeyboardInterrupt``, in a block or in a batch) ends the group at once: each
+    suspended block at the call it waits in (its ``finally`` clauses run), and the blocks not
+    started yet never run; the interrupt is raised, before any block's ``Exception``."""
     out: list[Any] = [None] * len(tasks)
     errors: list[BaseException | None] = [None] * len(tasks)
     for lo in range(0, len(tasks), limit):

@@ -49,13 +49,24 @@ def _freeze(expr: cp.Expression, constants: dict[int, cp.Parameter]) -> cp.Expre
     return expr.copy([_freeze(a, constants) for a in expr.args])
 
 
-#: a declaration of at most this many examples keeps the affine jets of its loss's arguments
+#: a declaration with ``n d`` at most this keeps the affine jets of its loss's arguments
 #: (:meth:`Declaration.jet`): a block of paper 000's LDOP asks for the same jets up to six
-#: times (its model, its examples' Lipschitz bounds, its certificate); a larger declaration
-#: computes them again rather than hold arrays of n x d
-JET_ROWS = 4096
+#: times (its model, its examples' Lipschitz bounds, its certificate), and the blocks that run
+#: together have at most 2048 examples in at most 128 dimensions (:mod:`dpcvx._batching`); a
+#: larger declaration computes them again rather than hold arrays of its data's size (2 MiB
+#: here) for as long as it lives
+JET_ENTRIES = 1 << 18
 
 _JETS: weakref.WeakKeyDictionary[Declaration, dict[int, tuple]] = weakref.WeakKeyDictionary()
+
+
+class _NoJet:
+    """A cached :class:`~dpcvx.modeling._expressions.Unsupported`: its arguments only."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: tuple) -> None:
+        self.args = args
 
 
 class Declaration:
@@ -276,13 +287,13 @@ class Declaration:
     def jet(self, expr: cp.Expression) -> tuple[np.ndarray, np.ndarray]:
         """``affine_jet(expr, variable, derived values, n)`` for an expression of this
         declaration's loss (see :func:`dpcvx.modeling._expressions.affine_jet`; read-only
-        arrays), computed once for a declaration of at most :data:`JET_ROWS` examples.
+        arrays), computed once for a declaration with ``n d`` at most :data:`JET_ENTRIES`.
 
         Raises
         ------
         Unsupported
             As ``affine_jet`` does (every time it is asked)."""
-        if self.n > JET_ROWS:
+        if self.n * self.d > JET_ENTRIES:
             return affine_jet(expr, self.variable, self.derived_values(), self.n)
         known = _JETS.setdefault(self, {})
         entry = known.get(id(expr))
@@ -290,9 +301,11 @@ class Declaration:
             try:
                 out: object = affine_jet(expr, self.variable, self.derived_values(), self.n)
             except Unsupported as exc:
-                out = exc
+                # its message only: the exception's traceback holds this frame, and so the
+                # declaration, which would then keep its own cache entry alive
+                out = _NoJet(exc.args)
             entry = known[id(expr)] = (expr, out)
-        if isinstance(entry[1], Unsupported):
+        if isinstance(entry[1], _NoJet):
             raise Unsupported(*entry[1].args)
         return entry[1]
 

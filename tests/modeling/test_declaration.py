@@ -9,7 +9,9 @@ vertex enumeration and dense boundary samples, not against dpcvx).
 
 from __future__ import annotations
 
+import gc
 import itertools
+import weakref
 
 import cvxpy as cp
 import numpy as np
@@ -64,8 +66,9 @@ def test_a_good_declaration(setup):
 
 def test_a_small_declaration_computes_each_jet_once_and_a_block_its_own(setup, monkeypatch):
     """``Declaration.jet`` is ``affine_jet`` (read-only arrays), computed once per expression
-    on a declaration of at most ``JET_ROWS`` examples and again on a larger one; a block
-    (``subset``) has jets of its own rows; an expression without a jet raises every time."""
+    on a declaration with ``n d`` at most ``JET_ENTRIES`` and again on a larger one; a block
+    (``subset``) has jets of its own rows; an expression without a jet raises every time, and
+    the declaration that raised is freed (the cache holds no traceback of its frames)."""
     from dpcvx.modeling import declaration as declaration_module
     from dpcvx.modeling._expressions import Unsupported, affine_jet
 
@@ -85,7 +88,7 @@ def test_a_small_declaration_computes_each_jet_once_and_a_block_its_own(setup, m
     np.testing.assert_array_equal(block.jet(arg)[1], jac[rows])
     assert decl.jet(arg)[1] is jac  # the block's rows did not replace the declaration's
     # above the limit: computed at each call (no n x d arrays kept)
-    monkeypatch.setattr(declaration_module, "JET_ROWS", N - 1)
+    monkeypatch.setattr(declaration_module, "JET_ENTRIES", N * D - 1)
     big = Declaration(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, _ball(w))
     arg_big = next(a for a in big.terms[0].args if a.variables())
     assert big.jet(arg_big)[1] is not big.jet(arg_big)[1]
@@ -94,6 +97,10 @@ def test_a_small_declaration_computes_each_jet_once_and_a_block_its_own(setup, m
     for _ in range(2):
         with pytest.raises(Unsupported):
             decl.jet(square)
+    gone = weakref.ref(decl)
+    del decl, block
+    gc.collect()
+    assert gone() is None
 
 
 def test_declared_data_is_isolated_from_the_callers_arrays(setup):
