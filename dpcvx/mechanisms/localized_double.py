@@ -330,6 +330,7 @@ class _PhaseLoop:
                     function,
                     [(t[0], t[1], None, *t[3:]) for t in c],
                     r,
+                    small and function is _run_block,
                     pure=False,  # no hashing of the arguments: each task is run once
                 )
                 for c, r in zip(chunks, rows)
@@ -358,12 +359,16 @@ def _run_one(function, *task):
         return function(*task)
 
 
-def _run_chunk(function, tasks, rows) -> list:
-    """Run the blocks ``tasks`` (their rows in ``rows``, in order) one after the other on one
-    worker (module level, so executors can ship it), with the allocator's thresholds raised
-    while they run (see :mod:`dpcvx._allocator`)."""
+def _run_chunk(function, tasks, rows, small: bool = False) -> list:
+    """Run the blocks ``tasks`` (their rows in ``rows``, in order) on one worker (module level,
+    so executors can ship it), with the allocator's thresholds raised while they run (see
+    :mod:`dpcvx._allocator`): together where ``small`` (their programs solved in batches, each
+    as alone, see :mod:`dpcvx._batching`), else one after the other."""
+    jobs = [(t[0], t[1], r, *t[3:]) for t, r in zip(tasks, rows)]
     with roomy_allocator():
-        return [function(t[0], t[1], r, *t[3:]) for t, r in zip(tasks, rows)]
+        if small:
+            return together(function, jobs)
+        return [function(*job) for job in jobs]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

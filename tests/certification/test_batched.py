@@ -290,6 +290,41 @@ def test_the_blocks_of_a_localized_release_batch_their_programs(monkeypatch):
     assert np.array_equal(got, alone)
 
 
+def test_the_blocks_of_a_dask_workers_chunk_batch_their_programs(monkeypatch):
+    """On a Dask ``Client`` each worker runs a chunk of a phase's blocks: small blocks run
+    together there too (their programs in batches larger than one), and the release is the
+    one of the calling process."""
+    distributed = pytest.importorskip("distributed")
+    rng = np.random.default_rng(3)
+    n, d = 3000, 4
+    X = rng.standard_t(5, size=(n, d)) * math.sqrt(3.0 / (5.0 * d))
+    Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
+
+    def mech(**kw):
+        return dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=1.2, progress=False, **kw)
+
+    expected = problem.solve_private(mech(), epsilon=1.0, rng=7).w
+    sizes: list[int] = []
+    real = batched.batched_ipm
+
+    def counting(requests):
+        sizes.append(len(requests))
+        return real(requests)
+
+    monkeypatch.setattr(batched, "batched_ipm", counting)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        got = problem.solve_private(mech(executor=client), epsilon=1.0, rng=7).w
+    assert max(sizes) > 1
+    assert np.array_equal(got, expected)
+
+
 def test_an_interrupt_in_a_batch_stops_the_jobs_at_their_next_gathering():
     """Ctrl-C while a batch runs (here: raised by the second batch) cancels the meeting: the
     jobs end at once, at their waiting call, instead of running the rest of their blocks,
