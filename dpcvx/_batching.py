@@ -12,9 +12,9 @@ where and how the blocks run (together here, one by one on an executor's workers
 only the time.
 
 Why greenlets and not threads: the same protocol on threads (one thread running at a time,
-holding a baton it handed on while it waited) spent about half a millisecond a block in
-starting threads and switching between them; paper 000's LDOP at ``n = 1e5``, ``d = 20``
-(148 blocks) took 0.45 s, and takes 0.37 s with greenlets. A switch between greenlets is a
+holding a baton it handed on while it waited) cost about a third of a millisecond a block:
+paper 000's LDOP at ``n = 1e5``, ``d = 20`` (148 blocks) took 0.43 s, and takes 0.38 s with
+greenlets (medians of nine releases). A switch between greenlets is a
 copy of a few stack frames on one thread: no lock, no scheduler, and every batch's arrays
 come from that thread's memory.
 
