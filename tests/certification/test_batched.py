@@ -257,17 +257,20 @@ def test_a_block_scope_outside_together_runs_each_call_alone():
     assert together(job, [()] * 3) == [True] * 3
 
 
-def test_the_blocks_of_a_localized_release_batch_their_programs(monkeypatch):
-    """Paper 000's LDOP in one process: the first stage of every block of a phase in one
-    batch, and the release the same as with each block alone on a thread pool."""
-    from concurrent.futures import ThreadPoolExecutor
-
+def _hinge_problem(n: int, d: int) -> dpcvx.Problem:
     rng = np.random.default_rng(3)
-    n, d = 4000, 5
     X = rng.standard_t(5, size=(n, d)) * math.sqrt(3.0 / (5.0 * d))
     Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
     w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
-    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
+    return dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
+
+
+def _ldop(**kw):
+    return dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=1.2, progress=False, **kw)
+
+
+def _count_batches(monkeypatch) -> list[int]:
+    """The sizes of the batches the batched method runs from now on."""
     sizes: list[int] = []
     real = batched.batched_ipm
 
@@ -277,15 +280,21 @@ def test_the_blocks_of_a_localized_release_batch_their_programs(monkeypatch):
         return out
 
     monkeypatch.setattr(batched, "batched_ipm", counting)
+    return sizes
 
-    def mech(**kw):
-        return dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=1.2, progress=False, **kw)
 
-    got = problem.solve_private(mech(), epsilon=1.0, rng=7).w
+def test_the_blocks_of_a_localized_release_batch_their_programs(monkeypatch):
+    """Paper 000's LDOP in one process: the first stage of every block of a phase in one
+    batch, and the release the same as with each block alone on a thread pool."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    problem = _hinge_problem(4000, 5)
+    sizes = _count_batches(monkeypatch)
+    got = problem.solve_private(_ldop(), epsilon=1.0, rng=7).w
     assert max(sizes) > 1 and sum(sizes) >= 2 * len(sizes)
     sizes.clear()
     with ThreadPoolExecutor(2) as pool:
-        alone = problem.solve_private(mech(executor=pool), epsilon=1.0, rng=7).w
+        alone = problem.solve_private(_ldop(executor=pool), epsilon=1.0, rng=7).w
     assert set(sizes) == {1}
     assert np.array_equal(got, alone)
 
@@ -295,37 +304,21 @@ def test_the_blocks_of_a_dask_workers_chunk_batch_their_programs(monkeypatch):
     together there too (their programs in batches larger than one), and the release is the
     one of the calling process."""
     distributed = pytest.importorskip("distributed")
-    rng = np.random.default_rng(3)
-    n, d = 3000, 4
-    X = rng.standard_t(5, size=(n, d)) * math.sqrt(3.0 / (5.0 * d))
-    Y = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
-    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
-    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)), w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
-
-    def mech(**kw):
-        return dpcvx.LocalizedDoubleOutputPerturbation(k=4, moment=1.2, progress=False, **kw)
-
-    expected = problem.solve_private(mech(), epsilon=1.0, rng=7).w
-    sizes: list[int] = []
-    real = batched.batched_ipm
-
-    def counting(requests):
-        sizes.append(len(requests))
-        return real(requests)
-
-    monkeypatch.setattr(batched, "batched_ipm", counting)
+    problem = _hinge_problem(3000, 4)
+    expected = problem.solve_private(_ldop(), epsilon=1.0, rng=7).w
+    sizes = _count_batches(monkeypatch)
     with (
         distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
-        got = problem.solve_private(mech(executor=client), epsilon=1.0, rng=7).w
+        got = problem.solve_private(_ldop(executor=client), epsilon=1.0, rng=7).w
     assert max(sizes) > 1
     assert np.array_equal(got, expected)
 
 
-def test_an_interrupt_in_a_batch_stops_the_jobs_at_their_next_gathering():
+def test_an_interrupt_in_a_batch_ends_the_jobs_at_the_call_they_wait_in():
     """Ctrl-C while a batch runs (here: raised by the second batch) cancels the meeting: the
     jobs end at once, at their waiting call, instead of running the rest of their blocks,
     even behind a solver's ``except Exception``; the interrupt reaches the caller."""
