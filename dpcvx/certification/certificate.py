@@ -451,7 +451,10 @@ def _scalar_pieces(
     m = len(jets)
     moving = [bool(a.variables()) for a in term.args]
     offs = [off for off, _ in jets]
-    mu = np.stack([np.zeros(offs[0].shape) if dl is None else dl for dl in duals], axis=-1)
+    shape = offs[0].shape
+    mu = np.stack(
+        [np.zeros(shape) if dl is None else np.broadcast_to(dl, shape) for dl in duals], axis=-1
+    )
     vals = np.stack(
         [off + _apply(jac, w_hat) if mov else off for (off, jac), mov in zip(jets, moving)],
         axis=-1,
@@ -469,7 +472,7 @@ def _scalar_pieces(
     )
     slope = sum(mu[:, j, None] * jets[j][1] for j in range(m) if moving[j])
     if not isinstance(slope, np.ndarray):  # every piece constant
-        slope = np.zeros((offs[0].shape[0], w_hat.shape[-1]))
+        slope = np.zeros((shape[0], w_hat.shape[-1]))
     inter = sum(mu[:, j] * offs[j] for j in range(m)) - defect * bound
     return slope, inter
 
