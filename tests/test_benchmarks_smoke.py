@@ -10,38 +10,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_bench_erm_smoke_runs_and_objectives_agree(tmp_path):
-    out = tmp_path / "smoke.json"
+def _smoke(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``benchmarks/<script> --smoke ARGS`` from the repository root; it must succeed."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_erm.py"),
-            "--smoke",
-            "--repeats",
-            "1",
-            "--output",
-            str(out),
-        ],
+        [sys.executable, str(ROOT / "benchmarks" / script), "--smoke", *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_bench_erm_smoke_runs_and_objectives_agree(tmp_path):
+    out = tmp_path / "smoke.json"
+    proc = _smoke("bench_erm.py", "--repeats", "1", "--output", str(out), timeout=600)
     assert out.exists()
     assert "ratio" in proc.stdout
 
 
 def test_bench_first_order_smoke_runs():
     """Algorithm 3, Theorem D.4 and the interior-point solve certify the same tiny cell."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_first_order.py"), "--smoke"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _smoke("bench_first_order.py", timeout=120)
     last = proc.stdout.strip().splitlines()[-1]
     assert "~" not in last  # every path certified within the smoke budget (nothing projected)
 
@@ -50,73 +41,27 @@ def test_bench_heavy_tailed_smoke_runs(tmp_path):
     """LDOP, clipped output perturbation and paper 003's clipped gradient descent side by side
     on a tiny grid (it must run and print its table)."""
     out = tmp_path / "heavy.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_heavy_tailed.py"),
-            "--smoke",
-            "--output",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _smoke("bench_heavy_tailed.py", "--output", str(out), timeout=600)
     assert "clipgd_pure" in proc.stdout and out.exists()
 
 
 def test_bench_saddle_smoke_runs():
     """The certified saddle solve's bracket contains CVXPY's closed-form optimum."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_saddle.py"), "--smoke"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _smoke("bench_saddle.py")
     assert "True" in proc.stdout.strip().splitlines()[-1]
 
 
 def test_bench_spellings_smoke_runs(tmp_path):
     """Natural CVXPY spellings against independent Clarabel solves: it must run, print the
     summary and write its JSON (failures to certify are measurements, not test failures)."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_spellings.py"),
-            "--smoke",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _smoke("bench_spellings.py", "--out", str(tmp_path))
     assert "certified:" in proc.stdout and "of" in proc.stdout
     assert (tmp_path / "bench_spellings_smoke.json").exists()
 
 
 def test_bench_aborts_smoke_runs(tmp_path):
     """The abort search on a tiny grid: it must run, print the frontier and write its JSON."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_aborts.py"),
-            "--smoke",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _smoke("bench_aborts.py", "--out", str(tmp_path))
     assert "abort frontier" in proc.stdout
     assert (tmp_path / "bench_aborts_smoke.json").exists()
 
@@ -124,20 +69,7 @@ def test_bench_aborts_smoke_runs(tmp_path):
 def test_bench_speed_smoke_runs(tmp_path):
     """dpcvx's certified solves next to scikit-learn, scipy and CVXPY on a tiny cell of every
     loss: it prints ratios and the smooth losses take Newton's path."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_speed.py"),
-            "--smoke",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _smoke("bench_speed.py", "--out", str(tmp_path))
     assert (tmp_path / "bench_speed.json").exists()
     for loss in ("logistic", "squared", "huber", "hinge", "absolute", "pinball"):
         assert loss in proc.stdout
@@ -146,21 +78,7 @@ def test_bench_speed_smoke_runs(tmp_path):
 
 def test_bench_speed_release_smoke_runs(tmp_path):
     """A private release end to end next to one plain solve, on a tiny cell of each loss."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_speed.py"),
-            "--release",
-            "--smoke",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _smoke("bench_speed.py", "--release", "--out", str(tmp_path))
     assert (tmp_path / "bench_speed_release.json").exists()
     for loss in ("logistic", "huber", "hinge", "absolute"):
         assert f"{loss} n=300" in proc.stdout
@@ -168,54 +86,20 @@ def test_bench_speed_release_smoke_runs(tmp_path):
 
 def test_bench_dask_smoke_runs():
     """The distributed solve and the in-process one certify the same tiny problem."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_dask.py"), "--smoke"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _smoke("bench_dask.py")
     assert "True" in proc.stdout and "private release" in proc.stdout
 
 
 def test_bench_scale_smoke_runs():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--smoke"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _smoke("bench_scale.py")
     assert "arrowhead IPM" in proc.stdout and "Newton" in proc.stdout
 
 
 def test_bench_executors_smoke_runs():
     """LDOP's blocks on a process pool release the in-process point (the script exits 1
     otherwise)."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_executors.py"), "--smoke", "--no-dask"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = _smoke("bench_executors.py", "--no-dask")
     assert "process pool" in proc.stdout and "True" in proc.stdout
-
-
-def _smoke(script: str, *args: str) -> subprocess.CompletedProcess:
-    """Run ``benchmarks/<script> --smoke ARGS`` from the repository root; it must succeed."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--smoke", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
 
 
 def test_bench_growth_smoke_runs(tmp_path):
