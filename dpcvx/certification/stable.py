@@ -40,7 +40,6 @@ from dpcvx.certification._conjugates import clip
 from dpcvx.certification._rows import (
     clipped_rows,
     moved_rows,
-    row_chunks,
     row_groups,
     support_rows,
     take_rows,
@@ -799,7 +798,9 @@ def stable_extension_sums(
         rad = 1e-6 * (1.0 + float(np.max(np.abs([Y.min(), Y.max()]))))  # max |Y|, no copy
         moved = moved_rows(Y, w_hat)
         at_own = moved is None  # every example at its own row of Y
-    totals, G = np.empty(n), np.empty((n, d))
+    # the slopes' sums accumulate group by group: no array of the data's size
+    totals = np.empty(n)
+    G_sum, G_abs = np.zeros(d, dtype=np.longdouble), np.zeros(d)
     skipped = np.zeros(n, bool)
     if moved is not None:
         skipped[moved] = True
@@ -817,7 +818,11 @@ def stable_extension_sums(
             )
         if out is None:
             return None
-        totals[rows], G[rows] = out
+        totals[rows], G_part = out
+        if moved is not None:  # the moved examples' slopes count below
+            G_part[skipped[rows]] = 0.0
+        G_sum += _sum_rows(G_part)
+        G_abs += np.abs(G_part).sum(axis=0)
     if moved is not None and moved.size:
         assert Y is not None
         out = _stable_rows(
@@ -831,11 +836,10 @@ def stable_extension_sums(
         )
         if out is None:
             return None
-        totals[moved], G[moved] = out
-    G_abs = np.zeros(d)
-    for a, b in row_chunks(n, d):  # no temporary of G's size
-        G_abs += np.abs(G[a:b]).sum(axis=0)
-    return StableSums(n, float(np.sum(totals)), _sum_rows(G), G_abs)
+        totals[moved], G_part = out
+        G_sum += _sum_rows(G_part)
+        G_abs += np.abs(G_part).sum(axis=0)
+    return StableSums(n, float(np.sum(totals)), G_sum, G_abs)
 
 
 def _stable_rows(
