@@ -50,6 +50,7 @@ __all__ = [
     "arrowhead_ipm",
     "extension_pieces",
     "piecewise_model",
+    "screened_ipm",
 ]
 
 #: the method stops after this many steps that improve neither on its best merit nor on the
@@ -1007,7 +1008,7 @@ def _chunked(terms: tuple[_Term, ...]) -> tuple[list[_Term], list[int]]:
     return out, owners
 
 
-def _rows_of(term: _Term, rows: slice) -> _Term:
+def _rows_of(term: _Term, rows: slice | np.ndarray) -> _Term:
     def cut(a):
         return None if a is None else a[rows]
 
@@ -1082,6 +1083,106 @@ def arrowhead_ipm(
         return point, mus, steps
     with np.errstate(divide="ignore", invalid="ignore"):
         return _mehrotra(model, lam, w0, start, tol, max_iter, bounds, quad, domain_out, blocks)
+
+
+#: :func:`screened_ipm`'s first trust radius where no earlier step gives one, as a fraction
+#: of W's scale (the caller's choice; see :class:`~dpcvx.certification.solve._PiecesRounds`)
+SCREEN_REACH = 1e-2
+#: it solves at most this many times, the radius grown each time, before it gives up
+SCREEN_TRIES = 3
+#: and it gives up at once where more than this share of the elements would be kept
+SCREEN_SHARE = 0.25
+
+
+def screened_ipm(
+    model: PiecewiseModel,
+    lam: float,
+    w0: np.ndarray,
+    start: np.ndarray,
+    *,
+    tol: float,
+    reach: float,
+    bounds: Bounds | None = None,
+    quad: tuple[np.ndarray, np.ndarray] | None = None,
+    domain_out: list | None = None,
+) -> tuple[np.ndarray, list[np.ndarray], int] | None:
+    """:func:`arrowhead_ipm` on the elements near a kink at ``start``, every other element
+    replaced by its piece active there; or None.
+
+    An element whose active piece at ``start`` leads the next one by more than their slopes
+    can close over a step of length ``reach`` (``||a_i|| max_j |r_ij - r_i*| reach``, with
+    ``a_i`` the element's row of the term's matrix and ``r`` its multiples) keeps that piece
+    near ``start``. With those elements replaced by their active pieces (a linear term, added
+    to ``quad``'s), the program's objective is at most the whole one's everywhere (an affine
+    piece is at most the maximum), and equal to it wherever those elements keep their pieces.
+    So where they all keep them at the point the method returns, which they do whenever it
+    lies within ``reach`` of ``start``, that point solves the whole program to the method's
+    tolerance, and their multipliers are their active pieces' (a vertex of each simplex).
+    Where one does not, the radius grows (to twice the larger of itself and the step) and
+    the method solves again, at most :data:`SCREEN_TRIES` times.
+
+    None where it still does not, where more than :data:`SCREEN_SHARE` of the elements would
+    be kept, or where the model is not one term of multiples of one matrix per row (the
+    relaxed extension's, :class:`ExtensionPieces`). The rounds of the extension in a ball or
+    box re-solve a program close to the last one from its point (a few elements of hundreds
+    of thousands switch pieces between rounds): the caller then solves the whole program.
+    Whichever way it is solved, the point only goes to the certificate."""
+    if len(model.terms) != 1 or not (reach > 0 and np.isfinite(reach)):
+        return None
+    (term,) = model.terms
+    if term.base is None or term.row_coefs is None:
+        return None
+    R = term.row_coefs
+    N, m = R.shape
+    if N == 0 or m < 2:
+        return None
+    start = np.asarray(start, float)
+    offset = np.stack(term.b, axis=1)
+    idx = np.arange(N)
+
+    def values(w: np.ndarray) -> np.ndarray:
+        V = _by_rows(np.multiply, R, term.base @ w)
+        V += offset
+        return V
+
+    V = values(start)
+    if not np.all(np.isfinite(V)):
+        return None
+    top = np.argmax(V, axis=1)
+    lead = V[idx, top]
+    V[idx, top] = -np.inf
+    margin = lead - np.max(V, axis=1)
+    del V
+    slope = R[idx, top]
+    kappa = row_norms(term.base) * np.max(np.abs(R - slope[:, None]), axis=1)
+    d = model.d
+    Q, q = (np.zeros((d, d)), np.zeros(d)) if quad is None else quad
+    steps = 0
+    for _ in range(SCREEN_TRIES):
+        near = margin < kappa * reach
+        near[np.argmin(margin - kappa * reach)] = True  # at least one element: a program
+        keep = np.flatnonzero(near)
+        if keep.size > SCREEN_SHARE * N:
+            return None
+        linear = term.c * (term.base.T @ np.where(near, 0.0, slope))
+        sub = PiecewiseModel(model.n, d, (_rows_of(term, keep),), model.linear, model.kinds)
+        x, mus, more = arrowhead_ipm(
+            sub, lam, w0, start, tol=tol, bounds=bounds, quad=(Q, q + linear), domain_out=domain_out
+        )
+        steps += int(more)
+        if not np.all(np.isfinite(x)):
+            return None
+        Vx = values(x)
+        held = Vx[idx, top] >= np.max(Vx, axis=1)
+        del Vx
+        if np.all(held | near):
+            full = np.zeros((N, m))
+            far = np.flatnonzero(~near)
+            full[far, top[far]] = term.c
+            full[keep] = mus[0]
+            return x, [full], steps
+        reach = 2.0 * max(reach, float(np.linalg.norm(x - start)))
+    return None
 
 
 def _mehrotra(

@@ -20,11 +20,13 @@ import numpy as np
 from dpcvx._allocator import settle_allocator, solving_allocator
 from dpcvx.certification._rows import take_rows
 from dpcvx.certification.arrowhead import (
+    SCREEN_REACH,
     Bounds,
     ExtensionPieces,
     arrowhead_ipm,
     extension_pieces,
     piecewise_model,
+    screened_ipm,
 )
 from dpcvx.certification.ball import (
     ON_SPHERE,
@@ -1112,6 +1114,7 @@ class _PiecesRounds:
         self.inside = False  # the last solve's pieces went back at once (see off_sphere)
         self.last: dict = {}  # the arguments of the last fix
         self.balances = BalanceMemo()  # the balanced duals' last dual
+        self.step: float | None = None  # the length of the last re-solve's step
 
     def settle(self, x: np.ndarray, domain: Domain | LocalizedDomain) -> np.ndarray:
         """The method's point ``x`` with what lies within :data:`SNAP` times its tolerance of
@@ -1208,16 +1211,17 @@ class _PiecesRounds:
         self.solved = None
         if self.own.size:
             self.solved = (self.own, *self.relaxed.boundary_pieces(self.own, x, self.region))
-        out, self.mus, steps = arrowhead_ipm(
-            self.relaxed.without(fix.rows, self.solved),
-            self.lam,
-            self.w0,
-            x,
-            tol=self.tol,
-            bounds=self.bounds,
-            quad=fix.quad,
-            domain_out=self.slacks,
-        )
+        model = self.relaxed.without(fix.rows, self.solved)
+        # the elements near a kink first (the rest keep their pieces between rounds), with
+        # twice the last round's step as the radius; the whole program where that fails
+        reach = SCREEN_REACH * self.region.scale if self.step is None else 2.0 * self.step
+        args = (self.lam, self.w0, x)
+        kwargs = dict(tol=self.tol, bounds=self.bounds, quad=fix.quad, domain_out=self.slacks)
+        screened = screened_ipm(model, *args, reach=reach, **kwargs)  # type: ignore[arg-type]
+        if screened is None:
+            screened = arrowhead_ipm(model, *args, **kwargs)  # type: ignore[arg-type]
+        out, self.mus, steps = screened
+        self.step = float(np.linalg.norm(out - x))
         self.out = fix.rows
         return out, steps
 

@@ -952,7 +952,7 @@ def test_a_box_copy_within_ulps_of_w_at_a_kink_is_w():
     assert sol.lower - slack <= ref <= sol.upper + slack
 
 
-def test_kinks_in_a_box_get_joint_slopes(monkeypatch):
+def test_kinks_in_a_box_get_joint_slopes(monkeypatch, whole_rounds):
     """Absolute loss in ``|w| <= 0.4`` (n = 4964, d = 3): at the rounds' second point the
     examples at their kinks need slopes chosen jointly (bounded least squares on the
     coordinates off the bounds) for the certificate to meet the target; with the method's
@@ -1027,7 +1027,7 @@ def test_a_point_a_tolerance_inside_w_is_put_on_its_boundary(monkeypatch, case):
     assert control.solver_stats["attempts"][0]["gap"] > 6e-8
 
 
-def test_a_point_near_a_sphere_active_in_the_program_solved_is_put_on_it(monkeypatch):
+def test_a_point_near_a_sphere_active_in_the_program_solved_is_put_on_it(monkeypatch, whole_rounds):
     """Hinge in the unit ball (n = 925, d = 18, lam = 0.05) at 3e-8, the target a double
     output perturbation release at epsilon = 1 certifies to. The answer lies 1.7e-3 inside the
     ball, but the relaxed program's lies on the sphere, and the method stopped 1e-9 inside
@@ -1124,7 +1124,7 @@ def _rows_drift(monkeypatch, case: int, accuracy: float) -> float:
     return max(drift)
 
 
-def test_the_multipliers_of_each_row_sum_to_its_weight(monkeypatch):
+def test_the_multipliers_of_each_row_sum_to_its_weight(monkeypatch, whole_rounds):
     """Each example's multipliers are a convex combination of its pieces times its weight
     ``c``: a Newton step keeps their sum only to its rounding, which near the end of a solve
     is multiplied by ``mu / s`` where a slack is near zero. On case 184 (hinge in the unit
@@ -1528,7 +1528,7 @@ def test_a_point_an_active_sphere_left_a_few_roundings_inside_is_put_on_it_at_an
     assert max(sol.lower, control.lower) <= min(sol.upper, control.upper)
 
 
-def test_kinks_on_a_sphere_get_joint_slopes(monkeypatch):
+def test_kinks_on_a_sphere_get_joint_slopes(monkeypatch, whole_rounds):
     """Case 34 (absolute loss in the unit ball, n = 3146, d = 20) at 3e-10. The rounds' point
     sits on the sphere with examples at their kinks; with the method's split of their slopes
     the objective's gradient along the sphere is left at 6e-4, the certificate missed by four

@@ -369,7 +369,7 @@ def _joint_reference(X, labels, B, C, lam, tol=1e-10):
 
 
 @pytest.mark.parametrize(("seed", "B"), [(0, 0.3), (1, 0.3), (3, 0.4)])
-def test_a_corner_answer_certifies_with_balanced_duals(seed, B, monkeypatch):
+def test_a_corner_answer_certifies_with_balanced_duals(seed, B, monkeypatch, whole_rounds):
     """A hinge loss in a small box whose answer is a corner (every coordinate at a bound): the
     least share of each copy's slope left the mean pushing out of the box on one coordinate;
     the balanced duals certify the same point, and the bracket holds CVXPY's joint program.
@@ -496,7 +496,7 @@ def test_a_failing_step_keeps_the_balanced_certificate(monkeypatch):
     assert results and all(r is not None and r.solver_stats["face_steps"] == 0 for r in results)
 
 
-def test_the_balance_meets_a_coordinate_that_does_not_bind(monkeypatch):
+def test_the_balance_meets_a_coordinate_that_does_not_bind(monkeypatch, whole_rounds):
     """A hinge loss in ``|w| <= 0.05`` (n = 2888, d = 20; 19 coordinates at a bound at the
     optimum): the balance's dual puts its weight on the one coordinate that binds, and the
     best responses to it gave two other coordinates a little less than they need (3.7e-4
@@ -565,7 +565,9 @@ def _rounds_missed(sol, target=3e-10) -> bool:
     return first["solver"] == "arrowhead IPM" and first["gap"] > target >= sol.gap
 
 
-def test_a_coordinate_that_belongs_off_its_bound_comes_off_in_the_face_steps(monkeypatch):
+def test_a_coordinate_that_belongs_off_its_bound_comes_off_in_the_face_steps(
+    monkeypatch, whole_rounds
+):
     """Hinge, n = 3993, d = 12, in ``cp.abs(w) <= 0.4``: at a point of the rounds a coordinate
     sits at its bound, and the balanced duals leave it pushing into the box at that point and
     at the next step's (held there, it floors the certificate at ``push^2 / (2 lam)``, more
@@ -596,7 +598,7 @@ def test_a_coordinate_that_belongs_off_its_bound_comes_off_in_the_face_steps(mon
     assert _rounds_missed(_hinge_in_box(X, labels, 0.4, lam))
 
 
-def test_face_steps_with_the_secant_curvature_certify(monkeypatch):
+def test_face_steps_with_the_secant_curvature_certify(monkeypatch, whole_rounds):
     """Hinge, n = 4372, d = 10, in ``cp.abs(w) <= 0.1``: Newton's steps off the bounds with
     the rounds' model alone overshoot (the copies on the faces add curvature it misses); with
     the secant update of that curvature they certify on the arrowhead path. Negative control:
@@ -612,7 +614,7 @@ def test_face_steps_with_the_secant_curvature_certify(monkeypatch):
     assert _rounds_missed(_hinge_in_box(X, labels, 0.1, lam))
 
 
-def test_the_last_rounds_face_steps_go_on_while_they_halve_the_gap(monkeypatch):
+def test_the_last_rounds_face_steps_go_on_while_they_halve_the_gap(monkeypatch, whole_rounds):
     """Hinge, n = 2272, d = 20, in ``cp.abs(w) <= 0.1`` at 3e-10: the tenth round's face steps
     meet the target at the fifth step, one past :data:`FACE_STEPS`. No round follows the last
     one, so its steps go on up to :data:`FACE_STEPS_LAST` while they halve the gap. Negative
@@ -721,7 +723,7 @@ def test_where_the_conic_program_is_too_large_the_method_solves_the_joint_progra
     assert not stamped
 
 
-def test_a_conic_program_too_large_for_the_machine_is_not_stamped(monkeypatch):
+def test_a_conic_program_too_large_for_the_machine_is_not_stamped(monkeypatch, whole_rounds):
     """Where the fast paths miss and the joint program would have more nonzeros than
     ``MAX_PROGRAM_NNZ`` (counted from n and the templates only, every example with the larger
     pattern), no program is stamped or solved: a plain solve raises ``CertificationError``
