@@ -741,8 +741,9 @@ def _pair_weights_rows(
 
 
 #: the relaxed extensions built so far, per model and ``C`` (a block's solve asks twice: once
-#: to choose its rung, once to run it)
-_EXTENSIONS: weakref.WeakKeyDictionary[PiecewiseModel, dict[float, ExtensionPieces | None]] = (
+#: to choose its rung, once to run it), each without its ``source``: that is the model, the
+#: key, which a value must not hold (the entry, and the data it holds, would never go)
+_EXTENSIONS: weakref.WeakKeyDictionary[PiecewiseModel, dict[float, dict[str, Any] | None]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -753,8 +754,16 @@ def extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None:
     known = _EXTENSIONS.setdefault(model, {})
     key = float(C)
     if key not in known:
-        known[key] = _extension_pieces(model, key)
-    return known[key]
+        pieces = _extension_pieces(model, key)
+        known[key] = None if pieces is None else _detached(pieces)
+    parts = known[key]
+    return None if parts is None else ExtensionPieces(source=model, **parts)
+
+
+def _detached(pieces: ExtensionPieces) -> dict[str, Any]:
+    """The fields of ``pieces`` but its ``source``."""
+    names = [f.name for f in dataclasses.fields(pieces) if f.name != "source"]
+    return {name: getattr(pieces, name) for name in names}
 
 
 def _clipped_pieces(
