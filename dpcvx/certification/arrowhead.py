@@ -402,6 +402,19 @@ class ExtensionPieces:
     t_lo: np.ndarray  # (N,) where h_i's slope crosses -C (-inf where it never does)
     t_hi: np.ndarray  # (N,) where it crosses C (+inf where it never does)
     weight: float  # the term's weight (c = weight / n)
+    #: (N,) each row's least and greatest slope, and the rows whose direction is not zero
+    #: (computed here when not given; every round reads them)
+    lowest: np.ndarray | None = None
+    highest: np.ndarray | None = None
+    moving: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.lowest is None:
+            object.__setattr__(self, "lowest", self.sigma.min(axis=1))
+        if self.highest is None:
+            object.__setattr__(self, "highest", self.sigma.max(axis=1))
+        if self.moving is None:
+            object.__setattr__(self, "moving", np.any(self.u != 0, axis=1))
 
     def copies(
         self, w: np.ndarray, mus: list[np.ndarray]
@@ -429,7 +442,8 @@ class ExtensionPieces:
         # +-C there; near a kink the method's own split is kept: both are subgradients of the
         # extension at w, and the certificate charges the difference, (C - |gamma|) |w - y_i|)
         gamma = np.einsum("nm,nm->n", mus[0] / term.c, slopes)
-        lo, hi = self.sigma.min(axis=1), self.sigma.max(axis=1)
+        lo, hi = self.lowest, self.highest
+        assert lo is not None and hi is not None
         gamma = np.clip(gamma, np.maximum(lo, -self.C), np.minimum(hi, self.C))
         return Y, s_star, gamma
 
@@ -476,8 +490,8 @@ class ExtensionPieces:
             lo, hi = np.maximum(lo, -self.C), np.minimum(hi, self.C)
             fits = lo <= hi
             gamma[still[fits]] = np.clip(gamma[still[fits]], lo[fits], hi[fits])
-        moving = np.any(self.u != 0, axis=1)
-        leaves = moving & region.outside(Y)
+        assert self.moving is not None
+        leaves = self.moving & region.outside(Y)
         own = np.zeros(0, int) if own is None else np.asarray(own, int)
         leaves[own] = False
         rows = np.flatnonzero(leaves)
@@ -526,7 +540,8 @@ class ExtensionPieces:
             here = np.all(Y[done] == w, axis=1)
             at_w = done[here]
             slope = np.einsum("km,km->k", mus[0][at_w] / self.model.terms[0].c, sigma[here])
-            slope = np.clip(slope, self.sigma[at_w].min(axis=1), self.sigma[at_w].max(axis=1))
+            assert self.lowest is not None and self.highest is not None
+            slope = np.clip(slope, self.lowest[at_w], self.highest[at_w])
             if exact_own:
                 line = Pieces1D(self.sigma[at_w], self.beta[at_w])
                 slope = np.clip(slope, *line.subdifferential(self.u[at_w] @ w, KINK))
@@ -843,6 +858,9 @@ def _extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None
         t_lo=t_lo,
         t_hi=t_hi,
         weight=weight,
+        lowest=lo,
+        highest=hi,
+        moving=np.any(u != 0, axis=1),
     )
 
 
