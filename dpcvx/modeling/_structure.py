@@ -230,6 +230,12 @@ def _atom_term(
                 return term
     if isinstance(expr, cp_maximum) and all(_affine_in(a) for a in args):
         return Term("pieces", weight, tuple(args), whole, atom=expr, summed=summed)
+    if _stacked_max(expr):
+        # max(hstack([E_1, ..., E_m])) of scalar affine pieces is maximum(E_1, ..., E_m)
+        stacked = _flat_maximum(expr)
+        if 2 <= len(stacked) <= MAX_PIECES and all(a.size == 1 and _affine_in(a) for a in stacked):
+            pieces = tuple(a if a.shape == () else cp.reshape(a, ()) for a in stacked)
+            return Term("pieces", weight, pieces, whole, atom=expr, summed=summed)
     if (
         isinstance(expr, NegExpression)
         and isinstance(args[0], cp_minimum)

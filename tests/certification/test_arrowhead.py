@@ -1617,3 +1617,31 @@ def test_the_cached_extension_lets_its_model_go(monkeypatch):
     for model in list(arrowhead._EXTENSIONS.keys()):
         arrowhead._EXTENSIONS.pop(model, None)
     assert kept
+
+
+@pytest.mark.parametrize("stack", [cp.hstack, cp.vstack])
+def test_a_maximum_spelled_max_of_a_stack_runs_on_the_arrowhead_rung(stack):
+    """``cp.max(cp.hstack([0, 1 - y x^T w]))`` is the hinge: it took the conic program
+    (n = 1e5, d = 10: 3.5 s against 0.16 s for ``cp.pos``, its extension 14 s against
+    0.6 s). It is now the ``pieces`` term ``maximum(0, 1 - y x^T w)``, on the arrowhead rung,
+    and certifies the same answer as the ``pos`` spelling (within both certified distances),
+    plain and under the extension."""
+    from dpcvx.certification.arrowhead import piecewise_model
+
+    rng = np.random.default_rng(11)
+    n, d = 3000, 6
+    X = rng.standard_t(5, size=(n, d)) * np.sqrt(3 / (5 * d))
+    labels = np.sign(X @ rng.normal(size=d) + 0.1 * rng.normal(size=n))
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    stacked = cp.max(stack([0, 1 - y * (x @ w)]))
+    out = []
+    for loss in (stacked, cp.pos(1 - y * (x @ w))):
+        problem = dpcvx.Problem(loss, w, {x: X, y: labels}, [cp.norm(w) <= 1.0])
+        assert piecewise_model(problem.declaration) is not None
+        plain = problem.solve(regularization=0.01)
+        ext = problem.lipschitz_extension(1.0).solve(regularization=0.01)
+        assert plain.solver_stats["solver"] == ext.solver_stats["solver"] == ARROWHEAD
+        out.append((plain, ext))
+    for a, b in zip(*out):
+        assert np.linalg.norm(a.w - b.w) <= a.distance_bound + b.distance_bound
+        assert a.lower <= b.upper and b.lower <= a.upper

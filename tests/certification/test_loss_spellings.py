@@ -83,6 +83,38 @@ SPELLINGS = [
         _REG,
     ),
     Spelling(
+        "max(hstack([0, 1 - y x.w]))",
+        lambda w, p: cp.max(cp.hstack([0, 1 - p["y"] * (p["x"] @ w)])),
+        lambda w, z: cp.sum(cp.pos(1 - cp.multiply(z["y"], z["x"] @ w))),
+        _classification,
+        "pieces",
+        _REG,
+    ),
+    Spelling(
+        "max(vstack([r, -r]))",
+        lambda w, p: cp.max(cp.vstack([p["x"] @ w - p["y"], p["y"] - p["x"] @ w])),
+        lambda w, z: cp.sum(cp.abs(z["x"] @ w - z["y"])),
+        _regression,
+        "pieces",
+        _REG,
+    ),
+    Spelling(
+        "max(hstack([0.3 r, -0.7 r, r - 1]))",
+        lambda w, p: cp.max(
+            cp.hstack(
+                [0.3 * (p["x"] @ w - p["y"]), -0.7 * (p["x"] @ w - p["y"]), p["x"] @ w - p["y"] - 1]
+            )
+        ),
+        lambda w, z: cp.sum(
+            cp.maximum(
+                0.3 * (z["x"] @ w - z["y"]), -0.7 * (z["x"] @ w - z["y"]), z["x"] @ w - z["y"] - 1
+            )
+        ),
+        _regression,
+        "pieces",
+        _REG,
+    ),
+    Spelling(
         "pos(abs(r) + 2 abs(w0) - 1) / 2",
         lambda w, p: cp.pos(cp.abs(p["x"] @ w - p["y"]) + 2 * cp.abs(w[0]) - 1) / 2,
         lambda w, z: cp.sum(cp.pos(cp.abs(z["x"] @ w - z["y"]) + 2 * cp.abs(w[0]) - 1)) / 2,
