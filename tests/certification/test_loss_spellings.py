@@ -83,6 +83,22 @@ SPELLINGS = [
         _REG,
     ),
     Spelling(
+        "norm1(r) of a scalar",
+        lambda w, p: cp.norm1(p["x"] @ w - p["y"]),
+        lambda w, z: cp.sum(cp.abs(z["x"] @ w - z["y"])),
+        _regression,
+        "abs",
+        _REG,
+    ),
+    Spelling(
+        "pnorm(r, 3) of a scalar",
+        lambda w, p: cp.pnorm(p["x"] @ w - p["y"], 3),
+        lambda w, z: cp.sum(cp.abs(z["x"] @ w - z["y"])),
+        _regression,
+        "abs",
+        _REG,
+    ),
+    Spelling(
         "max(hstack([0, 1 - y x.w]))",
         lambda w, p: cp.max(cp.hstack([0, 1 - p["y"] * (p["x"] @ w)])),
         lambda w, z: cp.sum(cp.pos(1 - cp.multiply(z["y"], z["x"] @ w))),
