@@ -1,7 +1,8 @@
 """Second-order models of smooth losses, compiled once per declaration.
 
 A loss whose every term is ``weight * psi(E_i(w))`` with ``E_i`` affine and ``psi`` a smooth
-catalogue atom (affine, square, Huber, logistic, exp, sum of squares, log-sum-exp) has, with
+catalogue atom (affine, square, Huber, logistic, exp, sum of squares, log-sum-exp, the squared
+hinge ``max(E, 0)^2``) has, with
 ``A`` the stacked per-example Jacobians and ``b`` the offsets (computed once here),
 
 - values ``weight * sum_k psi((A w + b)_k)`` per example,
@@ -35,7 +36,7 @@ __all__ = [
     "smooth_model",
 ]
 
-_SCALAR = ("affine", "square", "huber", "logistic", "exp")
+_SCALAR = ("affine", "square", "huber", "logistic", "exp", "pos_square")
 _VECTOR = ("sum_squares", "log_sum_exp")
 
 
@@ -99,7 +100,9 @@ class SmoothModel:
         out: list[list[np.ndarray] | None] = []
         with np.errstate(over="ignore", invalid="ignore"):
             for blk in self.blocks:
-                if blk.kind == "affine":
+                # the squared hinge's term has a piece per argument of its maximum: its
+                # certificate takes the slope at the point on the active piece itself
+                if blk.kind in ("affine", "pos_square"):
                     out.append(None)
                     continue
                 theta = _dpsi(blk, self._args(blk, w))
@@ -174,6 +177,9 @@ def _psi(blk: _Block, v: np.ndarray) -> np.ndarray:
         return v
     if kind == "square":
         return v * v
+    if kind == "pos_square":
+        up = np.maximum(v, 0.0)
+        return up * up
     if kind == "huber":
         M = blk.param
         a = np.abs(v)
@@ -200,6 +206,8 @@ def _dpsi(blk: _Block, v: np.ndarray) -> np.ndarray:
         return np.ones_like(v)
     if kind == "square":
         return 2.0 * v
+    if kind == "pos_square":
+        return 2.0 * np.maximum(v, 0.0)
     if kind == "huber":
         return np.clip(2.0 * v, -2.0 * blk.param, 2.0 * blk.param)
     if kind == "logistic":
@@ -219,6 +227,8 @@ def _d2psi(blk: _Block, v: np.ndarray) -> np.ndarray:
     kind = blk.kind
     if kind == "square":
         return np.full_like(v, 2.0)
+    if kind == "pos_square":
+        return np.where(v > 0, 2.0, 0.0)
     if kind == "huber":
         return np.where(np.abs(v) <= blk.param, 2.0, 0.0)
     if kind == "logistic":
@@ -252,12 +262,18 @@ def _build(decl: Declaration) -> SmoothModel | None:
     blocks = []
     for term in decl.terms:
         kind = term.kind
-        if kind not in _SCALAR + _VECTOR or len(term.args) != 1:
+        args = term.args
+        if kind == "pos_power":  # the squared hinge, max(E, 0)^2: "pos_square" of E
+            found = _pos_square_arg(term)
+            if found is None:
+                return None
+            kind, args = "pos_square", (found,)
+        if kind not in _SCALAR + _VECTOR or len(args) != 1:
             return None
         if kind in ("huber", "sum_squares") and term.param is None:
             return None
         try:
-            offset, jac = affine_jet(term.args[0], decl.variable, leaves, n)
+            offset, jac = affine_jet(args[0], decl.variable, leaves, n)
         except Unsupported:
             return None
         b = np.asarray(offset, float).reshape(n, -1)
@@ -273,9 +289,23 @@ def _build(decl: Declaration) -> SmoothModel | None:
     return SmoothModel(n, d, tuple(blocks))
 
 
+def _pos_square_arg(term) -> object | None:
+    """The piece ``E`` of a ``pos_power`` term that is ``max(E, c_1, ..., 0)^2`` with every
+    other piece a constant the structure makes nonpositive (the term is then marked smooth,
+    :func:`~dpcvx.modeling._structure.pl_pieces`), so ``max(E, 0)^2``: the squared hinge,
+    differentiable with the second derivative ``2 [E > 0]``. Of the atom's shape; else None.
+    Public structure only: no data value decides it."""
+    if not term.smooth or float(term.param_value) != 2.0:
+        return None
+    live = [a for a in term.args if a.variables()]
+    if len(live) != 1 or tuple(live[0].shape) != tuple(term.atom_shape):
+        return None
+    return live[0]
+
+
 #: the atoms whose Lipschitz extension :func:`extension_model` writes down (monotone
 #: derivatives, a point of slope zero or slopes tending to zero)
-_EXTENDABLE = ("square", "huber", "logistic", "exp", "sum_squares")
+_EXTENDABLE = ("square", "huber", "logistic", "exp", "sum_squares", "pos_square")
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +356,8 @@ def extension_model(model: SmoothModel, C: float) -> SmoothExtension | None:
     elif blk.kind == "huber":
         bend = cap < 2 * blk.param
         lo, hi = np.where(bend, -cap / 2, -inf), np.where(bend, cap / 2, inf)
+    elif blk.kind == "pos_square":  # psi' = 2 max(v, 0): 0 below, up to the cap above
+        lo, hi = -inf, cap / 2
     elif blk.kind == "logistic":
         below = cap < 1  # psi' = expit takes values in (0, 1)
         hi = np.where(below, _logit(np.where(below, cap, 0.5)), inf)

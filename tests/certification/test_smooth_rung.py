@@ -23,7 +23,7 @@ def _data(seed=0):
     return X, Y
 
 
-@pytest.mark.parametrize("loss", ["logistic", "squared", "huber"])
+@pytest.mark.parametrize("loss", ["logistic", "squared", "huber", "squared hinge"])
 @pytest.mark.parametrize("domain", ["ball", "box"])
 def test_smooth_losses_are_certified_by_the_quasi_newton_rung(loss, domain):
     X, Y = _data()
@@ -34,6 +34,7 @@ def test_smooth_losses_are_certified_by_the_quasi_newton_rung(loss, domain):
         "logistic": cp.logistic(-y * (x @ w)),
         "squared": cp.square(x @ w - y),
         "huber": cp.huber(x @ w - y, 1.0),
+        "squared hinge": cp.square(cp.pos(1 - y * (x @ w))),
     }[loss]
     dom = [cp.norm(w, 2) <= 50] if domain == "ball" else [w >= -0.2, w <= 0.2]
     problem = dpcvx.Problem(expr, w, data={x: X, y: Y}, domain=dom)
@@ -45,6 +46,7 @@ def test_smooth_losses_are_certified_by_the_quasi_newton_rung(loss, domain):
         "logistic": cp.logistic(-cp.multiply(Y, X @ v)),
         "squared": cp.square(X @ v - Y),
         "huber": cp.huber(X @ v - Y, 1.0),
+        "squared hinge": cp.square(cp.pos(1 - cp.multiply(Y, X @ v))),
     }[loss]
     cons = [cp.norm(v, 2) <= 50] if domain == "ball" else [v >= -0.2, v <= 0.2]
     ref = cp.Problem(cp.Minimize(cp.sum(whole) / N + LAM / 2 * cp.sum_squares(v)), cons)
@@ -53,7 +55,7 @@ def test_smooth_losses_are_certified_by_the_quasi_newton_rung(loss, domain):
     assert sol.lower <= ref.value + tol and ref.value <= sol.upper + tol
 
 
-@pytest.mark.parametrize("loss", ["logistic", "squared", "huber"])
+@pytest.mark.parametrize("loss", ["logistic", "squared", "huber", "squared hinge"])
 @pytest.mark.parametrize("radius", [0.02, 0.1, 0.3])
 def test_an_active_ball_is_handled_by_newton_on_the_sphere(loss, radius):
     """An active ball: sequential quadratic steps, each the exact minimizer of the model
@@ -67,6 +69,7 @@ def test_an_active_ball_is_handled_by_newton_on_the_sphere(loss, radius):
         "logistic": cp.logistic(-3 * y * (x @ w)),
         "squared": cp.square(x @ w - 3 * y),
         "huber": cp.huber(x @ w - 3 * y, 0.5),
+        "squared hinge": cp.square(cp.pos(3 - y * (x @ w))),
     }[loss]
     problem = dpcvx.Problem(expr, w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= radius])
     w0 = np.full(D, 0.01)
@@ -79,6 +82,7 @@ def test_an_active_ball_is_handled_by_newton_on_the_sphere(loss, radius):
         "logistic": cp.sum(cp.logistic(-3 * cp.multiply(Y, X @ v))),
         "squared": cp.sum_squares(X @ v - 3 * Y),
         "huber": cp.sum(cp.huber(X @ v - 3 * Y, 0.5)),
+        "squared hinge": cp.sum_squares(cp.pos(3 - cp.multiply(Y, X @ v))),
     }[loss] / N
     ref = cp.Problem(cp.Minimize(whole + LAM / 2 * cp.sum_squares(v - w0)), [cp.norm(v) <= radius])
     ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
@@ -146,6 +150,9 @@ def _model_cases():
             "log_sum_exp": (cp.log_sum_exp(z @ w) - y * (x @ w), {z: Z, x: X, y: Y}),
             "weighted": (2.0 * cp.logistic(x @ w) + 0.5 * cp.square(x @ w) + 3 * (x @ w), {x: X}),
             "elementwise vector": (cp.sum(cp.square(z @ w)), {z: Z}),
+            "squared hinge": (cp.square(cp.pos(1 - y * (x @ w))), {x: X, y: Y}),
+            "squared hinge, maximum": (cp.power(cp.maximum(0, 0.5 - y * (x @ w)), 2), {x: X, y: Y}),
+            "squared hinge, vector": (cp.sum(cp.square(cp.pos(z @ w - 0.5))), {z: Z}),
         },
         w,
         d,
@@ -197,7 +204,13 @@ def test_non_smooth_or_generic_losses_have_no_model():
     w = cp.Variable(2)
     x = cp.Parameter(2)
     data = {x: np.ones((5, 2))}
-    for loss in (cp.abs(x @ w), cp.pos(1 - x @ w), cp.norm(x - w, 2)):
+    for loss in (
+        cp.abs(x @ w),
+        cp.pos(1 - x @ w),
+        cp.norm(x - w, 2),
+        cp.square(cp.maximum(x @ w, 0.5)),  # flat at 0.25 below 0.5: a kink there
+        cp.power(cp.pos(x @ w), 3),  # smooth, but no closed-form model here
+    ):
         assert smooth_model(Declaration(loss, w, data, [cp.norm(w, 2) <= 1])) is None
 
 
@@ -288,11 +301,13 @@ def _extension_value(loss, X, Y, V):
         return cp.logistic(-cp.multiply(Y, z))
     if loss == "squared":
         return cp.square(z - Y)
+    if loss == "squared hinge":
+        return cp.square(cp.pos(1 - cp.multiply(Y, z)))
     return cp.huber(z - Y, 0.5)
 
 
 @pytest.mark.parametrize("domain", ["ball", "box"])
-@pytest.mark.parametrize("loss", ["logistic", "squared", "huber"])
+@pytest.mark.parametrize("loss", ["logistic", "squared", "huber", "squared hinge"])
 def test_the_extension_of_steep_examples_runs_on_newton(loss, domain):
     """Examples steeper than C: the extension of one smooth atom of an affine argument is the
     atom continued linearly beyond the knots where its slope reaches C; Newton runs on it and
@@ -310,6 +325,7 @@ def test_the_extension_of_steep_examples_runs_on_newton(loss, domain):
         "logistic": cp.logistic(-y * (x @ w)),
         "squared": cp.square(x @ w - y),
         "huber": cp.huber(x @ w - y, 0.5),
+        "squared hinge": cp.square(cp.pos(1 - y * (x @ w))),
     }[loss]
     dom = [cp.norm(w, 2) <= 50] if domain == "ball" else [w >= -5, w <= 5]
     problem = dpcvx.Problem(expr, w, data={x: X, y: Y}, domain=dom)
