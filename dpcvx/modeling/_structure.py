@@ -119,9 +119,10 @@ def pl_pieces(expr: cp.Expression) -> list[cp.Expression] | None:
     """Affine expressions ``E_j`` with ``expr == max_j E_j`` elementwise (broadcast), or None.
 
     Recognized: affine expressions; ``maximum`` (hence ``pos``) of such compositions; ``abs``
-    of an affine or a nonnegative composition; ``-minimum(E_1, ...)`` of affine ``E_j`` (hence
-    ``neg``); sums of compositions (every sum of one piece from each); nonnegative constant
-    multiples and positive constant divisors. At most :data:`MAX_PIECES` pieces.
+    of an affine or a nonnegative composition, and any norm of one affine number;
+    ``-minimum(E_1, ...)`` of affine ``E_j`` (hence ``neg``); sums of compositions (every sum
+    of one piece from each); nonnegative constant multiples and positive constant divisors. At
+    most :data:`MAX_PIECES` pieces.
     """
     if expr.is_affine():
         return [expr]
@@ -137,6 +138,13 @@ def pl_pieces(expr: cp.Expression) -> list[cp.Expression] | None:
             out = [args[0], -args[0]]
         elif args[0].is_nonneg():
             out = pl_pieces(args[0])
+    elif (
+        isinstance(expr, (Pnorm, norm1, norm_inf))
+        and getattr(expr, "axis", None) is None
+        and args[0].size == 1
+        and args[0].is_affine()
+    ):  # a norm of one number is its absolute value
+        out = [args[0], -args[0]]
     elif isinstance(expr, NegExpression) and isinstance(args[0], cp_minimum):
         if all(a.is_affine() for a in args[0].args):
             out = [-a for a in args[0].args]
@@ -194,7 +202,8 @@ def _monotone_term(
             pieces = found
             constants_nonpos = all(q.is_nonpos() for q in pieces if not q.variables())
             smooth = p >= 2.0 and (
-                (isinstance(arg, cp_abs) and arg.args[0].is_affine())
+                # |E|^p, also written with a norm of one number (norm(r) ** 2)
+                (isinstance(arg, (cp_abs, Pnorm, norm1, norm_inf)) and arg.args[0].is_affine())
                 or (sum(1 for q in pieces if q.variables()) == 1 and constants_nonpos)
             )
         return Term(

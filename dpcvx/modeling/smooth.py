@@ -22,6 +22,7 @@ import weakref
 from dataclasses import dataclass
 
 import numpy as np
+from cvxpy.atoms.affine.unary_operators import NegExpression
 from scipy.special import expit, softmax
 
 from dpcvx.modeling._expressions import Unsupported, affine_jet
@@ -55,6 +56,10 @@ class _Block:
     #: per row ``(lo, hi)``: the atom continued linearly outside ``[lo, hi]`` (the Lipschitz
     #: extension's clipped slopes, :func:`extension_model`); None for the atom itself
     knots: tuple[np.ndarray, np.ndarray] | None = None
+    #: whether the term's multipliers are the atom's derivative at each entry: not for a
+    #: ``pos_power`` term (one multiplier per piece of its maximum: :func:`_pos_square`),
+    #: whose certificate takes the slope at the point on the active piece itself
+    duals: bool = True
 
 
 class SmoothModel:
@@ -100,9 +105,7 @@ class SmoothModel:
         out: list[list[np.ndarray] | None] = []
         with np.errstate(over="ignore", invalid="ignore"):
             for blk in self.blocks:
-                # the squared hinge's term has a piece per argument of its maximum: its
-                # certificate takes the slope at the point on the active piece itself
-                if blk.kind in ("affine", "pos_square"):
+                if blk.kind == "affine" or not blk.duals:
                     out.append(None)
                     continue
                 theta = _dpsi(blk, self._args(blk, w))
@@ -263,11 +266,12 @@ def _build(decl: Declaration) -> SmoothModel | None:
     for term in decl.terms:
         kind = term.kind
         args = term.args
-        if kind == "pos_power":  # the squared hinge, max(E, 0)^2: "pos_square" of E
-            found = _pos_square_arg(term)
+        if kind == "pos_power":  # the squared hinge max(E, 0)^2, or square(abs(E))
+            found = _pos_square(term)
             if found is None:
                 return None
-            kind, args = "pos_square", (found,)
+            kind, args = found[0], (found[1],)
+        duals = term.kind != "pos_power"
         if kind not in _SCALAR + _VECTOR or len(args) != 1:
             return None
         if kind in ("huber", "sum_squares") and term.param is None:
@@ -285,22 +289,29 @@ def _build(decl: Declaration) -> SmoothModel | None:
         if kind == "sum_squares" and not param > 0:
             return None
         shape = tuple(np.shape(offset)[1:])
-        blocks.append(_Block(kind, float(term.weight), param, A, b.reshape(-1).copy(), k, shape))
+        blocks.append(
+            _Block(kind, float(term.weight), param, A, b.reshape(-1).copy(), k, shape, duals=duals)
+        )
     return SmoothModel(n, d, tuple(blocks))
 
 
-def _pos_square_arg(term) -> object | None:
-    """The piece ``E`` of a ``pos_power`` term that is ``max(E, c_1, ..., 0)^2`` with every
-    other piece a constant the structure makes nonpositive (the term is then marked smooth,
-    :func:`~dpcvx.modeling._structure.pl_pieces`), so ``max(E, 0)^2``: the squared hinge,
-    differentiable with the second derivative ``2 [E > 0]``. Of the atom's shape; else None.
-    Public structure only: no data value decides it."""
+def _pos_square(term) -> tuple[str, object] | None:
+    """A ``pos_power`` term with ``p = 2`` as a smooth block: ``max(E, c_1, ..., 0)^2`` with
+    every other piece a constant the structure makes nonpositive (the term is then marked
+    smooth, :func:`~dpcvx.modeling._structure.pl_pieces`) is ``("pos_square", E)``, the
+    squared hinge ``max(E, 0)^2`` (differentiable, second derivative ``2 [E > 0]``);
+    ``max(E, -E)^2`` (``square(abs(E))``) is ``("square", E)``. Each piece of the atom's
+    shape; else None. Public structure only: no data value decides it."""
     if not term.smooth or float(term.param_value) != 2.0:
         return None
     live = [a for a in term.args if a.variables()]
-    if len(live) != 1 or tuple(live[0].shape) != tuple(term.atom_shape):
+    if any(tuple(a.shape) != tuple(term.atom_shape) for a in live):
         return None
-    return live[0]
+    if len(live) == 1:
+        return "pos_square", live[0]
+    if len(term.args) == 2 and isinstance(live[1], NegExpression) and live[1].args[0] is live[0]:
+        return "square", live[0]
+    return None
 
 
 #: the atoms whose Lipschitz extension :func:`extension_model` writes down (monotone

@@ -99,6 +99,14 @@ SPELLINGS = [
         _REG,
     ),
     Spelling(
+        "norm(r) ** 2 of a scalar",
+        lambda w, p: cp.norm(p["x"] @ w - p["y"]) ** 2,
+        lambda w, z: cp.sum_squares(z["x"] @ w - z["y"]),
+        _regression,
+        "pos_power",
+        _REG,
+    ),
+    Spelling(
         "max(hstack([0, 1 - y x.w]))",
         lambda w, p: cp.max(cp.hstack([0, 1 - p["y"] * (p["x"] @ w)])),
         lambda w, z: cp.sum(cp.pos(1 - cp.multiply(z["y"], z["x"] @ w))),

@@ -153,6 +153,8 @@ def _model_cases():
             "squared hinge": (cp.square(cp.pos(1 - y * (x @ w))), {x: X, y: Y}),
             "squared hinge, maximum": (cp.power(cp.maximum(0, 0.5 - y * (x @ w)), 2), {x: X, y: Y}),
             "squared hinge, vector": (cp.sum(cp.square(cp.pos(z @ w - 0.5))), {z: Z}),
+            "square(abs(r))": (cp.square(cp.abs(x @ w - y)), {x: X, y: Y}),
+            "norm(r) ** 2": (cp.norm(x @ w - y) ** 2, {x: X, y: Y}),
         },
         w,
         d,
