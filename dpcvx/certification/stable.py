@@ -819,8 +819,8 @@ def stable_extension_sums(
         if out is None:
             return None
         totals[rows], G_part = out
-        if moved is not None:  # the moved examples' slopes count below
-            G_part[skipped[rows]] = 0.0
+        if moved is not None:  # the moved examples' slopes count below (G_part may be a
+            G_part = np.where(skipped[rows][:, None], 0.0, G_part)  # view of the caller's g)
         G_sum += _sum_rows(G_part)
         G_abs += np.abs(G_part).sum(axis=0)
     if moved is not None and moved.size:

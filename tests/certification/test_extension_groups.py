@@ -96,6 +96,7 @@ def test_grouped_stable_sums_are_the_ungrouped_ones(loss, C):
     """The stable gap's sums: the grouped pass against every example at its own row of the
     copies, in one pass (the slopes' sums to their extended-precision rounding)."""
     from dpcvx.certification import stable
+    from dpcvx.certification._rows import moved_rows
 
     decl, relaxed, point = _case(loss, 6000, 100, C)
     thetas = relaxed.model.multipliers(point)
@@ -106,6 +107,24 @@ def test_grouped_stable_sums_are_the_ungrouped_ones(loss, C):
     assert got is not None and rows is not None
     totals, G = rows
     # each gap is a rounding-level number: the sums agree to rounding, not relatively
+    np.testing.assert_allclose(got.total, float(np.sum(totals)), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(got.slope, float), G.sum(axis=0), rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(got.slope_abs, np.abs(G).sum(axis=0), rtol=1e-12)
+    # given duals, a tenth of the examples moved (the grouped pass then skips them): the
+    # same sums, and the caller's duals untouched (a grouped pass once zeroed the moved
+    # examples' rows of them in place, and the moved pass read those zeros)
+    rng = np.random.default_rng(4)
+    moved = rng.random(decl.n) < 0.1
+    Y_some = np.where(moved[:, None], Y, point[None, :])
+    g = rng.normal(size=Y.shape)
+    g *= C * rng.random(size=(decl.n, 1)) / np.linalg.norm(g, axis=1, keepdims=True)
+    kept = g.copy()
+    assert moved_rows(Y_some, point) is not None
+    got = stable.stable_extension_sums(decl, Y_some, g, thetas, point, C=C, radius=np.inf)
+    assert np.array_equal(g, kept)
+    rows = stable._stable_rows(decl, Y_some, g, thetas, point, C, rad)
+    assert got is not None and rows is not None
+    totals, G = rows
     np.testing.assert_allclose(got.total, float(np.sum(totals)), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(np.asarray(got.slope, float), G.sum(axis=0), rtol=1e-10, atol=1e-9)
     np.testing.assert_allclose(got.slope_abs, np.abs(G).sum(axis=0), rtol=1e-12)
