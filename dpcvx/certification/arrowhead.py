@@ -1039,11 +1039,13 @@ def _rows_of(term: _Term, rows: slice | np.ndarray) -> _Term:
     def cut(a):
         return None if a is None else a[rows]
 
+    # the pieces that hold ``base`` itself hold its rows (one gather, not one per piece)
+    base = cut(term.base)
     return dataclasses.replace(
         term,
-        A=tuple(cut(a) for a in term.A),
+        A=tuple(base if a is not None and a is term.base else cut(a) for a in term.A),
         b=tuple(v[rows] for v in term.b),
-        base=cut(term.base),
+        base=base,
         row_coefs=cut(term.row_coefs),
     )
 
@@ -1193,9 +1195,19 @@ def screened_ipm(
             return None
         linear = term.c * (term.base.T @ np.where(near, 0.0, slope))
         sub = PiecewiseModel(model.n, d, (_rows_of(term, keep),), model.linear, model.kinds)
-        x, mus, more = arrowhead_ipm(
-            sub, lam, w0, start, tol=tol, bounds=bounds, quad=(Q, q + linear), domain_out=domain_out
-        )
+        try:  # a failure here only sends the caller to the whole program
+            x, mus, more = arrowhead_ipm(
+                sub,
+                lam,
+                w0,
+                start,
+                tol=tol,
+                bounds=bounds,
+                quad=(Q, q + linear),
+                domain_out=domain_out,
+            )
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+            return None
         steps += int(more)
         if not np.all(np.isfinite(x)):
             return None

@@ -180,3 +180,25 @@ def test_the_rounds_screen_and_certify_what_the_whole_solves_certify(monkeypatch
     assert sol.gap <= gap and whole.gap <= 1e-9 * (1 + abs(whole.upper))
     assert np.linalg.norm(sol.w - whole.w) <= sol.distance_bound + whole.distance_bound
     assert sol.lower <= whole.upper and whole.lower <= sol.upper
+
+
+def test_a_failing_screened_solve_hands_the_round_to_the_whole_program(monkeypatch):
+    """The reduced program's method failing (a factor that is not positive definite, a
+    non-finite step) only sends the round to the whole program, which certifies as before;
+    before, the error reached the rounds, which then stopped at their best certificate."""
+    model, bounds, d = _relaxed("pinball")
+    w0 = np.zeros(d)
+    real = arrowhead.arrowhead_ipm
+
+    def failing(sub, *args, **kwargs):
+        if sub is not model:
+            raise np.linalg.LinAlgError("not positive definite")
+        return real(sub, *args, **kwargs)
+
+    monkeypatch.setattr(arrowhead, "arrowhead_ipm", failing)
+    assert screened_ipm(model, LAM, w0, w0, tol=TOL, reach=1e-2, bounds=bounds) is None
+    sol = (
+        _problem("hinge", n=20000, d=10, seed=5).lipschitz_extension(1.0).solve(regularization=LAM)
+    )
+    assert sol.solver_stats["solver"] == ARROWHEAD and sol.solver_stats.get("ball_rounds")
+    assert sol.gap <= 1e-9 * (1 + abs(sol.upper))
