@@ -91,6 +91,16 @@ def test_a_wrong_grouping_is_caught():
         _check_same(got, want)
 
 
+def _same_sums(got, rows) -> None:
+    """The grouped sums ``got`` against the ungrouped per-example rows: each gap is a
+    rounding-level number, so the sums agree to rounding, not relatively."""
+    assert got is not None and rows is not None
+    totals, G = rows
+    np.testing.assert_allclose(got.total, float(np.sum(totals)), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(got.slope, float), G.sum(axis=0), rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(got.slope_abs, np.abs(G).sum(axis=0), rtol=1e-12)
+
+
 @pytest.mark.parametrize(("loss", "C"), CASES)
 def test_grouped_stable_sums_are_the_ungrouped_ones(loss, C):
     """The stable gap's sums: the grouped pass against every example at its own row of the
@@ -103,13 +113,7 @@ def test_grouped_stable_sums_are_the_ungrouped_ones(loss, C):
     Y = decl.domain.make_feasible_rows(relaxed.copies(point))
     rad = 1e-6 * (1.0 + float(np.max(np.abs(Y))))
     got = stable.stable_extension_sums(decl, Y, None, thetas, point, C=C, radius=np.inf)
-    rows = stable._stable_rows(decl, Y, None, thetas, point, C, rad)
-    assert got is not None and rows is not None
-    totals, G = rows
-    # each gap is a rounding-level number: the sums agree to rounding, not relatively
-    np.testing.assert_allclose(got.total, float(np.sum(totals)), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(got.slope, float), G.sum(axis=0), rtol=1e-10, atol=1e-9)
-    np.testing.assert_allclose(got.slope_abs, np.abs(G).sum(axis=0), rtol=1e-12)
+    _same_sums(got, stable._stable_rows(decl, Y, None, thetas, point, C, rad))
     # given duals, a tenth of the examples moved (the grouped pass then skips them): the
     # same sums, and the caller's duals untouched (a grouped pass once zeroed the moved
     # examples' rows of them in place, and the moved pass read those zeros)
@@ -122,12 +126,7 @@ def test_grouped_stable_sums_are_the_ungrouped_ones(loss, C):
     assert moved_rows(Y_some, point) is not None
     got = stable.stable_extension_sums(decl, Y_some, g, thetas, point, C=C, radius=np.inf)
     assert np.array_equal(g, kept)
-    rows = stable._stable_rows(decl, Y_some, g, thetas, point, C, rad)
-    assert got is not None and rows is not None
-    totals, G = rows
-    np.testing.assert_allclose(got.total, float(np.sum(totals)), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(got.slope, float), G.sum(axis=0), rtol=1e-10, atol=1e-9)
-    np.testing.assert_allclose(got.slope_abs, np.abs(G).sum(axis=0), rtol=1e-12)
+    _same_sums(got, stable._stable_rows(decl, Y_some, g, thetas, point, C, rad))
     # without copies: every example at the point
     got = stable.stable_extension_sums(decl, None, None, thetas, point, C=C, radius=1e-3)
     rows = stable._stable_rows(decl, np.broadcast_to(point, Y.shape), None, thetas, point, C, 1e-3)
