@@ -25,8 +25,9 @@ perturbation runs here. The structure of the loss (which atoms,
 which paths) is read from the declaration on zero data of the right shapes: public.
 
 The loss must be one of the smooth catalogue atoms of an affine argument per term (logistic,
-squared, Huber, exponential, sum of squares, log-sum-exp; one atom for a private release), the
-domain an l2 ball or a box. See ``docs/distributed.md`` for running it on a real cluster.
+squared, Huber, exponential, sum of squares, log-sum-exp, the squared hinge; one atom for a
+private release), the domain an l2 ball or a box. See ``docs/distributed.md`` for running it
+on a real cluster.
 """
 
 from __future__ import annotations
@@ -258,7 +259,8 @@ class DaskProblem(DeclaredSource):
             raise ModelingError(
                 "DaskProblem supports losses whose every term is a smooth catalogue atom of an "
                 "affine argument (logistic, squared, Huber, exponential, sum of squares, "
-                f"log-sum-exp) with d <= {NEWTON_MAX_D}; use dpcvx.Problem otherwise."
+                f"log-sum-exp, the squared hinge) with d <= {NEWTON_MAX_D}; use dpcvx.Problem "
+                "otherwise."
             )
         self._n = int(n)
         self._spec = _Spec(loss, variable, params, tuple(domain), int(lu.ID_COUNTER.count))
@@ -420,7 +422,8 @@ class DaskProblem(DeclaredSource):
             raise InvalidParameterError(
                 "Private releases on a DaskProblem solve on the Lipschitz extension, which "
                 "dpcvx writes down for one smooth atom of an affine argument per example "
-                "(logistic, squared, Huber, exponential); this loss has another form."
+                "(logistic, squared, Huber, exponential, squared hinge); this loss has another "
+                "form."
             )
         return release(
             self,

@@ -43,6 +43,7 @@ def _declare(kind):
         "logistic": cp.logistic(-y * (x @ w)),
         "huber": cp.huber(x @ w - y, 0.5),
         "squared": cp.square(x @ w - y),
+        "squared hinge": cp.square(cp.pos(1 - y * (x @ w))),
     }[kind]
     return loss, w, x, y
 
@@ -55,7 +56,7 @@ DOMAINS = {
 
 
 @pytest.mark.parametrize("domain", sorted(DOMAINS))
-@pytest.mark.parametrize("kind", ["logistic", "huber", "squared"])
+@pytest.mark.parametrize("kind", ["logistic", "huber", "squared", "squared hinge"])
 def test_the_distributed_certificate_brackets_the_in_process_optimum(client, kind, domain):
     X, Y = _arrays()
     loss, w, x, y = _declare(kind)

@@ -522,21 +522,23 @@ def smooth_copies_in(
         return None
     if copies is not None:
         Y = Y.copy()
-    thetas = model.multipliers(w)  # the relaxed atom's derivative: the original's at y_i
+    # the relaxed atom's derivative at w: the original's at the relaxed copies y_i
+    relaxed_slope = atom_derivative(blk, blk.A @ w + blk.b, 1)
     u = blk.A[rows] / norms[rows, None]
     plain = dataclasses.replace(blk, knots=None)
     line = Smooth1D(plain, blk.weight, norms[rows], blk.b[rows])
     t, Yr, g, theta, quad = region.extension(line, u, w, C, n)
     Y[rows] = Yr
-    arg = thetas[0]
-    assert arg is not None
-    flat = arg[0].reshape(-1).copy()
+    flat = relaxed_slope.copy()
     before = (blk.weight * norms[rows] * flat[rows])[:, None] * u
     flat[rows] = theta / (blk.weight * norms[rows])  # psi' at the copy
-    thetas = [[flat.reshape(arg[0].shape)]]
+    # the certificate's multipliers: the atom's derivative at each copy, where the term's
+    # are its atom's (a squared hinge's term has one per piece of its maximum: None, and the
+    # certificate takes the slope at each copy on the active piece itself)
+    thetas = [[flat.reshape((n,) + blk.shape)]] if blk.duals else [None]
     slopes = np.full(Y.shape, np.nan)
     slopes[rows] = g
-    slopes[others] = (blk.weight * arg[0].reshape(-1)[others])[:, None] * blk.A[others]
+    slopes[others] = (blk.weight * relaxed_slope[others])[:, None] * blk.A[others]
     return BallCopies(Y, thetas, slopes, rows, quad, before, others, np.zeros(0, int))
 
 

@@ -586,8 +586,9 @@ def _certified_solve(
             "Every solver failed on this problem: "
             + "; ".join(f"{a['solver']}: {a.get('error')}" for a in attempts)
         )
+    target = _target(accuracy, best.upper)  # without an accuracy: the default target
     raise CertificationError(
-        f"dpcvx could not certify the solve to the accuracy target {accuracy:.3g}: the best "
+        f"dpcvx could not certify the solve to the accuracy target {target:.3g}: the best "
         f"certified gap was {best.gap:.3g} after {len(attempts)} attempts "
         f"({', '.join(a['solver'] + (' tight' if a['tight'] else '') for a in attempts)}). "
         "Nothing was released. To fix: raise the mechanism's `accuracy` (it only inflates the "

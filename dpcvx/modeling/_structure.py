@@ -243,7 +243,7 @@ def _atom_term(
         # max(hstack([E_1, ..., E_m])) of scalar affine pieces is maximum(E_1, ..., E_m)
         stacked = _flat_maximum(expr)
         if 2 <= len(stacked) <= MAX_PIECES and all(a.size == 1 and _affine_in(a) for a in stacked):
-            pieces = tuple(a if a.shape == () else cp.reshape(a, ()) for a in stacked)
+            pieces = tuple(a if a.shape == () else cp.reshape(a, (), order="C") for a in stacked)
             return Term("pieces", weight, pieces, whole, atom=expr, summed=summed)
     if (
         isinstance(expr, NegExpression)

@@ -380,3 +380,70 @@ def test_the_extension_model_matches_the_one_dimensional_infimal_convolution():
         fine = np.linspace(best - 1e-3, best + 1e-3, 200001)
         brute = np.min(np.logaddexp(0.0, fine) + slope * np.abs(fine - v))
         assert abs(values[i] - brute) <= 1e-9
+
+
+@pytest.mark.parametrize("domain", ["ball", "box"])
+@pytest.mark.parametrize("loss", ["squared hinge", "square(abs(r))"])
+def test_copies_leaving_a_small_domain_keep_newton_for_a_squared_maximum(loss, domain):
+    """A squared maximum's block (the squared hinge, ``square(abs(r))``) hands the certificate
+    no multipliers of its own; the extension's rounds in a small ball or box took the atom's
+    derivative from those multipliers and failed (an assertion), so the conic program took
+    over, and where it is too large to stamp (n = 1e6) the release aborted on some datasets
+    and not on their neighbours. The rounds now run on Newton's path and certify against the
+    joint program solved by CVXPY with every copy."""
+    rng = np.random.default_rng(21)
+    n, d, C = 300, 4, 1.0
+    X = rng.normal(size=(n, d))
+    X[: n // 2] *= 3.0
+    Y = np.sign(X @ rng.normal(size=d) + 0.5 * rng.normal(size=n))
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    expr = {
+        "squared hinge": cp.square(cp.pos(1 - y * (x @ w))),
+        "square(abs(r))": cp.square(cp.abs(x @ w - 3 * y)),
+    }[loss]
+    dom = [cp.norm(w, 2) <= 0.3] if domain == "ball" else [w >= -0.3, w <= 0.3]
+    problem = dpcvx.Problem(expr, w, data={x: X, y: Y}, domain=dom)
+    w0 = np.full(d, 0.1)
+    sol = problem.lipschitz_extension(C).solve(regularization=LAM, center=w0, accuracy=1e-9)
+    assert sol.solver_stats["solver"] in SMOOTH_METHODS and sol.gap <= 1e-9
+    assert sol.solver_stats.get("ball_rounds")  # copies left the domain
+    W, V = cp.Variable(d), cp.Variable((n, d))
+    z = cp.sum(cp.multiply(X, V), axis=1)
+    value = {
+        "squared hinge": cp.square(cp.pos(1 - cp.multiply(Y, z))),
+        "square(abs(r))": cp.square(z - 3 * Y),
+    }[loss]
+    inside = (
+        [cp.norm(W) <= 0.3, cp.norm(V, 2, axis=1) <= 0.3]
+        if domain == "ball"
+        else [W >= -0.3, W <= 0.3, V >= -0.3, V <= 0.3]
+    )
+    obj = (
+        cp.sum(value) / n
+        + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n
+        + LAM / 2 * cp.sum_squares(W - w0)
+    )
+    ref = cp.Problem(cp.Minimize(obj), inside)
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    tol = 1e-8 * (1 + abs(ref.value))
+    assert sol.lower <= ref.value + tol and ref.value <= sol.upper + tol
+
+
+def test_a_missed_default_target_raises_a_certification_error(monkeypatch):
+    """Without an accuracy, a solve whose rungs all miss the default target (a row 1e8 times
+    the others, the conic program too large to stamp) raises ``CertificationError`` naming
+    that target; the message formatted the missing accuracy and raised ``TypeError``."""
+    from dpcvx.certification import solve as solve_module
+    from dpcvx.errors import CertificationError
+
+    monkeypatch.setattr(solve_module, "MAX_PROGRAM_NNZ", 1000)
+    rng = np.random.default_rng(3)
+    n, d = 3000, 4
+    X = rng.normal(size=(n, d))
+    X *= 0.45 / np.linalg.norm(X, axis=1, keepdims=True)
+    Y = np.sign(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n))
+    X[0] *= 1e8
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    problem = dpcvx.Problem(cp.square(x @ w - y), w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
+    with pytest.raises(CertificationError, match="accuracy target"):
+        problem.lipschitz_extension(1.0).solve(regularization=0.05)
