@@ -170,7 +170,7 @@ def _case(name, X, Y, R):
 
 
 HEADER = (
-    f"{'loss':9s} {'n':>7s} {'d':>4s} {'dpcvx s':>8s} {'reference':>19s} {'ref s':>7s} "
+    f"{'loss':13s} {'n':>7s} {'d':>4s} {'dpcvx s':>8s} {'reference':>19s} {'ref s':>7s} "
     f"{'ratio':>7s} {'cvxpy s':>8s} {'ratio':>7s} {'gap':>6s}  path"
 )
 
@@ -182,7 +182,7 @@ def _print_row(r: dict) -> None:
         else f"{'-':>8s} {'-':>7s}"
     )
     print(
-        f"{r['loss']:9s} {r['n']:7d} {r['d']:4d} {r['dpcvx_seconds']:8.3f} "
+        f"{r['loss']:13s} {r['n']:7d} {r['d']:4d} {r['dpcvx_seconds']:8.3f} "
         f"{r['reference']:>19s} {r['reference_seconds']:7.3f} {r['ratio']:6.2f}x {cv} "
         f"{r['gap']:6.0e}  {r['path']}",
         flush=True,
