@@ -297,6 +297,27 @@ def test_the_smooth_rung_never_relies_on_the_lipschitz_bounds(monkeypatch):
     assert sol.lower <= ref.value + 1e-8 <= sol.upper + 2e-8
 
 
+def _joint_program_within(sol, value, W, V, w0, C, domain, radius, box) -> None:
+    """``sol``'s bracket holds the optimum of paper 000's joint program (Lemma 2.7) solved by
+    CVXPY with every copy: the examples' losses ``value`` at their copies ``V``, the copies
+    and ``W`` in the ball of ``radius`` or the box ``[-box, box]``."""
+    n = V.shape[0]
+    inside = (
+        [cp.norm(W) <= radius, cp.norm(V, 2, axis=1) <= radius]
+        if domain == "ball"
+        else [W >= -box, W <= box, V >= -box, V <= box]
+    )
+    obj = (
+        cp.sum(value) / n
+        + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n
+        + LAM / 2 * cp.sum_squares(W - w0)
+    )
+    ref = cp.Problem(cp.Minimize(obj), inside)
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    tol = 1e-8 * (1 + abs(ref.value))
+    assert sol.lower <= ref.value + tol and ref.value <= sol.upper + tol
+
+
 def _extension_value(loss, X, Y, V):
     z = cp.sum(cp.multiply(X, V), axis=1)
     if loss == "logistic":
@@ -337,20 +358,7 @@ def test_the_extension_of_steep_examples_runs_on_newton(loss, domain):
     assert sol.solver_stats["extension_copies"] > 0
     W = cp.Variable(d)
     V = cp.Variable((n, d))
-    inside = (
-        [cp.norm(W) <= 50, cp.norm(V, 2, axis=1) <= 50]
-        if domain == "ball"
-        else [W >= -5, W <= 5, V >= -5, V <= 5]
-    )
-    obj = (
-        cp.sum(_extension_value(loss, X, Y, V)) / n
-        + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n
-        + LAM / 2 * cp.sum_squares(W - w0)
-    )
-    ref = cp.Problem(cp.Minimize(obj), inside)
-    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
-    tol = 1e-8 * (1 + abs(ref.value))
-    assert sol.lower <= ref.value + tol and ref.value <= sol.upper + tol
+    _joint_program_within(sol, _extension_value(loss, X, Y, V), W, V, w0, C, domain, 50.0, 5.0)
 
 
 def test_the_extension_model_matches_the_one_dimensional_infimal_convolution():
@@ -413,20 +421,7 @@ def test_copies_leaving_a_small_domain_keep_newton_for_a_squared_maximum(loss, d
         "squared hinge": cp.square(cp.pos(1 - cp.multiply(Y, z))),
         "square(abs(r))": cp.square(z - 3 * Y),
     }[loss]
-    inside = (
-        [cp.norm(W) <= 0.3, cp.norm(V, 2, axis=1) <= 0.3]
-        if domain == "ball"
-        else [W >= -0.3, W <= 0.3, V >= -0.3, V <= 0.3]
-    )
-    obj = (
-        cp.sum(value) / n
-        + C * cp.sum(cp.norm(W[None, :] - V, 2, axis=1)) / n
-        + LAM / 2 * cp.sum_squares(W - w0)
-    )
-    ref = cp.Problem(cp.Minimize(obj), inside)
-    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
-    tol = 1e-8 * (1 + abs(ref.value))
-    assert sol.lower <= ref.value + tol and ref.value <= sol.upper + tol
+    _joint_program_within(sol, value, W, V, w0, C, domain, 0.3, 0.3)
 
 
 def test_a_missed_default_target_raises_a_certification_error(monkeypatch):
