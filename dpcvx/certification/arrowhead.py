@@ -1043,7 +1043,7 @@ def _rows_of(term: _Term, rows: slice | np.ndarray) -> _Term:
     base = cut(term.base)
     return dataclasses.replace(
         term,
-        A=tuple(base if a is not None and a is term.base else cut(a) for a in term.A),
+        A=tuple(base if a is term.base else cut(a) for a in term.A),
         b=tuple(v[rows] for v in term.b),
         base=base,
         row_coefs=cut(term.row_coefs),

@@ -1216,12 +1216,23 @@ class _PiecesRounds:
         # the elements near a kink first (the rest keep their pieces between rounds), with
         # twice the last round's step as the radius; the whole program where that fails
         reach = SCREEN_REACH * self.region.scale if self.step is None else 2.0 * self.step
-        args = (self.lam, self.w0, x)
-        kwargs = dict(tol=self.tol, bounds=self.bounds, quad=fix.quad, domain_out=self.slacks)
-        screened = screened_ipm(model, *args, reach=reach, **kwargs)  # type: ignore[arg-type]
-        if screened is None:
-            screened = arrowhead_ipm(model, *args, **kwargs)  # type: ignore[arg-type]
-        out, self.mus, steps = screened
+        lam, w0, tol, bounds, quad = self.lam, self.w0, self.tol, self.bounds, fix.quad
+        solved = screened_ipm(
+            model,
+            lam,
+            w0,
+            x,
+            tol=tol,
+            reach=reach,
+            bounds=bounds,
+            quad=quad,
+            domain_out=self.slacks,
+        )
+        if solved is None:
+            solved = arrowhead_ipm(
+                model, lam, w0, x, tol=tol, bounds=bounds, quad=quad, domain_out=self.slacks
+            )
+        out, self.mus, steps = solved
         self.step = float(np.linalg.norm(out - x))
         self.out = fix.rows
         return out, steps

@@ -298,7 +298,7 @@ def _build(decl: Declaration) -> SmoothModel | None:
 def _pos_square(term) -> tuple[str, object] | None:
     """A ``pos_power`` term with ``p = 2`` as a smooth block: ``max(E, c_1, ..., 0)^2`` with
     every other piece a constant the structure makes nonpositive (the term is then marked
-    smooth, :func:`~dpcvx.modeling._structure.pl_pieces`) is ``("pos_square", E)``, the
+    smooth, :mod:`dpcvx.modeling._structure`) is ``("pos_square", E)``, the
     squared hinge ``max(E, 0)^2`` (differentiable, second derivative ``2 [E > 0]``);
     ``max(E, -E)^2`` (``square(abs(E))``) is ``("square", E)``. Each piece of the atom's
     shape; else None. Public structure only: no data value decides it."""
