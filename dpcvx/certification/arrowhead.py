@@ -104,7 +104,7 @@ class _Term:
     def apply_t(self, E: np.ndarray) -> np.ndarray:
         """``sum_j A_j^T E[:, j]``."""
         if self.base is not None and self.row_coefs is not None:
-            return self.base.T @ np.einsum("nm,nm->n", E, self.row_coefs)
+            return self.base.T @ _row_dot(E, self.row_coefs)
         if self.base is not None:
             return self.base.T @ (E @ np.asarray(self.coefs))
         d = next(A.shape[1] for A in self.A if A is not None)
@@ -441,7 +441,7 @@ class ExtensionPieces:
         # the slope the method's multipliers give each example (a copy that moved has slope
         # +-C there; near a kink the method's own split is kept: both are subgradients of the
         # extension at w, and the certificate charges the difference, (C - |gamma|) |w - y_i|)
-        gamma = np.einsum("nm,nm->n", mus[0] / term.c, slopes)
+        gamma = _row_dot(mus[0] / term.c, slopes)
         lo, hi = self.lowest, self.highest
         assert lo is not None and hi is not None
         gamma = np.clip(gamma, np.maximum(lo, -self.C), np.minimum(hi, self.C))
@@ -502,35 +502,36 @@ class ExtensionPieces:
             return None
         before = gamma[rows, None] * self.u[rows]
         slopes = np.full(Y.shape, np.nan)
-        quad = (np.zeros((w.size, w.size)), np.zeros(w.size))
         n = self.model.n
-        for part in (rows, exact):
-            if part.size == 0:
-                continue
-            line = Pieces1D(self.sigma[part], self.beta[part])
-            t, Yr, g, theta, model = region.extension(line, self.u[part], w, self.C, n)
-            Y[part] = Yr
-            s_star[part] = t
-            gamma[part] = theta
-            slopes[part] = g
-            if part is rows:
-                quad = model
+        # one call for both (each copy is its own problem); the model is of the examples of
+        # rows only, less, with near, those whose copy lies within reach of w (of left only)
+        part = np.concatenate([rows, exact])
+        reach = near * region.scale
+        exact_at = np.arange(part.size) >= rows.size
+        candidate = np.zeros(part.size, bool)
         if near > 0:
-            reach = near * region.scale
+            candidate[: rows.size] = True if left is None else np.isin(rows, left)
+        back = np.zeros(part.size, bool)
+
+        def leave_out(Yc: np.ndarray, span: slice) -> np.ndarray:
+            back[span] = candidate[span] & (row_norms(Yc - w) <= reach)
+            return back[span] | exact_at[span]
+
+        line = Pieces1D(self.sigma[part], self.beta[part])
+        t, Yr, g, theta, quad = region.extension(line, self.u[part], w, self.C, n, leave_out)
+        Y[part] = Yr
+        s_star[part] = t
+        gamma[part] = theta
+        slopes[part] = g
+        if near > 0:
             own = own[row_norms(Y[own] - w) <= reach]
-            if rows.size:
-                back = row_norms(Y[rows] - w) <= reach
-                if left is not None:
-                    back &= np.isin(rows, left)
-                if back.any():  # out of the model: it is a sum over the examples
-                    part = rows[back]
-                    line = Pieces1D(self.sigma[part], self.beta[part])
-                    Qb, qb = region.extension(line, self.u[part], w, self.C, n)[4]
-                    quad = (quad[0] - Qb, quad[1] - qb)
-                    rows, before = rows[~back], before[~back]
-                    own = np.union1d(own, part)
-                    if extra is not None:  # modelled by the last solve: exact slopes here
-                        others = np.union1d(others, np.intersect1d(part, extra))
+            taken = back[: rows.size]
+            if taken.any():  # out of the model, into pieces of their own
+                part = rows[taken]
+                rows, before = rows[~taken], before[~taken]
+                own = np.union1d(own, part)
+                if extra is not None:  # modelled by the last solve: exact slopes here
+                    others = np.union1d(others, np.intersect1d(part, extra))
         if solved is not None and solved[0].size:
             # an example solved with pieces of its own whose copy is at w: the slope its
             # multipliers give (at a kink, the method's split, which the rest of the solve
@@ -722,12 +723,14 @@ def _pair_weights(
 def _pair_weights_rows(
     sigma: np.ndarray, beta: np.ndarray, gamma: np.ndarray, s: np.ndarray
 ) -> np.ndarray:
-    """:func:`_pair_weights` on all the rows given at once."""
+    """:func:`_pair_weights` on all the rows given at once (by columns: see :func:`_rows`)."""
     N, m = sigma.shape
-    h = (sigma * s[:, None] + beta).max(axis=1)
+    values = [sigma[:, j] * s + beta[:, j] for j in range(m)]
+    h = values[0].copy()
+    for v in values[1:]:
+        np.maximum(h, v, out=h)
     best = np.full(N, np.inf)
     out = np.zeros((N, m))
-    rows = np.arange(N)
     for j in range(m):
         for k in range(m):
             sj, sk = sigma[:, j], sigma[:, k]
@@ -735,16 +738,16 @@ def _pair_weights_rows(
             ok = (sj <= gamma) & (gamma <= sk) & ((width > 0) | (sj == gamma))
             lam = np.where(width > 0, (sk - gamma) / np.where(width > 0, width, 1.0), 1.0)
             lam = np.clip(lam, 0.0, 1.0)
-            line = lam * (sj * s + beta[:, j]) + (1 - lam) * (sk * s + beta[:, k])
+            line = lam * values[j] + (1 - lam) * values[k]
             deficiency = h - line
             take = ok & (deficiency < best)
             if not take.any():
                 continue
             best = np.where(take, deficiency, best)
-            r = rows[take]
-            out[r] = 0.0
-            out[r, j] += lam[take]
-            out[r, k] += 1 - lam[take]
+            # the pair's weights (the sum where j = k), every other piece's zero
+            for col in range(m):
+                weight = (lam if col == j else 0.0) + (1 - lam if col == k else 0.0)
+                np.copyto(out[:, col], weight, where=take)
     # a row with no admissible pair (not reached: gamma lies in the slopes' range) keeps the
     # piece active at s, whose weight alone is a valid minorant
     lost = ~np.isfinite(best)
@@ -973,6 +976,15 @@ def _rows(A: np.ndarray) -> np.ndarray:
     out = A[:, 0].copy()
     for j in range(1, A.shape[1]):
         out += A[:, j]
+    return out
+
+
+def _row_dot(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``(A * B).sum(axis=1)`` for tall ``(N, m)`` arrays, by columns (an ``einsum`` over the
+    short axis took five times as long at m = 2; see :func:`_rows`)."""
+    out = A[:, 0] * B[:, 0]
+    for j in range(1, A.shape[1]):
+        out += A[:, j] * B[:, j]
     return out
 
 

@@ -26,6 +26,7 @@ trusted: every output only guides the certificate, which evaluates the declared 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -156,16 +157,23 @@ class Pieces1D:
     def subdifferential(self, t: np.ndarray, rel: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
         """The slopes of the pieces active at ``t`` (to ``rel`` times its scale; rounding by
         default): their least and largest."""
-        H = self.sigma * t[:, None] + self.beta
-        top = H.max(axis=1)
-        tol = rel * (
-            np.abs(top)
-            + np.abs(self.sigma * t[:, None]).max(axis=1)
-            + np.abs(self.beta).max(axis=1)
-        )
-        active = H >= (top - tol)[:, None]
-        lo = np.where(active, self.sigma, np.inf).min(axis=1)
-        hi = np.where(active, self.sigma, -np.inf).max(axis=1)
+        # by columns (see _lines)
+        m = self.sigma.shape[1]
+        H = [v for _, v in self._lines(t)]
+        top = H[0].copy()
+        reach = np.abs(self.sigma[:, 0] * t)
+        size = np.abs(self.beta[:, 0])
+        for j in range(1, m):
+            np.maximum(top, H[j], out=top)
+            np.maximum(reach, np.abs(self.sigma[:, j] * t), out=reach)
+            np.maximum(size, np.abs(self.beta[:, j]), out=size)
+        floor = top - rel * (np.abs(top) + reach + size)
+        lo = np.full(t.shape, np.inf)
+        hi = np.full(t.shape, -np.inf)
+        for j in range(m):
+            active = H[j] >= floor
+            np.copyto(lo, np.minimum(lo, self.sigma[:, j]), where=active)
+            np.copyto(hi, np.maximum(hi, self.sigma[:, j]), where=active)
         return lo, hi
 
 
@@ -213,12 +221,14 @@ def ball_extension(
     R: float,
     C: float,
     n: int,
+    leave_out: LeaveOut | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Per example (rows of the unit directions ``u``, ``h`` given by ``line``), the extension
     ``min_{||y - c|| <= R} h(u^T y) + C ||w - y||`` (see the module docstring). Returns ``t``,
     the copies, the duals ``g = C (w - y) / ||w - y||``, the slopes ``theta`` of ``h`` at ``t``
     that make ``g - theta u`` normal to the ball at ``y`` (in ``h``'s subdifferential) and the
-    model ``(Q, q)`` of :class:`BallCopies` (``n`` examples in the mean)."""
+    model ``(Q, q)`` of :class:`BallCopies` (``n`` examples in the mean) of the examples that
+    ``leave_out`` (given the copies) does not leave out; all of them without it."""
     k = u.shape[0]
     z = w - c
     tau = u @ w
@@ -378,9 +388,10 @@ def ball_extension(
     with np.errstate(divide="ignore", invalid="ignore"):
         theta = np.where(on_sphere & (det > 1e-12), (gu - ue * ge) / det, gu)
     theta, s_lo, s_hi = settle_slopes(line, t, theta, g, at_w, u, w, BallRegion(c, R), C)
+    kept = np.ones(k, bool) if leave_out is None else ~leave_out(Y)
     # the model: C dist(w, slice at t) per example, its gradient C normal and Hessian
     # (C / D) (I - J - normal normal^T) with J the Jacobian of the projection onto the slice
-    a = np.where(D > 0, C / np.maximum(D, _FLOOR * R), 0.0) / n
+    a = np.where(kept & (D > 0), C / np.maximum(D, _FLOOR * R), 0.0) / n
     rho = np.where(on_sphere, shrink, 1.0)
     ev = v / np.where(p > 0, p, 1.0)[:, None]
     Q = float(np.sum(a * (1.0 - rho))) * np.eye(w.size)
@@ -389,13 +400,13 @@ def ball_extension(
     Q -= gram(normal, a)
     # a copy at w stays there as w moves (inside the ball; on the sphere, along it): the
     # extension is h(u^T w) there, of curvature h'' u u^T
-    bend = np.where(at_w, np.nan_to_num(line.curvature(t)), 0.0) / n
+    bend = np.where(kept & at_w, np.nan_to_num(line.curvature(t)), 0.0) / n
     if bend.any():
         Q += gram(u, bend)
     # where no kink of h holds t, t follows w: the extension's Hessian is the model's less
     # C^2 (d_t grad_w D)(d_t grad_w D)^T / (h'' + C d_tt D) (an envelope)
     held = s_hi > s_lo
-    free = on_sphere & ~held & (D > _FLOOR * R) & (r > _FLOOR * R)
+    free = kept & on_sphere & ~held & (D > _FLOOR * R) & (r > _FLOOR * R)
     if free.any():
         f = np.flatnonzero(free)
         Df, rf, tf = D[f], r[f], t[f]
@@ -409,21 +420,40 @@ def ball_extension(
             - (delta[:, None] * u[f] + q[:, None] * ev[f]) * (Dt / Df)[:, None]
         ) / Df[:, None]
         Q = envelope(Q, cross, np.nan_to_num(line.curvature(t))[f], Dtt, C, n)
-    return t, Y, g, theta, model_at(Q, g, w, n)
+    return t, Y, g, theta, model_at(Q, g, w, n, kept)
 
 
-def in_chunks(solve, line: Pieces1D | Smooth1D, u: np.ndarray, w: np.ndarray, region, C, n):
+#: ``leave_out(Y)``: which of the copies ``Y`` (rows) stay out of the model of
+#: :func:`ball_extension` and :func:`~dpcvx.certification.box.box_extension`
+LeaveOut = Callable[[np.ndarray], np.ndarray]
+
+
+def in_chunks(
+    solve,
+    line: Pieces1D | Smooth1D,
+    u: np.ndarray,
+    w: np.ndarray,
+    region,
+    C,
+    n,
+    leave_out: Callable[[np.ndarray, slice], np.ndarray] | None = None,
+):
     """``solve(line, u, w, *region, C, n)`` (:func:`ball_extension`,
     :func:`~dpcvx.certification.box.box_extension`) over contiguous chunks of the rows of
     ``u`` (:func:`~dpcvx.certification._rows.row_chunks`): every row's copy is its own
     one-dimensional problem, so the rows come out as in one call, and the chunks' models add
     (each is a sum over its rows). A chunk's arrays stay a few megabytes where one call on
     hundreds of thousands of rows made fresh arrays of tens of megabytes at every step (at
-    n = 1e6 the rows took three times as long each)."""
+    n = 1e6 the rows took three times as long each). ``leave_out(Y, rows)`` says which of
+    the copies ``Y`` of the rows ``rows`` (a slice of ``u``'s) the model leaves out."""
+
+    def chunk(a: int, b: int) -> LeaveOut | None:
+        return None if leave_out is None else (lambda Y: leave_out(Y, slice(a, b)))
+
     spans = list(row_chunks(u.shape[0], u.shape[1]))
     if len(spans) == 1:
-        return solve(line, u, w, *region, C, n)
-    parts = [solve(line.take(slice(a, b)), u[a:b], w, *region, C, n) for a, b in spans]
+        return solve(line, u, w, *region, C, n, chunk(0, u.shape[0]))
+    parts = [solve(line.take(slice(a, b)), u[a:b], w, *region, C, n, chunk(a, b)) for a, b in spans]
     out = tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
     return (*out, tuple(sum(p[4][k] for p in parts) for k in range(2)))
 
@@ -487,11 +517,15 @@ def envelope(
     return Q - (cross[keep] * (C / n / denom[keep])[:, None]).T @ cross[keep]
 
 
-def model_at(Q: np.ndarray, g: np.ndarray, w: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def model_at(
+    Q: np.ndarray, g: np.ndarray, w: np.ndarray, n: int, kept: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The model ``(Q, q)`` of :class:`BallCopies` with Hessian ``Q`` (symmetrized) and
-    gradient at ``w`` the mean of the duals ``g`` over ``n`` examples."""
+    gradient at ``w`` the sum of the duals ``g`` (of the rows ``kept``, a mask, if given) over
+    ``n`` examples."""
     Q = 0.5 * (Q + Q.T)
-    return Q, np.sum(g, axis=0) / n - Q @ w
+    total = np.sum(g if kept is None or kept.all() else g[kept], axis=0)
+    return Q, total / n - Q @ w
 
 
 def smooth_copies_in(
@@ -591,9 +625,18 @@ class BallRegion:
             return w
         return self.center + z * (R / r) if R - r <= band else w
 
-    def extension(self, line: Pieces1D | Smooth1D, u: np.ndarray, w: np.ndarray, C: float, n: int):
+    def extension(
+        self,
+        line: Pieces1D | Smooth1D,
+        u: np.ndarray,
+        w: np.ndarray,
+        C: float,
+        n: int,
+        leave_out: Callable[[np.ndarray, slice], np.ndarray] | None = None,
+    ):
         """:func:`ball_extension` in this ball, over row chunks (:func:`in_chunks`)."""
-        return in_chunks(ball_extension, line, u, w, (self.center, self.radius), C, n)
+        region = (self.center, self.radius)
+        return in_chunks(ball_extension, line, u, w, region, C, n, leave_out)
 
     def cancelled(self, u: np.ndarray, w: np.ndarray, slope: np.ndarray) -> np.ndarray:
         """Per row, the part of ``slope_i u_i`` that W's normal cone at ``w`` can cancel

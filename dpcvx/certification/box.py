@@ -32,6 +32,7 @@ from dpcvx.certification.ball import (
     FAR,
     KINK,
     REACH,
+    LeaveOut,
     Pieces1D,
     envelope,
     in_chunks,
@@ -169,6 +170,7 @@ def box_extension(
     hi: np.ndarray,
     C: float,
     n: int,
+    leave_out: LeaveOut | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Per example (rows of the unit directions ``u``, ``h`` given by ``line``, a
     :class:`~dpcvx.certification.ball.Pieces1D` or
@@ -177,7 +179,8 @@ def box_extension(
     the box. Returns ``t``, the copies, the duals ``g = C (w - y) / ||w - y||``, the slopes
     ``theta`` of ``h`` at ``t`` that make ``g - theta u`` normal to the box at ``y`` (in
     ``h``'s subdifferential) and the model ``(Q, q)`` of
-    :class:`~dpcvx.certification.ball.BallCopies` (``n`` examples in the mean)."""
+    :class:`~dpcvx.certification.ball.BallCopies` (``n`` examples in the mean) of the examples
+    that ``leave_out`` (given the copies) does not leave out; all of them without it."""
     k, d = u.shape
     lo = np.asarray(lo, float)
     hi = np.asarray(hi, float)
@@ -264,6 +267,7 @@ def box_extension(
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         theta = np.where(D > 0, -C * mu / np.where(D > 0, D, 1.0), 0.0)
     theta, s_lo, s_hi = settle_slopes(line, t, theta, g, at_w, u, w, BoxRegion(lo, hi), C)
+    kept = np.ones(k, bool) if leave_out is None else ~leave_out(Y)
     # the model: C dist(w, slice at t) per example, Hessian (C / D) (I - J - n n^T) with J
     # the projector onto the slice's face at y (coordinates off their bounds, across u)
     # (a coordinate at its bound that the path pushes outward: at the end of the range the
@@ -276,19 +280,19 @@ def box_extension(
     uf = u * free
     nf = row_norms(uf)
     room = np.maximum(D, _FLOOR * scale)
-    cap = np.where((D > 0) & (room > 0), C / np.where(room > 0, room, 1.0), 0.0) / n
+    cap = np.where(kept & (D > 0) & (room > 0), C / np.where(room > 0, room, 1.0), 0.0) / n
     Q = np.diag(np.sum(cap[:, None] * clipped, axis=0))
     unit = uf * np.where(nf > 0, 1.0 / np.where(nf > 0, nf, 1.0), 0.0)[:, None]
     Q += gram(unit, cap)
     Q -= gram(normal, cap)
     # a copy at w stays there as w moves: the extension is h(u^T w), of curvature h'' u u^T
-    bend = np.where(at_w, np.nan_to_num(line.curvature(t)), 0.0) / n
+    bend = np.where(kept & at_w, np.nan_to_num(line.curvature(t)), 0.0) / n
     if bend.any():
         Q += gram(u, bend)
     # where no kink of h holds t, t follows w: less C^2 (d_t grad_w D)(d_t grad_w D)^T /
     # (h'' + C d_tt D) (an envelope), with d_tt D = |w_C - y_C|^2 / (|u_F|^2 D^3)
     held = s_hi > s_lo
-    follow = ~at_w & ~held & (D > _FLOOR * scale) & (nf > 1e-8)
+    follow = kept & ~at_w & ~held & (D > _FLOOR * scale) & (nf > 1e-8)
     if follow.any():
         f = np.flatnonzero(follow)
         Df, nff, muf = D[f], nf[f], mu[f]
@@ -299,7 +303,7 @@ def box_extension(
         ok = np.isfinite(Dtt) & np.all(np.isfinite(cross), axis=1)
         f, Dtt, cross = f[ok], Dtt[ok], cross[ok]
         Q = envelope(Q, cross, np.nan_to_num(line.curvature(t))[f], Dtt, C, n)
-    return t, Y, g, theta, model_at(Q, g, w, n)
+    return t, Y, g, theta, model_at(Q, g, w, n, kept)
 
 
 @dataclass(frozen=True)
@@ -334,9 +338,9 @@ class BoxRegion:
         high = free & (above <= band) & ~low  # (not both: the band is under the width)
         return np.where(low, self.lo, np.where(high, self.hi, w))
 
-    def extension(self, line, u: np.ndarray, w: np.ndarray, C: float, n: int):
+    def extension(self, line, u: np.ndarray, w: np.ndarray, C: float, n: int, leave_out=None):
         """:func:`box_extension` in this box, over row chunks (:func:`in_chunks`)."""
-        return in_chunks(box_extension, line, u, w, (self.lo, self.hi), C, n)
+        return in_chunks(box_extension, line, u, w, (self.lo, self.hi), C, n, leave_out)
 
     def cancelled(self, u: np.ndarray, w: np.ndarray, slope: np.ndarray) -> np.ndarray:
         """Per row, the part of ``slope_i u_i`` that the box's normal cone at ``w`` can
