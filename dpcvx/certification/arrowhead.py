@@ -28,6 +28,8 @@ point; nothing here is trusted.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -87,6 +89,9 @@ class _Term:
     #: ``(N, m)`` multiples of ``base`` per row, when they differ between rows (the
     #: Lipschitz extension's clipped slopes, :func:`extension_pieces`); ``coefs`` is unused then
     row_coefs: np.ndarray | None = None
+    #: when the term stands for several of the declaration's terms of one argument
+    #: (:func:`_merged`): which of their pieces each of its pieces sums
+    merged: _Merged | None = None
 
     def apply(self, w: np.ndarray) -> np.ndarray:
         """``(N, m)``: ``A_j w`` for every piece ``j``."""
@@ -139,6 +144,24 @@ class _Term:
         return H
 
 
+@dataclass(frozen=True, slots=True)
+class _Merged:
+    """How one term of the model is the sum of several of the declaration's terms, their
+    pieces multiples of one matrix (one argument, such as pinball's ``tau * cp.neg(r) +
+    (1 - tau) * cp.pos(r)``): ``c_1 max_j p_1j + c_2 max_k p_2k = (c_1 + c_2) max_{j, k}
+    (c_1 p_1j + c_2 p_2k) / (c_1 + c_2)``, less the pieces that never rise above the others.
+    A multiplier of the sum is one of each term, that term's weights on its pieces the sums
+    over the pieces of the sum that hold them (:meth:`PiecewiseModel.multipliers`)."""
+
+    #: ``(m, q)``: per piece of the sum, the piece of each of the ``q`` terms it holds
+    combos: np.ndarray
+    #: each term's kind (``"pieces"`` or ``"abs"``) and which of its pieces depend on ``w``
+    kinds: tuple[str, ...]
+    live: tuple[tuple[bool, ...], ...]
+    #: how many of the declaration's affine terms (the first ones) every piece holds too
+    affine: int = 0
+
+
 class PiecewiseModel:
     """The arrowhead structure of a piecewise-linear declared loss (see the module
     docstring); build it with :func:`piecewise_model`."""
@@ -150,12 +173,16 @@ class PiecewiseModel:
         terms: tuple[_Term, ...],
         linear: np.ndarray,
         kinds: tuple[str, ...],
+        whole: bool | None = None,
     ) -> None:
         self.n = n
         self.d = d
         self.terms = terms
-        self.linear = linear  # the mean gradient of the affine terms
+        self.linear = linear  # the mean gradient of the affine terms not in a term's pieces
         self.kinds = kinds  # every term's kind, in the declaration's order
+        #: every term of the declaration is in ``terms`` (no affine part apart; by default,
+        #: where the declaration has no affine term)
+        self.whole = "affine" not in kinds if whole is None else whole
 
     def multipliers(self, mus: list[np.ndarray]) -> list[list[np.ndarray | None] | None]:
         """The certificate's multipliers (per term of the declaration, per argument, in the
@@ -163,26 +190,41 @@ class PiecewiseModel:
         for a ``pieces`` term (None for a piece constant in ``w``, whose weight the
         certificate completes to one), the derivative ``mu_1 - mu_2`` in ``[-1, 1]`` for
         ``abs``."""
+        # per term of the declaration that is not affine: its kind, its weights on its pieces
+        # and which of them depend on w
+        parts: list[tuple[str, np.ndarray, tuple[bool, ...], tuple[int, ...]]] = []
+        for term, mu in zip(self.terms, mus):
+            weights = mu / term.c
+            if term.merged is None:
+                live = tuple(A is not None for A in term.A)
+                parts.append((term.kind, weights, live, term.shape))
+                continue
+            combos = term.merged.combos
+            for k, (kind, live) in enumerate(zip(term.merged.kinds, term.merged.live)):
+                own = np.zeros((weights.shape[0], len(live)))
+                for piece, j in enumerate(combos[:, k]):
+                    own[:, j] += weights[:, piece]
+                parts.append((kind, own, live, term.shape))
         out: list[list[np.ndarray | None] | None] = []
-        it = iter(zip(self.terms, mus))
+        it = iter(parts)
         for kind in self.kinds:
             if kind == "affine":
                 out.append(None)
                 continue
-            term, mu = next(it)
-            weights = mu / term.c
-            shape = (self.n,) + term.shape
-            if term.kind == "abs":
+            kind, weights, live, atom = next(it)
+            shape = (self.n,) + atom
+            if kind == "abs":
                 theta = np.clip(weights[:, 0] - weights[:, 1], -1.0, 1.0)
                 out.append([theta.reshape(shape)])
             else:
                 out.append(
-                    [
-                        None if A is None else weights[:, j].reshape(shape)
-                        for j, A in enumerate(term.A)
-                    ]
+                    [weights[:, j].reshape(shape) if on else None for j, on in enumerate(live)]
                 )
         return out
+
+    def with_terms(self, terms: tuple[_Term, ...]) -> PiecewiseModel:
+        """This model with other terms (the same examples, affine part and kinds)."""
+        return PiecewiseModel(self.n, self.d, terms, self.linear, self.kinds, self.whole)
 
 
 _CACHE: weakref.WeakKeyDictionary[Declaration, PiecewiseModel | None] = weakref.WeakKeyDictionary()
@@ -209,7 +251,12 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
     leaves = decl.derived_values()
     terms: list[_Term] = []
     kinds: list[str] = []
+    # the affine terms of one number per example, each as a term of one piece (``base``
+    # None for a constant), and their part of ``linear``
+    affine: list[tuple[_Term, np.ndarray, Any]] = []
+    sources: list[Any] = []  # the declaration's term of each of terms
     linear = np.zeros(d)
+    others = np.zeros(d)  # the affine terms' part of linear but theirs
     has_pieces = False
     for term in decl.terms:
         if term.kind not in ("affine", "abs", "pieces"):
@@ -218,11 +265,27 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
             return None
         if term.kind == "affine":
             try:
-                _, jac = decl.jet(term.args[0])
+                off, jac = decl.jet(term.args[0])
             except Unsupported:
                 return None
             kinds.append(term.kind)
-            linear += term.weight * np.asarray(jac, float).reshape(n, -1, d).sum(axis=1).mean(0)
+            jac = np.asarray(jac, float).reshape(n, -1, d)
+            part = term.weight * jac.sum(axis=1).mean(0)
+            linear += part
+            if jac.shape[1] != 1:
+                others += part
+            else:  # one number per example
+                off = np.asarray(off, float).reshape(-1)
+                if off.size not in (1, n):  # pragma: no cover - a jet of one number each
+                    others += part
+                    continue
+                offset = np.ascontiguousarray(np.broadcast_to(off, (n,)))
+                mat, scale = None, 0.0
+                if term.args[0].variables():
+                    mat, scale = _data_multiple(np.ascontiguousarray(jac[:, 0]), decl, leaves)
+                c = term.weight / n
+                one = _Term("affine", c, (mat,), (offset,), (), mat, (scale,))
+                affine.append((one, part, term))
             continue
         has_pieces = True
         shape = tuple(term.atom_shape)
@@ -283,9 +346,175 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
         terms.append(
             _Term(term.kind, float(term.weight) / n, tuple(A), tuple(b), shape, base, coefs)
         )
+        sources.append(term)
     if not has_pieces:
         return None
-    return PiecewiseModel(n, d, tuple(terms), linear, tuple(kinds))
+    single = _merged(decl, terms, sources, [a[0] for a in affine], [a[2] for a in affine])
+    if single is None:
+        return PiecewiseModel(n, d, tuple(terms), linear, tuple(kinds))
+    # the affine terms are in the term's pieces now, if it took them
+    assert single.merged is not None
+    if single.merged.affine:  # every affine term of one number per example
+        linear = others
+    whole = single.merged.affine == kinds.count("affine")
+    return PiecewiseModel(n, d, (single,), linear, tuple(kinds), whole)
+
+
+def _merged(
+    decl: Declaration, terms: list[_Term], sources: list, affine: list[_Term], origins: list
+) -> _Term | None:
+    """The declaration's several terms of one argument as one term (see :class:`_Merged`), or
+    None. They merge when every piece of every term (``sources``, their model ``terms``) is
+    affine with Jacobian a constant multiple of one matrix as the loss is written: decided on
+    public data (:func:`_probe_slopes`), never on the data's values, so a dataset and its
+    neighbour merge alike. At most :data:`MAX_PIECES` combinations of pieces. A combination
+    below the others everywhere (under the chord of two with slopes either side of its own,
+    or under a parallel one, on every row, to rounding) is dropped, which only shortens the
+    method's steps. The method then has one element per entry, not one per term, and the
+    Lipschitz extension, which needs one term, applies. The declaration's ``affine`` terms of
+    one number per example (their model terms of one piece; ``origins`` the declaration's),
+    where every one of them is such a multiple too, are added to every piece (the extension
+    then applies to a pinball loss spelled ``0.5 * cp.abs(r) + (tau - 0.5) * r``)."""
+    if not terms or any(t.base is None or t.merged is not None for t in terms):
+        return None
+    first = terms[0]
+    if any(t.shape != first.shape for t in terms):
+        return None
+    if first.shape not in ((), (1,)):
+        affine, origins = [], []
+    if len(terms) + len(affine) < 2 or math.prod(len(t.b) for t in terms) > MAX_PIECES:
+        return None
+    probed = _probe_slopes(decl, sources + origins)
+    if probed is None and affine:  # the terms of pieces alone, without the affine ones
+        affine, origins = [], []
+        probed = None if len(terms) < 2 else _probe_slopes(decl, sources)
+    if probed is None:
+        return None
+    # the real Jacobians are the probe's multiples of one matrix, which is first.coefs[j] /
+    # probed[0][j] times first.base for a piece j of the first term that depends on w
+    j = next((j for j, a in enumerate(probed[0]) if a != 0.0), None)
+    if j is None or first.coefs[j] == 0.0:
+        return None
+    unit = first.coefs[j] / probed[0][j]
+    c = sum(t.c for t in terms)
+    shares = [t.c / c for t in terms]
+    combos = list(itertools.product(*(range(len(t.b)) for t in terms)))
+    with np.errstate(all="ignore"):  # an overflow only means no merge (checked below)
+        lean = sum(a.c / c * unit * probed[len(terms) + i][0] for i, a in enumerate(affine))
+        rest = sum((a.c / c * a.b[0] for a in affine), np.zeros(first.b[0].size))
+        slopes = [
+            lean + sum(sh * unit * probed[k][jk] for k, (sh, jk) in enumerate(zip(shares, combo)))
+            for combo in combos
+        ]
+        offsets = [
+            rest + sum(sh * t.b[jk] for sh, t, jk in zip(shares, terms, combo)) for combo in combos
+        ]
+        if not (np.all(np.isfinite(slopes)) and all(np.all(np.isfinite(b)) for b in offsets)):
+            return None
+        keep = _envelope(slopes, offsets)
+    if len(keep) < 2:  # (not reached: a sum of maxima of several slopes has two pieces)
+        keep = list(range(len(combos)))
+    merged = _Merged(
+        np.array([combos[i] for i in keep], int).reshape(len(keep), len(terms)),
+        tuple(t.kind for t in terms),
+        tuple(tuple(A is not None for A in t.A) for t in terms),
+        len(affine),
+    )
+    coefs = tuple(float(slopes[i]) for i in keep)
+    return _Term(
+        "pieces",
+        c,
+        tuple(first.base if cf != 0.0 else None for cf in coefs),
+        tuple(offsets[i] for i in keep),
+        first.shape,
+        first.base,
+        coefs,
+        merged=merged,
+    )
+
+
+#: the examples of :func:`_probe_slopes`'s public data, and its seed
+PROBE_ROWS = 3
+PROBE_SEED = 20261128
+
+
+def _probe_slopes(decl: Declaration, sources: list) -> list[list[float]] | None:
+    """Per term of the declaration (``sources``: ``pieces``, ``abs`` or ``affine`` of one
+    number per example), the multiples ``a_j`` with each piece's Jacobian ``a_j M`` for one
+    matrix ``M`` common to them all (``abs``: ``E`` and ``-E``; 0 for a piece constant in
+    ``w``), on :data:`PROBE_ROWS` examples of public data drawn from a fixed seed (uniform on
+    ``[0.5, 1.5]``, the data's shapes only); None where they are not such multiples there, or
+    where that data has no Jacobian. On the declared data the Jacobians are then the same
+    multiples of that matrix's value, whatever the values."""
+    rows = min(PROBE_ROWS, decl.n)
+    rng = np.random.default_rng(PROBE_SEED)
+    try:
+        part = decl.rows(0, rows)
+        fake = {pid: rng.uniform(0.5, 1.5, size=arr.shape) for pid, arr in part.data.items()}
+        probe = part.with_data(fake)
+        jacs: list[list[np.ndarray | None]] = []
+        for term in sources:
+            args = term.args if term.kind != "abs" else (term.args[0], -term.args[0])
+            out: list[np.ndarray | None] = []
+            for arg in args:
+                if not arg.variables():
+                    out.append(None)
+                    continue
+                _, jac = probe.jet(arg)
+                out.append(np.asarray(jac, float).reshape(rows, -1))
+            jacs.append(out)
+    except Exception:  # noqa: BLE001 - the loss's form on public data: no merge, everywhere
+        return None
+    live = [a for out in jacs for a in out if a is not None]
+    if not live or any(a.shape != live[0].shape for a in live):
+        return None
+    pivot = _pivot(live[0])
+    if pivot is None:
+        return None
+    probed: list[list[float]] = []
+    for out in jacs:
+        ratios = []
+        for a in out:
+            ratio = 0.0 if a is None else _multiple(a, live[0], pivot)
+            if ratio is None:
+                return None
+            ratios.append(ratio)
+        probed.append(ratios)
+    return probed
+
+
+def _envelope(slopes: list[float], offsets: list[np.ndarray]) -> list[int]:
+    """The lines ``slopes[i] s + offsets[i]`` (one per row) that :func:`_merged` keeps: each
+    line that on every row lies below a parallel one (the later of equal ones) or below the
+    chord of two with slopes either side of its own, to rounding, goes, one at a time."""
+    keep = list(range(len(slopes)))
+
+    def below(i: int, j: int, k: int) -> bool:
+        # line i under lam * line j + (1 - lam) * line k, the slopes matched by lam
+        sj, sk, si = slopes[j], slopes[k], slopes[i]
+        lam = 1.0 if sj == sk else (sk - si) / (sk - sj)
+        if not 0.0 <= lam <= 1.0:
+            return False
+        bj, bk, bi = offsets[j], offsets[k], offsets[i]
+        chord = lam * bj + (1.0 - lam) * bk
+        slack = 8 * _EPS * (np.abs(bj) + np.abs(bk) + np.abs(bi))
+        return bool(np.all(bi <= chord + slack))
+
+    changed = True
+    while changed and len(keep) > 1:
+        changed = False
+        for i in keep:
+            others = [j for j in keep if j != i]
+            parallel = [j for j in others if slopes[j] == slopes[i]]
+            lower = [j for j in others if slopes[j] < slopes[i]]
+            upper = [k for k in others if slopes[k] > slopes[i]]
+            if any(below(i, j, j) for j in parallel) or any(
+                below(i, j, k) for j in lower for k in upper
+            ):
+                keep.remove(i)
+                changed = True
+                break
+    return keep
 
 
 def _shared_base(A: list[np.ndarray | None]) -> tuple[np.ndarray | None, tuple[float, ...]]:
@@ -646,8 +875,7 @@ class ExtensionPieces:
             bj[rows] = 0.0
             b.append(bj)
         out = dataclasses.replace(term, row_coefs=coefs, b=tuple(b))
-        m = self.source
-        return PiecewiseModel(m.n, m.d, (out,), m.linear, m.kinds)
+        return self.source.with_terms((out,))
 
     def without(
         self, rows: np.ndarray, own: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -669,8 +897,7 @@ class ExtensionPieces:
                 bj[own[0]] = own[2][:, j] / self.weight
             b.append(bj)
         out = dataclasses.replace(term, row_coefs=coefs, b=tuple(b))
-        m = self.model
-        return PiecewiseModel(m.n, m.d, (out,), m.linear, m.kinds)
+        return self.model.with_terms((out,))
 
 
 def _conjugate_pair(
@@ -819,7 +1046,7 @@ def _extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None
     when the loss is not one term of pieces sharing a direction with one element per example,
     or when some example's slopes all exceed ``C`` on one side (the relaxation is unbounded
     below there)."""
-    if len(model.kinds) != 1 or len(model.terms) != 1 or not C > 0:
+    if not model.whole or len(model.terms) != 1 or not C > 0:
         return None
     (term,) = model.terms
     if term.base is None or term.row_coefs is not None or term.b[0].size != model.n:
@@ -849,8 +1076,9 @@ def _extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None
         u,
         term.coefs,
         new_sigma / weight,
+        term.merged,
     )
-    relaxed = PiecewiseModel(model.n, model.d, (clipped,), model.linear, model.kinds)
+    relaxed = model.with_terms((clipped,))
     return ExtensionPieces(
         model=relaxed,
         source=model,
@@ -1206,7 +1434,7 @@ def screened_ipm(
         if keep.size > SCREEN_SHARE * N:
             return None
         linear = term.c * (term.base.T @ np.where(near, 0.0, slope))
-        sub = PiecewiseModel(model.n, d, (_rows_of(term, keep),), model.linear, model.kinds)
+        sub = model.with_terms((_rows_of(term, keep),))
         try:  # a failure here only sends the caller to the whole program
             x, mus, more = arrowhead_ipm(
                 sub,
