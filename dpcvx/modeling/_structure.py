@@ -376,6 +376,32 @@ def _max_terms(expr: cp.Expression, weight: float, whole: cp.Expression) -> Term
     )
 
 
+def _logistic_pair(expr: cp.Expression) -> tuple[cp.Expression, cp.Expression] | None:
+    """``(c, E)`` for ``log_sum_exp(hstack([c, E]))`` (or ``vstack``, either order) of two
+    numbers, ``E`` affine in the variable and ``c`` free of it: ``c + logistic(E - c)``, the
+    logistic loss spelled ``cp.log_sum_exp(cp.hstack([0, -y * (x @ w)]))`` (``c = 0``)."""
+    if not (
+        isinstance(expr, cp_lse)
+        and getattr(expr, "axis", None) is None
+        and isinstance(expr.args[0], (Hstack, Vstack))
+    ):
+        return None
+    # hstack wraps each scalar in a reshape to shape (1,)
+    parts = [a.args[0] if isinstance(a, Reshape) and a.size == 1 else a for a in expr.args[0].args]
+    if len(parts) != 2 or any(p.size != 1 or not p.is_affine() for p in parts):
+        return None
+    free = [p for p in parts if not p.variables()]
+    if len(free) != 1:
+        return None
+    c = free[0]
+    E = parts[1] if parts[0] is c else parts[0]
+    return _scalar(c), _scalar(E)
+
+
+def _scalar(expr: cp.Expression) -> cp.Expression:
+    return expr if expr.shape == () else cp.reshape(expr, (), order="C")
+
+
 def decompose(loss: cp.Expression, variable: cp.Variable) -> tuple[Term, ...]:
     """Split ``loss`` into :class:`Term` objects whose sum is ``loss``."""
     terms: list[Term] = []
@@ -409,6 +435,16 @@ def decompose(loss: cp.Expression, variable: cp.Variable) -> tuple[Term, ...]:
             if term is not None:
                 terms.append(term)
                 return
+        pair = _logistic_pair(expr)
+        if pair is not None:
+            c, E = pair
+            zero = _scalar_const(c) == 0.0
+            arg = E if zero else E - c
+            atom = cp.logistic(arg)
+            terms.append(Term("logistic", weight, (arg,), atom, atom=atom))
+            if not zero:
+                visit(c, weight)
+            return
         term = _atom_term(expr, weight, summed=False)
         if term is not None:
             terms.append(term)

@@ -159,6 +159,22 @@ SPELLINGS = [
         _REG,
     ),
     Spelling(
+        "log_sum_exp(hstack([0, -y x.w]))",
+        lambda w, p: cp.log_sum_exp(cp.hstack([0, -p["y"] * (p["x"] @ w)])),
+        lambda w, z: cp.sum(cp.logistic(-cp.multiply(z["y"], z["x"] @ w))),
+        _classification,
+        "logistic",
+        _REG,
+    ),
+    Spelling(
+        "log_sum_exp(vstack([-y x.w, 0]))",
+        lambda w, p: cp.log_sum_exp(cp.vstack([-p["y"] * (p["x"] @ w), 0])),
+        lambda w, z: cp.sum(cp.logistic(-cp.multiply(z["y"], z["x"] @ w))),
+        _classification,
+        "logistic",
+        _REG,
+    ),
+    Spelling(
         "square(pos(1 - y x.w))",
         lambda w, p: cp.square(cp.pos(1 - p["y"] * (p["x"] @ w))),
         lambda w, z: cp.sum_squares(cp.pos(1 - cp.multiply(z["y"], z["x"] @ w))),
@@ -615,3 +631,37 @@ def test_fixed_value_parameter_is_a_public_constant_in_the_certificate():
     F_star, _, tol = _reference(case, data, domain, LAM, np.zeros(D))
     sol = _solve(problem, regularization=LAM, center=np.zeros(D), accuracy=1e-8)
     assert sol.lower <= F_star + tol <= sol.upper + 2 * tol
+
+
+def test_log_sum_exp_of_zero_and_a_margin_is_the_logistic_loss(monkeypatch):
+    """``cp.log_sum_exp(cp.hstack([0, -y x.w]))`` is the logistic loss term: its plain solve
+    and its Lipschitz extension's (copies leaving a ball of radius 0.3) take Newton's path and
+    certify the same bracket as ``cp.logistic(-y x.w)``. Control: read as a ``log_sum_exp``
+    term, the extension takes the conic program (it took 49 s at n = 1e5, d = 20)."""
+    from dpcvx.modeling import _structure
+
+    rng = np.random.default_rng(4)
+    n, d = 400, 4
+    X = 2.0 * rng.standard_t(5, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
+    Y = np.sign(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n))
+    Y[Y == 0] = 1.0
+
+    def solve(spelling, ext):
+        w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+        problem = dpcvx.Problem(spelling(w, x, y), w, {x: X, y: Y}, [cp.norm(w) <= 0.3])
+        target = problem.lipschitz_extension(1.0) if ext else problem
+        return target.solve(regularization=LAM)
+
+    def lse(w, x, y):
+        return cp.log_sum_exp(cp.hstack([0, -y * (x @ w)]))
+
+    def logistic(w, x, y):
+        return cp.logistic(-y * (x @ w))
+
+    for ext in (False, True):
+        mine, theirs = solve(lse, ext), solve(logistic, ext)
+        assert mine.solver_stats["solver"] == theirs.solver_stats["solver"] == "Newton"
+        assert mine.upper == pytest.approx(theirs.upper, abs=1e-10)
+        assert mine.lower == pytest.approx(theirs.lower, abs=1e-10)
+    monkeypatch.setattr(_structure, "_logistic_pair", lambda expr: None)
+    assert solve(lse, True).solver_stats["solver"] == "CLARABEL"
