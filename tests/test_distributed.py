@@ -44,6 +44,8 @@ def _declare(kind):
         "huber": cp.huber(x @ w - y, 0.5),
         "squared": cp.square(x @ w - y),
         "squared hinge": cp.square(cp.pos(1 - y * (x @ w))),
+        "cubed hinge": cp.power(cp.pos(1 - y * (x @ w)), 3),
+        "one-sided huber": cp.huber(cp.pos(1 - y * (x @ w)), 0.5),
     }[kind]
     return loss, w, x, y
 
@@ -56,7 +58,9 @@ DOMAINS = {
 
 
 @pytest.mark.parametrize("domain", sorted(DOMAINS))
-@pytest.mark.parametrize("kind", ["logistic", "huber", "squared", "squared hinge"])
+@pytest.mark.parametrize(
+    "kind", ["logistic", "huber", "squared", "squared hinge", "cubed hinge", "one-sided huber"]
+)
 def test_the_distributed_certificate_brackets_the_in_process_optimum(client, kind, domain):
     X, Y = _arrays()
     loss, w, x, y = _declare(kind)

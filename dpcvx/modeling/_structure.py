@@ -220,8 +220,21 @@ def _monotone_term(
         m = _const(expr.M) if isinstance(expr.M, cp.Expression) else float(expr.M)
         huber_pieces = pl_pieces(arg)
         if m is not None and m > 0 and huber_pieces is not None:
+            # the Huber function of max(E, 0) (one piece in w, the others constants the
+            # structure makes nonpositive) is differentiable with a Lipschitz gradient
+            live = [q for q in huber_pieces if q.variables()]
+            smooth = len(live) == 1 and all(
+                q.is_nonpos() for q in huber_pieces if not q.variables()
+            )
             return Term(
-                "pos_huber", weight, tuple(huber_pieces), whole, atom=expr, param=m, summed=summed
+                "pos_huber",
+                weight,
+                tuple(huber_pieces),
+                whole,
+                atom=expr,
+                param=m,
+                summed=summed,
+                smooth=smooth,
             )
     return None
 

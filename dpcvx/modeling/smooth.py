@@ -37,7 +37,19 @@ __all__ = [
     "smooth_model",
 ]
 
-_SCALAR = ("affine", "square", "huber", "logistic", "exp", "pos_square")
+#: ``pos_square`` ``max(v, 0)^2``, ``pos_power`` ``max(v, 0)^p`` and ``abs_power`` ``|v|^p``
+#: (``p > 2``), ``pos_huber`` the Huber function of ``max(v, 0)``: :func:`_one_sided`
+_SCALAR = (
+    "affine",
+    "square",
+    "huber",
+    "logistic",
+    "exp",
+    "pos_square",
+    "pos_power",
+    "abs_power",
+    "pos_huber",
+)
 _VECTOR = ("sum_squares", "log_sum_exp")
 
 
@@ -57,7 +69,8 @@ class _Block:
     #: extension's clipped slopes, :func:`extension_model`); None for the atom itself
     knots: tuple[np.ndarray, np.ndarray] | None = None
     #: whether the term's multipliers are the atom's derivative at each entry: not for a
-    #: ``pos_power`` term (one multiplier per piece of its maximum: :func:`_pos_square`),
+    #: ``pos_power`` or ``pos_huber`` term (one multiplier per piece of its maximum:
+    #: :func:`_one_sided`),
     #: whose certificate takes the slope at the point on the active piece itself
     duals: bool = True
 
@@ -183,6 +196,14 @@ def _psi(blk: _Block, v: np.ndarray) -> np.ndarray:
     if kind == "pos_square":
         up = np.maximum(v, 0.0)
         return up * up
+    if kind == "pos_power":
+        return np.maximum(v, 0.0) ** blk.param
+    if kind == "abs_power":
+        return np.abs(v) ** blk.param
+    if kind == "pos_huber":
+        M = blk.param
+        up = np.maximum(v, 0.0)
+        return np.where(up <= M, up * up, 2.0 * M * up - M * M)
     if kind == "huber":
         M = blk.param
         a = np.abs(v)
@@ -211,6 +232,12 @@ def _dpsi(blk: _Block, v: np.ndarray) -> np.ndarray:
         return 2.0 * v
     if kind == "pos_square":
         return 2.0 * np.maximum(v, 0.0)
+    if kind == "pos_power":
+        return blk.param * np.maximum(v, 0.0) ** (blk.param - 1.0)
+    if kind == "abs_power":
+        return blk.param * np.sign(v) * np.abs(v) ** (blk.param - 1.0)
+    if kind == "pos_huber":
+        return np.clip(2.0 * v, 0.0, 2.0 * blk.param)
     if kind == "huber":
         return np.clip(2.0 * v, -2.0 * blk.param, 2.0 * blk.param)
     if kind == "logistic":
@@ -232,6 +259,14 @@ def _d2psi(blk: _Block, v: np.ndarray) -> np.ndarray:
         return np.full_like(v, 2.0)
     if kind == "pos_square":
         return np.where(v > 0, 2.0, 0.0)
+    if kind == "pos_power":
+        p = blk.param
+        return p * (p - 1.0) * np.maximum(v, 0.0) ** (p - 2.0)
+    if kind == "abs_power":
+        p = blk.param
+        return p * (p - 1.0) * np.abs(v) ** (p - 2.0)
+    if kind == "pos_huber":
+        return np.where((v > 0) & (v <= blk.param), 2.0, 0.0)
     if kind == "huber":
         return np.where(np.abs(v) <= blk.param, 2.0, 0.0)
     if kind == "logistic":
@@ -266,12 +301,12 @@ def _build(decl: Declaration) -> SmoothModel | None:
     for term in decl.terms:
         kind = term.kind
         args = term.args
-        if kind == "pos_power":  # the squared hinge max(E, 0)^2, or square(abs(E))
-            found = _pos_square(term)
+        if kind in ("pos_power", "pos_huber"):  # of max(E, 0) or |E|: a scalar atom of E
+            found = _one_sided(term)
             if found is None:
                 return None
             kind, args = found[0], (found[1],)
-        duals = term.kind != "pos_power"
+        duals = term.kind not in ("pos_power", "pos_huber")
         if kind not in _SCALAR + _VECTOR or len(args) != 1:
             return None
         if kind in ("huber", "sum_squares") and term.param is None:
@@ -295,28 +330,56 @@ def _build(decl: Declaration) -> SmoothModel | None:
     return SmoothModel(n, d, tuple(blocks))
 
 
-def _pos_square(term) -> tuple[str, object] | None:
-    """A ``pos_power`` term with ``p = 2`` as a smooth block: ``max(E, c_1, ..., 0)^2`` with
-    every other piece a constant the structure makes nonpositive (the term is then marked
-    smooth, :mod:`dpcvx.modeling._structure`) is ``("pos_square", E)``, the
-    squared hinge ``max(E, 0)^2`` (differentiable, second derivative ``2 [E > 0]``);
-    ``max(E, -E)^2`` (``square(abs(E))``) is ``("square", E)``. Each piece of the atom's
-    shape; else None. Public structure only: no data value decides it."""
-    if not term.smooth or float(term.param_value) != 2.0:
+def _one_sided(term) -> tuple[str, object] | None:
+    """A ``pos_power`` term of ``p >= 2`` or a ``pos_huber`` term as a smooth block, or None.
+    ``psi(max(E, c_1, ..., 0))`` with every other piece a constant the structure makes
+    nonpositive is ``psi(max(E, 0))``: ``("pos_square", E)`` for ``p = 2`` (the squared hinge,
+    second derivative ``2 [E > 0]``), ``("pos_power", E)`` for ``p > 2`` (``p (p - 1)
+    max(E, 0)^(p - 2)``), ``("pos_huber", E)`` for the Huber function (``2 [0 < E <= M]``).
+    ``psi(max(E, -E))`` (``|E|^p``, also ``square(abs(E))``, ``power(E, 4)``) is
+    ``("square", E)`` for ``p = 2`` and ``("abs_power", E)`` above. Each piece of the atom's
+    shape; the term's multipliers are one per piece (the block's ``duals`` False). Public
+    structure only: no data value decides it."""
+    if term.kind == "pos_power":
+        if not term.smooth or not float(term.param_value) >= 2.0:
+            return None
+        two = float(term.param_value) == 2.0
+    elif term.kind == "pos_huber":
+        if not term.smooth:
+            return None
+        two = False
+    else:
         return None
     live = [a for a in term.args if a.variables()]
     if any(tuple(a.shape) != tuple(term.atom_shape) for a in live):
         return None
     if len(live) == 1:
-        return "pos_square", live[0]
-    if len(term.args) == 2 and isinstance(live[1], NegExpression) and live[1].args[0] is live[0]:
-        return "square", live[0]
+        if term.kind == "pos_huber":
+            return "pos_huber", live[0]
+        return ("pos_square" if two else "pos_power"), live[0]
+    if (
+        term.kind == "pos_power"
+        and len(term.args) == 2
+        and isinstance(live[1], NegExpression)
+        and live[1].args[0] is live[0]
+    ):
+        return ("square" if two else "abs_power"), live[0]
     return None
 
 
 #: the atoms whose Lipschitz extension :func:`extension_model` writes down (monotone
 #: derivatives, a point of slope zero or slopes tending to zero)
-_EXTENDABLE = ("square", "huber", "logistic", "exp", "sum_squares", "pos_square")
+_EXTENDABLE = (
+    "square",
+    "huber",
+    "logistic",
+    "exp",
+    "sum_squares",
+    "pos_square",
+    "pos_power",
+    "abs_power",
+    "pos_huber",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,6 +430,14 @@ def extension_model(model: SmoothModel, C: float) -> SmoothExtension | None:
     elif blk.kind == "huber":
         bend = cap < 2 * blk.param
         lo, hi = np.where(bend, -cap / 2, -inf), np.where(bend, cap / 2, inf)
+    elif blk.kind in ("pos_power", "abs_power"):  # psi' = p v^(p - 1) above 0 (and odd)
+        p = blk.param
+        with np.errstate(divide="ignore", over="ignore"):
+            top = np.where(np.isfinite(cap), (cap / p) ** (1.0 / (p - 1.0)), inf)
+        hi = top
+        lo = -top if blk.kind == "abs_power" else -inf
+    elif blk.kind == "pos_huber":  # psi' = clip(2 v, 0, 2 M)
+        lo, hi = -inf, np.where(cap < 2 * blk.param, cap / 2, inf)
     elif blk.kind == "pos_square":  # psi' = 2 max(v, 0): 0 below, up to the cap above
         lo, hi = -inf, cap / 2
     elif blk.kind == "logistic":

@@ -211,7 +211,8 @@ def test_non_smooth_or_generic_losses_have_no_model():
         cp.pos(1 - x @ w),
         cp.norm(x - w, 2),
         cp.square(cp.maximum(x @ w, 0.5)),  # flat at 0.25 below 0.5: a kink there
-        cp.power(cp.pos(x @ w), 3),  # smooth, but no closed-form model here
+        cp.power(cp.pos(x @ w), 1.5),  # no second derivative at zero
+        cp.huber(cp.maximum(x @ w, 0.5, -x @ w), 1.0),  # two pieces in w: a kink
     ):
         assert smooth_model(Declaration(loss, w, data, [cp.norm(w, 2) <= 1])) is None
 
@@ -442,3 +443,60 @@ def test_a_missed_default_target_raises_a_certification_error(monkeypatch):
     problem = dpcvx.Problem(cp.square(x @ w - y), w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
     with pytest.raises(CertificationError, match="accuracy target"):
         problem.lipschitz_extension(1.0).solve(regularization=0.05)
+
+
+#: powers above two and the Huber function of a maximum with zero: one smooth scalar atom
+#: each (``dpcvx.modeling.smooth._one_sided``); per loss the example's expression of ``(z,
+#: y)`` (``z = x.w``) and the same over the data
+ONE_SIDED = {
+    "power(pos(1 - y x.w), 3)": lambda z, y: cp.power(cp.pos(1 - cp.multiply(y, z)), 3),
+    "power(r, 4)": lambda z, y: cp.power(z - y, 4),
+    "power(abs(r), 3)": lambda z, y: cp.power(cp.abs(z - y), 3),
+    "power(pos(r), 2.5)": lambda z, y: cp.power(cp.pos(z - y), 2.5),
+    "huber(pos(1 - y x.w), 0.5)": lambda z, y: cp.huber(cp.pos(1 - cp.multiply(y, z)), 0.5),
+}
+
+
+def _one_sided_problem(loss, X, Y, dom):
+    d = X.shape[1]
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    return dpcvx.Problem(ONE_SIDED[loss](x @ w, y), w, data={x: X, y: Y}, domain=dom(w))
+
+
+@pytest.mark.parametrize("domain", ["ball", "box"])
+@pytest.mark.parametrize("loss", list(ONE_SIDED))
+def test_one_sided_powers_and_hubers_run_on_newton(loss, domain, monkeypatch):
+    """The plain solve (an inactive domain) and the extension's (examples steeper than C,
+    copies leaving a ball or box of size 0.3) take Newton's path, and their brackets hold
+    CVXPY's optima of the ERM and of the joint program with every copy. Control: without
+    the smooth block the extension takes the conic program."""
+    from dpcvx.modeling import smooth
+
+    rng = np.random.default_rng(23)
+    n, d, C = 300, 4, 1.0
+    X = rng.normal(size=(n, d)) * 0.5
+    X[: n // 2] *= 3.0
+    Y = np.sign(X @ rng.normal(size=d) + 0.5 * rng.normal(size=n))
+    wide = (lambda w: [cp.norm(w, 2) <= 50]) if domain == "ball" else (lambda w: [cp.abs(w) <= 5])
+    small = (
+        (lambda w: [cp.norm(w, 2) <= 0.3]) if domain == "ball" else (lambda w: [cp.abs(w) <= 0.3])
+    )
+    w0 = np.full(d, 0.1)
+    sol = _one_sided_problem(loss, X, Y, wide).solve(regularization=LAM, center=w0, accuracy=1e-9)
+    assert sol.solver_stats["solver"] in SMOOTH_METHODS and sol.gap <= 1e-9
+    v = cp.Variable(d)
+    whole = cp.sum(ONE_SIDED[loss](X @ v, Y)) / n + LAM / 2 * cp.sum_squares(v - w0)
+    ref = cp.Problem(cp.Minimize(whole), wide(v))
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    tol = 1e-7 * (1 + abs(ref.value))
+    assert sol.lower <= ref.value + tol and ref.value <= sol.upper + tol
+    problem = _one_sided_problem(loss, X, Y, small)
+    ext = problem.lipschitz_extension(C).solve(regularization=LAM, center=w0, accuracy=1e-9)
+    assert ext.solver_stats["solver"] in SMOOTH_METHODS and ext.gap <= 1e-9
+    assert ext.solver_stats.get("ball_rounds")  # copies left the domain
+    W, V = cp.Variable(d), cp.Variable((n, d))
+    value = ONE_SIDED[loss](cp.sum(cp.multiply(X, V), axis=1), Y)
+    _joint_program_within(ext, value, W, V, w0, C, domain, 0.3, 0.3)
+    monkeypatch.setattr(smooth, "_one_sided", lambda term: None)
+    control = _one_sided_problem(loss, X, Y, small).lipschitz_extension(C)
+    assert control.solve(regularization=LAM, center=w0).solver_stats["solver"] == "CLARABEL"
