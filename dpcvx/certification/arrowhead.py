@@ -438,14 +438,55 @@ PROBE_ROWS = 3
 PROBE_SEED = 20261128
 
 
+#: the operations on the data that keep a data expression analytic where it is defined
+#: (CVXPY's class names; a ``power`` is analytic off zero, and continuous there)
+ANALYTIC = frozenset(
+    {
+        "AddExpression",
+        "NegExpression",
+        "MulExpression",
+        "multiply",
+        "DivExpression",
+        "Promote",
+        "Sum",
+        "index",
+        "special_index",
+        "reshape",
+        "transpose",
+        "Hstack",
+        "Vstack",
+        "broadcast_to",
+        "exp",
+        "log",
+        "power",
+        "inv_pos",
+    }
+)
+
+
+def _analytic(expr: Any) -> bool:
+    """Whether the data expression ``expr`` is built from leaves and :data:`ANALYTIC`
+    operations only (not ``abs``, ``maximum``, ``minimum``, ``pos``, a norm, ...)."""
+    if not expr.args:
+        return True
+    return type(expr).__name__ in ANALYTIC and all(_analytic(a) for a in expr.args)
+
+
 def _probe_slopes(decl: Declaration, sources: list) -> list[list[float]] | None:
     """Per term of the declaration (``sources``: ``pieces``, ``abs`` or ``affine`` of one
     number per example), the multiples ``a_j`` with each piece's Jacobian ``a_j M`` for one
     matrix ``M`` common to them all (``abs``: ``E`` and ``-E``; 0 for a piece constant in
     ``w``), on :data:`PROBE_ROWS` examples of public data drawn from a fixed seed (uniform on
     ``[0.5, 1.5]``, the data's shapes only); None where they are not such multiples there, or
-    where that data has no Jacobian. On the declared data the Jacobians are then the same
-    multiples of that matrix's value, whatever the values."""
+    where that data has no Jacobian, or where a data expression of the loss is not analytic
+    (:func:`_analytic`). On the declared data the Jacobians are then the same multiples of
+    that matrix's value, whatever the values: functions of the data analytic where defined
+    that agree at a random point agree everywhere, but for a set of measure zero, where they
+    agree by continuity. (``cp.abs(y)`` is ``y`` on the probe's positive values, and not on
+    a label of -1: a merge decided there mis-modelled such data, and a release took the fast
+    path on a dataset and raised on its neighbour.)"""
+    if not all(_analytic(dp.expression) for dp in decl.derived):
+        return None
     rows = min(PROBE_ROWS, decl.n)
     rng = np.random.default_rng(PROBE_SEED)
     try:

@@ -299,3 +299,61 @@ def test_a_release_on_the_extension_certifies_on_a_dataset_and_its_neighbour(spe
         released = _problem(spelling, data, labels).solve_private(mech, epsilon=1.0, rng=0)
         assert np.all(np.isfinite(released.w)) and len(released.certificates) == 2
     assert not conic
+
+
+def test_a_data_expression_that_bends_keeps_the_terms_apart():
+    """``cp.abs(y)`` is ``y`` on the probe's positive values and not on a label of -1: a merge
+    decided there modelled such data wrongly (up to 0.24 per example), and a release took the
+    fast path on a dataset of labels +1 and raised on its neighbour with one label -1 (the
+    conic program over its size limit). A data expression that is not analytic (``abs``,
+    ``minimum``, ...) keeps the terms apart on every dataset; the same loss with ``y``
+    itself merges (the control)."""
+    X, _, _ = _data()
+    plus = np.ones(N)
+    minus = plus.copy()
+    minus[0] = -1.0
+    for bend, merges in ((True, False), (False, True)):
+        for labels in (plus, minus):
+            w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+            scale = cp.abs(y) if bend else y
+            loss = cp.pos(1 - y * (x @ w)) + 0.5 * cp.pos(scale * (x @ w))
+            problem = dpcvx.Problem(loss, w, {x: X, y: labels}, [cp.norm(w) <= RADIUS])
+            model = A.piecewise_model(problem.declaration)
+            assert (len(model.terms) == 1) == merges
+    w, s, x = cp.Variable(D), cp.Parameter(nonneg=True), cp.Parameter(D)
+    loss = cp.minimum(s, 2) * cp.pos(x @ w) + s * cp.pos(-(x @ w))
+    for weights in (np.full(N, 1.0), np.linspace(0.5, 4.0, N)):
+        problem = dpcvx.Problem(loss, w, {x: X, s: weights}, [cp.norm(w) <= RADIUS])
+        assert len(A.piecewise_model(problem.declaration).terms) == 2
+
+
+def test_each_merged_piece_is_the_weighted_sum_of_its_terms_pieces(monkeypatch):
+    """Against the terms as the method had them apart: each merged piece's slope and offsets
+    are the weighted sums of the pieces its combination names (so the multipliers' sums run
+    over the right pieces), and the dropped combinations are below the kept ones on every row
+    (the maximum over all combinations equals the maximum over the kept ones at random
+    points)."""
+    plain = {  # the spellings without an affine term (those are in linear when apart)
+        "tau neg + (1 - tau) pos",
+        "tau pos(-r) + (1 - tau) pos(r)",
+        "maximum(r, 0) + maximum(-r, 0)",
+        "abs + pos / 2",
+    }
+    for spelling in [s for s in SPELLINGS if s[0] in plain]:
+        X, labels = _labels(spelling)
+        merged = A.piecewise_model(_problem(spelling, X, labels).declaration).terms[0]
+        with monkeypatch.context() as m:
+            m.setattr(A, "_merged", lambda *args, **kwargs: None)
+            apart = A.piecewise_model(_problem(spelling, X, labels).declaration)
+        parts = [t for t in apart.terms]
+        c = sum(t.c for t in parts)
+        rng = np.random.default_rng(5)
+        for _ in range(3):
+            w = rng.normal(size=D)
+            values = [t.apply(w) + np.stack(t.b, axis=1) for t in parts]
+            mine = merged.apply(w) + np.stack(merged.b, axis=1)
+            for piece, combo in enumerate(merged.merged.combos):
+                expect = sum(t.c / c * v[:, j] for t, v, j in zip(parts, values, combo))
+                np.testing.assert_allclose(mine[:, piece], expect, rtol=1e-12, atol=1e-12)
+            whole = sum(t.c / c * v.max(axis=1) for t, v in zip(parts, values))
+            np.testing.assert_allclose(mine.max(axis=1), whole, rtol=1e-12, atol=1e-12)
