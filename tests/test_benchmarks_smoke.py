@@ -187,3 +187,17 @@ def test_bench_rounds_smoke_certifies_every_case(tmp_path):
     # each certified by the arrowhead method's rounds, the joint program not needed
     assert all(r["path"] == "arrowhead IPM" for r in rows), [r["path"] for r in rows]
     assert "accuracy" in proc.stdout and "ball" in proc.stdout and "box" in proc.stdout
+
+
+def test_bench_spelling_speed_smoke_runs(tmp_path):
+    """Every spelling of a group certifies the same objective (one function) and prints its
+    time against the group's canonical spelling."""
+    out = tmp_path / "speed.json"
+    proc = _smoke("bench_spelling_speed.py", "--output", str(out))
+    assert "slowest against its canonical spelling" in proc.stdout
+    rows = json.loads(out.read_text())["rows"]
+    for row in rows:
+        first = next(
+            r for r in rows if r["group"] == row["group"] and r["extension"] == row["extension"]
+        )
+        assert abs(row["upper"] - first["upper"]) <= 1e-7 * (1 + abs(first["upper"]))
