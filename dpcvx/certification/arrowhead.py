@@ -438,9 +438,9 @@ PROBE_ROWS = 3
 PROBE_SEED = 20261128
 
 
-#: the operations on the data that keep a data expression analytic where it is defined
-#: (CVXPY's class names; a ``power`` is analytic off zero, and continuous there)
-ANALYTIC = frozenset(
+#: the operations on the data that keep a data expression rational (CVXPY's class names; a
+#: power counts with a nonnegative integer exponent only, :func:`_rational`)
+RATIONAL = frozenset(
     {
         "AddExpression",
         "NegExpression",
@@ -456,20 +456,29 @@ ANALYTIC = frozenset(
         "Hstack",
         "Vstack",
         "broadcast_to",
-        "exp",
-        "log",
-        "power",
-        "inv_pos",
     }
 )
 
 
-def _analytic(expr: Any) -> bool:
-    """Whether the data expression ``expr`` is built from leaves and :data:`ANALYTIC`
-    operations only (not ``abs``, ``maximum``, ``minimum``, ``pos``, a norm, ...)."""
+def _rational(expr: Any) -> bool:
+    """Whether the data expression ``expr`` is a rational function of the data: built from
+    leaves, :data:`RATIONAL` operations and powers of nonnegative integer exponents (not
+    ``abs``, ``maximum``, a norm, ``sqrt``, ``exp`` or ``log``: ``exp(log(y * y) / 2)`` is
+    ``|y|``)."""
     if not expr.args:
         return True
-    return type(expr).__name__ in ANALYTIC and all(_analytic(a) for a in expr.args)
+    name = type(expr).__name__
+    if name in ("power", "Power", "PowerApprox"):
+        exponent: Any = getattr(expr, "p", None)
+        try:
+            p = float(getattr(exponent, "value", exponent))
+        except (TypeError, ValueError):
+            return False
+        if not (p >= 0 and p.is_integer()):
+            return False
+    elif name not in RATIONAL:
+        return False
+    return all(_rational(a) for a in expr.args)
 
 
 def _probe_slopes(decl: Declaration, sources: list) -> list[list[float]] | None:
@@ -478,14 +487,15 @@ def _probe_slopes(decl: Declaration, sources: list) -> list[list[float]] | None:
     matrix ``M`` common to them all (``abs``: ``E`` and ``-E``; 0 for a piece constant in
     ``w``), on :data:`PROBE_ROWS` examples of public data drawn from a fixed seed (uniform on
     ``[0.5, 1.5]``, the data's shapes only); None where they are not such multiples there, or
-    where that data has no Jacobian, or where a data expression of the loss is not analytic
-    (:func:`_analytic`). On the declared data the Jacobians are then the same multiples of
-    that matrix's value, whatever the values: functions of the data analytic where defined
-    that agree at a random point agree everywhere, but for a set of measure zero, where they
-    agree by continuity. (``cp.abs(y)`` is ``y`` on the probe's positive values, and not on
-    a label of -1: a merge decided there mis-modelled such data, and a release took the fast
-    path on a dataset and raised on its neighbour.)"""
-    if not all(_analytic(dp.expression) for dp in decl.derived):
+    where that data has no Jacobian, or where a data expression of the loss is not rational
+    (:func:`_rational`). On the declared data the Jacobians are then the same multiples of
+    that matrix's value, whatever the values: a rational function of the data that vanishes
+    at a random point is zero as a rational function, so wherever it is defined.
+    (``cp.abs(y)`` is ``y`` on the probe's positive values, and not on a label of -1: a merge
+    decided there mis-modelled such data, and a release took the fast path on a dataset and
+    raised on its neighbour; so did ``exp(log(y * y) / 2)``, analytic on each of its two
+    half-lines.)"""
+    if not all(_rational(dp.expression) for dp in decl.derived):
         return None
     rows = min(PROBE_ROWS, decl.n)
     rng = np.random.default_rng(PROBE_SEED)

@@ -305,18 +305,25 @@ def test_a_data_expression_that_bends_keeps_the_terms_apart():
     """``cp.abs(y)`` is ``y`` on the probe's positive values and not on a label of -1: a merge
     decided there modelled such data wrongly (up to 0.24 per example), and a release took the
     fast path on a dataset of labels +1 and raised on its neighbour with one label -1 (the
-    conic program over its size limit). A data expression that is not analytic (``abs``,
-    ``minimum``, ...) keeps the terms apart on every dataset; the same loss with ``y``
-    itself merges (the control)."""
+    conic program over its size limit), and so did ``exp(log(y * y) / 2)``. A data
+    expression that is not rational (``abs``, ``minimum``, ``sqrt``, ``exp``, ``log``, ...)
+    keeps the terms apart on every dataset; the same loss with ``y`` itself, or ``y^2 / y``,
+    merges (the control)."""
     X, _, _ = _data()
     plus = np.ones(N)
     minus = plus.copy()
     minus[0] = -1.0
-    for bend, merges in ((True, False), (False, True)):
+    scales = [  # the factor of the second term, and whether the terms merge
+        (cp.abs, False),
+        (lambda y: cp.exp(cp.log(cp.multiply(y, y)) / 2), False),  # |y|: analytic, not rational
+        (lambda y: cp.sqrt(cp.square(y)), False),
+        (lambda y: y, True),
+        (lambda y: cp.square(y) / y, True),  # rational, and y itself
+    ]
+    for factor, merges in scales:
         for labels in (plus, minus):
             w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
-            scale = cp.abs(y) if bend else y
-            loss = cp.pos(1 - y * (x @ w)) + 0.5 * cp.pos(scale * (x @ w))
+            loss = cp.pos(1 - y * (x @ w)) + 0.5 * cp.pos(factor(y) * (x @ w))
             problem = dpcvx.Problem(loss, w, {x: X, y: labels}, [cp.norm(w) <= RADIUS])
             model = A.piecewise_model(problem.declaration)
             assert (len(model.terms) == 1) == merges
