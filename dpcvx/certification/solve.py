@@ -569,9 +569,11 @@ def _certified_solve(
         if best is None or cert.gap < best.gap:
             best = cert
         if accuracy is None or cert.gap <= accuracy:
-            out = dict(cert.solver_stats)
-            out.update(refinement_step=step, attempts=tuple(attempts))
-            return _with_stats(cert, out)
+            # without a target, the best certificate so far (a fast rung's may be tighter)
+            chosen = best if accuracy is None else cert
+            out = dict(chosen.solver_stats)
+            out.update(refinement_step=step if chosen is cert else -1, attempts=tuple(attempts))
+            return _with_stats(chosen, out)
     if private:
         fallback = _analytic_rung(
             decl, parts, lam=lam, w0=w0, accuracy=accuracy, extension=extension, w_domain=w_domain

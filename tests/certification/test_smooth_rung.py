@@ -500,3 +500,25 @@ def test_one_sided_powers_and_hubers_run_on_newton(loss, domain, monkeypatch):
     monkeypatch.setattr(smooth, "_one_sided", lambda term: None)
     control = _one_sided_problem(loss, X, Y, small).lipschitz_extension(C)
     assert control.solve(regularization=LAM, center=w0).solver_stats["solver"] == "CLARABEL"
+
+
+def test_without_a_target_the_ladder_returns_its_best_certificate():
+    """Without ``accuracy`` a solve whose fast rung misses the default target goes on to the
+    conic program, whose certificate can be looser: a cubed hinge's extension with one row
+    1e8 times the others certified 9e-7 on Newton's path and 3e-3 from Clarabel, and the
+    ladder returned the latter. It returns the tightest of them (control: that attempt's gap
+    is the looser one)."""
+    rng = np.random.default_rng(5)
+    n, d = 300, 4
+    X = rng.normal(size=(n, d))
+    X /= np.maximum(1, np.linalg.norm(X, axis=1))[:, None]
+    Y = np.sign(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n))
+    Y[Y == 0] = 1.0
+    X[0] *= 1e8
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    loss = cp.power(cp.pos(1 - y * (x @ w)), 3)
+    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
+    sol = problem.lipschitz_extension(1.0).solve(regularization=0.05)
+    gaps = [a["gap"] for a in sol.solver_stats["attempts"] if "gap" in a]
+    assert len(gaps) >= 2 and sol.gap == min(gaps)
+    assert max(gaps) > 10 * sol.gap  # the conic attempt was looser
