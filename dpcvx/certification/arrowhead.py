@@ -251,9 +251,9 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
     leaves = decl.derived_values()
     terms: list[_Term] = []
     kinds: list[str] = []
-    # the affine terms of one number per example, each as a term of one piece (``base``
-    # None for a constant), and their part of ``linear``
-    affine: list[tuple[_Term, np.ndarray, Any]] = []
+    # the affine terms of one number per example: their weights over n, offsets, the
+    # declaration's terms and their parts of ``linear``
+    affine: list[tuple[float, np.ndarray, Any, np.ndarray]] = []
     sources: list[Any] = []  # the declaration's term of each of terms
     linear = np.zeros(d)
     others = np.zeros(d)  # the affine terms' part of linear but theirs
@@ -279,13 +279,7 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
                 if off.size not in (1, n):  # pragma: no cover - a jet of one number each
                     others += part
                     continue
-                offset = np.ascontiguousarray(np.broadcast_to(off, (n,)))
-                mat, scale = None, 0.0
-                if term.args[0].variables():
-                    mat, scale = _data_multiple(np.ascontiguousarray(jac[:, 0]), decl, leaves)
-                c = term.weight / n
-                one = _Term("affine", c, (mat,), (offset,), (), mat, (scale,))
-                affine.append((one, part, term))
+                affine.append((term.weight / n, np.broadcast_to(off, (n,)), term, part))
             continue
         has_pieces = True
         shape = tuple(term.atom_shape)
@@ -349,7 +343,7 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
         sources.append(term)
     if not has_pieces:
         return None
-    single = _merged(decl, terms, sources, [a[0] for a in affine], [a[2] for a in affine])
+    single = _merged(decl, terms, sources, [a[:3] for a in affine])
     if single is None:
         return PiecewiseModel(n, d, tuple(terms), linear, tuple(kinds))
     # the affine terms are in the term's pieces now, if it took them
@@ -361,7 +355,7 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
 
 
 def _merged(
-    decl: Declaration, terms: list[_Term], sources: list, affine: list[_Term], origins: list
+    decl: Declaration, terms: list[_Term], sources: list, affine: list[tuple]
 ) -> _Term | None:
     """The declaration's several terms of one argument as one term (see :class:`_Merged`), or
     None. They merge when every piece of every term (``sources``, their model ``terms``) is
@@ -372,21 +366,21 @@ def _merged(
     or under a parallel one, on every row, to rounding) is dropped, which only shortens the
     method's steps. The method then has one element per entry, not one per term, and the
     Lipschitz extension, which needs one term, applies. The declaration's ``affine`` terms of
-    one number per example (their model terms of one piece; ``origins`` the declaration's),
-    where every one of them is such a multiple too, are added to every piece (the extension
-    then applies to a pinball loss spelled ``0.5 * cp.abs(r) + (tau - 0.5) * r``)."""
+    one number per example (``(weight / n, offsets, the declaration's term)`` each), where
+    every one of them is such a multiple too, are added to every piece (the extension then
+    applies to a pinball loss spelled ``0.5 * cp.abs(r) + (tau - 0.5) * r``)."""
     if not terms or any(t.base is None or t.merged is not None for t in terms):
         return None
     first = terms[0]
     if any(t.shape != first.shape for t in terms):
         return None
     if first.shape not in ((), (1,)):
-        affine, origins = [], []
+        affine = []
     if len(terms) + len(affine) < 2 or math.prod(len(t.b) for t in terms) > MAX_PIECES:
         return None
-    probed = _probe_slopes(decl, sources + origins)
+    probed = _probe_slopes(decl, sources + [a[2] for a in affine])
     if probed is None and affine:  # the terms of pieces alone, without the affine ones
-        affine, origins = [], []
+        affine = []
         probed = None if len(terms) < 2 else _probe_slopes(decl, sources)
     if probed is None:
         return None
@@ -400,8 +394,8 @@ def _merged(
     shares = [t.c / c for t in terms]
     combos = list(itertools.product(*(range(len(t.b)) for t in terms)))
     with np.errstate(all="ignore"):  # an overflow only means no merge (checked below)
-        lean = sum(a.c / c * unit * probed[len(terms) + i][0] for i, a in enumerate(affine))
-        rest = sum((a.c / c * a.b[0] for a in affine), np.zeros(first.b[0].size))
+        lean = sum(ca / c * unit * probed[len(terms) + i][0] for i, (ca, _, _) in enumerate(affine))
+        rest = sum((ca / c * off for ca, off, _ in affine), np.zeros(first.b[0].size))
         slopes = [
             lean + sum(sh * unit * probed[k][jk] for k, (sh, jk) in enumerate(zip(shares, combo)))
             for combo in combos

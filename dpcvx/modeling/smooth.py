@@ -200,14 +200,10 @@ def _psi(blk: _Block, v: np.ndarray) -> np.ndarray:
         return np.maximum(v, 0.0) ** blk.param
     if kind == "abs_power":
         return np.abs(v) ** blk.param
-    if kind == "pos_huber":
+    if kind in ("huber", "pos_huber"):  # the Huber function of v, or of max(v, 0)
         M = blk.param
-        up = np.maximum(v, 0.0)
-        return np.where(up <= M, up * up, 2.0 * M * up - M * M)
-    if kind == "huber":
-        M = blk.param
-        a = np.abs(v)
-        return np.where(a <= M, v * v, 2.0 * M * a - M * M)
+        a = np.abs(v) if kind == "huber" else np.maximum(v, 0.0)
+        return np.where(a <= M, a * a, 2.0 * M * a - M * M)
     if kind == "logistic":
         return np.logaddexp(0.0, v)
     if kind == "exp":
@@ -236,10 +232,8 @@ def _dpsi(blk: _Block, v: np.ndarray) -> np.ndarray:
         return blk.param * np.maximum(v, 0.0) ** (blk.param - 1.0)
     if kind == "abs_power":
         return blk.param * np.sign(v) * np.abs(v) ** (blk.param - 1.0)
-    if kind == "pos_huber":
-        return np.clip(2.0 * v, 0.0, 2.0 * blk.param)
-    if kind == "huber":
-        return np.clip(2.0 * v, -2.0 * blk.param, 2.0 * blk.param)
+    if kind in ("huber", "pos_huber"):
+        return np.clip(2.0 * v, -2.0 * blk.param if kind == "huber" else 0.0, 2.0 * blk.param)
     if kind == "logistic":
         return expit(v)
     if kind == "exp":
