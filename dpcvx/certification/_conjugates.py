@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import xlogy
 
-__all__ = ["clip", "conjugate", "simplex_defect"]
+__all__ = ["clip", "conjugate", "monotone_multipliers", "simplex_defect"]
 
 
 def _project_rows_simplex(theta: np.ndarray) -> np.ndarray:
@@ -117,3 +117,57 @@ def conjugate(kind: str, theta: np.ndarray, param: float | None = None) -> np.nd
 def simplex_defect(theta: np.ndarray) -> np.ndarray:
     """``|sum(theta) - 1|`` per row: the rounding left after a projection onto the simplex."""
     return np.abs(np.sum(theta, axis=1) - 1.0) + 4 * theta.shape[1] * np.finfo(float).eps
+
+
+def monotone_multipliers(
+    kind: str,
+    param: float,
+    vals: np.ndarray,
+    duals: list[np.ndarray | None],
+    reach: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The multipliers ``lam_j >= 0`` of the pieces of ``psi(max_j E_j)`` (``psi`` one of the
+    nondecreasing atoms ``pos_power``, ``pos_huber``) that dpcvx's certificates use, for the
+    pieces' values ``vals`` ``(m, ...)`` at the point: the ``duals`` (one per piece, None for
+    none; non-finite and negative entries count as zero) or, without any, ``psi'`` at the
+    point on its active piece. Their sum is capped below ``psi'(reach)``, the largest slope
+    ``psi`` takes where ``max_j E_j <= reach`` (larger multipliers never help). Returns
+    ``(lam, t_up, conj)``: ``t_up`` an upper bound of the exact sum of ``lam`` in the
+    conjugate's domain, and ``conj = psi*(t_up)``, at least ``psi*`` of that sum (``psi*`` is
+    nondecreasing on its domain)."""
+    eps = np.finfo(float).eps
+    m = vals.shape[0]
+    reach = np.maximum(reach, 0.0)
+    if kind == "pos_power":
+        with np.errstate(over="ignore"):
+            t_max = np.minimum(param * reach ** (param - 1.0), 1e150)
+    else:  # pos_huber
+        t_max = np.minimum(2.0 * reach, 2.0 * param)
+    if all(dl is None for dl in duals):
+        # no duals: the slope of psi at the candidate, on its active piece
+        g_hat = np.maximum(vals.max(axis=0), 0.0)
+        if kind == "pos_power":
+            slope_hat = param * g_hat ** (param - 1.0)
+        else:
+            slope_hat = np.minimum(2.0 * g_hat, 2.0 * param)
+        lam = slope_hat[None] * np.eye(m)[np.argmax(vals, axis=0)].transpose(
+            (vals.ndim - 1,) + tuple(range(vals.ndim - 1))
+        )
+    else:
+        lam = np.stack(
+            [
+                np.zeros(vals.shape[1:])
+                if dl is None
+                else np.maximum(np.nan_to_num(dl, posinf=0.0, neginf=0.0), 0.0)
+                for dl in duals
+            ]
+        )
+    total = lam.sum(axis=0)
+    cap = t_max * (1 - 4 * m * eps)
+    lam = lam * np.where(total > cap, cap / np.where(total > 0, total, 1.0), 1.0)[None]
+    lam = np.maximum(lam, 0.0)
+    t_up = lam.sum(axis=0) * (1 + 2 * m * eps)
+    if kind == "pos_huber":
+        t_up = np.minimum(t_up, 2.0 * param)  # the sum is below 2M by the cap above
+    t_up = clip(kind, t_up, param)
+    return lam, t_up, conjugate(kind, t_up, param)

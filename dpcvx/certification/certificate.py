@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dpcvx.certification._conjugates import clip, conjugate, simplex_defect
+from dpcvx.certification._conjugates import clip, conjugate, monotone_multipliers, simplex_defect
 from dpcvx.certification._rows import CHUNK_ENTRIES, take_rows
 from dpcvx.certification.stable import max_terms_weights, part_values, stable_gap
 from dpcvx.compilation.stamp import StampedProgram
@@ -518,46 +518,12 @@ def _monotone(
     d = w_hat.shape[-1]
     offs, jacs, dls = _broadcast_pieces(term, jets, duals)
     m = len(offs)
-    kind, param = term.kind, term.param_value
     vals = np.stack([off + _apply(jac, w_hat) for off, jac in zip(offs, jacs)])  # (m, n, ...)
-    g_hat = np.maximum(vals.max(axis=0), 0.0)
-    # the largest slope psi' can take on the bounding ball (larger multipliers never help)
-    reach = np.maximum(
-        np.max(
-            np.stack([_range_bound(off, jac, center, radius) for off, jac in zip(offs, jacs)]),
-            axis=0,
-        ),
-        0.0,
+    reach = np.max(
+        np.stack([_range_bound(off, jac, center, radius) for off, jac in zip(offs, jacs)]),
+        axis=0,
     )
-    if kind == "pos_power":
-        with np.errstate(over="ignore"):
-            t_max = np.minimum(param * reach ** (param - 1.0), 1e150)
-        slope_hat = param * g_hat ** (param - 1.0)
-    else:  # pos_huber
-        t_max = np.minimum(2.0 * reach, 2.0 * param)
-        slope_hat = np.minimum(2.0 * g_hat, 2.0 * param)
-    if all(dl is None for dl in dls):
-        # no duals: the slope of psi at the candidate, on its active piece
-        lam = slope_hat[None] * np.eye(m)[np.argmax(vals, axis=0)].transpose(
-            (vals.ndim - 1,) + tuple(range(vals.ndim - 1))
-        )
-    else:
-        lam = np.stack(
-            [
-                np.zeros(vals.shape[1:])
-                if dl is None
-                else np.maximum(np.nan_to_num(dl, posinf=0.0, neginf=0.0), 0.0)
-                for dl in dls
-            ]
-        )
-    total = lam.sum(axis=0)
-    cap = t_max * (1 - 4 * m * _EPS)
-    lam = lam * np.where(total > cap, cap / np.where(total > 0, total, 1.0), 1.0)[None]
-    lam = np.maximum(lam, 0.0)
-    t_up = lam.sum(axis=0) * (1 + 2 * m * _EPS)
-    if kind == "pos_huber":
-        t_up = np.minimum(t_up, 2.0 * param)  # the sum is below 2M by the cap above
-    conj = conjugate(kind, clip(kind, t_up, param), param)
+    lam, _, conj = monotone_multipliers(term.kind, term.param_value, vals, dls, reach)
     slope = sum(lam[j][..., None] * jacs[j] for j in range(m))
     inter = sum(lam[j] * offs[j] for j in range(m)) - conj
     return slope.reshape(n, -1, d).sum(axis=1), inter.reshape(n, -1).sum(axis=1)

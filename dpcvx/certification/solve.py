@@ -52,6 +52,7 @@ from dpcvx.compilation.stamp import StampedProgram, stamp, stamp_parts
 from dpcvx.compilation.template import DomainBlock, Template
 from dpcvx.errors import CertificationError, SolverError
 from dpcvx.modeling._expressions import Unsupported, affine_jet
+from dpcvx.modeling._structure import MONOTONE
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
 from dpcvx.modeling.localized import LocalizedDomain
@@ -281,7 +282,9 @@ def _recentered(
     are affine on the whole domain moved next to it.
 
     A term ``abs(E)`` whose argument keeps one sign on the domain's bounding ball, or
-    ``max_j E_j`` whose winning piece wins on all of it, equals one affine piece there. Moving
+    ``max_j E_j`` whose winning piece wins on all of it, equals one affine piece there; a
+    one-sided power or Huber term ``psi(max_j E_j)`` whose pieces all stay below zero there is
+    zero on it (its pieces move to just below zero). Moving
     that piece's offset (and pushing the losing pieces just below it) changes the term by a
     constant on the domain: the same minimizer and multipliers, but values of order the
     spread instead of, say, a label of 1e10, which the interior-point solvers cannot resolve
@@ -294,10 +297,12 @@ def _recentered(
         c, R = np.asarray(dom.center, float), float(dom.radius)
         n = part_decl.n
         for t, term in enumerate(part_decl.terms):
-            if term.kind not in ("abs", "huber", "pieces") or t >= len(view.split_rows):
+            if term.kind not in ("abs", "huber", "pieces", *MONOTONE):
+                continue
+            if t >= len(view.split_rows):
                 continue
             rows = view.split_rows[t]
-            if term.kind != "pieces" and rows[0] is None:
+            if term.kind in ("abs", "huber") and rows[0] is None:
                 continue
             try:
                 jets = [affine_jet(arg, part_decl.variable, leaves, n) for arg in term.args]
@@ -354,6 +359,19 @@ def _shifts(
             return None
         return [np.where(ok, np.sign(v) * (p + 1.0 + knee) - v, 0.0)]
     m = V.shape[-1]
+    if kind in MONOTONE:
+        # psi(max_j E_j) with psi zero on (-inf, 0]: zero on the whole ball where no piece
+        # rises above zero there (the constant 0 of max(E, 0) may reach it); the pieces far
+        # below then move to just below zero, and the term stays zero on the ball (a label
+        # 1e10 on the flat side of max(x^T w - y, 0)**1.5)
+        high = V + P
+        ok = big & (np.max(high, axis=-1) <= 0.0)
+        if not np.any(ok):
+            return None
+        return [
+            np.where(ok & movable[j] & (high[..., j] < -2.0), -(P[..., j] + 1.0) - V[..., j], 0.0)
+            for j in range(m)
+        ]
     top = np.argmax(V, axis=-1)
     is_top = np.eye(m, dtype=bool)[top]
     lo_top = np.take_along_axis(V - P, top[..., None], axis=-1)[..., 0]

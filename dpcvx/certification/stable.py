@@ -24,8 +24,10 @@ certificate) avoids every kink of ``psi``, the multiplier of the exact minimizer
 Any multiplier in the conjugate's domain gives a valid bound; polishing only makes it tight.
 
 Implemented for the terms of the common losses: affine, ``abs``, ``square``, ``huber``,
-``logistic`` and ``pieces`` (hinge, ReLU, pinball, epsilon-insensitive); a loss with any other
-term keeps the value-based certificate.
+``logistic``, ``exp``, ``pieces`` (hinge, ReLU, pinball, epsilon-insensitive), maxima of such
+terms and the one-sided powers and Huber function ``psi(max_j E_j)`` (``max(E, 0)**p``,
+``|E|**p``, ``huber(max(E, 0))``); a loss with any other term keeps the value-based
+certificate.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import expit, xlogy
 
-from dpcvx.certification._conjugates import clip
+from dpcvx.certification._conjugates import clip, monotone_multipliers
 from dpcvx.certification._rows import (
     clipped_rows,
     moved_rows,
@@ -45,7 +47,7 @@ from dpcvx.certification._rows import (
     take_rows,
 )
 from dpcvx.modeling._expressions import Unsupported, affine_jet
-from dpcvx.modeling._structure import Term
+from dpcvx.modeling._structure import MONOTONE, Term
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.domains import row_norms
 
@@ -65,7 +67,17 @@ __all__ = [
 
 _EPS = np.finfo(float).eps
 #: the term kinds whose Fenchel-Young gap has a stable closed form here
-STABLE_KINDS = ("affine", "abs", "square", "huber", "logistic", "pieces", "max_terms")
+STABLE_KINDS = (
+    "affine",
+    "abs",
+    "square",
+    "huber",
+    "logistic",
+    "pieces",
+    "max_terms",
+    "exp",
+    *MONOTONE,
+)
 
 
 def _sp(x: np.ndarray) -> np.ndarray:
@@ -120,6 +132,29 @@ def _elementwise(
         )
         slope = np.abs(expit(e) - theta) + err / 4.0
         return theta, fy, slope * err + 16 * _EPS * (mag + 1e-300)
+    if kind == "exp":
+        # the tangent at w_hat, theta = fl(exp(e)) (any theta >= 0 is valid); with
+        # delta = e - log(theta) the gap exp(e) - theta e + theta log(theta) - theta is
+        # theta (expm1(delta) - delta), free of cancellation against exp(e) (at theta = 0 it
+        # is exp(e) itself: 0 for an argument far below zero, whatever its size)
+        theta = np.exp(np.minimum(e, 709.0))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            pos = theta > 0
+            log_t = np.log(np.where(pos, theta, 1.0))
+            delta = np.where(pos, e - log_t, 0.0)
+            fy = np.where(pos, theta * np.maximum(np.expm1(delta) - delta, 0.0), np.exp(e))
+            # delta's rounding (log to an ulp, the subtraction) and what it moves the gap by,
+            # the rounding of expm1(delta) - delta and of the products
+            d_err = 2 * _EPS * (np.abs(e) + np.abs(log_t) + np.abs(delta))
+            moved_d = theta * np.expm1(np.abs(delta) + d_err) * d_err
+            rounding = 8 * _EPS * (theta * (np.abs(np.expm1(delta)) + np.abs(delta)) + fy)
+            # the exact argument lies within err of e: |exp - theta| at the interval's ends
+            ends = np.maximum(
+                np.abs(np.exp(e + err) * (1 + 4 * _EPS) - theta),
+                np.abs(theta - np.exp(e - err) * (1 - 4 * _EPS)),
+            )
+            bound = ends * err + np.where(pos, moved_d + rounding, 4 * _EPS * fy)
+        return theta, fy, bound
     raise KeyError(kind)
 
 
@@ -369,10 +404,15 @@ def _per_example(
         for off, jac in jets:
             off = np.broadcast_to(np.asarray(off, float), (n,) + np.shape(off)[1:])
             jac = np.broadcast_to(np.asarray(jac, float), off.shape + (d,))
-            u = apply(jac)
-            vals.append(off + u)
-            errs.append(gamma * (np.abs(off) + apply_abs(np.abs(jac))) + _EPS * np.abs(off + u))
-            reaches.append(np.linalg.norm(jac, axis=-1) * radius)
+            if _zero_jacobian(jac):  # a piece constant in w (the 0 of a hinge): no products
+                vals.append(off + 0.0)
+                errs.append(gamma * np.abs(off) + _EPS * np.abs(off))
+                reaches.append(np.zeros(off.shape) * radius)
+            else:
+                u = apply(jac)
+                vals.append(off + u)
+                errs.append(gamma * (np.abs(off) + apply_abs(np.abs(jac))) + _EPS * np.abs(off + u))
+                reaches.append(np.linalg.norm(jac, axis=-1) * radius)
             jacs.append(jac)
             offs.append(off)
         summands += sum(int(np.prod(v.shape[1:])) for v in vals)
@@ -392,7 +432,9 @@ def _per_example(
             slope = _accumulate(slope, wgt, g)
             slope_abs = _accumulate(slope_abs, wgt, gabs)
             continue
-        if term.kind == "pieces":
+        if term.kind in MONOTONE:
+            fy, err, g, gabs = _monotone(term, vals, errs, offs, jacs, theta_t, center, dom_radius)
+        elif term.kind == "pieces":
             # CVXPY broadcasting aligns trailing axes: insert axes after the batch axis
             nd = max(v.ndim for v in vals)
 
@@ -463,6 +505,106 @@ def _per_example(
         slope, slope_abs = np.zeros((n, d)), np.zeros((n, d))
     slope_abs *= 1.0 + summands / 64.0  # an array of this function's own
     return fy_sum, err_sum, slope, slope_abs
+
+
+def _monotone(
+    term: Term,
+    vals: list[np.ndarray],
+    errs: list[np.ndarray],
+    offs: list[np.ndarray],
+    jacs: list[np.ndarray],
+    raw: list[np.ndarray | None] | None,
+    center: np.ndarray,
+    dom_radius: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per element of ``psi(max_j E_j)`` (``psi`` nondecreasing: ``pos_power``,
+    ``pos_huber``): the Fenchel-Young gap against the minorant ``sum_j lam_j E_j - psi*(t)``
+    of the value-based certificate (the same multipliers,
+    :func:`~dpcvx.certification._conjugates.monotone_multipliers`), a bound on its error, the
+    minorant's slope and the sum of absolute values behind it.
+
+    With ``M = max_j E_j`` and ``t = sum_j lam_j`` the gap is ``A + B``, both nonnegative:
+    ``A = psi(M) - t M + psi*(t)`` (Fenchel-Young of ``psi`` alone) and ``B = sum_j lam_j (M -
+    E_j)``. Each is computed from the element's own terms, so a huge argument enters only
+    through the slopes there: an element on the flat part of ``psi`` well away from its knee
+    (``psi' = 0`` wherever ``M`` can lie, and no multiplier) has gap and error exactly zero,
+    where the value-based bound charged a margin relative to its argument (a label 1e8 times
+    the others in ``max(x^T w - y, 0)**p``)."""
+    nd = max(v.ndim for v in vals)
+
+    def pad(a: np.ndarray, extra: int = 0) -> np.ndarray:
+        # CVXPY broadcasting aligns trailing axes: insert axes after the batch axis
+        k = a.ndim - extra
+        return a.reshape(a.shape[:1] + (1,) * (nd - k) + a.shape[1:])
+
+    vals, errs = [pad(v) for v in vals], [pad(e) for e in errs]
+    offs, jacs = [pad(o) for o in offs], [pad(j, 1) for j in jacs]
+    shape = np.broadcast_shapes(*[v.shape for v in vals])
+    m = len(vals)
+    E = np.stack([np.broadcast_to(v, shape) for v in vals])
+    Err = np.stack([np.broadcast_to(e, shape) for e in errs])
+    live = [j for j in range(m) if not _zero_jacobian(jacs[j])] or [0]
+    # the largest |E_j| on the domain's ball (a piece constant in w: its offset)
+    reach = np.max(
+        np.stack(
+            [
+                np.broadcast_to(
+                    np.abs(off + jac @ center) + np.linalg.norm(jac, axis=-1) * dom_radius
+                    if j in live
+                    else np.abs(off),
+                    shape,
+                )
+                for j, (off, jac) in enumerate(zip(offs, jacs))
+            ]
+        ),
+        axis=0,
+    )
+    duals: list[np.ndarray | None] = (
+        [None] * m
+        if raw is None
+        else [None if x is None else np.broadcast_to(pad(np.asarray(x, float)), shape) for x in raw]
+    )
+    kind, param = term.kind, float(term.param_value)
+    with np.errstate(over="ignore", invalid="ignore"):
+        lam, _, conj = monotone_multipliers(kind, param, E, duals, reach)
+        t = lam.sum(axis=0)  # within (m - 1) eps t of the exact sum
+        M = E.max(axis=0)
+        # the exact maximum lies in [max_j (E_j - err_j), max_j (E_j + err_j)] (exact where a
+        # piece without error, the 0 of max(E, 0), leads the others by more than theirs)
+        err_e = np.maximum(np.max(E + Err, axis=0) - M, M - np.max(E - Err, axis=0))
+        err_e = np.maximum(err_e, 0.0) * (1 + 4 * _EPS)
+
+        def slope(v: np.ndarray) -> np.ndarray:  # psi', nondecreasing
+            if kind == "pos_power":
+                return param * np.maximum(v, 0.0) ** (param - 1.0)
+            return 2.0 * np.clip(v, 0.0, param)
+
+        if kind == "pos_power":
+            value = np.maximum(M, 0.0) ** param
+        else:
+            inner = np.minimum(np.maximum(M, 0.0), param)
+            value = inner * inner + 2.0 * param * np.maximum(M - param, 0.0)
+        A = value - t * M + conj
+        B = np.sum(lam * (M[None] - E), axis=0)
+        # rounding: of psi and psi* (a power each), of t M and t, and of B's m products
+        round_a = 32 * _EPS * (value + t * np.abs(M) + conj) + 2 * m * _EPS * t * np.abs(M)
+        round_b = 4 * (m + 2) * _EPS * B
+        # with the exact arguments, A moves by at most sup |psi' - t| over [M - err_e,
+        # M + err_e] times err_e (psi' is monotone: the ends bound it), B by at most
+        # sum_j lam_j (err_e + err_j)
+        low = slope(M - err_e) * (1 - 32 * _EPS)
+        high = slope(M + err_e) * (1 + 32 * _EPS)
+        t_slack = 2 * m * _EPS * t
+        moved = (np.maximum(np.abs(high - t), np.abs(t - low)) + t_slack) * err_e
+        moved_b = np.sum(lam * (err_e[None] + Err), axis=0) * (1 + 4 * (m + 2) * _EPS)
+        err = moved + moved_b + round_a + round_b
+        fy = np.maximum(A, 0.0) + B
+    full = [np.broadcast_to(jacs[j], shape + (jacs[j].shape[-1],)) for j in live]
+    g = np.asarray(sum(lam[j][..., None] * J for j, J in zip(live, full)), float)
+    if len(live) == 1:  # lam >= 0: |lam J| is lam |J| exactly
+        return fy, err, g, np.abs(g)
+    gabs = sum(lam[j][..., None] * np.abs(J) for j, J in zip(live, full))
+    return fy, err, g, np.asarray(gabs, float)
 
 
 def _zero_jacobian(jac: np.ndarray) -> bool:
