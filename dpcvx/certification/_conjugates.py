@@ -131,7 +131,9 @@ def monotone_multipliers(
     pieces' values ``vals`` ``(m, ...)`` at the point: the ``duals`` (one per piece, None for
     none; non-finite and negative entries count as zero) or, without any, ``psi'`` at the
     point on its active piece. Their sum is capped below ``psi'(reach)``, the largest slope
-    ``psi`` takes where ``max_j E_j <= reach`` (larger multipliers never help). Returns
+    ``psi`` takes where ``max_j E_j <= reach`` (larger multipliers never help; for
+    ``pos_huber``, whose conjugate is finite up to ``2M`` only, a sum of several is capped a
+    few roundings below). Returns
     ``(lam, t_up, conj)``: ``t_up`` an upper bound of the exact sum of ``lam`` in the
     conjugate's domain, and ``conj = psi*(t_up)``, at least ``psi*`` of that sum (``psi*`` is
     nondecreasing on its domain)."""
@@ -163,7 +165,10 @@ def monotone_multipliers(
             ]
         )
     total = lam.sum(axis=0)
-    cap = t_max * (1 - 4 * m * eps)
+    # a sum of several multipliers is rounded: kept below pos_huber's bound 2M by a margin (a
+    # single one is exact, and pos_power's domain has no bound)
+    several = np.count_nonzero(lam, axis=0) > 1
+    cap = np.where(several & (kind == "pos_huber"), t_max * (1 - 4 * m * eps), t_max)
     lam = lam * np.where(total > cap, cap / np.where(total > 0, total, 1.0), 1.0)[None]
     lam = np.maximum(lam, 0.0)
     t_up = lam.sum(axis=0) * (1 + 2 * m * eps)

@@ -56,7 +56,13 @@ from dpcvx.modeling._structure import MONOTONE
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
 from dpcvx.modeling.localized import LocalizedDomain
-from dpcvx.modeling.smooth import SmoothExtension, SmoothModel, extension_model, smooth_model
+from dpcvx.modeling.smooth import (
+    SmoothExtension,
+    SmoothModel,
+    extension_model,
+    recentered,
+    smooth_model,
+)
 
 if TYPE_CHECKING:
     from dpcvx.modeling.domains import Domain
@@ -706,19 +712,21 @@ def _smooth_rung(
     init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if box else w0)
     x: np.ndarray | None = None
     solver, iterations = "L-BFGS-B", 0
-    if model is not None:
+    # the solver's model: arguments far out where their atom is affine moved next to it
+    moved = None if model is None else recentered(model, dom.center, float(dom.radius))
+    if moved is not None:
         if dom.kind == "l2_ball":
-            x, iterations = ball_newton(model, lam, w0, init, dom.center, dom.radius)
+            x, iterations = ball_newton(moved, lam, w0, init, dom.center, dom.radius)
         else:
-            x, iterations = _newton(model, lam, w0, init)
+            x, iterations = _newton(moved, lam, w0, init)
         solver = "Newton"
         if box and not bool(np.all((x >= dom._lo) & (x <= dom._hi))):
             x = None
     if x is None:
-        x, iterations = _lbfgsb(decl, model, lam, w0, init, box)
+        x, iterations = _lbfgsb(decl, moved, lam, w0, init, box)
         solver = "L-BFGS-B"
-        if model is not None and box:
-            polished = _polish_off_bounds(model, lam, w0, x, dom._lo, dom._hi)
+        if moved is not None and box:
+            polished = _polish_off_bounds(moved, lam, w0, x, dom._lo, dom._hi)
             if polished is not None:
                 x, iterations, solver = polished[0], iterations + polished[1], "L-BFGS-B + Newton"
     if not np.all(np.isfinite(x)):
@@ -1269,6 +1277,7 @@ class _SmoothRounds:
         self.decl, self.region = decl, region
         self.out: np.ndarray | None = None  # the examples the last solve modelled
         self.balances = BalanceMemo()  # the balanced duals' last dual
+        self.moved: SmoothModel | None = None  # the solver's model (see :meth:`solve`)
 
     def fix(self, x: np.ndarray, copies: np.ndarray | None = None) -> BallCopies | None:
         return smooth_copies_in(self.relaxed, self.C, x, self.region, self.out, copies)
@@ -1297,7 +1306,10 @@ class _SmoothRounds:
         return False
 
     def solve(self, fix: BallCopies, x: np.ndarray) -> tuple[np.ndarray, int]:
-        model = _Replaced(self.relaxed.model, fix.rows, fix.quad)
+        if self.moved is None:  # the solver's model (see recentered), once
+            dom = self.decl.domain
+            self.moved = recentered(self.relaxed.model, dom.center, float(dom.radius))
+        model = _Replaced(self.moved, fix.rows, fix.quad)
         self.out = fix.rows
         region = self.region
         if isinstance(region, BallRegion):

@@ -130,7 +130,12 @@ def _elementwise(
         mag = theta * (np.abs(np.log(np.maximum(theta, 1e-300))) + _sp(-e)) + (1.0 - theta) * (
             np.abs(np.log(np.maximum(1.0 - theta, 1e-300))) + _sp(e)
         )
-        slope = np.abs(expit(e) - theta) + err / 4.0
+        # |psi' - theta| over [e - err, e + err]: psi' = expit is increasing, so its ends
+        # bound it (the curvature bound 1/4 charged err^2 / 4 to a label of 1e12 on the
+        # linear side, where the curvature is exp(-1e12))
+        slope = np.maximum(
+            np.abs(expit(e + err) - theta), np.abs(theta - expit(e - err))
+        ) + 4 * _EPS * expit(e + err)
         return theta, fy, slope * err + 16 * _EPS * (mag + 1e-300)
     if kind == "exp":
         # the tangent at w_hat, theta = fl(exp(e)) (any theta >= 0 is valid); with
@@ -579,15 +584,30 @@ def _monotone(
                 return param * np.maximum(v, 0.0) ** (param - 1.0)
             return 2.0 * np.clip(v, 0.0, param)
 
+        # the float sum t is exact where at most one multiplier is not zero (the smooth
+        # path's: the slope on the active piece); else within (m - 1) eps t, which moves A by
+        # that times |M|
+        t_err = np.where(np.count_nonzero(lam, axis=0) > 1, 2 * m * _EPS * t, 0.0) * np.abs(M)
         if kind == "pos_power":
             value = np.maximum(M, 0.0) ** param
+            A = value - t * M + conj
+            # rounding: of psi and psi* (a power each), of t M and the sums
+            round_a = 32 * _EPS * (value + t * np.abs(M) + conj)
         else:
-            inner = np.minimum(np.maximum(M, 0.0), param)
-            value = inner * inner + 2.0 * param * np.maximum(M - param, 0.0)
-        A = value - t * M + conj
+            # huber(max(M, 0)) - t M + c without cancellation against huge M: with
+            # c - t^2/4 >= 0 (c is psi*(t_up), psi*(t) = t^2/4),
+            #   M <= 0:      -t M + c
+            #   0 < M <= K:  (M - t/2)^2 + (c - t^2/4)
+            #   M > K:       (2K - t)(M - K) + (K - t/2)^2 + (c - t^2/4)
+            K = param
+            extra = conj - t * t / 4.0
+            outer = (2.0 * K - t) * (M - K) + (K - t / 2.0) ** 2
+            A = np.where(M <= 0.0, -t * M + conj, np.where(M <= K, (M - t / 2.0) ** 2, outer))
+            A = np.where(M <= 0.0, A, A + extra)
+            round_a = 16 * _EPS * (np.abs(A) + conj + np.where(M <= 0.0, t * np.abs(M), 0.0))
+            round_a += 16 * _EPS * np.where(M > K, np.abs(2.0 * K - t) * (M - K) + K * K, 0.0)
+        round_a = round_a + t_err
         B = np.sum(lam * (M[None] - E), axis=0)
-        # rounding: of psi and psi* (a power each), of t M and t, and of B's m products
-        round_a = 32 * _EPS * (value + t * np.abs(M) + conj) + 2 * m * _EPS * t * np.abs(M)
         round_b = 4 * (m + 2) * _EPS * B
         # with the exact arguments, A moves by at most sup |psi' - t| over [M - err_e,
         # M + err_e] times err_e (psi' is monotone: the ends bound it), B by at most
@@ -596,7 +616,14 @@ def _monotone(
         high = slope(M + err_e) * (1 + 32 * _EPS)
         t_slack = 2 * m * _EPS * t
         moved = (np.maximum(np.abs(high - t), np.abs(t - low)) + t_slack) * err_e
-        moved_b = np.sum(lam * (err_e[None] + Err), axis=0) * (1 + 4 * (m + 2) * _EPS)
+        # (the winner's own M - E_j stays exactly zero where it wins on the whole box of
+        # exact arguments: M moves with it)
+        win = np.argmax(E, axis=0)
+        is_win = np.arange(m).reshape((m,) + (1,) * M.ndim) == win[None]
+        others = np.max(np.where(is_win, -np.inf, E + Err), axis=0)
+        clear = is_win & (M - np.take_along_axis(Err, win[None], axis=0)[0] > others)[None]
+        moved_b = np.sum(np.where(clear, 0.0, lam * (err_e[None] + Err)), axis=0)
+        moved_b *= 1 + 4 * (m + 2) * _EPS
         err = moved + moved_b + round_a + round_b
         fy = np.maximum(A, 0.0) + B
     full = [np.broadcast_to(jacs[j], shape + (jacs[j].shape[-1],)) for j in live]

@@ -34,6 +34,7 @@ __all__ = [
     "atom_derivative",
     "extension_model",
     "gram",
+    "recentered",
     "smooth_model",
 ]
 
@@ -142,6 +143,63 @@ class SmoothModel:
                 c = blk.weight * _d2psi(blk, v)
                 H += gram(blk.A, c)
         return H / self.n
+
+
+#: an argument this many times farther from the atom's kink than its spread over the domain
+#: is moved next to it by :func:`recentered`
+RECENTER_RATIO = 1e3
+#: the logistic loss is within ``exp(-LOGISTIC_LINEAR)`` of its asymptote ``v`` beyond this
+LOGISTIC_LINEAR = 50.0
+
+
+def recentered(model: SmoothModel, center: np.ndarray, radius: float) -> SmoothModel:
+    """The model Newton's method runs on: ``model`` with the arguments that stay, on the whole
+    ball ``B(center, radius)`` that holds the domain, where their atom is affine (a Huber
+    function past its knee, the logistic loss far above zero: within ``exp(-50)``), or zero
+    (a one-sided atom below zero), and lie over :data:`RECENTER_RATIO` times their spread
+    from it, moved next to that region; an affine term's offsets go to zero.
+
+    That changes each such term by a constant on the ball (the logistic loss by less than
+    ``exp(-50)`` of its slope times the move), so the minimizer, derivatives and Hessian are
+    the same, but the values are of order the spread instead of a label of 1e12, whose
+    rounding hid the decrease from Newton's line search and its stopping rule (a neighbour
+    with one such label stalled at a gap of 0.2). Only the solver's problem changes: the
+    certificate evaluates the user's loss. Rows of the Lipschitz extension's clipped atoms
+    (finite knots) are left as they are."""
+    blocks = []
+    changed = False
+    for blk in model.blocks:
+        v = blk.A @ center + blk.b
+        spread = np.linalg.norm(blk.A, axis=1) * radius
+        far = np.abs(v) > RECENTER_RATIO * (spread + 1.0)
+        if blk.knots is not None:
+            far &= ~(np.isfinite(blk.knots[0]) | np.isfinite(blk.knots[1]))
+        if not far.any():
+            blocks.append(blk)
+            continue
+        kind, M = blk.kind, float(blk.param) if blk.param is not None else 0.0
+        low, high = v - spread, v + spread
+        target = np.full(v.shape, np.nan)  # the argument at the center after the move
+        if kind == "affine":
+            target = np.zeros(v.shape)
+        elif kind == "huber":
+            target = np.where(low > M + 1.0, M + 1.0 + spread, target)
+            target = np.where(high < -M - 1.0, -M - 1.0 - spread, target)
+        elif kind == "pos_huber":
+            target = np.where(low > M + 1.0, M + 1.0 + spread, target)
+        elif kind == "logistic":
+            target = np.where(low > LOGISTIC_LINEAR, LOGISTIC_LINEAR + spread, target)
+        if kind in ("pos_huber", "pos_power", "pos_square"):
+            target = np.where(high < -1.0, -1.0 - spread, target)
+        move = far & np.isfinite(target)
+        if not move.any():
+            blocks.append(blk)
+            continue
+        changed = True
+        b = blk.b.copy()
+        b[move] += target[move] - v[move]
+        blocks.append(dataclasses.replace(blk, b=b))
+    return SmoothModel(model.n, model.d, tuple(blocks)) if changed else model
 
 
 def gram(A: np.ndarray, c: np.ndarray, minus: np.ndarray | None = None) -> np.ndarray:

@@ -316,3 +316,82 @@ def test_the_conic_program_sees_a_flat_huge_piece_next_to_the_domain(monkeypatch
     _, again, _, _ = _case("pos_power 1.5", 1e10)
     with pytest.raises(dpcvx.CertificationError):
         again.solve(regularization=LAM, accuracy=1e-9)
+
+
+HEAVY = {
+    "huber(pos(r))": lambda x, w, y: cp.huber(cp.pos(x @ w - y), 0.5),
+    "logistic(r)": lambda x, w, y: cp.logistic(x @ w - y),
+    "lse([y, x.w])": lambda x, w, y: cp.log_sum_exp(cp.hstack([y, x @ w])),
+    "huber(r)": lambda x, w, y: cp.huber(x @ w - y, 0.5),
+}
+
+
+def _heavy(name, big):
+    rng = np.random.default_rng(3)
+    n, d = 300, 4
+    X = rng.normal(size=(n, d))
+    X /= np.maximum(1, np.linalg.norm(X, axis=1))[:, None]
+    Y = np.sign(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n))
+    Y[0] = big
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    return dpcvx.Problem(HEAVY[name](x, w, y), w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
+
+
+@pytest.mark.parametrize("big", [-1e12, 1e12])
+@pytest.mark.parametrize("name", list(HEAVY))
+def test_a_label_of_1e12_on_a_linear_side_still_certifies_and_releases(name, big):
+    """One example whose loss is about 1e12 on the whole domain with slope at most 1 (a
+    Huber or logistic loss past its knee) stays in every mechanism's universe. Newton's
+    method on values of 1e12 / n could not see its decrease (its line search and stopping
+    rule are relative to the value: it stalled at a gap of 0.2, or stopped at 2e-6), and the
+    releases on that neighbour aborted after half a minute on the conic ladder. The solver's
+    model now moves such arguments next to the domain (a constant change there) and the
+    stable gap charges them nothing: 1e-9 is certified and both releases run."""
+    problem = _heavy(name, big)
+    sol = problem.solve(regularization=0.05, accuracy=1e-9)
+    assert sol.gap <= 1e-9 and sol.solver_stats["solver"] == "Newton"
+    ext = problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=1e-9)
+    assert ext.gap <= 1e-9
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the curator's Lipschitz-claim warning
+        for mech in (
+            dpcvx.DoubleOutputPerturbation(C=1.0, regularization=0.05),
+            dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.05),
+        ):
+            assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
+
+
+def test_negative_control_newton_on_the_unmoved_model_stalls(monkeypatch):
+    """Without moving the arguments, Newton's method on the one-sided Huber loss with a
+    label of -1e12 stalls far above the target (the check above can fail)."""
+    import dpcvx.certification.solve as solve_module
+
+    monkeypatch.setattr(solve_module, "recentered", lambda model, center, radius: model)
+    with pytest.raises(dpcvx.CertificationError):
+        _heavy("huber(pos(r))", -1e12).solve(regularization=0.05, accuracy=1e-9)
+
+
+def test_each_elements_gap_and_error_hold_the_exact_gap_of_logistic():
+    """The logistic loss's gap at its tangent multiplier, with an error on the argument:
+    the computed gap plus its bound is at least the exact gap at both ends of the interval,
+    from e = -1e12 to 1e12 (the slope's bound is psi' at the interval's ends). One-sided:
+    where ``theta`` or ``1 - theta`` is below the rounding of 1, the closed form drops a
+    term ``(1 - theta) log(1 - theta) ~ -theta`` and overestimates the gap by about
+    ``theta``, which is safe."""
+    rng = np.random.default_rng(13)
+    e = np.concatenate([_values(rng, 300), [-1e12, 1e12, 0.0, 40.0, -40.0]])
+    arg_err = 1e-9 * (1.0 + np.abs(e))
+    theta, fy, bound = stable_module._elementwise(
+        "logistic", e, arg_err, np.zeros(e.size), np.zeros(e.size), None
+    )
+    for i in range(e.size):
+        t = mpmath.mpf(float(theta[i]))
+        conj = (t * mpmath.log(t) if t > 0 else 0) + ((1 - t) * mpmath.log(1 - t) if t < 1 else 0)
+        for true in (
+            mpmath.mpf(e[i]) - mpmath.mpf(arg_err[i]),
+            mpmath.mpf(e[i]) + mpmath.mpf(arg_err[i]),
+        ):
+            gap = mpmath.log1p(mpmath.exp(true)) - t * true + conj
+            assert gap <= mpmath.mpf(float(fy[i])) + mpmath.mpf(float(bound[i])) * (
+                1 + mpmath.mpf(10) ** -9
+            ), (i, e[i], theta[i], fy[i], bound[i], float(gap))
