@@ -20,9 +20,12 @@ import pytest
 import dpcvx
 import dpcvx.certification.stable as stable_module
 from dpcvx.certification._conjugates import monotone_multipliers
-from dpcvx.certification.certificate import certify
-from dpcvx.certification.extension import certify_extension
-from dpcvx.compilation.stamp import stamp
+from tests.certification.test_stable_gap import (
+    _data,
+    _reference,
+    inject_extension_faults,
+    inject_faults,
+)
 
 N, D, LAM = 40, 3, 0.1
 CLAMP = 50.0  # |x.w| <= 5 on the unit ball: a label beyond CLAMP keeps the loss at ~0
@@ -40,31 +43,9 @@ OLD_KINDS = ("affine", "abs", "square", "huber", "logistic", "pieces", "max_term
 mpmath.mp.dps = 60
 
 
-def _data(seed=1):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(N, D))
-    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True) / 5.0)
-    Y = X @ np.full(D, 0.3) + 0.1 * rng.normal(size=N)
-    return rng, X, Y
-
-
-def _reference(name, X, Y):
-    """F* (Clarabel at 1e-12, relaxed where it stalls) and its minimizer."""
-    v = cp.Variable(D)
-    loss = LOSSES[name](X @ v - Y)
-    prob = cp.Problem(
-        cp.Minimize(cp.sum(loss) / N + LAM / 2 * cp.sum_squares(v)), [cp.norm(v, 2) <= 1]
-    )
-    for tol in (1e-12, 1e-10, 1e-8):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                prob.solve(solver=cp.CLARABEL, tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol)
-            if prob.status == "optimal":
-                break
-        except cp.SolverError:
-            pass
-    return float(prob.value), np.asarray(v.value, float)
+def _whole(name):
+    """The loss over the whole dataset, for the reference solve."""
+    return lambda X, v, Y: LOSSES[name](X @ v - Y)
 
 
 def _case(name, big):
@@ -76,9 +57,9 @@ def _case(name, big):
         Y[0] = big
         clamped = Y.copy()
         clamped[0] = CLAMP
-        f_star, w_star = _reference(name, X, clamped)
+        f_star, w_star = _reference(_whole(name), X, clamped)
     else:
-        f_star, w_star = _reference(name, X, Y)
+        f_star, w_star = _reference(_whole(name), X, Y)
     w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
     problem = dpcvx.Problem(LOSSES[name](x @ w - y), w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
     return rng, problem, f_star, w_star
@@ -230,26 +211,7 @@ def test_certified_gap_is_never_below_the_true_suboptimality(name, big):
     missing or random at scales 1e-3..1e3, with a huge label on the flat side.
     F(w) - F* <= gap every time."""
     rng, problem, f_star, w_star = _case(name, big)
-    decl = problem.declaration
-    template, block = problem._compiled(None)
-    prog = stamp(
-        template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM, w0=np.zeros(D)
-    )
-    for trial in range(18):
-        if trial < 6:
-            cand = w_star + rng.normal(size=D) * 10.0 ** -rng.integers(2, 10)
-        else:
-            cand = rng.normal(size=D) * rng.choice([0.05, 0.5, 2.0])
-        z = (
-            None
-            if trial % 3 == 0
-            else rng.normal(size=prog.A.shape[0]) * rng.choice([1e-3, 1.0, 1e3])
-        )
-        cert = certify(decl, cand, lam=LAM, w0=np.zeros(D), prog=None if z is None else prog, z=z)
-        excess = _objective(problem, cert.w) - f_star
-        tol = 1e-8 * (1 + abs(f_star))  # the reference's own accuracy
-        assert excess <= cert.gap + tol, (trial, excess, cert.gap)
-        assert cert.lower <= f_star + tol and cert.gap >= 0
+    inject_faults(problem, f_star, w_star, rng, 18, 1e-8 * (1 + abs(f_star)))  # F*'s accuracy
 
 
 @pytest.mark.parametrize("name", ["pos_power 2.5", "pos_huber", "exp"])
@@ -257,23 +219,7 @@ def test_extension_certificate_is_valid_under_fault_injection(name):
     """The Lipschitz extension's joint certificate with garbage copies and duals and a label
     of 1e10: its gap of F_C never falls below the gap to an independent certified optimum."""
     rng, problem, _, _ = _case(name, 1e10)
-    C = 1.0
-    decl = problem.declaration
-    ext = problem.lipschitz_extension(C)
-    best = ext.solve(regularization=LAM, accuracy=1e-9)
-    assert best.gap <= 1e-9
-    template, block = problem._compiled(C)
-    prog = stamp(
-        template, block, template.theta(decl.derived_values(), N), d=D, lam=LAM, w0=np.zeros(D)
-    )
-    for trial in range(10):
-        x = rng.normal(size=prog.A.shape[1]) * rng.choice([0.01, 0.5, 3.0])
-        x[:D] = best.w + rng.normal(size=D) * 10.0 ** -rng.integers(1, 8)
-        z = rng.normal(size=prog.A.shape[0]) * rng.choice([1e-3, 1.0, 1e3])
-        cert = certify_extension(decl, prog, x, z, C=C, lam=LAM, w0=np.zeros(D))
-        values = ext.evaluate(cert.w)
-        f_low = float(np.mean(values.lower)) + LAM / 2 * float(np.sum(cert.w**2))
-        assert f_low - cert.gap <= best.upper + 1e-9 * (1 + abs(best.upper)), (trial, cert.gap)
+    assert inject_extension_faults(problem, rng, 10).gap <= 1e-9
 
 
 @pytest.mark.parametrize("name", list(LOSSES))
