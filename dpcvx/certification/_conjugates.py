@@ -131,7 +131,8 @@ def monotone_multipliers(
     pieces' values ``vals`` ``(m, ...)`` at the point: the ``duals`` (one per piece, None for
     none; non-finite and negative entries count as zero) or, without any, ``psi'`` at the
     point on its active piece. Their sum is capped below ``psi'(reach)``, the largest slope
-    ``psi`` takes where ``max_j E_j <= reach`` (larger multipliers never help; for
+    ``psi`` takes where ``max_j E_j <= reach`` (larger multipliers never help: ``reach`` an
+    upper bound of ``max_j E_j`` on the domain, zero or less where the term is zero there; for
     ``pos_huber``, whose conjugate is finite up to ``2M`` only, a sum of several is capped a
     few roundings below). Returns
     ``(lam, t_up, conj)``: ``t_up`` an upper bound of the exact sum of ``lam`` in the
@@ -170,7 +171,8 @@ def monotone_multipliers(
     several = np.count_nonzero(lam, axis=0) > 1
     cap = np.where(several & (kind == "pos_huber"), t_max * (1 - 4 * m * eps), t_max)
     lam = lam * np.where(total > cap, cap / np.where(total > 0, total, 1.0), 1.0)[None]
-    lam = np.maximum(lam, 0.0)
+    # (a single multiplier scaled onto the cap can round an ulp above it: clipped back)
+    lam = np.clip(lam, 0.0, np.where(several, np.inf, cap)[None])
     t_up = lam.sum(axis=0) * (1 + 2 * m * eps)
     if kind == "pos_huber":
         t_up = np.minimum(t_up, 2.0 * param)  # the sum is below 2M by the cap above

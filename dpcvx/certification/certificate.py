@@ -519,8 +519,14 @@ def _monotone(
     offs, jacs, dls = _broadcast_pieces(term, jets, duals)
     m = len(offs)
     vals = np.stack([off + _apply(jac, w_hat) for off, jac in zip(offs, jacs)])  # (m, n, ...)
+    # the largest max_j E_j on the bounding ball (psi' is largest there)
     reach = np.max(
-        np.stack([_range_bound(off, jac, center, radius) for off, jac in zip(offs, jacs)]),
+        np.stack(
+            [
+                off + jac @ center + np.linalg.norm(jac, axis=-1) * radius
+                for off, jac in zip(offs, jacs)
+            ]
+        ),
         axis=0,
     )
     lam, _, conj = monotone_multipliers(term.kind, term.param_value, vals, dls, reach)

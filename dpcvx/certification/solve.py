@@ -328,10 +328,21 @@ def _recentered(
                 shifts = _shifts(term.kind, flat, term.param)
                 if shifts is None:
                     continue
-                if b is None:
-                    b = prog.b.copy()
+                # a piece of one row per example broadcast over a vector argument (the 0 of
+                # pos(hstack(...))) moves only by one shift per example, or the term stays
+                moves = []
                 for (_, _, r), kappa in zip(flat, shifts):
-                    if r is not None:
+                    if r is None or not np.any(kappa):
+                        continue
+                    if r.shape != kappa.shape:
+                        if not np.all(kappa == kappa[:, :1]):
+                            break
+                        kappa = kappa[:, : r.shape[1]]
+                    moves.append((r, kappa))
+                else:
+                    if b is None:
+                        b = prog.b.copy()
+                    for r, kappa in moves:
                         b[r] += kappa
     if b is None:
         return prog

@@ -136,7 +136,8 @@ def _elementwise(
         slope = np.maximum(
             np.abs(expit(e + err) - theta), np.abs(theta - expit(e - err))
         ) + 4 * _EPS * expit(e + err)
-        return theta, fy, slope * err + 16 * _EPS * (mag + 1e-300)
+        # (a floor for expit's underflow below -745)
+        return theta, fy, slope * err + 16 * _EPS * (mag + 1e-300) + 1e-300
     if kind == "exp":
         # the tangent at w_hat, theta = fl(exp(e)) (any theta >= 0 is valid); with
         # delta = e - log(theta) the gap exp(e) - theta e + theta log(theta) - theta is
@@ -159,7 +160,7 @@ def _elementwise(
                 np.abs(theta - np.exp(e - err) * (1 - 4 * _EPS)),
             )
             bound = ends * err + np.where(pos, moved_d + rounding, 4 * _EPS * fy)
-        return theta, fy, bound
+        return theta, fy, bound + 1e-300  # (a floor for theta's underflow)
     raise KeyError(kind)
 
 
@@ -549,14 +550,14 @@ def _monotone(
     E = np.stack([np.broadcast_to(v, shape) for v in vals])
     Err = np.stack([np.broadcast_to(e, shape) for e in errs])
     live = [j for j in range(m) if not _zero_jacobian(jacs[j])] or [0]
-    # the largest |E_j| on the domain's ball (a piece constant in w: its offset)
+    # the largest max_j E_j on the domain's ball (a piece constant in w: its offset)
     reach = np.max(
         np.stack(
             [
                 np.broadcast_to(
-                    np.abs(off + jac @ center) + np.linalg.norm(jac, axis=-1) * dom_radius
+                    off + jac @ center + np.linalg.norm(jac, axis=-1) * dom_radius
                     if j in live
-                    else np.abs(off),
+                    else off,
                     shape,
                 )
                 for j, (off, jac) in enumerate(zip(offs, jacs))
@@ -577,7 +578,9 @@ def _monotone(
         # the exact maximum lies in [max_j (E_j - err_j), max_j (E_j + err_j)] (exact where a
         # piece without error, the 0 of max(E, 0), leads the others by more than theirs)
         err_e = np.maximum(np.max(E + Err, axis=0) - M, M - np.max(E - Err, axis=0))
-        err_e = np.maximum(err_e, 0.0) * (1 + 4 * _EPS)
+        # (each of those float sums and differences is rounded: an ulp of |M| + Err each)
+        widest = np.max(Err, axis=0)
+        err_e = np.maximum(err_e, 0.0) * (1 + 4 * _EPS) + 4 * _EPS * (np.abs(M) + widest)
 
         def slope(v: np.ndarray) -> np.ndarray:  # psi', nondecreasing
             if kind == "pos_power":
@@ -621,10 +624,12 @@ def _monotone(
         win = np.argmax(E, axis=0)
         is_win = np.arange(m).reshape((m,) + (1,) * M.ndim) == win[None]
         others = np.max(np.where(is_win, -np.inf, E + Err), axis=0)
-        clear = is_win & (M - np.take_along_axis(Err, win[None], axis=0)[0] > others)[None]
+        lead = M - np.take_along_axis(Err, win[None], axis=0)[0] - others
+        clear = is_win & (lead > 4 * _EPS * (np.abs(M) + widest))[None]
         moved_b = np.sum(np.where(clear, 0.0, lam * (err_e[None] + Err)), axis=0)
         moved_b *= 1 + 4 * (m + 2) * _EPS
-        err = moved + moved_b + round_a + round_b
+        # (and an absolute floor for what underflows: t^2 / 4 of a tiny t)
+        err = moved + moved_b + round_a + round_b + 1e-300
         fy = np.maximum(A, 0.0) + B
     full = [np.broadcast_to(jacs[j], shape + (jacs[j].shape[-1],)) for j in live]
     g = np.asarray(sum(lam[j][..., None] * J for j, J in zip(live, full)), float)
