@@ -168,7 +168,21 @@ def recentered(model: SmoothModel, center: np.ndarray, radius: float) -> SmoothM
     (finite knots) are left as they are."""
     blocks = []
     changed = False
+    # |v| <= |b| + ||a|| ||center||: with |b| <= RATIO and ||center|| <= RATIO radius, no row
+    # is far (a pass over the offsets only, the common case)
+    near = float(np.linalg.norm(center)) <= RECENTER_RATIO * radius
     for blk in model.blocks:
+        movable = blk.kind in (
+            "affine",
+            "huber",
+            "pos_huber",
+            "logistic",
+            "pos_power",
+            "pos_square",
+        )
+        if not movable or (near and not np.any(np.abs(blk.b) > RECENTER_RATIO)):
+            blocks.append(blk)
+            continue
         v = blk.A @ center + blk.b
         spread = np.linalg.norm(blk.A, axis=1) * radius
         far = np.abs(v) > RECENTER_RATIO * (spread + 1.0)
