@@ -25,7 +25,10 @@ Families of datasets (seeded; n = 40, d = 3, rows in the unit ball, unit l2 ball
   with ``cp.abs(w - x)`` on ``|w| <= 1`` in three spellings; ``norm1(w - x)`` with every example
   at a vertex of a box; separable hinge data whose minimizer is on the sphere; pinball with the
   quantile at a data point);
-- ``lambda``: tiny and huge regularization (1e-8, 1e-5, 1e3, 1e6) on the plain data.
+- ``lambda``: tiny and huge regularization (1e-8, 1e-5, 1e3, 1e6) on the plain data;
+- ``label``: one label of +-1e8 or +-1e12 in losses with a flat or a linear side
+  (``max(r, 0)**2.5``, ``max(r, 0)**1.5``, ``huber(max(r, 0))``, ``square(max(r, 0))``,
+  ``exp(r)``, ``logistic(r)``, ``log_sum_exp([y, x^T w])``, ``r = x^T w - y``).
 
 Each cell records released / aborted (``CertificationError``) / error (any other exception,
 type and first line), and for a release whether the output is finite and in the domain. The
@@ -33,6 +36,7 @@ report prints the outlier grid, the other cells, and the *abort frontier*: per m
 loss, the smallest outlier scale ``10^k`` that aborted.
 
     python benchmarks/bench_aborts.py [--smoke] [--out DIR] [--mechanisms op,dop] [--budget S]
+        [--families outlier,duplicates,lambda,kink,label]
 
 The exit status is 0 (it measures); ``--strict`` exits 1 if any cell did not release.
 """
@@ -106,7 +110,25 @@ def _loss(name: str, w, x, y):
         return cp.norm1(w - x)
     if name == "pinball":
         return cp.maximum(0.5 * (y - x @ w), -0.5 * (y - x @ w))
+    if name in LABEL_LOSSES:
+        return LABEL_LOSSES[name](x @ w - y, x @ w, y)
     raise ValueError(name)
+
+
+#: losses with a flat or a linear side, for one label of +-1e8 or +-1e12 (``r = x^T w - y``):
+#: the example keeps a small slope, so it stays in every mechanism's universe, while its
+#: argument or its value is huge
+LABEL_LOSSES: dict[str, Callable] = {
+    "pos_power_2.5": lambda r, m, y: cp.power(cp.pos(r), 2.5),
+    "pos_power_1.5": lambda r, m, y: cp.power(cp.pos(r), 1.5),
+    "huber_pos": lambda r, m, y: cp.huber(cp.pos(r), 0.5),
+    "square_pos": lambda r, m, y: cp.square(cp.pos(r)),
+    "exp": lambda r, m, y: cp.exp(r),
+    "logistic_r": lambda r, m, y: cp.logistic(r),
+    "log_sum_exp_y": lambda r, m, y: cp.log_sum_exp(cp.hstack([y, m])),
+}
+LABELS = (1e8, -1e8, 1e12, -1e12)
+FAMILIES = ("outlier", "duplicates", "lambda", "kink", "label")
 
 
 def build(cell: Cell):
@@ -259,6 +281,12 @@ def cells(smoke: bool, n: int, seed: int, mechanisms: tuple[str, ...]) -> list[C
                 lambda w: [cp.abs(w) <= 0.5],
             )
         )
+        for loss in LABEL_LOSSES:
+            X, Y = base_data(loss, n, seed)
+            for label in LABELS:
+                Yl = Y.copy()
+                Yl[0] = label
+                out.append(Cell("label", loss, f"y0={label:g}", X, Yl, _ball))
     return out
 
 
@@ -436,7 +464,11 @@ def main(argv: list[str] | None = None) -> int:
         "--saddle-budget", type=float, default=20.0, help="seconds per saddle cell (0: none)"
     )
     parser.add_argument("--strict", action="store_true", help="exit 1 unless every cell released")
+    parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated")
     args = parser.parse_args(argv)
+    families = {f.strip() for f in args.families.split(",") if f.strip()}
+    if families - set(FAMILIES):
+        parser.error(f"unknown families; choose from {', '.join(FAMILIES)}")
     mechanisms = tuple(m.strip() for m in args.mechanisms.split(",") if m.strip())
     unknown = set(mechanisms) - set(MECHANISMS)
     if unknown:
@@ -453,7 +485,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows = []
     start = time.perf_counter()
-    plan = [(c, m) for c in cells(args.smoke, n, args.seed, mechanisms) for m in mechanisms]
+    plan = [
+        (c, m)
+        for c in cells(args.smoke, n, args.seed, mechanisms)
+        if c.family in families
+        for m in mechanisms
+    ]
     plan.sort(key=lambda cm: cm[1] == "saddle")  # the slow saddle cells last
     for cell, mech in plan:
         budget = args.saddle_budget if mech == "saddle" else args.budget
