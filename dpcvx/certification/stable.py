@@ -406,19 +406,21 @@ def _per_example(
             jets = [affine_jet(arg, decl.variable, leaves, n) for arg in term.args]
         except Unsupported:
             return None
-        vals, errs, reaches, jacs, offs = [], [], [], [], []
+        vals, errs, reaches, jacs, offs, norms = [], [], [], [], [], []
         for off, jac in jets:
             off = np.broadcast_to(np.asarray(off, float), (n,) + np.shape(off)[1:])
             jac = np.broadcast_to(np.asarray(jac, float), off.shape + (d,))
             if _zero_jacobian(jac):  # a piece constant in w (the 0 of a hinge): no products
                 vals.append(off + 0.0)
                 errs.append(gamma * np.abs(off) + _EPS * np.abs(off))
-                reaches.append(np.zeros(off.shape) * radius)
+                norms.append(np.zeros(off.shape))
+                reaches.append(norms[-1] * radius)
             else:
                 u = apply(jac)
                 vals.append(off + u)
                 errs.append(gamma * (np.abs(off) + apply_abs(np.abs(jac))) + _EPS * np.abs(off + u))
-                reaches.append(np.linalg.norm(jac, axis=-1) * radius)
+                norms.append(np.linalg.norm(jac, axis=-1))
+                reaches.append(norms[-1] * radius)
             jacs.append(jac)
             offs.append(off)
         summands += sum(int(np.prod(v.shape[1:])) for v in vals)
@@ -439,7 +441,9 @@ def _per_example(
             slope_abs = _accumulate(slope_abs, wgt, gabs)
             continue
         if term.kind in MONOTONE:
-            fy, err, g, gabs = _monotone(term, vals, errs, offs, jacs, theta_t, center, dom_radius)
+            fy, err, g, gabs = _monotone(
+                term, vals, errs, offs, jacs, norms, theta_t, center, dom_radius
+            )
         elif term.kind == "pieces":
             # CVXPY broadcasting aligns trailing axes: insert axes after the batch axis
             nd = max(v.ndim for v in vals)
@@ -519,6 +523,7 @@ def _monotone(
     errs: list[np.ndarray],
     offs: list[np.ndarray],
     jacs: list[np.ndarray],
+    norms: list[np.ndarray],
     raw: list[np.ndarray | None] | None,
     center: np.ndarray,
     dom_radius: float,
@@ -545,6 +550,7 @@ def _monotone(
 
     vals, errs = [pad(v) for v in vals], [pad(e) for e in errs]
     offs, jacs = [pad(o) for o in offs], [pad(j, 1) for j in jacs]
+    norms = [pad(r) for r in norms]  # the rows' norms of jacs, from the caller
     shape = np.broadcast_shapes(*[v.shape for v in vals])
     m = len(vals)
     E = np.stack([np.broadcast_to(v, shape) for v in vals])
@@ -554,13 +560,8 @@ def _monotone(
     reach = np.max(
         np.stack(
             [
-                np.broadcast_to(
-                    off + jac @ center + np.linalg.norm(jac, axis=-1) * dom_radius
-                    if j in live
-                    else off,
-                    shape,
-                )
-                for j, (off, jac) in enumerate(zip(offs, jacs))
+                np.broadcast_to(off + jac @ center + nrm * dom_radius if j in live else off, shape)
+                for j, (off, jac, nrm) in enumerate(zip(offs, jacs, norms))
             ]
         ),
         axis=0,

@@ -65,6 +65,18 @@ def _case(name, big):
     return rng, problem, f_star, w_star
 
 
+def _both_release(problem, lam):
+    """DoubleOutputPerturbation(C=1) and OutputPerturbation(lipschitz=1) both release a
+    finite point."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the curator's Lipschitz-claim warning
+        for mech in (
+            dpcvx.DoubleOutputPerturbation(C=1.0, regularization=lam),
+            dpcvx.OutputPerturbation(lipschitz=1.0, regularization=lam),
+        ):
+            assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
+
+
 def _objective(problem, point):
     vals = problem.declaration.loss_values(point)
     return float(np.mean(vals)) + LAM / 2 * float(np.sum(point**2))
@@ -140,7 +152,15 @@ def test_each_elements_gap_and_error_hold_the_exact_gap_of_a_monotone_term(kind,
         raws = [duals, None]
         for raw in raws:
             fy, err, _, _ = stable_module._monotone(
-                term, list(E), errs, offs, jacs, raw, np.zeros(1), 1e12
+                term,
+                list(E),
+                errs,
+                offs,
+                jacs,
+                [np.abs(j[:, 0]) for j in jacs],
+                raw,
+                np.zeros(1),
+                1e12,
             )
             reach = np.max(E + np.abs(np.stack(jacs))[..., 0] * 1e12, axis=0)
             lam, _, conj = monotone_multipliers(
@@ -230,14 +250,7 @@ def test_a_huge_label_on_the_flat_side_no_longer_blocks_a_release(name, monkeypa
     _, problem, f_star, _ = _case(name, 1e10)
     sol = problem.solve(regularization=LAM, accuracy=1e-9)
     assert sol.gap <= 1e-9 and sol.lower <= f_star + 1e-8
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the curator's Lipschitz-claim warning
-        res = problem.solve_private(
-            dpcvx.OutputPerturbation(lipschitz=1.0, regularization=LAM), epsilon=1.0, rng=0
-        )
-        assert np.all(np.isfinite(res.w))
-        mech = dpcvx.DoubleOutputPerturbation(C=1.0, regularization=LAM)
-        assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
+    _both_release(problem, LAM)
     monkeypatch.setattr(stable_module, "STABLE_KINDS", OLD_KINDS)
     _, again, _, _ = _case(name, 1e10)
     assert again.solve(regularization=LAM).gap > 1e-6
@@ -298,13 +311,7 @@ def test_a_label_of_1e12_on_a_linear_side_still_certifies_and_releases(name, big
     assert sol.gap <= 1e-9 and sol.solver_stats["solver"] == "Newton"
     ext = problem.lipschitz_extension(1.0).solve(regularization=0.05, accuracy=1e-9)
     assert ext.gap <= 1e-9
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the curator's Lipschitz-claim warning
-        for mech in (
-            dpcvx.DoubleOutputPerturbation(C=1.0, regularization=0.05),
-            dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.05),
-        ):
-            assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
+    _both_release(problem, 0.05)
 
 
 def test_negative_control_newton_on_the_unmoved_model_stalls(monkeypatch):
@@ -375,10 +382,4 @@ def test_a_vector_one_sided_term_with_a_huge_label_releases(power, label):
     loss = cp.sum(cp.huber(pieces, 0.5) if power is None else cp.power(pieces, power))
     problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
     assert np.isfinite(problem.lipschitz_extension(1.0).solve(regularization=0.05).gap)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the curator's Lipschitz-claim warning
-        for mech in (
-            dpcvx.DoubleOutputPerturbation(C=1.0, regularization=0.05),
-            dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.05),
-        ):
-            assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
+    _both_release(problem, 0.05)
