@@ -282,7 +282,7 @@ RECENTER_RATIO = 1e3
 
 
 def _recentered(
-    prog: StampedProgram, parts: list[tuple[Declaration, StampedProgram]]
+    prog: StampedProgram, parts: list[tuple[Declaration, StampedProgram]], exact: bool = False
 ) -> StampedProgram:
     """The program the solver sees: ``prog`` with the offsets of piecewise-linear terms that
     are affine on the whole domain moved next to it.
@@ -295,7 +295,12 @@ def _recentered(
     constant on the domain: the same minimizer and multipliers, but values of order the
     spread instead of, say, a label of 1e10, which the interior-point solvers cannot resolve
     to the accuracy targets. Only the solver's problem changes: the certificate evaluates the
-    user's own loss, so this can never make a certificate wrong."""
+    user's own loss, so this can never make a certificate wrong.
+
+    ``exp`` and ``logistic`` arguments below -750 on the whole ball (their atoms there are
+    below ``exp(-745)``, under the smallest float) move to just below that. With ``exact``
+    only the moves that leave every term's value unchanged run (those to a zero region, and
+    maxima whose winner is a constant piece): tilted ERM weighs each example by its value."""
     b = None
     for part_decl, view in parts:
         leaves = part_decl.derived_values()
@@ -303,7 +308,9 @@ def _recentered(
         c, R = np.asarray(dom.center, float), float(dom.radius)
         n = part_decl.n
         for t, term in enumerate(part_decl.terms):
-            if term.kind not in ("abs", "huber", "pieces", *MONOTONE):
+            if term.kind not in ("abs", "huber", "pieces", "exp", "logistic", *MONOTONE):
+                continue
+            if exact and term.kind in ("abs", "huber"):
                 continue
             if t >= len(view.split_rows):
                 continue
@@ -325,7 +332,7 @@ def _recentered(
                 jac = np.broadcast_to(jac, (n, size, jac.shape[-1]))
                 flat.append((off + jac @ c, np.linalg.norm(jac, axis=-1) * R, r))
             else:
-                shifts = _shifts(term.kind, flat, term.param)
+                shifts = _shifts(term.kind, flat, term.param, exact)
                 if shifts is None:
                     continue
                 # a piece of one row per example broadcast over a vector argument (the 0 of
@@ -351,17 +358,33 @@ def _recentered(
     return replace(prog, b=b)
 
 
+#: ``exp`` and ``logistic`` arguments below ``-FLAT_EXP`` on the whole ball move to just
+#: below it (:func:`_recentered`): ``exp(-750)`` is zero in floating point
+FLAT_EXP = 750.0
+
+
 def _shifts(
     kind: str,
     flat: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
     param: float | None = None,
+    exact: bool = False,
 ) -> list[np.ndarray] | None:
     """Per argument, the offset shifts (zero where the term is left alone; arguments without a
-    split row, the constant pieces, never move)."""
+    split row, the constant pieces, never move); with ``exact``, only moves that leave the
+    term's value unchanged on the ball (:func:`_recentered`)."""
     V = np.stack([v for v, _, _ in flat], axis=-1)  # (n, k, m) values at the center
     P = np.stack([p for _, p, _ in flat], axis=-1)  # spreads over the ball
     movable = np.array([r is not None for _, _, r in flat])
     big = np.max(np.abs(V), axis=-1) > RECENTER_RATIO * (np.max(P, axis=-1) + 1.0)
+    if kind in ("exp", "logistic"):
+        # below -750 on the whole ball the atom is under exp(-745): zero in floating point
+        v, p = V[..., 0], P[..., 0]
+        ok = big & (v + p < -FLAT_EXP) & movable[0]
+        if not np.any(ok):
+            return None
+        return [np.where(ok, -(p + FLAT_EXP + 10.0) - v, 0.0)]
+    if exact and kind in ("abs", "huber"):
+        return None
     if kind in ("abs", "huber"):
         v, p = V[..., 0], P[..., 0]
         if kind == "abs":
@@ -394,6 +417,8 @@ def _shifts(
     lo_top = np.take_along_axis(V - P, top[..., None], axis=-1)[..., 0]
     hi_rest = np.max(np.where(is_top, -np.inf, V + P), axis=-1)
     ok = big & (lo_top > hi_rest + 2.0)
+    if exact:  # a constant winner keeps the maximum's value: the others move below it
+        ok &= ~movable[top]
     if not np.any(ok):
         return None
     # the constant pieces stay; the winner is placed just above all of them, the other
@@ -711,7 +736,6 @@ def _smooth_rung(
     start = time.perf_counter()
     dom = decl.domain
     w0 = np.asarray(w0, float)
-    box = dom.kind == "box"
     model = smooth_model(decl) if decl.d <= NEWTON_MAX_D else None
     relaxed = None
     if extension is not None and not _nearly_light(decl, float(extension)):
@@ -720,30 +744,9 @@ def _smooth_rung(
         if relaxed is None:  # pragma: no cover - checked by smooth_rung_applies
             raise SolverError("The extension of this loss has no smooth model.")
         model = relaxed.model
-    init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if box else w0)
-    x: np.ndarray | None = None
-    solver, iterations = "L-BFGS-B", 0
     # the solver's model: arguments far out where their atom is affine moved next to it
     moved = None if model is None else recentered(model, dom.center, float(dom.radius))
-    if moved is not None:
-        if dom.kind == "l2_ball":
-            x, iterations = ball_newton(moved, lam, w0, init, dom.center, dom.radius)
-        else:
-            x, iterations = _newton(moved, lam, w0, init)
-        solver = "Newton"
-        if box and not bool(np.all((x >= dom._lo) & (x <= dom._hi))):
-            x = None
-    if x is None:
-        x, iterations = _lbfgsb(decl, moved, lam, w0, init, box)
-        solver = "L-BFGS-B"
-        if moved is not None and box:
-            polished = _polish_off_bounds(moved, lam, w0, x, dom._lo, dom._hi)
-            if polished is not None:
-                x, iterations, solver = polished[0], iterations + polished[1], "L-BFGS-B + Newton"
-    if not np.all(np.isfinite(x)):
-        raise SolverError(f"{solver} returned a non-finite point.")
-    if dom.kind == "l2_ball" and np.linalg.norm(x - dom.center) > dom.radius * (1 + 1e-9):
-        raise SolverError("The point left the ball: the interior-point path handles it.")
+    x, iterations, solver = smooth_minimize(decl, moved, lam, w0)
     stats = {
         "solver": solver,
         "iterations": int(iterations),
@@ -768,6 +771,42 @@ def _smooth_rung(
         return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension, copies=Y)
     thetas = model.multipliers(x) if model is not None else None
     return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension)
+
+
+def smooth_minimize(
+    decl: Declaration, model: Any, lam: float, w0: np.ndarray
+) -> tuple[np.ndarray, int, str]:
+    """``(x, iterations, solver)``: ``model`` (any object with ``value_grad(w)`` and
+    ``hessian(w)`` for the data part of the objective, or None: L-BFGS-B on the declaration's
+    own gradients) plus ``(lam/2)||w - w0||^2`` minimized over the declaration's ball or box.
+    Damped Newton from ``w0`` made feasible (:func:`ball_newton` on a ball); where its point
+    leaves a box, L-BFGS-B with the box as bounds, polished by Newton on the coordinates off
+    their bounds. Raises :class:`SolverError` for a non-finite point or one off the ball."""
+    dom = decl.domain
+    box = dom.kind == "box"
+    init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if box else w0)
+    x: np.ndarray | None = None
+    solver, iterations = "L-BFGS-B", 0
+    if model is not None:
+        if dom.kind == "l2_ball":
+            x, iterations = ball_newton(model, lam, w0, init, dom.center, dom.radius)
+        else:
+            x, iterations = _newton(model, lam, w0, init)
+        solver = "Newton"
+        if box and not bool(np.all((x >= dom._lo) & (x <= dom._hi))):
+            x = None
+    if x is None:
+        x, iterations = _lbfgsb(decl, model, lam, w0, init, box)
+        solver = "L-BFGS-B"
+        if model is not None and box:
+            polished = _polish_off_bounds(model, lam, w0, x, dom._lo, dom._hi)
+            if polished is not None:
+                x, iterations, solver = polished[0], iterations + polished[1], "L-BFGS-B + Newton"
+    if not np.all(np.isfinite(x)):
+        raise SolverError(f"{solver} returned a non-finite point.")
+    if dom.kind == "l2_ball" and np.linalg.norm(x - dom.center) > dom.radius * (1 + 1e-9):
+        raise SolverError("The point left the ball: the interior-point path handles it.")
+    return x, iterations, solver
 
 
 #: Newton's method runs on the smooth path up to this dimension (each step forms a d x d

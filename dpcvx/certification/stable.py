@@ -62,6 +62,7 @@ __all__ = [
     "stable_extension_sums",
     "stable_from_sums",
     "stable_gap",
+    "per_example_values",
     "stable_sums",
 ]
 
@@ -515,6 +516,121 @@ def _per_example(
         slope, slope_abs = np.zeros((n, d)), np.zeros((n, d))
     slope_abs *= 1.0 + summands / 64.0  # an array of this function's own
     return fy_sum, err_sum, slope, slope_abs
+
+
+def per_example_values(
+    decl: Declaration, points: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per example, its loss at its point (``points``: rows ``(n, d)``, or one point ``(d,)``
+    for all), computed from its terms' own arguments, and a bound on that value's error; None
+    for a term outside :data:`STABLE_KINDS` (or an ``exp`` argument above 700).
+
+    Each argument ``e`` is within ``err`` of the exact one (as in :func:`_per_example`), and
+    every atom here is convex, so a term moves by at most its atom's largest slope over
+    ``[e - err, e + err]`` (the interval's ends bound it) times ``err``; a maximum of pieces
+    by at most its pieces' largest error. The atoms' and the sums' rounding is relative to
+    the values. An example on the flat side of its atom (a label of 1e12 there) has an error
+    of zero whatever the size of its argument, where a margin relative to the argument
+    charged it 1e-12 * 1e12."""
+    if any(t.kind not in STABLE_KINDS for t in decl.terms):
+        return None
+    n, d = decl.n, decl.d
+    leaves = decl.derived_values()
+    pts = np.asarray(points, float)
+    gamma = (d + 3) * _EPS * 1.01
+    value, error, mag = np.zeros(n), np.zeros(n), np.zeros(n)
+    summands = 0
+    for term in decl.terms:
+        wgt = float(term.weight)
+        try:
+            jets = [affine_jet(arg, decl.variable, leaves, n) for arg in term.args]
+        except Unsupported:
+            return None
+        vals, errs = [], []
+        for off, jac in jets:
+            off = np.broadcast_to(np.asarray(off, float), (n,) + np.shape(off)[1:])
+            jac = np.broadcast_to(np.asarray(jac, float), off.shape + (d,))
+            if pts.ndim == 1:
+                u, ua = jac @ pts, np.abs(jac) @ np.abs(pts)
+            else:
+                u = np.einsum("n...d,nd->n...", jac, pts)
+                ua = np.einsum("n...d,nd->n...", np.abs(jac), np.abs(pts))
+            vals.append(off + u)
+            errs.append(gamma * (np.abs(off) + ua) + _EPS * np.abs(off + u))
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = _term_value(term, vals, errs, n)
+        if out is None:
+            return None
+        v, e_ = out
+        summands += int(np.prod(v.shape[1:]))
+        value += wgt * _rows(v, n)
+        error += abs(wgt) * _rows(e_, n)
+        mag += abs(wgt) * _rows(np.abs(v), n)
+    error = error * (1 + 8 * _EPS) + (summands + 4) * 2 * _EPS * mag + 1e-300
+    if not (np.all(np.isfinite(value)) and np.all(np.isfinite(error))):
+        return None
+    return value, error
+
+
+def _term_value(
+    term: Term, vals: list[np.ndarray], errs: list[np.ndarray], n: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """One term's value per element and a bound on its error (:func:`per_example_values`)."""
+    kind = term.kind
+    if kind == "affine":
+        return vals[0], errs[0]
+    if kind == "max_terms":
+        parts = term.parts
+        if any(p.kind == "exp" for p in parts):
+            return None
+        E = [np.asarray(v, float).reshape(n) for v in vals]
+        Err = [np.asarray(e_, float).reshape(n) for e_ in errs]
+        G, gerr = [], []
+        for part, b, e, r in zip(parts, term.offsets, E, Err):
+            g, dg = part_values(part, b, e)
+            G.append(g)
+            gerr.append(
+                np.abs(dg) * r
+                + abs(part.weight) * _curvature(part.kind, e, r)
+                + 4 * _EPS * (np.abs(g) + abs(b))
+            )
+        # each g_j within gerr_j of the exact one: their maximum within the largest
+        return np.max(np.stack(G), axis=0), np.max(np.stack(gerr), axis=0)
+    if kind == "pieces" or kind in MONOTONE:
+        nd = max(v.ndim for v in vals)
+        padded = [v.reshape(v.shape[:1] + (1,) * (nd - v.ndim) + v.shape[1:]) for v in vals]
+        perr = [e.reshape(e.shape[:1] + (1,) * (nd - e.ndim) + e.shape[1:]) for e in errs]
+        shape = np.broadcast_shapes(*[v.shape for v in padded])
+        M = np.max(np.stack([np.broadcast_to(v, shape) for v in padded]), axis=0)
+        err_m = np.max(np.stack([np.broadcast_to(e, shape) for e in perr]), axis=0)
+        if kind == "pieces":
+            return M, err_m
+        p = float(term.param_value)
+        top = M + err_m
+        if kind == "pos_power":
+            val = np.maximum(M, 0.0) ** p
+            slope = p * np.maximum(top, 0.0) ** (p - 1.0)
+            rounding = 32 * _EPS * val
+        else:  # pos_huber: the Huber function of max(M, 0), threshold p
+            pos = np.maximum(M, 0.0)
+            val = np.where(pos <= p, pos * pos, 2.0 * p * pos - p * p)
+            slope = 2.0 * np.clip(top, 0.0, p)
+            rounding = 32 * _EPS * (val + 2.0 * p * pos + p * p)
+        # psi is nondecreasing and convex: its slope at the top of the interval bounds it
+        return val, slope * err_m * (1 + 32 * _EPS) + rounding
+    e, err = vals[0], errs[0]
+    if kind == "exp" and np.any(e + err > 700.0):
+        return None
+    param = term.param
+    val = sub_values(kind, e, param)[0]
+    slope = np.maximum(
+        np.abs(sub_values(kind, e - err, param)[1]), np.abs(sub_values(kind, e + err, param)[1])
+    )
+    rounding = 8 * _EPS * np.abs(val)
+    if kind == "huber":
+        M = float(param)  # type: ignore[arg-type]
+        rounding = rounding + 8 * _EPS * (2.0 * M * np.abs(e) + M * M)
+    return val, slope * err * (1 + 16 * _EPS) + rounding
 
 
 def _monotone(

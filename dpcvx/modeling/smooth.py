@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from cvxpy.atoms.affine.unary_operators import NegExpression
-from scipy.special import expit, softmax
+from scipy.special import expit, logsumexp, softmax
 
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling.declaration import Declaration
@@ -31,6 +31,7 @@ from dpcvx.modeling.declaration import Declaration
 __all__ = [
     "SmoothExtension",
     "SmoothModel",
+    "TiltedModel",
     "atom_derivative",
     "extension_model",
     "gram",
@@ -126,23 +127,83 @@ class SmoothModel:
                 out.append([theta.reshape((self.n,) + blk.shape)])
         return out
 
-    def hessian(self, w: np.ndarray) -> np.ndarray:
-        """``(d, d)``: the Hessian of the mean loss at ``w``."""
+    def gradients(self, w: np.ndarray) -> np.ndarray:
+        """``(n, d)``: each example's gradient at ``w``."""
+        G = np.zeros((self.n, self.d))
+        with np.errstate(over="ignore", invalid="ignore"):
+            for blk in self.blocks:
+                v = self._args(blk, w)
+                rows = blk.A * _dpsi(blk, v)[:, None]
+                G += blk.weight * rows.reshape(self.n, blk.k, self.d).sum(axis=1)
+        return G
+
+    def hessian(self, w: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """``(d, d)``: the Hessian of the mean loss at ``w``; with ``weights`` (n,), that of
+        ``sum_i weights_i f_i`` instead."""
         H = np.zeros((self.d, self.d))
         with np.errstate(over="ignore", invalid="ignore"):
             for blk in self.blocks:
                 if blk.kind == "affine":
                     continue
                 v = self._args(blk, w)
+                per_row = None if weights is None else np.repeat(weights, blk.k)
                 if blk.kind == "log_sum_exp":
                     p = softmax(v.reshape(self.n, blk.k), axis=1)
-                    H += blk.weight * (blk.A.T @ (blk.A * p.reshape(-1, 1)))
+                    pw = p.reshape(-1) if per_row is None else p.reshape(-1) * per_row
+                    H += blk.weight * (blk.A.T @ (blk.A * pw[:, None]))
                     G = np.einsum("nk,nkd->nd", p, blk.A.reshape(self.n, blk.k, self.d))
-                    H -= blk.weight * (G.T @ G)
+                    Gw = G if weights is None else G * weights[:, None]
+                    H -= blk.weight * (G.T @ Gw)
                     continue
                 c = blk.weight * _d2psi(blk, v)
-                H += gram(blk.A, c)
-        return H / self.n
+                H += gram(blk.A, c if per_row is None else c * per_row)
+        return H / self.n if weights is None else H
+
+
+class TiltedModel:
+    """The data part of tilted ERM (paper 002, Section 5.1), ``(1/tau) log sum_i exp(tau
+    f_i(w))`` up to a constant, for Newton's method (``value_grad`` and ``hessian`` as a
+    :class:`SmoothModel`'s).
+
+    ``model`` is the solver's model, whose values may differ from the losses by a constant
+    per example (:func:`recentered`); ``shifts`` adds those constants back (``f_i = model's
+    value + shifts_i``), less their maximum, so that the values stay of order the spread
+    even where one loss is 1e12 (it then takes all the weight). ``null`` examples enter with
+    the zero loss. With ``pi = softmax(tau f)``, the gradient is ``sum_i pi_i grad f_i`` and
+    the Hessian ``sum_i pi_i hess f_i + tau Cov_pi(grad f)``."""
+
+    def __init__(self, model: SmoothModel, tilt: float, shifts: np.ndarray, null: int = 0):
+        self.model = model
+        self.tilt = float(tilt)
+        top = float(np.max(shifts)) if shifts.size else 0.0
+        top = max(top, 0.0) if null else top
+        self.shifts = np.asarray(shifts, float) - top
+        self.null_value = -top
+        self.null = int(null)
+        self.n, self.d = model.n, model.d
+
+    def weights(self, w: np.ndarray) -> tuple[float, np.ndarray]:
+        """The tilted value (up to the constant) and the tilted weights of the data examples."""
+        u = self.model.values(w) + self.shifts
+        if self.null:
+            u = np.concatenate([u, np.full(self.null, self.null_value)])
+        scores = self.tilt * u
+        value = float(logsumexp(scores)) / self.tilt
+        return value, softmax(scores)[: self.n]
+
+    def value_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
+        value, pi = self.weights(w)
+        return value, pi @ self.model.gradients(w)
+
+    def hessian(self, w: np.ndarray) -> np.ndarray:
+        _, pi = self.weights(w)
+        G = self.model.gradients(w)
+        mean = pi @ G
+        # the covariance of the gradients under pi (its null examples have gradient zero)
+        cov = gram(G, pi, minus=np.broadcast_to(mean, G.shape))
+        rest = 1.0 - float(np.sum(pi))  # the null examples' weight: (0 - mean) outer
+        cov += rest * np.outer(mean, mean)
+        return self.model.hessian(w, weights=pi) + self.tilt * cov
 
 
 #: an argument this many times farther from the atom's kink than its spread over the domain

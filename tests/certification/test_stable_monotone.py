@@ -268,8 +268,10 @@ def test_the_conic_program_sees_a_flat_huge_piece_next_to_the_domain(monkeypatch
     assert sol.gap <= 1e-9 and sol.lower <= f_star + 1e-8
     original = solve_module._shifts
 
-    def unmoved(kind, flat, param=None):
-        return None if kind in ("pos_power", "pos_huber") else original(kind, flat, param)
+    def unmoved(kind, flat, param=None, exact=False):
+        if kind in ("pos_power", "pos_huber"):
+            return None
+        return original(kind, flat, param, exact)
 
     monkeypatch.setattr(solve_module, "_shifts", unmoved)
     _, again, _, _ = _case("pos_power 1.5", 1e10)

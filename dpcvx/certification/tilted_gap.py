@@ -1,0 +1,137 @@
+"""The tilted-ERM gap as a sum of stable duality gaps (no margin relative to the losses' values).
+
+For tilted ERM ``F_tau(w) = (1/tau) log mean_i exp(tau f_i(w)) + (lam/2)||w - w0||^2`` and any
+weights ``q`` in the simplex, Gibbs' variational principle gives, with ``pi`` the tilted
+weights ``softmax(tau f(w_hat))`` at the point,
+
+    F_tau(w_hat) - min_W F_tau  <=  KL(q || pi) / tau  +  [G_q(w_hat) - min_W G_q],
+
+where ``G_q(w) = sum_i q_i f_i(w) + (lam/2)||w - w0||^2`` is a weighted ERM: the first term is
+the exact difference ``F_tau(w_hat) - [sum_i q_i f_i(w_hat) - KL(q || uniform) / tau]``, the
+second is bounded like plain ERM's stable gap (:mod:`dpcvx.certification.stable`), as the
+``q``-weighted sum of per-example Fenchel-Young gaps plus the regularized linear part.
+
+``KL(q || pi)`` needs only the *differences* of the losses, and only where the weights are not
+negligible. dpcvx takes ``q`` proportional to ``Q_i = exp(tau (f~_i - f~_k))`` for the
+computed values ``f~`` (``k`` their arg max, so ``Q_k = 1``), with errors ``|f~_i - f_i| <=
+e_i`` from :func:`~dpcvx.certification.stable.per_example_values` (derivative-based: zero on
+an atom's flat side, however large the argument). Then ``rho_i = tau (e_i + e_k)`` plus the
+rounding of the exponent bounds ``|log Q_i - tau (f_i - f_k)|``, and with ``S`` the examples
+whose ``Q_i`` did not underflow and ``pi'`` the tilted weights restricted to ``S``:
+
+- ``KL(q || pi) = KL(q || pi') - log pi(S)``;
+- ``KL(q || pi') = sum_i (q_i - pi'_i) log(q_i / pi'_i) - log sum_i pi'_i (q_i / pi'_i)`` is at
+  most ``sum_{i != k} (q_i + pi'_i) rho_i`` (Jensen, and ``log(q_i/pi'_i) - log(q_k/pi'_k)``
+  is ``log Q_i - tau (f_i - f_k)``), with ``pi'_i <= Q_i e^{rho_i} / T_low`` and ``T_low =
+  sum_S Q_j e^{-rho_j}``;
+- ``-log pi(S) <= sum_{i not in S} pi_i / pi(S) <= sum_{i not in S} exp(a_i + rho_i) / T_low``.
+
+A huge loss (a label of 1e12 on a Huber loss's linear side) takes all the weight: the others'
+``Q_i`` underflow, and its own value's rounding never enters. An example on a flat side keeps
+an error of zero. The max-loss (``tau = inf``) has no KL term: ``max_i f_i(w_hat) - sum_i q_i
+f_i(w_hat)`` is bounded from the values and their errors directly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dpcvx.certification.stable import _EPS, _q_gap, _sum_rows
+
+if TYPE_CHECKING:
+    from dpcvx.modeling.domains import Domain
+    from dpcvx.modeling.localized import LocalizedDomain
+
+__all__ = ["gibbs_weights", "tilted_stable_gap"]
+
+#: numpy's long double unit roundoff (the slopes' sums accumulate in it)
+_U_LONG = float(np.finfo(np.longdouble).eps)
+
+
+def gibbs_weights(
+    values: np.ndarray, errors: np.ndarray, tilt: float
+) -> tuple[np.ndarray, float, float] | None:
+    """``(Q, T, kl)``: the unnormalized weights ``Q`` (``q = Q / T`` exactly, ``T`` the sum of
+    ``Q`` correctly rounded), and a bound on ``KL(q || pi)`` (module docstring); None when a
+    bound is not finite."""
+    a = tilt * np.asarray(values, float)
+    k = int(np.argmax(a))
+    diff = a - a[k]
+    Q = np.exp(diff)
+    # |log Q_i - tau (f_i - f_k)|: the values' errors, the products tau f~, the difference
+    # and exp (an ulp each, relative to the exponents)
+    rho = tilt * (errors + errors[k]) + 3 * _EPS * (np.abs(a) + abs(a[k])) + 4 * _EPS
+    rho[k] = 0.0
+    if not (np.all(np.isfinite(rho)) and np.all(np.isfinite(Q))):
+        return None
+    live = Q > 0
+    T = math.fsum(Q)
+    T_low = math.fsum(Q[live] * np.exp(-rho[live])) * (1 - 8 * _EPS)
+    others = live.copy()
+    others[k] = False
+    with np.errstate(over="ignore"):
+        inner = (Q[others] / T + Q[others] * np.exp(rho[others]) / T_low) * rho[others]
+        outer = np.exp(diff[~live] + rho[~live]) * (1 + 8 * _EPS) + 5e-324
+    kl = (math.fsum(inner * (1 + 16 * _EPS)) + math.fsum(outer) / T_low) * (1 + 16 * _EPS)
+    if not math.isfinite(kl):
+        return None
+    return Q, T, kl
+
+
+def tilted_stable_gap(
+    values: np.ndarray,
+    errors: np.ndarray,
+    gaps: np.ndarray,
+    slopes: np.ndarray,
+    slopes_abs: np.ndarray,
+    w_hat: np.ndarray,
+    *,
+    tilt: float,
+    lam: float,
+    w0: np.ndarray,
+    domain: Domain | LocalizedDomain,
+    w_domain: Domain | LocalizedDomain,
+    simplex: np.ndarray | None = None,
+) -> float | None:
+    """A certified bound on ``F_tau(w_hat) - min F_tau`` (module docstring), or None.
+
+    Per example (examples outside a mechanism's universe included, with value, error, gap and
+    slope zero): its loss ``values`` at the point and their ``errors``; ``gaps`` bounds on
+    ``f_i(w_hat) - [<s_i, w_hat> + beta_i]`` for minorants ``f_i >= <s_i, .> + beta_i`` on the
+    domain (``slopes`` the ``s_i``, ``slopes_abs`` the sums of absolute values behind them,
+    for their rounding). ``tilt = inf`` is the max-loss, whose weights are ``simplex`` (any
+    nonnegative floats, normalized exactly here; the arg max of the values when None)."""
+    values = np.asarray(values, float)
+    errors = np.asarray(errors, float)
+    n, d = values.size, w_hat.size
+    if math.isinf(tilt):
+        Q = np.zeros(n) if simplex is None else np.maximum(np.nan_to_num(simplex), 0.0)
+        if not Q.any():
+            Q = np.zeros(n)
+            Q[int(np.argmax(values))] = 1.0
+        T = math.fsum(Q)
+        top = float(np.max(values + errors)) * (1 + 2 * _EPS) + 5e-324
+        # max_j f_j - sum_i q_i f_i <= sum_i q_i (top - f~_i + e_i): each term nonnegative,
+        # its difference rounded within an ulp of its operands
+        terms = top - values + errors + 2 * _EPS * (abs(top) + np.abs(values))
+        slack = math.fsum(Q * terms) / T * (1 + 8 * _EPS)
+    else:
+        weights = gibbs_weights(values, errors, tilt)
+        if weights is None:
+            return None
+        Q, T, kl = weights
+        slack = kl / tilt * (1 + 4 * _EPS)
+    # the weighted ERM's gap: the per-example gaps (nonnegative) and the weighted slope
+    fy = math.fsum(Q * np.asarray(gaps, float)) / T * (1 + 16 * _EPS)
+    weighted = Q[:, None] * slopes
+    slope = np.asarray(_sum_rows(weighted) / T, dtype=float)
+    abs_sum = (Q @ slopes_abs) * (1 + (n + 4) * _EPS)
+    # each slope within 64 eps of its absolute sum (stable.py's accounting), each product by
+    # an ulp, the sum in long double, the division and the conversion to float
+    slope_err = ((n + 2) * _U_LONG + 70 * _EPS) * 1.02 * abs_sum / T + 4 * _EPS * np.abs(slope)
+    q_part = _q_gap(slope, slope_err, w_hat, lam, np.asarray(w0, float), domain, w_domain)
+    gap = (slack + fy + q_part) * (1 + 8 * (n + d + 8) * _EPS)
+    return float(gap) if math.isfinite(gap) and gap >= 0 else None
