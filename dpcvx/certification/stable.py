@@ -601,8 +601,14 @@ def _term_value(
         padded = [v.reshape(v.shape[:1] + (1,) * (nd - v.ndim) + v.shape[1:]) for v in vals]
         perr = [e.reshape(e.shape[:1] + (1,) * (nd - e.ndim) + e.shape[1:]) for e in errs]
         shape = np.broadcast_shapes(*[v.shape for v in padded])
-        M = np.max(np.stack([np.broadcast_to(v, shape) for v in padded]), axis=0)
-        err_m = np.max(np.stack([np.broadcast_to(e, shape) for e in perr]), axis=0)
+        V = np.stack([np.broadcast_to(v, shape) for v in padded])
+        Err = np.stack([np.broadcast_to(e, shape) for e in perr])
+        M = np.max(V, axis=0)
+        # the exact maximum lies in [max_j (E_j - err_j), max_j (E_j + err_j)], each end
+        # rounded outward (exact where a piece without error leads the others by more)
+        hi = np.max(np.nextafter(V + Err, np.inf), axis=0)
+        lo = np.max(np.nextafter(V - Err, -np.inf), axis=0)
+        err_m = np.nextafter(np.maximum(hi - M, M - lo), np.inf)
         if kind == "pieces":
             return M, err_m
         p = float(term.param_value)
@@ -615,7 +621,7 @@ def _term_value(
             pos = np.maximum(M, 0.0)
             val = np.where(pos <= p, pos * pos, 2.0 * p * pos - p * p)
             slope = 2.0 * np.clip(top, 0.0, p)
-            rounding = 32 * _EPS * (val + 2.0 * p * pos + p * p)
+            rounding = 32 * _EPS * np.where(pos <= p, val, val + 2.0 * p * pos + p * p)
         # psi is nondecreasing and convex: its slope at the top of the interval bounds it
         return val, slope * err_m * (1 + 32 * _EPS) + rounding
     e, err = vals[0], errs[0]
