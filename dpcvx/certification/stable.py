@@ -584,9 +584,9 @@ def _term_value(
         if any(p.kind == "exp" for p in parts):
             return None
         E = [np.asarray(v, float).reshape(n) for v in vals]
-        Err = [np.asarray(e_, float).reshape(n) for e_ in errs]
+        R = [np.asarray(e_, float).reshape(n) for e_ in errs]
         G, gerr = [], []
-        for part, b, e, r in zip(parts, term.offsets, E, Err):
+        for part, b, e, r in zip(parts, term.offsets, E, R):
             g, dg = part_values(part, b, e)
             G.append(g)
             gerr.append(

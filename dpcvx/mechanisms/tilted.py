@@ -111,8 +111,10 @@ class TiltedOutputPerturbation:
     plain program with a trusted claim. An example outside the extension's public universe
     (not ``K L``-Lipschitz by dpcvx's structural bound) enters with the zero loss, an
     ``exp(0)`` term of the tilted sum, so steep outliers release at any scale. The tilted
-    certificate is value-based: a huge loss *value* (a label of 1e10; 1e2 for a squared loss)
-    can still make the solve fail. Such a failure raises one fixed
+    certificate also has a stable form (:mod:`dpcvx.certification.tilted_gap`), and smooth
+    losses run Newton's method on the tilted objective, so a huge label on a flat or linear
+    side (1e12) releases too. A huge loss *value* elsewhere (a squared loss with a label of
+    1e6) can still make the solve fail. Such a failure raises one fixed
     :class:`~dpcvx.CertificationError` text with the budget spent; whether it happens depends
     on the data, so it is an event outside the guarantee.
     """
