@@ -57,6 +57,7 @@ from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
 from dpcvx.modeling.localized import LocalizedDomain
 from dpcvx.modeling.smooth import (
+    LOGISTIC_LINEAR,
     SmoothExtension,
     SmoothModel,
     extension_model,
@@ -284,6 +285,13 @@ RECENTER_RATIO = 1e3
 def _recentered(
     prog: StampedProgram, parts: list[tuple[Declaration, StampedProgram]], exact: bool = False
 ) -> StampedProgram:
+    """See :func:`recentered_program` (the program only)."""
+    return recentered_program(prog, parts, exact)[0]
+
+
+def recentered_program(
+    prog: StampedProgram, parts: list[tuple[Declaration, StampedProgram]], exact: bool = False
+) -> tuple[StampedProgram, np.ndarray]:
     """The program the solver sees: ``prog`` with the offsets of piecewise-linear terms that
     are affine on the whole domain moved next to it.
 
@@ -300,9 +308,17 @@ def _recentered(
     ``exp`` and ``logistic`` arguments below -750 on the whole ball (their atoms there are
     below ``exp(-745)``, under the smallest float) move to just below that. With ``exact``
     only the moves that leave every term's value unchanged run (those to a zero region, and
-    maxima whose winner is a constant piece): tilted ERM weighs each example by its value."""
+    maxima whose winner is a constant piece): tilted ERM weighs each example by its value.
+
+    Returns the program and, per example of the program (the parts in order), the change of
+    its loss at the domain's center (``f_moved - f``: a constant on the ball, in float; zero
+    for the exact moves)."""
     b = None
+    change = np.zeros(sum(part_decl.n for part_decl, _ in parts))
+    first = 0
     for part_decl, view in parts:
+        first += part_decl.n
+        rows_of = slice(first - part_decl.n, first)
         leaves = part_decl.derived_values()
         dom = part_decl.domain
         c, R = np.asarray(dom.center, float), float(dom.radius)
@@ -351,11 +367,47 @@ def _recentered(
                         b = prog.b.copy()
                     for r, kappa in moves:
                         b[r] += kappa
+                    moved = _value_change(term.kind, flat, shifts, term.param)
+                    change[rows_of] += float(term.weight) * moved
     if b is None:
-        return prog
+        return prog, change
     from dataclasses import replace
 
-    return replace(prog, b=b)
+    return replace(prog, b=b), change
+
+
+def _value_change(
+    kind: str,
+    flat: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+    shifts: list[np.ndarray],
+    param: float | None,
+) -> np.ndarray:
+    """Per example, a moved term's change of value at the center (summed over its entries):
+    ``abs`` and ``huber`` of the moved argument, the maximum of the moved pieces; zero for
+    the moves to a zero region (one-sided atoms, ``exp`` and ``logistic`` far below)."""
+    V = np.stack([v for v, _, _ in flat], axis=-1)
+    K = np.stack(shifts, axis=-1)
+    if kind == "abs":
+        out = np.abs(V[..., 0] + K[..., 0]) - np.abs(V[..., 0])
+    elif kind == "huber":
+        from dpcvx.certification.stable import sub_values
+
+        new = sub_values("huber", V[..., 0] + K[..., 0], param)[0]
+        out = new - sub_values("huber", V[..., 0], param)[0]
+    elif kind == "pieces":
+        out = np.max(V + K, axis=-1) - np.max(V, axis=-1)
+    elif kind == "pos_huber":  # the Huber function of max(M, 0): zero below, affine past K
+        from dpcvx.certification.stable import sub_values
+
+        def psi(M: np.ndarray) -> np.ndarray:
+            return sub_values("huber", np.maximum(M, 0.0), param)[0]
+
+        out = psi(np.max(V + K, axis=-1)) - psi(np.max(V, axis=-1))
+    elif kind == "logistic":
+        out = np.logaddexp(0.0, V[..., 0] + K[..., 0]) - np.logaddexp(0.0, V[..., 0])
+    else:
+        return np.zeros(V.shape[0])
+    return out.reshape(V.shape[0], -1).sum(axis=1)
 
 
 #: ``exp`` and ``logistic`` arguments below ``-FLAT_EXP`` on the whole ball move to just
@@ -380,9 +432,15 @@ def _shifts(
         # below -750 on the whole ball the atom is under exp(-745): zero in floating point
         v, p = V[..., 0], P[..., 0]
         ok = big & (v + p < -FLAT_EXP) & movable[0]
+        shift = np.where(ok, -(p + FLAT_EXP + 10.0) - v, 0.0)
+        if kind == "logistic" and not exact:
+            # above 50 on the whole ball the logistic loss is v within exp(-50): affine
+            up = big & (v - p > LOGISTIC_LINEAR + 1.0) & movable[0]
+            shift = np.where(up, LOGISTIC_LINEAR + 1.0 + p - v, shift)
+            ok = ok | up
         if not np.any(ok):
             return None
-        return [np.where(ok, -(p + FLAT_EXP + 10.0) - v, 0.0)]
+        return [shift]
     if exact and kind in ("abs", "huber"):
         return None
     if kind in ("abs", "huber"):
@@ -406,17 +464,44 @@ def _shifts(
         # 1e10 on the flat side of max(x^T w - y, 0)**1.5)
         high = V + P
         ok = big & (np.max(high, axis=-1) <= 0.0)
-        if not np.any(ok):
-            return None
-        return [
+        zero = [
             np.where(ok & movable[j] & (high[..., j] < -2.0), -(P[..., j] + 1.0) - V[..., j], 0.0)
             for j in range(m)
         ]
+        if kind == "pos_huber" and not exact:
+            # past the knee K on the whole ball the Huber function is affine, 2K M - K^2:
+            # the maximum's winner moves to just past it (a constant on the ball)
+            assert param is not None
+            knee = float(param) + 1.0
+            past = _winner_shifts(V, P, movable, big & ~ok, knee, above=knee)
+            if past is not None:
+                zero = [np.where(ok, z, q) for z, q in zip(zero, past)]
+                ok = ok | np.any(np.stack(past, axis=-1) != 0, axis=-1)
+        if not np.any(ok):
+            return None
+        return zero
+    return _winner_shifts(V, P, movable, big, 0.0, exact)
+
+
+def _winner_shifts(
+    V: np.ndarray,
+    P: np.ndarray,
+    movable: np.ndarray,
+    big: np.ndarray,
+    floor: float,
+    exact: bool = False,
+    above: float = -np.inf,
+) -> list[np.ndarray] | None:
+    """The shifts of ``max_j E_j`` whose winner wins on the whole ball and stays above
+    ``above`` there (where ``big``): the winner placed just above the constant pieces and
+    ``floor``, the other movable pieces just below it, so the maximum changes by a constant
+    on the ball; with ``exact`` only where the winner is a constant piece (no change)."""
+    m = V.shape[-1]
     top = np.argmax(V, axis=-1)
     is_top = np.eye(m, dtype=bool)[top]
     lo_top = np.take_along_axis(V - P, top[..., None], axis=-1)[..., 0]
     hi_rest = np.max(np.where(is_top, -np.inf, V + P), axis=-1)
-    ok = big & (lo_top > hi_rest + 2.0)
+    ok = big & (lo_top > hi_rest + 2.0) & (lo_top > above)
     if exact:  # a constant winner keeps the maximum's value: the others move below it
         ok &= ~movable[top]
     if not np.any(ok):
@@ -424,7 +509,7 @@ def _shifts(
     # the constant pieces stay; the winner is placed just above all of them, the other
     # movable pieces just below it: the maximum changes by a constant on the whole ball
     fixed = np.where(movable, -np.inf, V)
-    base = np.maximum(np.max(fixed, axis=-1), 0.0)
+    base = np.maximum(np.max(fixed, axis=-1), floor)
     top_movable = np.take_along_axis(np.broadcast_to(movable, V.shape), top[..., None], axis=-1)[
         ..., 0
     ]

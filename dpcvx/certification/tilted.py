@@ -77,11 +77,17 @@ _FAILURE = (
 
 
 def _tilted_program(
-    prog: StampedProgram, tilt: float, lam: float, w0: np.ndarray, null: int = 0
+    prog: StampedProgram,
+    tilt: float,
+    lam: float,
+    w0: np.ndarray,
+    null: int = 0,
+    offsets: np.ndarray | None = None,
 ) -> tuple[StampedProgram, int]:
     """The exponential-cone program (columns ``[u, s, t, v]``, plus ``v0`` when ``null``
     examples enter with the zero loss: ``v0 >= exp(-t)`` counted ``null`` times in the sum);
-    returns it and ``n_var``."""
+    returns it and ``n_var``. ``offsets`` (one per example, then one for the null examples)
+    are added to the losses inside the exponentials (:func:`_offsets`)."""
     n, d = prog.n, prog.d
     A = sp.csr_matrix(prog.A)
     n_var = A.shape[1]
@@ -126,12 +132,15 @@ def _tilted_program(
     )
     b_exp = np.zeros(3 * n)
     b_exp[1::3] = 1.0
+    if offsets is not None:  # v_i >= exp(tau (s_i + o_i) - t)
+        b_exp[0::3] = tilt * offsets[:n]
     if null:  # (-t, 1, v0) in the exponential cone: v0 >= exp(-t)
         extra = sp.csr_matrix(
             (np.array([1.0, -1.0]), (np.array([0, 2]), np.array([t0, cols - 1]))), shape=(3, cols)
         )
         exp_rows = sp.vstack([exp_rows, extra], format="csr")
-        b_exp = np.concatenate([b_exp, [0.0, 1.0, 0.0]])
+        first = 0.0 if offsets is None else tilt * float(offsets[n])
+        b_exp = np.concatenate([b_exp, [first, 1.0, 0.0]])
     A_new = sp.vstack(
         [
             widen(A[zs : zs + zn]),
@@ -175,12 +184,17 @@ def _tilted_program(
 
 
 def _max_program(
-    prog: StampedProgram, lam: float, w0: np.ndarray, null: int = 0
+    prog: StampedProgram,
+    lam: float,
+    w0: np.ndarray,
+    null: int = 0,
+    offsets: np.ndarray | None = None,
 ) -> tuple[StampedProgram, int, np.ndarray]:
     """The max-loss epigraph program (columns ``[u, s, t]``): ``s_i >= C_i u + c0_i`` (each
     example's block), ``t >= s_i``, and ``t >= 0`` when ``null`` examples enter with the zero
     loss; minimize ``t`` plus the regularizer. Returns it, ``n_var`` and the rows (of the new
-    program) of ``t >= s_i`` (then ``t >= 0``), whose duals are the simplex weights."""
+    program) of ``t >= s_i`` (then ``t >= 0``), whose duals are the simplex weights.
+    ``offsets`` (as for :func:`_tilted_program`): ``t >= s_i + o_i``."""
     n, d = prog.n, prog.d
     A = sp.csr_matrix(prog.A)
     n_var = A.shape[1]
@@ -216,8 +230,9 @@ def _max_program(
         format="csc",
     )
     b = prog.b
+    b_max = np.zeros(k) if offsets is None else -np.asarray(offsets[:k], float)
     b_new = np.concatenate(
-        [b[zs : zs + zn], b[ns_ : ns_ + nn], b_fit, np.zeros(k), b[ss : ss + sn], b[es : es + en]]
+        [b[zs : zs + zn], b[ns_ : ns_ + nn], b_fit, b_max, b[ss : ss + sn], b[es : es + en]]
     )
     q = np.zeros(cols)
     q[:d] = -lam * np.asarray(w0, float)
@@ -336,10 +351,11 @@ def _solve(
         w0=w0,
         per_example_objective=True,
     )
-    # far flat pieces moved next to the ball: the same values, which the solvers resolve
-    base = ladder._recentered(base, [(decl, base)], exact=True)
+    # far pieces moved next to the ball (which the solvers resolve), their constants added back
+    base, change = ladder.recentered_program(base, [(decl, base)])
+    offsets = _offsets(-change, 0, tilt)
     if math.isinf(tilt):
-        mprog, m_var, max_rows = _max_program(base, lam, w0)
+        mprog, m_var, max_rows = _max_program(base, lam, w0, offsets=offsets)
         return _ladder(
             mprog,
             solver,
@@ -348,7 +364,7 @@ def _solve(
                 decl, raw.z, raw.x[:m_var], mprog, max_rows, lam, w0, accuracy, dict(raw.stats)
             ),
         )
-    prog, n_var = _tilted_program(base, tilt, lam, w0)
+    prog, n_var = _tilted_program(base, tilt, lam, w0, offsets=offsets)
     return _ladder(
         prog,
         solver,
@@ -440,13 +456,14 @@ def _solve_extension(
         parts, domain_block, d=d, lam=lam, w0=w0, per_example_objective=True
     )
     part_decls = [decl if idx.size == n else decl.subset(idx) for idx, _ in groups]
-    # far flat pieces moved next to the ball: the same values, which the solvers resolve
-    base = ladder._recentered(base, list(zip(part_decls, stamped)), exact=True)
+    # far pieces moved next to the ball (which the solvers resolve), their constants added back
+    base, change = ladder.recentered_program(base, list(zip(part_decls, stamped)))
+    offsets = _offsets(-change, null, tilt)
     max_rows: np.ndarray | None = None
     if math.isinf(tilt):
-        prog, n_var, max_rows = _max_program(base, lam, w0, null)
+        prog, n_var, max_rows = _max_program(base, lam, w0, null, offsets)
     else:
-        prog, n_var = _tilted_program(base, tilt, lam, w0, null)
+        prog, n_var = _tilted_program(base, tilt, lam, w0, null, offsets)
     # the program inserts nonnegative rows (n + 1 tilted; 2n, plus one with null examples,
     # max-loss) after the base's nonnegative rows
     cut = base.cones.zero + base.cones.nonneg
@@ -482,8 +499,30 @@ def _solve_extension(
             C,
             null,
             max_rows,
+            offsets,
         ),
     )
+
+
+#: an example whose moved constant puts it this far below the largest, times ``1/tau``, keeps
+#: this much in its exponential (``exp(-760)`` is zero in floating point); for the max-loss,
+#: ``MAX_OFFSET`` below the largest
+FLAT_TILT = 760.0
+MAX_OFFSET = 1e4
+
+
+def _offsets(constants: np.ndarray, null: int, tilt: float) -> np.ndarray | None:
+    """The offsets that add the moved terms' constants back to the losses the tilted and
+    max-loss programs see (``f_i = moved value + constants_i``), less their largest (the
+    null examples' is 0), so a loss of 1e12 that takes all the weight is of order one in the
+    program; the others stay at most ``FLAT_TILT / tau`` (``MAX_OFFSET`` for the max-loss)
+    below it, where their weight is zero in floating point. None where nothing moved."""
+    if not np.any(constants):
+        return None
+    c = np.concatenate([np.nan_to_num(constants), np.zeros(1 if null else 0)])
+    c = c - float(np.max(c))
+    floor = MAX_OFFSET if math.isinf(tilt) else FLAT_TILT / tilt
+    return np.maximum(c, -floor)
 
 
 def _certify_extension(
@@ -501,6 +540,7 @@ def _certify_extension(
     C: float,
     null: int = 0,
     max_rows: np.ndarray | None = None,
+    offsets: np.ndarray | None = None,
 ) -> CertifiedSolution:
     """Gibbs' bound for tilted ERM on ``f_C``: for ANY ``p`` in the simplex,
     ``F_tau(w) >= sum_i p_i f_C(w, z_i) - KL(p || uniform) / tau``, and each
@@ -512,13 +552,17 @@ def _certify_extension(
     w_hat = dom.make_feasible(np.asarray(x[: decl.d], float))
     # the solver's epigraph values s_i estimate f_C(w_hat, z_i): tilted weights for the duals
     s_hat = np.nan_to_num(np.asarray(x[n_var : n_var + n], float))
+    shift = np.zeros(n + (1 if null else 0)) if offsets is None else offsets
+    if null:
+        shift = np.concatenate([shift[:n], np.full(null, shift[n])])
+    s_hat = s_hat + shift[:n]  # the program's values with the moved constants back
     if max_rows is not None:  # max-loss: the simplex weights are the duals of t >= s_i
         p_max = _simplex_weights(
-            np.asarray(z_full, float)[max_rows], np.concatenate([s_hat, np.zeros(null)])
+            np.asarray(z_full, float)[max_rows], np.concatenate([s_hat, shift[n:]])
         )
         p_hat = p_max[:n]
     else:
-        p_hat = softmax(np.concatenate([tilt * s_hat, np.zeros(null)]))[:n]
+        p_hat = softmax(np.concatenate([tilt * s_hat, tilt * shift[n:]]))[:n]
     z = np.array(np.nan_to_num(z_full), float)
     offset = 0
     for view in views:
@@ -605,17 +649,24 @@ def _extension_certificate(
                 dist = C * row_norms(w_hat[None, :] - Y)
                 value = value + dist
                 error = error + 4 * (decl.d + 4) * _EPS * dist
-            # f_C(w_hat) lies within the example's gap below that bound
-            rows.append((value, error + total, total, g_rows))
-        value, error, total = (np.concatenate([r[k] for r in rows]) for k in range(3))
+            # f_C(w_hat) lies within the example's gap below that bound; f_C <= f bounds it
+            # too (an example the solver did not weigh may keep a loose copy)
+            lo = np.nextafter(value - error - total, -np.inf)
+            hi = np.nextafter(value + error, np.inf)
+            if Y is not None:
+                at_w = per_example_values(pd, w_hat)
+                if at_w is not None:
+                    hi = np.minimum(hi, np.nextafter(at_w[0] + at_w[1], np.inf))
+            rows.append((lo, hi, total, g_rows))
+        lower, upper, total = (np.concatenate([r[k] for r in rows]) for k in range(3))
         g_all = np.concatenate([r[3] for r in rows])
         if null:  # outside the universe: the zero loss, exactly
             zeros = np.zeros(null)
-            value, error, total = (np.concatenate([a, zeros]) for a in (value, error, total))
+            lower, upper, total = (np.concatenate([a, zeros]) for a in (lower, upper, total))
             g_all = np.concatenate([g_all, np.zeros((null, decl.d))])
         return tilted_stable_gap(
-            value,
-            error,
+            lower,
+            upper,
             total,
             g_all,
             np.abs(g_all),
@@ -817,8 +868,8 @@ def _stable_plain(
         return None
     fy, err, slope, slope_abs = out
     return tilted_stable_gap(
-        vals[0],
-        vals[1],
+        np.nextafter(vals[0] - vals[1], -np.inf),
+        np.nextafter(vals[0] + vals[1], np.inf),
         fy + err,
         slope,
         slope_abs,

@@ -24,7 +24,9 @@ whose ``Q_i`` did not underflow and ``pi'`` the tilted weights restricted to ``S
   most ``sum_{i != k} (q_i + pi'_i) rho_i`` (Jensen, and ``log(q_i/pi'_i) - log(q_k/pi'_k)``
   is ``log Q_i - tau (f_i - f_k)``), with ``pi'_i <= Q_i e^{rho_i} / T_low`` and ``T_low =
   sum_S Q_j e^{-rho_j}``;
-- ``-log pi(S) <= sum_{i not in S} pi_i / pi(S) <= sum_{i not in S} exp(a_i + rho_i) / T_low``.
+- ``-log pi(S) <= sum_{i not in S} pi_i / pi(S) <= sum_{i not in S} exp(a_i + rho_i) / T_low``;
+- and by Hoeffding's lemma (``log(q_i / pi'_i)`` ranges over an interval of width ``2 max_S
+  rho_i``), ``KL(q || pi') <= max_S rho_i^2 / 2``: the smaller of the two counts.
 
 A huge loss (a label of 1e12 on a Huber loss's linear side) takes all the weight: the others'
 ``Q_i`` underflow, and its own value's rounding never enters. An example on a flat side keeps
@@ -49,6 +51,7 @@ __all__ = ["gibbs_weights", "tilted_stable_gap"]
 
 #: numpy's long double unit roundoff (the slopes' sums accumulate in it)
 _U_LONG = float(np.finfo(np.longdouble).eps)
+_TINY = float(np.finfo(float).tiny)
 
 
 def gibbs_weights(
@@ -67,23 +70,47 @@ def gibbs_weights(
     rho[k] = 0.0
     if not (np.all(np.isfinite(rho)) and np.all(np.isfinite(Q))):
         return None
-    live = Q > 0
+    # weights below the smallest normal float (exp's relative error is not an ulp there)
+    # count as underflowed: their share of pi is bounded with the others outside S
+    live = Q >= _TINY
+    Q = np.where(live, Q, 0.0)
     T = math.fsum(Q)
     T_low = math.fsum(Q[live] * np.exp(-rho[live])) * (1 - 8 * _EPS)
     others = live.copy()
     others[k] = False
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", under="ignore"):
         inner = (Q[others] / T + Q[others] * np.exp(rho[others]) / T_low) * rho[others]
-        outer = np.exp(diff[~live] + rho[~live]) * (1 + 8 * _EPS) + 5e-324
-    kl = (math.fsum(inner * (1 + 16 * _EPS)) + math.fsum(outer) / T_low) * (1 + 16 * _EPS)
+        outer = np.exp(diff[~live] + rho[~live]) * (1 + 8 * _EPS) + 1e-300
+    linear = math.fsum(inner * (1 + 16 * _EPS)) * (1 + 16 * _EPS)
+    # Hoeffding's lemma: log(q_i / pi'_i) ranges over an interval of width 2 max_S rho_i, so
+    # KL(q || pi') = E_q[delta] + log E_q[e^-delta] <= (2 max rho)^2 / 8 (second order)
+    rho_max = float(np.max(rho[live]))
+    quadratic = rho_max * rho_max / 2 * (1 + 8 * _EPS)
+    kl = (min(linear, quadratic) + math.fsum(outer) / T_low) * (1 + 16 * _EPS)
     if not math.isfinite(kl):
         return None
     return Q, T, kl
 
 
+def _max_slack(lower: np.ndarray, upper: np.ndarray, Q: np.ndarray) -> float:
+    """A bound on ``sum_i Q_i (max_j f_j - f_i)`` for exact values ``lower <= f <= upper``:
+    ``max_j f_j - f_i = max(0, max_{j != i} (f_j - f_i))``, so a clear winner (its lower
+    bound above every other example's upper bound) adds exactly zero, whatever the size of
+    its own value (a loss of 1e12 that is the maximum)."""
+    order = np.argsort(upper)
+    first = float(upper[order[-1]])
+    second = float(upper[order[-2]]) if upper.size > 1 else -math.inf
+    others = np.full(upper.size, first)
+    others[order[-1]] = second
+    diff = others - lower
+    rounding = 2 * _EPS * (np.abs(others) + np.abs(lower))
+    terms = np.where(np.isfinite(diff), np.maximum(diff + rounding, 0.0), 0.0)
+    return math.fsum(Q * terms) * (1 + 4 * _EPS)
+
+
 def tilted_stable_gap(
-    values: np.ndarray,
-    errors: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
     gaps: np.ndarray,
     slopes: np.ndarray,
     slopes_abs: np.ndarray,
@@ -98,32 +125,71 @@ def tilted_stable_gap(
 ) -> float | None:
     """A certified bound on ``F_tau(w_hat) - min F_tau`` (module docstring), or None.
 
-    Per example (examples outside a mechanism's universe included, with value, error, gap and
-    slope zero): its loss ``values`` at the point and their ``errors``; ``gaps`` bounds on
+    Per example (examples outside a mechanism's universe included, with bounds, gap and slope
+    zero): ``lower <= f_i(w_hat) <= upper``; ``gaps`` bounds on
     ``f_i(w_hat) - [<s_i, w_hat> + beta_i]`` for minorants ``f_i >= <s_i, .> + beta_i`` on the
     domain (``slopes`` the ``s_i``, ``slopes_abs`` the sums of absolute values behind them,
     for their rounding). ``tilt = inf`` is the max-loss, whose weights are ``simplex`` (any
     nonnegative floats, normalized exactly here; the arg max of the values when None)."""
-    values = np.asarray(values, float)
-    errors = np.asarray(errors, float)
-    n, d = values.size, w_hat.size
+    lower = np.asarray(lower, float)
+    upper = np.asarray(upper, float)
+    n = lower.size
+
+    def finish(Q: np.ndarray, T: float, slack: float) -> float | None:
+        return _weighted_gap(
+            Q, T, slack, gaps, slopes, slopes_abs, w_hat, lam, w0, domain, w_domain
+        )
+
     if math.isinf(tilt):
         Q = np.zeros(n) if simplex is None else np.maximum(np.nan_to_num(simplex), 0.0)
+        if Q.any():  # scaled to a largest weight of one (their sum then cannot overflow)
+            Q = Q / float(np.max(Q))
         if not Q.any():
             Q = np.zeros(n)
-            Q[int(np.argmax(values))] = 1.0
-        T = math.fsum(Q)
-        top = float(np.max(values + errors)) * (1 + 2 * _EPS) + 5e-324
-        # max_j f_j - sum_i q_i f_i <= sum_i q_i (top - f~_i + e_i): each term nonnegative,
-        # its difference rounded within an ulp of its operands
-        terms = top - values + errors + 2 * _EPS * (abs(top) + np.abs(values))
-        slack = math.fsum(Q * terms) / T * (1 + 8 * _EPS)
-    else:
-        weights = gibbs_weights(values, errors, tilt)
-        if weights is None:
-            return None
-        Q, T, kl = weights
-        slack = kl / tilt * (1 + 4 * _EPS)
+            Q[int(np.argmax(lower))] = 1.0
+        # any weights are valid: also those without the examples far below the maximum (an
+        # interior-point solver's duals keep a trace there, which a loss of 1e12 magnifies)
+        candidates = [Q]
+        top = float(np.max(lower))
+        far = top - upper > 1e-9 * abs(top) + 1e-3
+        if np.any(Q[far]) and np.any(Q[~far]):
+            candidates.append(np.where(far, 0.0, Q))
+        onehot = np.zeros(n)
+        onehot[int(np.argmax(lower))] = 1.0
+        if np.count_nonzero(Q) > 1:  # the arg max alone: exact where it wins alone
+            candidates.append(onehot)
+        out = None
+        for q in candidates:
+            T = math.fsum(q)
+            gap = finish(q, T, _max_slack(lower, upper, q) / T * (1 + 8 * _EPS))
+            if gap is not None and (out is None or gap < out):
+                out = gap
+        return out
+    # the interval's midpoint, and its half-width rounded up
+    values = lower + (upper - lower) / 2
+    errors = (upper - lower) / 2 * (1 + 4 * _EPS) + 2 * _EPS * (np.abs(lower) + np.abs(upper))
+    weights = gibbs_weights(values, errors, tilt)
+    if weights is None:
+        return None
+    Q, T, kl = weights
+    return finish(Q, T, kl / tilt * (1 + 4 * _EPS))
+
+
+def _weighted_gap(
+    Q: np.ndarray,
+    T: float,
+    slack: float,
+    gaps: np.ndarray,
+    slopes: np.ndarray,
+    slopes_abs: np.ndarray,
+    w_hat: np.ndarray,
+    lam: float,
+    w0: np.ndarray,
+    domain: Domain | LocalizedDomain,
+    w_domain: Domain | LocalizedDomain,
+) -> float | None:
+    """``slack`` plus the weighted ERM's stable gap for the weights ``q = Q / T``."""
+    n, d = Q.size, w_hat.size
     # the weighted ERM's gap: the per-example gaps (nonnegative) and the weighted slope
     fy = math.fsum(Q * np.asarray(gaps, float)) / T * (1 + 16 * _EPS)
     weighted = Q[:, None] * slopes

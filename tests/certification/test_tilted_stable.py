@@ -98,7 +98,7 @@ def test_one_huge_loss_takes_all_the_weight_and_its_rounding_never_enters():
     errors = np.array([1e-4, 1e-16, 1e-16, 0.0])
     Q, T, kl = gibbs_weights(values, errors, 1.0)
     assert Q[0] == 1.0 and not Q[1:].any()
-    assert kl < 1e-300
+    assert kl < 1e-290
 
 
 # ------------------------------------------------------------------ values and their errors
@@ -389,10 +389,33 @@ def test_tilted_releases_run_on_the_dataset_and_on_a_neighbour_with_a_huge_label
         assert np.all(np.isfinite(out.w))
 
 
-def test_a_linear_side_neighbour_needs_the_smooth_path(monkeypatch):
-    """Control: without the smooth path, the conic ladder aborts on a logistic loss with a
-    label of -1e12 (the tilted epigraph carries a value of 1e12)."""
+def _unmoved(monkeypatch):
+    """Withhold every move of the conic programs (the tilted ones included)."""
+    import dpcvx.certification.solve as solve_module
+
+    monkeypatch.setattr(
+        solve_module,
+        "recentered_program",
+        lambda prog, parts, exact=False: (prog, np.zeros(prog.n)),
+    )
+
+
+@pytest.mark.parametrize("name", ["logistic", "huber", "abs"])
+def test_a_linear_side_neighbour_releases_on_the_conic_path(monkeypatch, name):
+    """Without the smooth path, the conic program releases too: the huge loss's affine piece
+    moves next to the ball and its constant goes back into the tilted exponentials, so the
+    program's values stay of order one (``abs`` has no smooth path at all)."""
     monkeypatch.setattr(tilted_module, "_smooth_tilted", lambda *a, **k: None)
+    neighbour, _, _ = _tilted_case(name, -1e12, n=40)
+    assert np.all(np.isfinite(_release(neighbour).w))
+
+
+def test_a_linear_side_neighbour_needs_a_path(monkeypatch):
+    """Control: without the smooth path and the conic program's moves, the conic ladder
+    aborts on a logistic loss with a label of -1e12 (the tilted epigraph carries a value of
+    1e12)."""
+    monkeypatch.setattr(tilted_module, "_smooth_tilted", lambda *a, **k: None)
+    _unmoved(monkeypatch)
     neighbour, _, _ = _tilted_case("logistic", -1e12, n=40)
     with pytest.raises(dpcvx.CertificationError):
         _release(neighbour)
@@ -407,13 +430,54 @@ def test_a_linear_side_neighbour_needs_the_stable_gap(monkeypatch):
         _release(neighbour)
 
 
-def test_a_flat_neighbour_needs_the_exact_moves(monkeypatch):
-    """Control (the conic ladder runs to its end: 5 s): without the exact moves of the
-    conic program, a label of 1e12 on the flat side of ``max(r, 0)**2.5`` next to examples
+def test_a_flat_neighbour_needs_the_moves(monkeypatch):
+    """Control (the conic ladder runs to its end: 5 s): without the moves of the conic
+    program, a label of 1e12 on the flat side of ``max(r, 0)**2.5`` next to examples
     on their copies aborts."""
-    import dpcvx.certification.solve as solve_module
-
-    monkeypatch.setattr(solve_module, "_recentered", lambda prog, parts, exact=False: prog)
+    _unmoved(monkeypatch)
     neighbour, _, _ = _tilted_case("pos_power_2.5", 1e12, n=40)
     with pytest.raises(dpcvx.CertificationError):
         _release(neighbour)
+
+
+MAX_NEIGHBOURS = [
+    ("abs", 1e12, "ball"),  # the arg max: a loss of 1e12, a clear winner
+    ("huber", -1e12, "ball"),
+    ("logistic", -1e12, "box"),
+    ("huber_pos", -1e12, "ball"),  # past the knee: the conic program's move
+    ("pos_power_2.5", 1e12, "box"),  # flat, next to examples on their copies
+]
+
+
+@pytest.mark.parametrize("name,big,dom", MAX_NEIGHBOURS)
+def test_max_loss_releases_run_on_a_neighbour_with_a_huge_label(name, big, dom):
+    """The max-loss (``tilt = inf``): both neighbours release. Before, the winner's own value
+    was charged its rounding (1e-12 times 1e12), the weights were only the solver's duals,
+    and the conic program carried the value 1e12."""
+    rng = np.random.default_rng(5)
+    n, d = 40, 3
+    X = rng.normal(size=(n, d)) / math.sqrt(d)
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    Y = np.clip(X @ np.array([0.6, -0.5, 0.4]) + 0.2 * rng.normal(size=n), -1, 1)
+    mech = dpcvx.TiltedOutputPerturbation(lipschitz=1.0, regularization=LAM, tilt=math.inf)
+    for label in (None, big):
+        Yv = Y.copy()
+        if label is not None:
+            Yv[0] = label
+        w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+        cons = [cp.norm(w) <= 1.0] if dom == "ball" else [cp.abs(w) <= 1.0]
+        problem = dpcvx.Problem(LOSSES[name](x @ w - y), w, {x: X, y: Yv}, cons)
+        out = problem.solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
+        assert np.all(np.isfinite(out.w))
+
+
+def test_the_max_slack_of_a_clear_winner_is_zero():
+    """``max_j f_j - f_k`` for a clear winner ``k`` is exactly zero, however large its value
+    and its error; a tie within the errors is charged."""
+    from dpcvx.certification.tilted_gap import _max_slack
+
+    lower = np.array([1e12 - 1e-3, 0.5, -2.0])
+    upper = np.array([1e12 + 1e-3, 0.5 + 1e-16, -2.0])
+    assert _max_slack(lower, upper, np.array([1.0, 0.0, 0.0])) == 0.0
+    lo, hi = np.full(2, 1.0 - 1e-9), np.full(2, 1.0 + 1e-9)
+    assert _max_slack(lo, hi, np.array([1.0, 0.0])) >= 2e-9
