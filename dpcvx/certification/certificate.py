@@ -519,17 +519,15 @@ def _monotone(
     offs, jacs, dls = _broadcast_pieces(term, jets, duals)
     m = len(offs)
     vals = np.stack([off + _apply(jac, w_hat) for off, jac in zip(offs, jacs)])  # (m, n, ...)
-    # the largest max_j E_j on the bounding ball (psi' is largest there)
-    reach = np.max(
-        np.stack(
-            [
-                off + jac @ center + np.linalg.norm(jac, axis=-1) * radius
-                for off, jac in zip(offs, jacs)
-            ]
-        ),
-        axis=0,
-    )
-    lam, _, conj = monotone_multipliers(term.kind, term.param_value, vals, dls, reach)
+    # each piece's range on the bounding ball; the largest max_j E_j there (psi' is largest
+    # there)
+    mid = np.stack([off + jac @ center for off, jac in zip(offs, jacs)])
+    spread = np.stack([np.linalg.norm(jac, axis=-1) * radius for jac in jacs])
+    mid, spread = np.broadcast_arrays(mid, spread)
+    pad = 8 * np.finfo(float).eps * (np.abs(mid) + spread)  # their rounding, outward
+    reach = np.max(mid + spread, axis=0)
+    ranges = (mid - spread - pad, mid + spread + pad)
+    lam, _, conj = monotone_multipliers(term.kind, term.param_value, vals, dls, reach, ranges)
     slope = sum(lam[j][..., None] * jacs[j] for j in range(m))
     inter = sum(lam[j] * offs[j] for j in range(m)) - conj
     return slope.reshape(n, -1, d).sum(axis=1), inter.reshape(n, -1).sum(axis=1)

@@ -477,10 +477,33 @@ def _shifts(
             if past is not None:
                 zero = [np.where(ok, z, q) for z, q in zip(zero, past)]
                 ok = ok | np.any(np.stack(past, axis=-1) != 0, axis=-1)
-        if not np.any(ok):
-            return None
-        return zero
-    return _winner_shifts(V, P, movable, big, 0.0, exact)
+        return _with_losers(zero if np.any(ok) else None, V, P, movable)
+    return _with_losers(_winner_shifts(V, P, movable, big, 0.0, exact), V, P, movable)
+
+
+def _with_losers(
+    shifts: list[np.ndarray] | None, V: np.ndarray, P: np.ndarray, movable: np.ndarray
+) -> list[np.ndarray] | None:
+    """``shifts``, and where they move nothing, the pieces of a maximum that lose to another
+    piece on the whole ball and lie far below it moved to just below that piece's lowest
+    value there: the maximum keeps its value everywhere on the ball (an exact move; a label
+    of 1e12 in one piece of ``max(r, 0.5 x^T w - 1, 0)**2``, whose other live piece keeps
+    the term from being zero there)."""
+    m = V.shape[-1]
+    if m < 2:
+        return shifts
+    low, high = V - P, V + P
+    out = []
+    for j in range(m):
+        best_other = np.max(np.delete(low, j, axis=-1), axis=-1)
+        far = high[..., j] < best_other - RECENTER_RATIO * (P[..., j] + 1.0)
+        out.append(np.where(far & movable[j], best_other - P[..., j] - 1.0 - V[..., j], 0.0))
+    if shifts is not None:
+        untouched = ~np.any(np.stack(shifts, axis=-1) != 0, axis=-1)
+        out = [np.where(untouched, o, q) for o, q in zip(out, shifts)]
+    if not any(np.any(o) for o in out):
+        return None
+    return out
 
 
 def _winner_shifts(
@@ -518,12 +541,17 @@ def _winner_shifts(
         base + np.take_along_axis(P, top[..., None], axis=-1)[..., 0] + 1.0,
         np.take_along_axis(V, top[..., None], axis=-1)[..., 0],
     )
-    target = np.where(
-        is_top,
-        top_value[..., None],
-        top_value[..., None] - np.take_along_axis(P, top[..., None], axis=-1) - P - 1.0,
-    )
-    return [np.where(ok & movable[j], target[..., j] - V[..., j], 0.0) for j in range(m)]
+    P_top = np.take_along_axis(P, top[..., None], axis=-1)
+    below = top_value[..., None] - P_top - P - 1.0  # just below the winner's lowest value
+    target = np.where(is_top, top_value[..., None], below)
+    # a losing piece moves where it could rise above the moved winner, or lies far below it;
+    # one that stays below it on the ball keeps its place (the 0 of a one-sided atom, one
+    # row per example broadcast over a vector argument, cannot move per entry)
+    need = (V > below) | (V < below - RECENTER_RATIO * (P + 1.0))
+    move = is_top | need
+    return [
+        np.where(ok & movable[j] & move[..., j], target[..., j] - V[..., j], 0.0) for j in range(m)
+    ]
 
 
 def _program(

@@ -678,16 +678,23 @@ def _monotone(
     E = np.stack([np.broadcast_to(v, shape) for v in vals])
     Err = np.stack([np.broadcast_to(e, shape) for e in errs])
     live = [j for j in range(m) if not _zero_jacobian(jacs[j])] or [0]
-    # the largest max_j E_j on the domain's ball (a piece constant in w: its offset)
-    reach = np.max(
-        np.stack(
-            [
-                np.broadcast_to(off + jac @ center + nrm * dom_radius if j in live else off, shape)
-                for j, (off, jac, nrm) in enumerate(zip(offs, jacs, norms))
-            ]
-        ),
-        axis=0,
+    # each piece's range on the domain's ball (a piece constant in w: its offset), and the
+    # largest max_j E_j there
+    mid = np.stack(
+        [
+            np.broadcast_to(off + jac @ center if j in live else off, shape)
+            for j, (off, jac) in enumerate(zip(offs, jacs))
+        ]
     )
+    spread = np.stack(
+        [
+            np.broadcast_to(nrm * dom_radius if j in live else np.zeros(1), shape)
+            for j, nrm in enumerate(norms)
+        ]
+    )
+    reach = np.max(mid + spread, axis=0)
+    outward = 8 * _EPS * (np.abs(mid) + spread)  # their rounding
+    ranges = (mid - spread - outward, mid + spread + outward)
     duals: list[np.ndarray | None] = (
         [None] * m
         if raw is None
@@ -695,7 +702,7 @@ def _monotone(
     )
     kind, param = term.kind, float(term.param_value)
     with np.errstate(over="ignore", invalid="ignore"):
-        lam, _, conj = monotone_multipliers(kind, param, E, duals, reach)
+        lam, _, conj = monotone_multipliers(kind, param, E, duals, reach, ranges)
         t = lam.sum(axis=0)  # within (m - 1) eps t of the exact sum
         M = E.max(axis=0)
         # the exact maximum lies in [max_j (E_j - err_j), max_j (E_j + err_j)] (exact where a

@@ -387,3 +387,78 @@ def test_a_vector_one_sided_term_with_a_huge_label_releases(power, label):
     problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
     assert np.isfinite(problem.lipschitz_extension(1.0).solve(regularization=0.05).gap)
     _both_release(problem, 0.05)
+
+
+LEFT = {
+    # one entry past the knee, the other on the flat side: the broadcast 0 stays in place
+    "huber_pos_hstack": (
+        lambda r, m: cp.sum(cp.huber(cp.pos(cp.hstack([r, -r - 0.2])), 0.5)),
+        "ball",
+        1e8,
+    ),
+    # the huge piece never wins on the box: it moves below the others (the term is not zero)
+    "max3_box": (lambda r, m: cp.power(cp.maximum(r, 0.5 * m - 1, 0), 2), "box", 1e12),
+    # exp's argument far below -750 moves to just below it
+    "pos_power_plus_exp": (lambda r, m: cp.power(cp.pos(r), 1.5) + 0.1 * cp.exp(r), "ball", 1e8),
+}
+
+
+def _left_case(name, big, n=120, d=4):
+    fn, dom, _ = LEFT[name]
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(n, d)) / 2
+    X /= np.maximum(1, np.linalg.norm(X, axis=1))[:, None]
+    Y = np.clip(X @ np.array([0.5, -0.4, 0.3, 0.2]) + 0.2 * rng.normal(size=n), -1, 1)
+    if big is not None:
+        Y[0] = big
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    cons = [cp.norm(w) <= 1] if dom == "ball" else [cp.abs(w) <= 1]
+    return dpcvx.Problem(fn(x @ w - y, x @ w), w, {x: X, y: Y}, cons)
+
+
+@pytest.mark.parametrize("name", sorted(LEFT))
+def test_the_conic_programs_new_moves_release_both_neighbours(name):
+    """Three releases that aborted on a neighbour with one huge label (the conic ladder ran
+    for 40 s and missed) now release on both, under double output perturbation and output
+    perturbation with an enforced claim."""
+    for mech in (
+        dpcvx.DoubleOutputPerturbation(C=1.0, regularization=0.1),
+        dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.1),
+    ):
+        for big in (None, LEFT[name][2]):
+            out = _left_case(name, big).solve_private(
+                mech, epsilon=1.0, rng=np.random.default_rng(0)
+            )
+            assert np.all(np.isfinite(out.w))
+
+
+@pytest.mark.slow
+def test_negative_control_without_the_losers_move_the_box_case_aborts(monkeypatch):
+    """Control (slow: the conic ladder runs to its end): without moving the piece that never
+    wins, the box case aborts on its neighbour."""
+    import dpcvx.certification.solve as solve_module
+
+    monkeypatch.setattr(solve_module, "_with_losers", lambda shifts, V, P, movable: shifts)
+    mech = dpcvx.DoubleOutputPerturbation(C=1.0, regularization=0.1)
+    with pytest.raises(dpcvx.CertificationError):
+        _left_case("max3_box", 1e12).solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
+
+
+def test_a_clear_winner_past_the_knee_takes_the_exact_multiplier():
+    """``huber(max(E, 0))`` whose piece ``E`` wins on the whole domain past the knee ``M``:
+    its multiplier is ``2M`` exactly, whatever the solver's dual (a dual a relative 1e-5 off
+    cost ``1e-5 E``: 1e3 for an argument of 1e8). Without the pieces' ranges (control) the
+    dual stands. A tie, or a winner that reaches the knee, keeps the dual."""
+    from dpcvx.certification._conjugates import monotone_multipliers
+
+    M = 0.5
+    vals = np.array([[1e8, 3.0, 0.6], [0.0, 0.0, 0.0]])  # pieces E and the constant 0
+    duals = [np.array([2 * M * (1 - 1e-5)] * 3), np.array([1e-6, 0.0, 0.0])]
+    low = np.array([[1e8 - 1, 2.0, 0.4], [0.0, 0.0, 0.0]])
+    high = np.array([[1e8 + 1, 4.0, 0.8], [0.0, 0.0, 0.0]])
+    lam, _, _ = monotone_multipliers("pos_huber", M, vals, duals, high.max(axis=0), (low, high))
+    assert lam[0, 0] == 2 * M and lam[1, 0] == 0.0
+    assert lam[0, 1] == 2 * M
+    assert lam[0, 2] == duals[0][2]  # reaches below the knee on the domain: the dual
+    plain, _, _ = monotone_multipliers("pos_huber", M, vals, duals, high.max(axis=0))
+    assert plain[0, 0] < 2 * M
