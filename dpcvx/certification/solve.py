@@ -283,14 +283,14 @@ RECENTER_RATIO = 1e3
 
 
 def _recentered(
-    prog: StampedProgram, parts: list[tuple[Declaration, StampedProgram]], exact: bool = False
+    prog: StampedProgram, parts: list[tuple[Declaration, StampedProgram]]
 ) -> StampedProgram:
     """See :func:`recentered_program` (the program only)."""
-    return recentered_program(prog, parts, exact)[0]
+    return recentered_program(prog, parts)[0]
 
 
 def recentered_program(
-    prog: StampedProgram, parts: list[tuple[Declaration, StampedProgram]], exact: bool = False
+    prog: StampedProgram, parts: list[tuple[Declaration, StampedProgram]]
 ) -> tuple[StampedProgram, np.ndarray]:
     """The program the solver sees: ``prog`` with the offsets of piecewise-linear terms that
     are affine on the whole domain moved next to it.
@@ -298,21 +298,24 @@ def recentered_program(
     A term ``abs(E)`` whose argument keeps one sign on the domain's bounding ball, or
     ``max_j E_j`` whose winning piece wins on all of it, equals one affine piece there; a
     one-sided power or Huber term ``psi(max_j E_j)`` whose pieces all stay below zero there is
-    zero on it (its pieces move to just below zero). Moving
-    that piece's offset (and pushing the losing pieces just below it) changes the term by a
-    constant on the domain: the same minimizer and multipliers, but values of order the
-    spread instead of, say, a label of 1e10, which the interior-point solvers cannot resolve
-    to the accuracy targets. Only the solver's problem changes: the certificate evaluates the
-    user's own loss, so this can never make a certificate wrong.
+    zero on it (its pieces move to just below zero), and a one-sided Huber term past its knee
+    there is affine (its winner moves to just past the knee). Moving
+    that piece's offset (and pushing the losing pieces just below it where they could rise
+    above it, or lie far below) changes the term by a constant on the domain: the same
+    minimizer and multipliers, but values of order the spread instead of, say, a label of
+    1e10, which the interior-point solvers cannot resolve to the accuracy targets. A piece of
+    a maximum that never wins on the ball and lies far below moves to just below the piece
+    that beats it (no change at all). Only the solver's problem changes: the certificate
+    evaluates the user's own loss, so this can never make a certificate wrong.
 
     ``exp`` and ``logistic`` arguments below -750 on the whole ball (their atoms there are
-    below ``exp(-745)``, under the smallest float) move to just below that. With ``exact``
-    only the moves that leave every term's value unchanged run (those to a zero region, and
-    maxima whose winner is a constant piece): tilted ERM weighs each example by its value.
+    below ``exp(-745)``, under the smallest float) move to just below that; ``logistic``
+    arguments above 50 there (affine within ``exp(-50)``) to just above that.
 
     Returns the program and, per example of the program (the parts in order), the change of
     its loss at the domain's center (``f_moved - f``: a constant on the ball, in float; zero
-    for the exact moves)."""
+    for the moves that keep the values), which tilted ERM adds back (it weighs each example
+    by its value)."""
     b = None
     change = np.zeros(sum(part_decl.n for part_decl, _ in parts))
     first = 0
@@ -325,8 +328,6 @@ def recentered_program(
         n = part_decl.n
         for t, term in enumerate(part_decl.terms):
             if term.kind not in ("abs", "huber", "pieces", "exp", "logistic", *MONOTONE):
-                continue
-            if exact and term.kind in ("abs", "huber"):
                 continue
             if t >= len(view.split_rows):
                 continue
@@ -348,7 +349,7 @@ def recentered_program(
                 jac = np.broadcast_to(jac, (n, size, jac.shape[-1]))
                 flat.append((off + jac @ c, np.linalg.norm(jac, axis=-1) * R, r))
             else:
-                shifts = _shifts(term.kind, flat, term.param, exact)
+                shifts = _shifts(term.kind, flat, term.param)
                 if shifts is None:
                     continue
                 # a piece of one row per example broadcast over a vector argument (the 0 of
@@ -419,11 +420,9 @@ def _shifts(
     kind: str,
     flat: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
     param: float | None = None,
-    exact: bool = False,
 ) -> list[np.ndarray] | None:
     """Per argument, the offset shifts (zero where the term is left alone; arguments without a
-    split row, the constant pieces, never move); with ``exact``, only moves that leave the
-    term's value unchanged on the ball (:func:`_recentered`)."""
+    split row, the constant pieces, never move)."""
     V = np.stack([v for v, _, _ in flat], axis=-1)  # (n, k, m) values at the center
     P = np.stack([p for _, p, _ in flat], axis=-1)  # spreads over the ball
     movable = np.array([r is not None for _, _, r in flat])
@@ -433,7 +432,7 @@ def _shifts(
         v, p = V[..., 0], P[..., 0]
         ok = big & (v + p < -FLAT_EXP) & movable[0]
         shift = np.where(ok, -(p + FLAT_EXP + 10.0) - v, 0.0)
-        if kind == "logistic" and not exact:
+        if kind == "logistic":
             # above 50 on the whole ball the logistic loss is v within exp(-50): affine
             up = big & (v - p > LOGISTIC_LINEAR + 1.0) & movable[0]
             shift = np.where(up, LOGISTIC_LINEAR + 1.0 + p - v, shift)
@@ -441,8 +440,6 @@ def _shifts(
         if not np.any(ok):
             return None
         return [shift]
-    if exact and kind in ("abs", "huber"):
-        return None
     if kind in ("abs", "huber"):
         v, p = V[..., 0], P[..., 0]
         if kind == "abs":
@@ -468,7 +465,7 @@ def _shifts(
             np.where(ok & movable[j] & (high[..., j] < -2.0), -(P[..., j] + 1.0) - V[..., j], 0.0)
             for j in range(m)
         ]
-        if kind == "pos_huber" and not exact:
+        if kind == "pos_huber":
             # past the knee K on the whole ball the Huber function is affine, 2K M - K^2:
             # the maximum's winner moves to just past it (a constant on the ball)
             assert param is not None
@@ -478,7 +475,7 @@ def _shifts(
                 zero = [np.where(ok, z, q) for z, q in zip(zero, past)]
                 ok = ok | np.any(np.stack(past, axis=-1) != 0, axis=-1)
         return _with_losers(zero if np.any(ok) else None, V, P, movable)
-    return _with_losers(_winner_shifts(V, P, movable, big, 0.0, exact), V, P, movable)
+    return _with_losers(_winner_shifts(V, P, movable, big, 0.0), V, P, movable)
 
 
 def _with_losers(
@@ -512,21 +509,18 @@ def _winner_shifts(
     movable: np.ndarray,
     big: np.ndarray,
     floor: float,
-    exact: bool = False,
     above: float = -np.inf,
 ) -> list[np.ndarray] | None:
     """The shifts of ``max_j E_j`` whose winner wins on the whole ball and stays above
     ``above`` there (where ``big``): the winner placed just above the constant pieces and
     ``floor``, the other movable pieces just below it, so the maximum changes by a constant
-    on the ball; with ``exact`` only where the winner is a constant piece (no change)."""
+    on the ball."""
     m = V.shape[-1]
     top = np.argmax(V, axis=-1)
     is_top = np.eye(m, dtype=bool)[top]
     lo_top = np.take_along_axis(V - P, top[..., None], axis=-1)[..., 0]
     hi_rest = np.max(np.where(is_top, -np.inf, V + P), axis=-1)
     ok = big & (lo_top > hi_rest + 2.0) & (lo_top > above)
-    if exact:  # a constant winner keeps the maximum's value: the others move below it
-        ok &= ~movable[top]
     if not np.any(ok):
         return None
     # the constant pieces stay; the winner is placed just above all of them, the other

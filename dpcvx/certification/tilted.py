@@ -31,8 +31,9 @@ the smaller counts.
 
 **Solve paths.** Smooth losses (every example certified C-Lipschitz under an extension) run
 Newton's method on the tilted objective first (:func:`_smooth_tilted`); the conic program is
-the fallback, with its far flat pieces moved next to the ball first (values unchanged:
-:func:`dpcvx.certification.solve._recentered` with ``exact=True``).
+the fallback, with its far pieces moved next to the ball first
+(:func:`dpcvx.certification.solve.recentered_program`) and each example's constant added back
+inside the exponentials (or the max-loss epigraph), less the largest (:func:`_offsets`).
 """
 
 from __future__ import annotations

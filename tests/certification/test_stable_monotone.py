@@ -268,10 +268,10 @@ def test_the_conic_program_sees_a_flat_huge_piece_next_to_the_domain(monkeypatch
     assert sol.gap <= 1e-9 and sol.lower <= f_star + 1e-8
     original = solve_module._shifts
 
-    def unmoved(kind, flat, param=None, exact=False):
+    def unmoved(kind, flat, param=None):
         if kind in ("pos_power", "pos_huber"):
             return None
-        return original(kind, flat, param, exact)
+        return original(kind, flat, param)
 
     monkeypatch.setattr(solve_module, "_shifts", unmoved)
     _, again, _, _ = _case("pos_power 1.5", 1e10)
@@ -323,7 +323,7 @@ def test_negative_control_newton_on_the_unmoved_model_stalls(monkeypatch):
     import dpcvx.certification.solve as solve_module
 
     monkeypatch.setattr(solve_module, "recentered", lambda model, center, radius: model)
-    monkeypatch.setattr(solve_module, "_recentered", lambda prog, parts, exact=False: prog)
+    monkeypatch.setattr(solve_module, "_recentered", lambda prog, parts: prog)
     with pytest.raises(dpcvx.CertificationError):
         _heavy("huber(pos(r))", -1e12).solve(regularization=0.05, accuracy=1e-9)
 
