@@ -939,18 +939,23 @@ def _sum_rows(rows: np.ndarray) -> np.ndarray:
     return acc
 
 
-def _mean_from_sums(acc: np.ndarray, abs_sum: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _mean_from_sums(
+    acc: np.ndarray, abs_sum: np.ndarray, n: int, total: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The mean of rows from their extended-precision sum, and an elementwise bound on its
     rounding error that holds whatever the summation order (and however the rows were split
     into groups): ``n`` additions in a format with unit roundoff ``u`` err by at most ``n u``
     times the sum of absolute values (``u`` is numpy's long double epsilon: 1e-19 on x86, the
     float64 one where long double is double), each row's own float64 rounding by ``66 eps``
-    of it, plus the final rounding to float64."""
-    mean = np.asarray(acc / n, dtype=float)
+    of it, plus the final rounding to float64. With ``total`` (a float), the rows were
+    weighted (one more rounding each, within the same allowance) and their sum is divided by
+    ``total`` instead of ``n``."""
+    divisor = float(n) if total is None else total
+    mean = np.asarray(acc / divisor, dtype=float)
     u = float(np.finfo(np.longdouble).eps)
     # (and each example's slope was itself rounded in float64: by at most 64 eps of its
     # absolute sum, which :func:`_per_example` inflates by its summands / 64)
-    err = ((n + 2) * u + 66 * _EPS) * (abs_sum / n) * 1.01 + 2 * _EPS * np.abs(mean)
+    err = ((n + 2) * u + 68 * _EPS) * (abs_sum / divisor) * 1.02 + 4 * _EPS * np.abs(mean)
     return mean, err
 
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpcvx.certification.stable import _EPS, _q_gap, _sum_rows
+from dpcvx.certification.stable import _EPS, _mean_from_sums, _q_gap, _sum_rows
 
 if TYPE_CHECKING:
     from dpcvx.modeling.domains import Domain
@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = ["gibbs_weights", "tilted_stable_gap"]
 
-#: numpy's long double unit roundoff (the slopes' sums accumulate in it)
-_U_LONG = float(np.finfo(np.longdouble).eps)
 _TINY = float(np.finfo(float).tiny)
 
 
@@ -192,12 +190,8 @@ def _weighted_gap(
     n, d = Q.size, w_hat.size
     # the weighted ERM's gap: the per-example gaps (nonnegative) and the weighted slope
     fy = math.fsum(Q * np.asarray(gaps, float)) / T * (1 + 16 * _EPS)
-    weighted = Q[:, None] * slopes
-    slope = np.asarray(_sum_rows(weighted) / T, dtype=float)
     abs_sum = (Q @ slopes_abs) * (1 + (n + 4) * _EPS)
-    # each slope within 64 eps of its absolute sum (stable.py's accounting), each product by
-    # an ulp, the sum in long double, the division and the conversion to float
-    slope_err = ((n + 2) * _U_LONG + 70 * _EPS) * 1.02 * abs_sum / T + 4 * _EPS * np.abs(slope)
+    slope, slope_err = _mean_from_sums(_sum_rows(Q[:, None] * slopes), abs_sum, n, T)
     q_part = _q_gap(slope, slope_err, w_hat, lam, np.asarray(w0, float), domain, w_domain)
     gap = (slack + fy + q_part) * (1 + 8 * (n + d + 8) * _EPS)
     return float(gap) if math.isfinite(gap) and gap >= 0 else None
