@@ -299,14 +299,10 @@ def certified_tilted_solve(
     ``f_C(w') >= <g_i, w'> + phi_i`` (``||g_i|| <= C``) and upper bounds.
 
     A program over the ladder's size limit (:data:`dpcvx.certification.solve.MAX_PROGRAM_NNZ`,
-    counted from ``n`` and the templates only) is not stamped: ``CertificationError``."""
+    counted from ``n`` and the templates only) is not stamped: where the smooth path does not
+    certify the target, ``CertificationError``."""
     try:
         size = ladder._conic_size(decl.n, template, plain_template)
-        if size > ladder.MAX_PROGRAM_NNZ:
-            raise CertificationError(
-                f"Tilted ERM's conic program was not stamped: about {size:.3g} nonzeros, more "
-                "than dpcvx hands to a conic solver (MAX_PROGRAM_NNZ)."
-            )
         if extension is not None:
             return _solve_extension(
                 decl,
@@ -319,9 +315,10 @@ def certified_tilted_solve(
                 accuracy,
                 solver,
                 float(extension),
+                size,
             )
         return _solve(
-            decl, template, domain_block, tilt, lam, np.asarray(w0, float), accuracy, solver
+            decl, template, domain_block, tilt, lam, np.asarray(w0, float), accuracy, solver, size
         )
     except Exception as exc:  # noqa: BLE001
         if private:
@@ -338,11 +335,13 @@ def _solve(
     w0: np.ndarray,
     accuracy: float | None,
     solver: str | None,
+    size: int = 0,
 ) -> CertifiedSolution:
     n, d = decl.n, decl.d
     first = _smooth_first(lambda: _smooth_tilted(decl, tilt, lam, w0, accuracy), accuracy)
     if first is not None:
         return first
+    _check_size(size)
     base = stamp(
         template,
         domain_block,
@@ -374,6 +373,17 @@ def _solve(
             decl, base, raw.x[:n_var], raw.z, prog, tilt, lam, w0, accuracy, dict(raw.stats)
         ),
     )
+
+
+def _check_size(size: int) -> None:
+    """Refuse to stamp a conic program over the ladder's size limit (``size`` counted from
+    ``n`` and the templates only: public)."""
+    if size > ladder.MAX_PROGRAM_NNZ:
+        raise CertificationError(
+            f"Tilted ERM's conic program was not stamped: about {size:.3g} nonzeros, more "
+            "than dpcvx hands to a conic solver (MAX_PROGRAM_NNZ), and the smooth path did "
+            "not apply or did not certify the target."
+        )
 
 
 def _smooth_first(
@@ -430,6 +440,7 @@ def _solve_extension(
     accuracy: float | None,
     solver: str | None,
     C: float,
+    size: int = 0,
 ) -> CertifiedSolution:
     from dpcvx.certification.solve import _regularizer_only, universe_indices
 
@@ -445,6 +456,7 @@ def _solve_extension(
     first = _smooth_first(lambda: _smooth_tilted(decl, tilt, lam, w0, accuracy, C, null), accuracy)
     if first is not None:
         return first
+    _check_size(size)
     values = decl.derived_values()
     if plain_template is None:  # no plain block: every example gets the extension's copy
         groups = [(np.arange(n), template)]

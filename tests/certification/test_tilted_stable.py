@@ -512,3 +512,17 @@ def test_the_tilted_models_derivatives_match_finite_differences(name, null):
     scores = 3.0 * np.concatenate([model.values(w) + shifts, np.zeros(null)])
     direct = float(logsumexp(scores)) / 3.0
     assert abs(value - (direct - max(float(shifts.max()), 0.0 if null else -np.inf))) < 1e-12
+
+
+def test_a_smooth_loss_over_the_size_limit_runs_on_the_smooth_path(monkeypatch):
+    """Over the conic program's size limit, a smooth loss still certifies on Newton's path
+    (nothing is stamped); the hinge loss, which has none, raises (``tests/mechanisms``)."""
+    import dpcvx.certification.solve as solve_module
+
+    problem, _, _ = _tilted_case("logistic", None, n=40)
+    monkeypatch.setattr(solve_module, "MAX_PROGRAM_NNZ", 0)
+    monkeypatch.setattr(tilted_module, "stamp", None)  # stamping would fail
+    monkeypatch.setattr(tilted_module, "stamp_parts", None)
+    for lipschitz in (None, 1.0):
+        sol = _solve(problem, 1e-9, lipschitz=lipschitz)
+        assert sol.gap <= 1e-9 and sol.solver_stats["solver"] == "Newton"

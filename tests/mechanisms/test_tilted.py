@@ -199,9 +199,10 @@ def test_an_example_outside_the_universe_enters_with_the_zero_loss():
 
 
 def test_a_tilted_program_over_the_size_limit_is_not_stamped(monkeypatch):
-    """Tilted ERM has no fast path: a program over the ladder's size limit (counted from n and
-    the template only) raises ``CertificationError`` naming it before anything is stamped or
-    solved, and the fixed private text when private. At the limit it solves."""
+    """A loss without tilted ERM's smooth path (the hinge loss): a program over the ladder's
+    size limit (counted from n and the template only) raises ``CertificationError`` naming it
+    before anything is stamped or solved, and the fixed private text when private. At the
+    limit it solves."""
     import dpcvx.certification.solve as S
     import dpcvx.certification.tilted as T
     from dpcvx.errors import CertificationError
