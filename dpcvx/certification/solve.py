@@ -290,7 +290,9 @@ def _recentered(
 
 
 def recentered_program(
-    prog: StampedProgram, parts: list[tuple[Declaration, StampedProgram]]
+    prog: StampedProgram,
+    parts: list[tuple[Declaration, StampedProgram]],
+    keep: np.ndarray | None = None,
 ) -> tuple[StampedProgram, np.ndarray]:
     """The program the solver sees: ``prog`` with the offsets of piecewise-linear terms that
     are affine on the whole domain moved next to it.
@@ -315,7 +317,7 @@ def recentered_program(
     Returns the program and, per example of the program (the parts in order), the change of
     its loss at the domain's center (``f_moved - f``: a constant on the ball, in float; zero
     for the moves that keep the values), which tilted ERM adds back (it weighs each example
-    by its value)."""
+    by its value). The examples of the mask ``keep`` (program order) are left as they are."""
     b = None
     change = np.zeros(sum(part_decl.n for part_decl, _ in parts))
     first = 0
@@ -352,6 +354,9 @@ def recentered_program(
                 shifts = _shifts(term.kind, flat, term.param)
                 if shifts is None:
                     continue
+                if keep is not None:
+                    held = keep[rows_of].reshape((n,) + (1,) * (shifts[0].ndim - 1))
+                    shifts = [np.where(held, 0.0, k) for k in shifts]
                 # a piece of one row per example broadcast over a vector argument (the 0 of
                 # pos(hstack(...))) moves only by one shift per example, or the term stays
                 moves = []

@@ -59,12 +59,13 @@ from dpcvx.certification.extension import extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
 from dpcvx.certification.stable import _per_example, _stable_rows, per_example_values
 from dpcvx.certification.tilted_gap import tilted_stable_gap
-from dpcvx.compilation.solvers import RawSolution, solve_program
+from dpcvx.compilation.solvers import solve_program
 from dpcvx.compilation.stamp import StampedProgram, segments, stamp, stamp_parts
 from dpcvx.compilation.template import ConeLayout, DomainBlock, Template
 from dpcvx.errors import CertificationError
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.domains import row_norms
+from dpcvx.modeling.smooth import RECENTER_RATIO
 
 __all__ = ["certified_tilted_solve"]
 
@@ -352,27 +353,72 @@ def _solve(
         per_example_objective=True,
     )
     # far pieces moved next to the ball (which the solvers resolve), their constants added back
-    base, change = ladder.recentered_program(base, [(decl, base)])
-    offsets = _offsets(-change, 0, tilt)
+    dom = decl.domain
+    spread = float(np.max(lipschitz_bounds(decl))) * float(dom.radius)
+    variants = _variants(base, [(decl, base)], decl, None, spread, 0, tilt)
     if math.isinf(tilt):
-        mprog, m_var, max_rows = _max_program(base, lam, w0, offsets=offsets)
-        return _ladder(
-            mprog,
-            solver,
-            accuracy,
-            lambda raw: _certify_max(
-                decl, raw.z, raw.x[:m_var], mprog, max_rows, lam, w0, accuracy, dict(raw.stats)
-            ),
+        programs: list[tuple[StampedProgram, Callable[..., CertifiedSolution]]] = []
+        for moved, offsets in variants:
+            mprog, m_var, max_rows = _max_program(moved, lam, w0, offsets=offsets)
+            programs.append(
+                (
+                    mprog,
+                    lambda raw, mprog=mprog, m_var=m_var, max_rows=max_rows: _certify_max(
+                        decl,
+                        raw.z,
+                        raw.x[:m_var],
+                        mprog,
+                        max_rows,
+                        lam,
+                        w0,
+                        accuracy,
+                        dict(raw.stats),
+                    ),
+                )
+            )
+        return _ladder(programs, solver, accuracy)
+    tilted_programs: list[tuple[StampedProgram, Callable[..., CertifiedSolution]]] = []
+    for moved, offsets in variants:
+        prog, n_var = _tilted_program(moved, tilt, lam, w0, offsets=offsets)
+        tilted_programs.append(
+            (
+                prog,
+                lambda raw, prog=prog, n_var=n_var: _certify(
+                    decl, None, raw.x[:n_var], raw.z, prog, tilt, lam, w0, accuracy, dict(raw.stats)
+                ),
+            )
         )
-    prog, n_var = _tilted_program(base, tilt, lam, w0, offsets=offsets)
-    return _ladder(
-        prog,
-        solver,
-        accuracy,
-        lambda raw: _certify(
-            decl, base, raw.x[:n_var], raw.z, prog, tilt, lam, w0, accuracy, dict(raw.stats)
-        ),
-    )
+    return _ladder(tilted_programs, solver, accuracy)
+
+
+def _variants(
+    unmoved: StampedProgram,
+    parts: list[tuple[Declaration, StampedProgram]],
+    decl: Declaration,
+    exact: np.ndarray | None,
+    spread: float,
+    null: int,
+    tilt: float,
+) -> list[tuple[StampedProgram, np.ndarray | None]]:
+    """The programs the ladder tries, with their offsets (:func:`_offsets`): every far piece
+    moved, then (where it differs) without the moves of the examples whose loss stays huge
+    after them (another of its terms carries the huge value: ``lse([y, x^T w])`` with a label
+    of -1e8 is ``y + logistic(x^T w - y)``, whose moved logistic only puts the same constant,
+    of the other sign, into its row; which of the two the solvers resolve depends on the
+    data, and each is only the solver's problem)."""
+    moved, change = ladder.recentered_program(unmoved, parts)
+    if not np.any(change):
+        return [(moved, None)]
+    center = np.asarray(decl.domain.center, float)
+    at_center = np.concatenate([pd.loss_values(center) for pd, _ in parts])
+    out = [(moved, _offsets(-change, null, tilt, at_center, exact, spread))]
+    moved_value = at_center + change
+    limit = RECENTER_RATIO * (1.0 + (spread if math.isfinite(spread) else 0.0))
+    keep = (change != 0) & ~(np.abs(moved_value) <= limit)
+    if keep.any():
+        held, change_held = ladder.recentered_program(unmoved, parts, keep)
+        out.append((held, _offsets(-change_held, null, tilt, at_center, exact, spread)))
+    return out
 
 
 def _check_size(size: int) -> None:
@@ -401,27 +447,28 @@ def _smooth_first(
 
 
 def _ladder(
-    prog: StampedProgram,
+    programs: list[tuple[StampedProgram, Callable[..., CertifiedSolution]]],
     solver: str | None,
     accuracy: float | None,
-    certify_raw: Callable[[RawSolution], CertifiedSolution],
 ) -> CertifiedSolution:
-    """Tight Clarabel, then ECOS, then SCS (all at their tightest); every rung guarded, the
-    first certificate meeting ``accuracy`` returned."""
+    """Tight Clarabel, then ECOS, then SCS (all at their tightest), each on every program
+    (with its certificate) in turn; every rung guarded, the first certificate meeting
+    ``accuracy`` returned."""
     best: CertifiedSolution | None = None
     errors: list[str] = []
     first = solver or "CLARABEL"
     ladder = [(first, True)] + [(s_, True) for s_ in ("ECOS", "SCS") if s_ != first]
     for name, tight in ladder:
-        try:
-            cert = certify_raw(solve_program(prog, name, tight=tight))
-        except Exception as exc:  # noqa: BLE001 - every rung is guarded
-            errors.append(f"{name}: {type(exc).__name__}: {exc}")
-            continue
-        if best is None or cert.gap < best.gap:
-            best = cert
-        if accuracy is None or cert.gap <= accuracy:
-            return cert
+        for prog, certify_raw in programs:
+            try:
+                cert = certify_raw(solve_program(prog, name, tight=tight))
+            except Exception as exc:  # noqa: BLE001 - every rung is guarded
+                errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                continue
+            if best is None or cert.gap < best.gap:
+                best = cert
+            if accuracy is None or cert.gap <= accuracy:
+                return cert
     if best is None:
         raise CertificationError("Every solver failed on the tilted program: " + "; ".join(errors))
     raise CertificationError(
@@ -470,17 +517,16 @@ def _solve_extension(
     )
     part_decls = [decl if idx.size == n else decl.subset(idx) for idx, _ in groups]
     # far pieces moved next to the ball (which the solvers resolve), their constants added back
-    base, change = ladder.recentered_program(base, list(zip(part_decls, stamped)))
-    offsets = _offsets(-change, null, tilt)
-    max_rows: np.ndarray | None = None
-    if math.isinf(tilt):
-        prog, n_var, max_rows = _max_program(base, lam, w0, null, offsets)
-    else:
-        prog, n_var = _tilted_program(base, tilt, lam, w0, null, offsets)
+    # (f_C is C-Lipschitz: it changes by at most C R over the ball)
+    exact = np.concatenate(
+        [np.full(pd.n, tmpl is plain_template) for pd, (_, tmpl) in zip(part_decls, groups)]
+    )
+    spread = C * float(decl.domain.radius)
+    variants = _variants(base, list(zip(part_decls, stamped)), decl, exact, spread, null, tilt)
     # the program inserts nonnegative rows (n + 1 tilted; 2n, plus one with null examples,
     # max-loss) after the base's nonnegative rows
     cut = base.cones.zero + base.cones.nonneg
-    shift = prog.cones.nonneg - base.cones.nonneg
+    shift = (2 * n + (1 if null else 0)) if math.isinf(tilt) else n + 1
 
     def moved(rows: np.ndarray | None) -> np.ndarray | None:
         return None if rows is None else np.where(rows >= cut, rows + shift, rows)
@@ -493,28 +539,36 @@ def _solve_extension(
         )
         for v in stamped
     ]
-    return _ladder(
-        prog,
-        solver,
-        accuracy,
-        lambda raw: _certify_extension(
-            decl,
-            part_decls,
-            views,
-            raw.x,
-            raw.z,
-            n_var,
-            tilt,
-            lam,
-            w0,
-            accuracy,
-            dict(raw.stats),
-            C,
-            null,
-            max_rows,
-            offsets,
-        ),
-    )
+    programs: list[tuple[StampedProgram, Callable[..., CertifiedSolution]]] = []
+    for moved_base, offsets in variants:
+        max_rows: np.ndarray | None = None
+        if math.isinf(tilt):
+            prog, n_var, max_rows = _max_program(moved_base, lam, w0, null, offsets)
+        else:
+            prog, n_var = _tilted_program(moved_base, tilt, lam, w0, null, offsets)
+        programs.append(
+            (
+                prog,
+                lambda raw, n_var=n_var, max_rows=max_rows, offsets=offsets: _certify_extension(
+                    decl,
+                    part_decls,
+                    views,
+                    raw.x,
+                    raw.z,
+                    n_var,
+                    tilt,
+                    lam,
+                    w0,
+                    accuracy,
+                    dict(raw.stats),
+                    C,
+                    null,
+                    max_rows,
+                    offsets,
+                ),
+            )
+        )
+    return _ladder(programs, solver, accuracy)
 
 
 #: an example whose moved constant puts it this far below the largest, times ``1/tau``, keeps
@@ -524,18 +578,49 @@ FLAT_TILT = 760.0
 MAX_OFFSET = 1e4
 
 
-def _offsets(constants: np.ndarray, null: int, tilt: float) -> np.ndarray | None:
+def _offsets(
+    constants: np.ndarray,
+    null: int,
+    tilt: float,
+    at_center: np.ndarray | None = None,
+    exact: np.ndarray | None = None,
+    spread: float = math.inf,
+) -> np.ndarray | None:
     """The offsets that add the moved terms' constants back to the losses the tilted and
     max-loss programs see (``f_i = moved value + constants_i``), less their largest (the
     null examples' is 0), so a loss of 1e12 that takes all the weight is of order one in the
-    program; the others stay at most ``FLAT_TILT / tau`` (``MAX_OFFSET`` for the max-loss)
-    below it, where their weight is zero in floating point. None where nothing moved."""
+    program. None where nothing moved.
+
+    An example whose offset would put a huge constant into its row (``-1e12``: the solvers
+    cannot resolve it) is raised to ``FLAT_TILT / tau`` (``MAX_OFFSET`` for the max-loss)
+    below the top only where its weight is certainly negligible on the whole ball: its loss
+    at the domain's center (``at_center``, an upper bound for an example on its extension
+    copy) plus the losses' largest change over the ball (``spread``, twice for each side)
+    stays that far below the largest loss at the center among the examples whose value
+    there is exact (``exact``: the plain blocks; the null examples' zero). Otherwise the
+    offset stays as it is."""
     if not np.any(constants):
         return None
-    c = np.concatenate([np.nan_to_num(constants), np.zeros(1 if null else 0)])
+    extra = 1 if null else 0
+    c = np.concatenate([np.nan_to_num(constants), np.zeros(extra)])
     c = c - float(np.max(c))
-    floor = MAX_OFFSET if math.isinf(tilt) else FLAT_TILT / tilt
-    return np.maximum(c, -floor)
+    if at_center is None or not math.isfinite(spread):
+        return c
+    # each example's loss at the center, less the constants' largest (the program's value
+    # there with the offset as it is)
+    value = np.concatenate([np.asarray(at_center, float), np.zeros(extra)]) - (
+        float(np.max(np.nan_to_num(constants))) if not extra else max(float(np.max(constants)), 0.0)
+    )
+    own = np.ones(len(constants), bool) if exact is None else np.asarray(exact, bool)
+    known = np.concatenate([own, np.ones(extra, bool)])
+    if not (np.all(np.isfinite(value)) and np.any(known)):
+        return c
+    top = float(np.max(value[known]))
+    gap = (MAX_OFFSET if math.isinf(tilt) else FLAT_TILT / tilt) + 4.0 * spread
+    dead = value < top - gap
+    # moved: its program value at the center becomes ``top - gap``, still negligible
+    moved_value = value - c  # the example's own (moved) loss at the center
+    return np.where(dead, np.maximum(c, top - gap - moved_value), c)
 
 
 def _certify_extension(

@@ -526,3 +526,44 @@ def test_a_smooth_loss_over_the_size_limit_runs_on_the_smooth_path(monkeypatch):
     for lipschitz in (None, 1.0):
         sol = _solve(problem, 1e-9, lipschitz=lipschitz)
         assert sol.gap <= 1e-9 and sol.solver_stats["solver"] == "Newton"
+
+
+@pytest.mark.parametrize("big", [1e4, 1e8])
+@pytest.mark.parametrize("tilt", [1.0, math.inf])
+def test_a_loss_whose_other_term_keeps_the_huge_value_releases(big, tilt):
+    """``0.5 logistic(r) + 0.25 |r| + 0.1 r``: a label moves the first two terms, but the
+    affine ``0.1 r`` keeps a value of order the label. The examples whose weight is certainly
+    negligible keep a moderate offset; the others keep theirs (a first version, which raised
+    every offset to 760 below the largest constant, let them outweigh the huge example and
+    certified 0.12 against 0.0125, where the unmoved program had released)."""
+    rng = np.random.default_rng(5)
+    n, d = 40, 3
+    X = rng.normal(size=(n, d)) / math.sqrt(d)
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    Y = np.clip(X @ np.array([0.6, -0.5, 0.4]) + 0.2 * rng.normal(size=n), -1, 1)
+    Y[0] = big
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    r = x @ w - y
+    loss = 0.5 * cp.logistic(r) + 0.25 * cp.abs(r) + 0.1 * r
+    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
+    mech = dpcvx.TiltedOutputPerturbation(lipschitz=1.0, regularization=LAM, tilt=tilt)
+    out = problem.solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
+    assert np.all(np.isfinite(out.w))
+
+
+def test_the_max_loss_of_log_sum_exp_with_a_huge_negative_label_releases():
+    """``lse([y, x^T w])`` with ``y = -1e8`` is ``y + logistic(x^T w - y)``: its moved
+    logistic leaves the affine ``y`` of -1e8, so the program whose moves of that example are
+    held back is tried too (the moved one does not resolve on a box)."""
+    rng = np.random.default_rng(1)
+    n, d = 100, 4
+    X = rng.normal(size=(n, d)) / 2
+    X /= np.maximum(1, np.linalg.norm(X, axis=1))[:, None]
+    Y = np.clip(X @ np.array([0.5, -0.4, 0.3, 0.2]) + 0.2 * rng.normal(size=n), -1, 1)
+    Y[0] = -1e8
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    loss = cp.log_sum_exp(cp.hstack([y, x @ w]))
+    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.abs(w) <= 1.0])
+    mech = dpcvx.TiltedOutputPerturbation(lipschitz=1.0, regularization=LAM, tilt=math.inf)
+    out = problem.solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
+    assert np.all(np.isfinite(out.w))
