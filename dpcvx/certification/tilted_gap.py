@@ -100,10 +100,16 @@ def _max_slack(lower: np.ndarray, upper: np.ndarray, Q: np.ndarray) -> float:
     second = float(upper[order[-2]]) if upper.size > 1 else -math.inf
     others = np.full(upper.size, first)
     others[order[-1]] = second
-    diff = others - lower
-    rounding = 2 * _EPS * (np.abs(others) + np.abs(lower))
-    terms = np.where(np.isfinite(diff), np.maximum(diff + rounding, 0.0), 0.0)
-    return math.fsum(Q * terms) * (1 + 4 * _EPS)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = others - lower
+        rounding = 2 * _EPS * (np.abs(others) + np.abs(lower))
+        terms = np.maximum(diff + rounding, 0.0)
+    # no other example (a single one): nothing to charge; any other non-finite bound (an
+    # overflowed value) charges everything, never nothing
+    terms = np.where(others == -np.inf, 0.0, np.where(np.isfinite(terms), terms, np.inf))
+    if np.any(np.isinf(terms) & (Q > 0)):
+        return math.inf
+    return math.fsum(Q * np.where(Q > 0, terms, 0.0)) * (1 + 4 * _EPS)
 
 
 def tilted_stable_gap(

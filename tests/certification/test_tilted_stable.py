@@ -567,3 +567,18 @@ def test_the_max_loss_of_log_sum_exp_with_a_huge_negative_label_releases():
     mech = dpcvx.TiltedOutputPerturbation(lipschitz=1.0, regularization=LAM, tilt=math.inf)
     out = problem.solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
     assert np.all(np.isfinite(out.w))
+
+
+def test_an_overflowed_bound_charges_everything_never_nothing():
+    """The max-loss slack with another example's upper bound overflowed (a label of -1.8e308
+    in ``logistic(r)``) is infinite, whatever the weights (before, the difference was not
+    finite and counted as zero, and a gap of 1e-12 came out where the truth was 1.8); a
+    single example has nothing to charge."""
+    from dpcvx.certification.tilted_gap import _max_slack
+
+    lower, upper = np.array([1.0, 0.5]), np.array([np.inf, 0.6])
+    assert _max_slack(lower, upper, np.array([0.0, 1.0])) == math.inf
+    assert _max_slack(np.array([-np.inf, 0.5]), np.array([1.0, 0.6]), np.array([1.0, 0.0])) == (
+        math.inf
+    )
+    assert _max_slack(np.array([0.5]), np.array([0.6]), np.array([1.0])) == 0.0
