@@ -395,7 +395,7 @@ def _variants(
     unmoved: StampedProgram,
     parts: list[tuple[Declaration, StampedProgram]],
     decl: Declaration,
-    exact: np.ndarray | None,
+    below: np.ndarray | None,
     spread: float,
     null: int,
     tilt: float,
@@ -411,13 +411,13 @@ def _variants(
         return [(moved, None)]
     center = np.asarray(decl.domain.center, float)
     at_center = np.concatenate([pd.loss_values(center) for pd, _ in parts])
-    out = [(moved, _offsets(-change, null, tilt, at_center, exact, spread))]
+    out = [(moved, _offsets(-change, null, tilt, at_center, below, spread))]
     moved_value = at_center + change
     limit = RECENTER_RATIO * (1.0 + (spread if math.isfinite(spread) else 0.0))
     keep = (change != 0) & ~(np.abs(moved_value) <= limit)
     if keep.any():
         held, change_held = ladder.recentered_program(unmoved, parts, keep)
-        out.append((held, _offsets(-change_held, null, tilt, at_center, exact, spread)))
+        out.append((held, _offsets(-change_held, null, tilt, at_center, below, spread)))
     return out
 
 
@@ -518,11 +518,15 @@ def _solve_extension(
     part_decls = [decl if idx.size == n else decl.subset(idx) for idx, _ in groups]
     # far pieces moved next to the ball (which the solvers resolve), their constants added back
     # (f_C is C-Lipschitz: it changes by at most C R over the ball)
-    exact = np.concatenate(
-        [np.full(pd.n, tmpl is plain_template) for pd, (_, tmpl) in zip(part_decls, groups)]
+    radius = float(decl.domain.radius)
+    below = np.concatenate(
+        [
+            np.zeros(pd.n) if tmpl is plain_template else lipschitz_bounds(pd) * radius
+            for pd, (_, tmpl) in zip(part_decls, groups)
+        ]
     )
-    spread = C * float(decl.domain.radius)
-    variants = _variants(base, list(zip(part_decls, stamped)), decl, exact, spread, null, tilt)
+    spread = C * radius
+    variants = _variants(base, list(zip(part_decls, stamped)), decl, below, spread, null, tilt)
     # the program inserts nonnegative rows (n + 1 tilted; 2n, plus one with null examples,
     # max-loss) after the base's nonnegative rows
     cut = base.cones.zero + base.cones.nonneg
@@ -583,7 +587,7 @@ def _offsets(
     null: int,
     tilt: float,
     at_center: np.ndarray | None = None,
-    exact: np.ndarray | None = None,
+    below: np.ndarray | None = None,
     spread: float = math.inf,
 ) -> np.ndarray | None:
     """The offsets that add the moved terms' constants back to the losses the tilted and
@@ -596,9 +600,10 @@ def _offsets(
     below the top only where its weight is certainly negligible on the whole ball: its loss
     at the domain's center (``at_center``, an upper bound for an example on its extension
     copy) plus the losses' largest change over the ball (``spread``, twice for each side)
-    stays that far below the largest loss at the center among the examples whose value
-    there is exact (``exact``: the plain blocks; the null examples' zero). Otherwise the
-    offset stays as it is."""
+    stays that far below the largest lower bound of a loss at the center (``at_center``
+    less ``below``: zero for a plain block, ``L_i R`` for an example on its copy, whose
+    ``f_C(c) >= min_W f >= f(c) - L_i R``; the null examples' zero). Otherwise the offset
+    stays as it is."""
     if not np.any(constants):
         return None
     extra = 1 if null else 0
@@ -611,11 +616,12 @@ def _offsets(
     value = np.concatenate([np.asarray(at_center, float), np.zeros(extra)]) - (
         float(np.max(np.nan_to_num(constants))) if not extra else max(float(np.max(constants)), 0.0)
     )
-    own = np.ones(len(constants), bool) if exact is None else np.asarray(exact, bool)
-    known = np.concatenate([own, np.ones(extra, bool)])
-    if not (np.all(np.isfinite(value)) and np.any(known)):
+    low = value - np.concatenate(
+        [np.zeros(len(constants)) if below is None else np.asarray(below, float), np.zeros(extra)]
+    )
+    if not (np.all(np.isfinite(value)) and np.any(np.isfinite(low))):
         return c
-    top = float(np.max(value[known]))
+    top = float(np.max(low[np.isfinite(low)]))
     gap = (MAX_OFFSET if math.isinf(tilt) else FLAT_TILT / tilt) + 4.0 * spread
     dead = value < top - gap
     # moved: its program value at the center becomes ``top - gap``, still negligible

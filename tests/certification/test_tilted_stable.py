@@ -582,3 +582,25 @@ def test_an_overflowed_bound_charges_everything_never_nothing():
         math.inf
     )
     assert _max_slack(np.array([0.5]), np.array([0.6]), np.array([1.0])) == 0.0
+
+
+def test_the_top_example_on_its_copy_counts_for_the_negligible_weights():
+    """``sum(pos(hstack([r, -r - 0.2])))`` with a label of 1e12: the huge example is steeper
+    than L (on its extension copy), so its loss at the center is only an upper bound of
+    ``f_C``; its lower bound ``f(c) - L_i R`` still makes it the top, and the others' offsets
+    are raised to 760/tau below it (a first version looked for the top among the plain
+    blocks only, left those offsets at -1e12, and aborted at tilt 0.1)."""
+    rng = np.random.default_rng(5)
+    n, d = 200, 3
+    X = rng.normal(size=(n, d)) / math.sqrt(d)
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    Y = np.clip(X @ np.array([0.6, -0.5, 0.4]) + 0.2 * rng.normal(size=n), -1, 1)
+    Y[0] = 1e12
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    r = x @ w - y
+    problem = dpcvx.Problem(
+        cp.sum(cp.pos(cp.hstack([r, -r - 0.2]))), w, {x: X, y: Y}, [cp.norm(w) <= 1.0]
+    )
+    mech = dpcvx.TiltedOutputPerturbation(lipschitz=1.0, regularization=LAM, tilt=0.1)
+    out = problem.solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
+    assert np.all(np.isfinite(out.w))
