@@ -41,6 +41,7 @@ from dpcvx.certification.certificate import CertifiedSolution, _minorants, certi
 from dpcvx.certification.copy_blocks import CopyBlocks
 from dpcvx.certification.extension import certify_extension, extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
+from dpcvx.certification.stable import sub_values
 from dpcvx.certification.subgradient import (
     affordable,
     regularized_subgradient_bound,
@@ -396,14 +397,11 @@ def _value_change(
     if kind == "abs":
         out = np.abs(V[..., 0] + K[..., 0]) - np.abs(V[..., 0])
     elif kind == "huber":
-        from dpcvx.certification.stable import sub_values
-
         new = sub_values("huber", V[..., 0] + K[..., 0], param)[0]
         out = new - sub_values("huber", V[..., 0], param)[0]
     elif kind == "pieces":
         out = np.max(V + K, axis=-1) - np.max(V, axis=-1)
     elif kind == "pos_huber":  # the Huber function of max(M, 0): zero below, affine past K
-        from dpcvx.certification.stable import sub_values
 
         def psi(M: np.ndarray) -> np.ndarray:
             return sub_values("huber", np.maximum(M, 0.0), param)[0]

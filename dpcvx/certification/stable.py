@@ -365,6 +365,39 @@ def _simplex_weights(
     return np.where(total > 0, mu / np.where(total > 0, total, 1.0), 1.0 / m)
 
 
+def _arguments(
+    decl: Declaration, term: Term, leaves: dict, pts: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]] | None:
+    """Per argument of ``term``: its offset and Jacobian broadcast to every example, its value
+    at the examples' points ``pts`` (rows ``(n, d)``, or one point ``(d,)``), a bound on that
+    value's rounding (dot products of length ``d`` plus the offset) and whether the Jacobian
+    is one zero broadcast to every example (a piece constant in w: no products). None where
+    an argument has no affine jet."""
+    n, d = decl.n, decl.d
+    gamma = (d + 3) * _EPS * 1.01
+    try:
+        jets = [affine_jet(arg, decl.variable, leaves, n) for arg in term.args]
+    except Unsupported:
+        return None
+
+    def apply(jac: np.ndarray, at: np.ndarray) -> np.ndarray:  # jac (n, ..., d)
+        if at.ndim == 1:
+            return jac @ at
+        return np.einsum("n...d,nd->n...", jac, at)
+
+    out = []
+    for off, jac in jets:
+        off = np.broadcast_to(np.asarray(off, float), (n,) + np.shape(off)[1:])
+        jac = np.broadcast_to(np.asarray(jac, float), off.shape + (d,))
+        if _zero_jacobian(jac):
+            out.append((off, jac, off + 0.0, gamma * np.abs(off) + _EPS * np.abs(off), True))
+            continue
+        u = apply(jac, pts)
+        err = gamma * (np.abs(off) + apply(np.abs(jac), np.abs(pts))) + _EPS * np.abs(off + u)
+        out.append((off, jac, off + u, err, False))
+    return out
+
+
 def _per_example(
     decl: Declaration,
     points: np.ndarray,
@@ -383,7 +416,6 @@ def _per_example(
     pts = np.asarray(points, float)
     center = np.asarray(domain.center, float)
     dom_radius = float(domain.radius)
-    gamma = (d + 3) * _EPS * 1.01  # dot products of length d plus the offset
     fy_sum = np.zeros(n)
     err_sum = np.zeros(n)
     summands = 0  # terms x elements x pieces summed into each example's slope
@@ -391,37 +423,18 @@ def _per_example(
     slope: np.ndarray | None = None
     slope_abs: np.ndarray | None = None
 
-    def apply(jac):  # jac (n, ..., d) at one point or one point per example
-        if pts.ndim == 1:
-            return jac @ pts
-        return np.einsum("n...d,nd->n...", jac, pts)
-
-    def apply_abs(jac_abs):
-        if pts.ndim == 1:
-            return jac_abs @ np.abs(pts)
-        return np.einsum("n...d,nd->n...", jac_abs, np.abs(pts))
-
     for term, theta_t in zip(decl.terms, thetas):
         wgt = float(term.weight)
-        try:
-            jets = [affine_jet(arg, decl.variable, leaves, n) for arg in term.args]
-        except Unsupported:
+        args = _arguments(decl, term, leaves, pts)
+        if args is None:
             return None
         vals, errs, reaches, jacs, offs, norms = [], [], [], [], [], []
-        for off, jac in jets:
-            off = np.broadcast_to(np.asarray(off, float), (n,) + np.shape(off)[1:])
-            jac = np.broadcast_to(np.asarray(jac, float), off.shape + (d,))
-            if _zero_jacobian(jac):  # a piece constant in w (the 0 of a hinge): no products
-                vals.append(off + 0.0)
-                errs.append(gamma * np.abs(off) + _EPS * np.abs(off))
-                norms.append(np.zeros(off.shape))
-                reaches.append(norms[-1] * radius)
-            else:
-                u = apply(jac)
-                vals.append(off + u)
-                errs.append(gamma * (np.abs(off) + apply_abs(np.abs(jac))) + _EPS * np.abs(off + u))
-                norms.append(np.linalg.norm(jac, axis=-1))
-                reaches.append(norms[-1] * radius)
+        for off, jac, val, err, zero in args:
+            vals.append(val)
+            errs.append(err)
+            # (a piece constant in w, the 0 of a hinge, has no products: norm zero)
+            norms.append(np.zeros(off.shape) if zero else np.linalg.norm(jac, axis=-1))
+            reaches.append(norms[-1] * radius)
             jacs.append(jac)
             offs.append(off)
         summands += sum(int(np.prod(v.shape[1:])) for v in vals)
@@ -534,29 +547,18 @@ def per_example_values(
     charged it 1e-12 * 1e12."""
     if any(t.kind not in STABLE_KINDS for t in decl.terms):
         return None
-    n, d = decl.n, decl.d
+    n = decl.n
     leaves = decl.derived_values()
     pts = np.asarray(points, float)
-    gamma = (d + 3) * _EPS * 1.01
     value, error, mag = np.zeros(n), np.zeros(n), np.zeros(n)
     summands = 0
     for term in decl.terms:
         wgt = float(term.weight)
-        try:
-            jets = [affine_jet(arg, decl.variable, leaves, n) for arg in term.args]
-        except Unsupported:
+        args = _arguments(decl, term, leaves, pts)
+        if args is None:
             return None
-        vals, errs = [], []
-        for off, jac in jets:
-            off = np.broadcast_to(np.asarray(off, float), (n,) + np.shape(off)[1:])
-            jac = np.broadcast_to(np.asarray(jac, float), off.shape + (d,))
-            if pts.ndim == 1:
-                u, ua = jac @ pts, np.abs(jac) @ np.abs(pts)
-            else:
-                u = np.einsum("n...d,nd->n...", jac, pts)
-                ua = np.einsum("n...d,nd->n...", np.abs(jac), np.abs(pts))
-            vals.append(off + u)
-            errs.append(gamma * (np.abs(off) + ua) + _EPS * np.abs(off + u))
+        vals = [val for _, _, val, _, _ in args]
+        errs = [err for _, _, _, err, _ in args]
         with np.errstate(over="ignore", invalid="ignore"):
             out = _term_value(term, vals, errs, n)
         if out is None:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -59,7 +60,7 @@ from dpcvx.certification.extension import extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
 from dpcvx.certification.stable import _per_example, _stable_rows, per_example_values
 from dpcvx.certification.tilted_gap import tilted_stable_gap
-from dpcvx.compilation.solvers import solve_program
+from dpcvx.compilation.solvers import RawSolution, solve_program
 from dpcvx.compilation.stamp import StampedProgram, segments, stamp, stamp_parts
 from dpcvx.compilation.template import ConeLayout, DomainBlock, Template
 from dpcvx.errors import CertificationError
@@ -356,39 +357,21 @@ def _solve(
     dom = decl.domain
     spread = float(np.max(lipschitz_bounds(decl))) * float(dom.radius)
     variants = _variants(base, [(decl, base)], decl, None, spread, 0, tilt)
-    if math.isinf(tilt):
-        programs: list[tuple[StampedProgram, Callable[..., CertifiedSolution]]] = []
-        for moved, offsets in variants:
-            mprog, m_var, max_rows = _max_program(moved, lam, w0, offsets=offsets)
-            programs.append(
-                (
-                    mprog,
-                    lambda raw, mprog=mprog, m_var=m_var, max_rows=max_rows: _certify_max(
-                        decl,
-                        raw.z,
-                        raw.x[:m_var],
-                        mprog,
-                        max_rows,
-                        lam,
-                        w0,
-                        accuracy,
-                        dict(raw.stats),
-                    ),
-                )
+
+    def certify(
+        raw: RawSolution,
+        prog: StampedProgram,
+        n_var: int,
+        max_rows: np.ndarray | None,
+        offsets: np.ndarray | None,
+    ) -> CertifiedSolution:
+        if max_rows is not None:
+            return _certify_max(
+                decl, raw.z, raw.x[:n_var], prog, max_rows, lam, w0, accuracy, dict(raw.stats)
             )
-        return _ladder(programs, solver, accuracy)
-    tilted_programs: list[tuple[StampedProgram, Callable[..., CertifiedSolution]]] = []
-    for moved, offsets in variants:
-        prog, n_var = _tilted_program(moved, tilt, lam, w0, offsets=offsets)
-        tilted_programs.append(
-            (
-                prog,
-                lambda raw, prog=prog, n_var=n_var: _certify(
-                    decl, None, raw.x[:n_var], raw.z, prog, tilt, lam, w0, accuracy, dict(raw.stats)
-                ),
-            )
-        )
-    return _ladder(tilted_programs, solver, accuracy)
+        return _certify(decl, raw.x[:n_var], raw.z, prog, tilt, lam, w0, accuracy, dict(raw.stats))
+
+    return _ladder(_programs(variants, tilt, lam, w0, 0, certify), solver, accuracy)
 
 
 def _variants(
@@ -447,7 +430,7 @@ def _smooth_first(
 
 
 def _ladder(
-    programs: list[tuple[StampedProgram, Callable[..., CertifiedSolution]]],
+    programs: list[tuple[StampedProgram, Callable[[RawSolution], CertifiedSolution]]],
     solver: str | None,
     accuracy: float | None,
 ) -> CertifiedSolution:
@@ -543,36 +526,55 @@ def _solve_extension(
         )
         for v in stamped
     ]
-    programs: list[tuple[StampedProgram, Callable[..., CertifiedSolution]]] = []
-    for moved_base, offsets in variants:
+
+    def certify(
+        raw: RawSolution,
+        prog: StampedProgram,
+        n_var: int,
+        max_rows: np.ndarray | None,
+        offsets: np.ndarray | None,
+    ) -> CertifiedSolution:
+        return _certify_extension(
+            decl,
+            part_decls,
+            views,
+            raw.x,
+            raw.z,
+            n_var,
+            tilt,
+            lam,
+            w0,
+            accuracy,
+            dict(raw.stats),
+            C,
+            null,
+            max_rows,
+            offsets,
+        )
+
+    return _ladder(_programs(variants, tilt, lam, w0, null, certify), solver, accuracy)
+
+
+def _programs(
+    variants: list[tuple[StampedProgram, np.ndarray | None]],
+    tilt: float,
+    lam: float,
+    w0: np.ndarray,
+    null: int,
+    certify: Callable[..., CertifiedSolution],
+) -> list[tuple[StampedProgram, Callable[[RawSolution], CertifiedSolution]]]:
+    """Per variant of the moved base (:func:`_variants`), the tilted or max-loss program and
+    its certificate ``certify(raw, prog, n_var, max_rows, offsets)`` bound to it."""
+    out: list[tuple[StampedProgram, Callable[[RawSolution], CertifiedSolution]]] = []
+    for moved, offsets in variants:
         max_rows: np.ndarray | None = None
         if math.isinf(tilt):
-            prog, n_var, max_rows = _max_program(moved_base, lam, w0, null, offsets)
+            prog, n_var, max_rows = _max_program(moved, lam, w0, null, offsets)
         else:
-            prog, n_var = _tilted_program(moved_base, tilt, lam, w0, null, offsets)
-        programs.append(
-            (
-                prog,
-                lambda raw, n_var=n_var, max_rows=max_rows, offsets=offsets: _certify_extension(
-                    decl,
-                    part_decls,
-                    views,
-                    raw.x,
-                    raw.z,
-                    n_var,
-                    tilt,
-                    lam,
-                    w0,
-                    accuracy,
-                    dict(raw.stats),
-                    C,
-                    null,
-                    max_rows,
-                    offsets,
-                ),
-            )
-        )
-    return _ladder(programs, solver, accuracy)
+            prog, n_var = _tilted_program(moved, tilt, lam, w0, null, offsets)
+        bound = partial(certify, prog=prog, n_var=n_var, max_rows=max_rows, offsets=offsets)
+        out.append((prog, bound))
+    return out
 
 
 #: an example whose moved constant puts it this far below the largest, times ``1/tau``, keeps
@@ -607,15 +609,14 @@ def _offsets(
     if not np.any(constants):
         return None
     extra = 1 if null else 0
-    c = np.concatenate([np.nan_to_num(constants), np.zeros(extra)])
-    c = c - float(np.max(c))
+    raw = np.concatenate([np.nan_to_num(constants), np.zeros(extra)])
+    ref = float(np.max(raw))
+    c = raw - ref
     if at_center is None or not math.isfinite(spread):
         return c
     # each example's loss at the center, less the constants' largest (the program's value
     # there with the offset as it is)
-    value = np.concatenate([np.asarray(at_center, float), np.zeros(extra)]) - (
-        float(np.max(np.nan_to_num(constants))) if not extra else max(float(np.max(constants)), 0.0)
-    )
+    value = np.concatenate([np.asarray(at_center, float), np.zeros(extra)]) - ref
     low = value - np.concatenate(
         [np.zeros(len(constants)) if below is None else np.asarray(below, float), np.zeros(extra)]
     )
@@ -788,7 +789,6 @@ def _extension_certificate(
 
 def _certify(
     decl: Declaration,
-    base: StampedProgram | None,
     x: np.ndarray,
     z_full: np.ndarray | None,
     prog: StampedProgram | None,
@@ -888,7 +888,7 @@ def _smooth_tilted(
     }
     thetas = model.multipliers(x)
     if C is None:
-        return _certify(decl, None, x, None, None, tilt, lam, w0, accuracy, stats, thetas)
+        return _certify(decl, x, None, None, tilt, lam, w0, accuracy, stats, thetas)
     w_hat = dom.make_feasible(x)
     piece = extension_bounds(decl, None, w_hat, None, w_hat, C, decl.n + null, thetas=thetas)
     parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [

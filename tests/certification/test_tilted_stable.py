@@ -284,7 +284,7 @@ def test_certified_tilted_gaps_bound_the_true_suboptimality(name, big):
         ]
         if trial % 3 == 0:
             thetas = [None] * len(decl.terms)
-        cert = tilted_module._certify(decl, None, w, None, None, TAU, LAM, w0, None, {}, thetas)
+        cert = tilted_module._certify(decl, w, None, None, TAU, LAM, w0, None, {}, thetas)
         assert _f_tau(name, X, Y, cert.w) - f_star <= cert.gap + 1e-10 * (1 + abs(f_star))
 
 
@@ -305,9 +305,7 @@ def test_the_fault_injection_catches_a_gap_without_its_linear_part(monkeypatch):
     for _ in range(12):
         w = rng.normal(size=X.shape[1])
         w *= rng.uniform(0, 1) / np.linalg.norm(w)
-        cert = tilted_module._certify(
-            decl, None, w, None, None, TAU, LAM, np.zeros(3), None, {}, [None]
-        )
+        cert = tilted_module._certify(decl, w, None, None, TAU, LAM, np.zeros(3), None, {}, [None])
         escaped += _f_tau("logistic", X, Y, cert.w) - f_star > cert.gap + 1e-10
     assert escaped > 0
 
