@@ -220,15 +220,16 @@ def ball_extension(
     c: np.ndarray,
     R: float,
     C: float,
-    n: int,
+    n: float | np.ndarray,
     leave_out: LeaveOut | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Per example (rows of the unit directions ``u``, ``h`` given by ``line``), the extension
     ``min_{||y - c|| <= R} h(u^T y) + C ||w - y||`` (see the module docstring). Returns ``t``,
     the copies, the duals ``g = C (w - y) / ||w - y||``, the slopes ``theta`` of ``h`` at ``t``
     that make ``g - theta u`` normal to the ball at ``y`` (in ``h``'s subdifferential) and the
-    model ``(Q, q)`` of :class:`BallCopies` (``n`` examples in the mean) of the examples that
-    ``leave_out`` (given the copies) does not leave out; all of them without it."""
+    model ``(Q, q)`` of :class:`BallCopies` (``n`` examples in the mean, or per row: see
+    :func:`rows_of`) of the examples that ``leave_out`` (given the copies) does not leave
+    out; all of them without it."""
     k = u.shape[0]
     z = w - c
     tau = u @ w
@@ -419,7 +420,7 @@ def ball_extension(
             (-u[f] + slope[:, None] * ev[f])
             - (delta[:, None] * u[f] + q[:, None] * ev[f]) * (Dt / Df)[:, None]
         ) / Df[:, None]
-        Q = envelope(Q, cross, np.nan_to_num(line.curvature(t))[f], Dtt, C, n)
+        Q = envelope(Q, cross, np.nan_to_num(line.curvature(t))[f], Dtt, C, rows_of(n, f))
     return t, Y, g, theta, model_at(Q, g, w, n, kept)
 
 
@@ -453,7 +454,10 @@ def in_chunks(
     spans = list(row_chunks(u.shape[0], u.shape[1]))
     if len(spans) == 1:
         return solve(line, u, w, *region, C, n, chunk(0, u.shape[0]))
-    parts = [solve(line.take(slice(a, b)), u[a:b], w, *region, C, n, chunk(a, b)) for a, b in spans]
+    parts = [
+        solve(line.take(slice(a, b)), u[a:b], w, *region, C, rows_of(n, slice(a, b)), chunk(a, b))
+        for a, b in spans
+    ]
     out = tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
     return (*out, tuple(sum(p[4][k] for p in parts) for k in range(2)))
 
@@ -506,26 +510,45 @@ def into_c_ball(base: np.ndarray, part: np.ndarray, C: float) -> np.ndarray:
 
 
 def envelope(
-    Q: np.ndarray, cross: np.ndarray, curv: np.ndarray, Dtt: np.ndarray, C: float, n: int
+    Q: np.ndarray,
+    cross: np.ndarray,
+    curv: np.ndarray,
+    Dtt: np.ndarray,
+    C: float,
+    n: float | np.ndarray,
 ) -> np.ndarray:
     """``Q`` less the envelope terms of the examples whose copy's position ``t`` follows
     ``w``: ``C (d_t grad_w D)(d_t grad_w D)^T / (h'' / C + d_tt D)`` each (rows of ``cross``,
-    ``h''`` in ``curv``), ``n`` examples in the mean; none where that curvature is not
-    positive."""
+    ``h''`` in ``curv``), ``n`` examples in the mean (or per row, see :func:`rows_of`); none
+    where that curvature is not positive."""
     denom = curv / C + Dtt
     keep = denom > 0
-    return Q - (cross[keep] * (C / n / denom[keep])[:, None]).T @ cross[keep]
+    return Q - (cross[keep] * (C / rows_of(n, keep) / denom[keep])[:, None]).T @ cross[keep]
+
+
+def rows_of(n: float | np.ndarray, idx: np.ndarray | slice) -> float | np.ndarray:
+    """The extensions' models count ``n`` examples in their mean; a tilted mean gives each
+    row its own count instead (the reciprocal of its weight: an array, taken at ``idx``
+    here)."""
+    return n if np.ndim(n) == 0 else np.asarray(n)[idx]
 
 
 def model_at(
-    Q: np.ndarray, g: np.ndarray, w: np.ndarray, n: int, kept: np.ndarray | None = None
+    Q: np.ndarray,
+    g: np.ndarray,
+    w: np.ndarray,
+    n: float | np.ndarray,
+    kept: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The model ``(Q, q)`` of :class:`BallCopies` with Hessian ``Q`` (symmetrized) and
     gradient at ``w`` the sum of the duals ``g`` (of the rows ``kept``, a mask, if given) over
-    ``n`` examples."""
+    ``n`` examples (or per row, see :func:`rows_of`)."""
     Q = 0.5 * (Q + Q.T)
-    total = np.sum(g if kept is None or kept.all() else g[kept], axis=0)
-    return Q, total / n - Q @ w
+    if np.ndim(n) == 0:
+        total = np.sum(g if kept is None or kept.all() else g[kept], axis=0)
+        return Q, total / n - Q @ w
+    rows = slice(None) if kept is None else kept
+    return Q, np.sum(g[rows] / np.asarray(n)[rows, None], axis=0) - Q @ w
 
 
 def smooth_copies_in(
@@ -631,7 +654,7 @@ class BallRegion:
         u: np.ndarray,
         w: np.ndarray,
         C: float,
-        n: int,
+        n: float | np.ndarray,
         leave_out: Callable[[np.ndarray, slice], np.ndarray] | None = None,
     ):
         """:func:`ball_extension` in this ball, over row chunks (:func:`in_chunks`)."""

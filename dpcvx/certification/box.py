@@ -37,6 +37,7 @@ from dpcvx.certification.ball import (
     envelope,
     in_chunks,
     model_at,
+    rows_of,
     settle_slopes,
 )
 from dpcvx.modeling.domains import row_norms
@@ -169,7 +170,7 @@ def box_extension(
     lo: np.ndarray,
     hi: np.ndarray,
     C: float,
-    n: int,
+    n: float | np.ndarray,
     leave_out: LeaveOut | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Per example (rows of the unit directions ``u``, ``h`` given by ``line``, a
@@ -179,8 +180,9 @@ def box_extension(
     the box. Returns ``t``, the copies, the duals ``g = C (w - y) / ||w - y||``, the slopes
     ``theta`` of ``h`` at ``t`` that make ``g - theta u`` normal to the box at ``y`` (in
     ``h``'s subdifferential) and the model ``(Q, q)`` of
-    :class:`~dpcvx.certification.ball.BallCopies` (``n`` examples in the mean) of the examples
-    that ``leave_out`` (given the copies) does not leave out; all of them without it."""
+    :class:`~dpcvx.certification.ball.BallCopies` (``n`` examples in the mean, or per row) of
+    the examples that ``leave_out`` (given the copies) does not leave out; all of them
+    without it."""
     k, d = u.shape
     lo = np.asarray(lo, float)
     hi = np.asarray(hi, float)
@@ -302,7 +304,7 @@ def box_extension(
             cross = -uf[f] / (nff**2 * Df)[:, None] - diff[f] * (muf / Df**3)[:, None]
         ok = np.isfinite(Dtt) & np.all(np.isfinite(cross), axis=1)
         f, Dtt, cross = f[ok], Dtt[ok], cross[ok]
-        Q = envelope(Q, cross, np.nan_to_num(line.curvature(t))[f], Dtt, C, n)
+        Q = envelope(Q, cross, np.nan_to_num(line.curvature(t))[f], Dtt, C, rows_of(n, f))
     return t, Y, g, theta, model_at(Q, g, w, n, kept)
 
 
@@ -338,7 +340,9 @@ class BoxRegion:
         high = free & (above <= band) & ~low  # (not both: the band is under the width)
         return np.where(low, self.lo, np.where(high, self.hi, w))
 
-    def extension(self, line, u: np.ndarray, w: np.ndarray, C: float, n: int, leave_out=None):
+    def extension(
+        self, line, u: np.ndarray, w: np.ndarray, C: float, n: float | np.ndarray, leave_out=None
+    ):
         """:func:`box_extension` in this box, over row chunks (:func:`in_chunks`)."""
         return in_chunks(box_extension, line, u, w, (self.lo, self.hi), C, n, leave_out)
 

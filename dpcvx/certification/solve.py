@@ -884,17 +884,19 @@ def _smooth_rung(
 
 
 def smooth_minimize(
-    decl: Declaration, model: Any, lam: float, w0: np.ndarray
+    decl: Declaration, model: Any, lam: float, w0: np.ndarray, init: np.ndarray | None = None
 ) -> tuple[np.ndarray, int, str]:
     """``(x, iterations, solver)``: ``model`` (any object with ``value_grad(w)`` and
     ``hessian(w)`` for the data part of the objective, or None: L-BFGS-B on the declaration's
     own gradients) plus ``(lam/2)||w - w0||^2`` minimized over the declaration's ball or box.
     Damped Newton from ``w0`` made feasible (:func:`ball_newton` on a ball); where its point
     leaves a box, L-BFGS-B with the box as bounds, polished by Newton on the coordinates off
-    their bounds. Raises :class:`SolverError` for a non-finite point or one off the ball."""
+    their bounds. Raises :class:`SolverError` for a non-finite point or one off the ball.
+    ``init``: the starting point (a feasible one), else ``w0`` made feasible."""
     dom = decl.domain
     box = dom.kind == "box"
-    init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if box else w0)
+    if init is None:
+        init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if box else w0)
     x: np.ndarray | None = None
     solver, iterations = "L-BFGS-B", 0
     if model is not None:

@@ -852,7 +852,10 @@ def _smooth_tilted(
 ) -> CertifiedSolution | None:
     """Tilted ERM on the smooth path, or None where it does not apply (public structure
     only: a finite tilt, smooth terms with a second-order model, ``lam > 0``, a ball or box,
-    and under an extension every example certified C-Lipschitz on W, where ``f_C = f``).
+    and under an extension either every example certified C-Lipschitz on W, where ``f_C =
+    f``, or one smooth scalar atom per example, whose relaxed extension
+    (:func:`~dpcvx.modeling.smooth.extension_model`) the rounds of :class:`_Rounds` solve,
+    on a ball or a box with finite bounds).
 
     Newton's method (:func:`~dpcvx.certification.solve.smooth_minimize`) runs on
     :class:`~dpcvx.modeling.smooth.TiltedModel` over the solver's model with the far
@@ -860,24 +863,28 @@ def _smooth_tilted(
     to the tilted weights; the point is certified with the loss's own derivatives as
     multipliers, as plain ERM's smooth path does."""
     from dpcvx.modeling.gradients import is_smooth
-    from dpcvx.modeling.smooth import TiltedModel, recentered, smooth_model
+    from dpcvx.modeling.smooth import TiltedModel, extension_model, recentered, smooth_model
 
     dom = decl.domain
     if math.isinf(tilt) or lam <= 0 or dom.kind not in ("l2_ball", "box"):
         return None
     if decl.d > ladder.NEWTON_MAX_D or not is_smooth(decl):
         return None
-    if C is not None and not ladder._nearly_light(decl, C):
-        return None
     model = smooth_model(decl)
     if model is None:
         return None
+    relaxed = None
+    if C is not None and not ladder._nearly_light(decl, C):
+        relaxed = extension_model(model, C)
+        if relaxed is None:
+            return None
     import time
 
     start = time.perf_counter()
-    moved = recentered(model, dom.center, float(dom.radius))
+    solved = model if relaxed is None else relaxed.model
+    moved = recentered(solved, dom.center, float(dom.radius))
     center = np.asarray(dom.center, float)
-    shifts = np.zeros(decl.n) if moved is model else model.values(center) - moved.values(center)
+    shifts = np.zeros(decl.n) if moved is solved else solved.values(center) - moved.values(center)
     tilted = TiltedModel(moved, tilt, np.nan_to_num(shifts), null)
     x, iterations, solver = ladder.smooth_minimize(decl, tilted, lam, w0)
     stats: dict[str, Any] = {
@@ -886,15 +893,216 @@ def _smooth_tilted(
         "status": "converged",
         "seconds": time.perf_counter() - start,
     }
-    thetas = model.multipliers(x)
     if C is None:
+        thetas = model.multipliers(x)
         return _certify(decl, x, None, None, tilt, lam, w0, accuracy, stats, thetas)
-    w_hat = dom.make_feasible(x)
-    piece = extension_bounds(decl, None, w_hat, None, w_hat, C, decl.n + null, thetas=thetas)
-    parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [
-        (decl, piece, None, None, thetas)
-    ]
-    return _extension_certificate(decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, None)
+    if relaxed is None:
+        thetas = model.multipliers(x)
+        w_hat = dom.make_feasible(x)
+        piece = extension_bounds(decl, None, w_hat, None, w_hat, C, decl.n + null, thetas=thetas)
+        parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [
+            (decl, piece, None, None, thetas)
+        ]
+        return _extension_certificate(
+            decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, None
+        )
+    region = ladder._region(dom)
+    if region is None:
+        return None
+    rounds = _Rounds(decl, relaxed, moved, np.nan_to_num(shifts), region, C, tilt, null)
+    return rounds.run(x, lam, w0, accuracy, stats, start)
+
+
+#: the most re-solves of tilted ERM's smooth extension with the copies kept in W, and the
+#: most halvings of one step that raised the objective (:class:`_Rounds`)
+TILTED_ROUNDS = 20
+HALVINGS = 3
+
+
+class _Rounds:
+    """Tilted ERM on the Lipschitz extension of a smooth loss (one scalar atom per example)
+    where some examples are not C-Lipschitz on W.
+
+    Newton's method ran on the relaxed extension (each copy ``y_i`` free over ``R^d``, a
+    smooth model: :class:`~dpcvx.modeling.smooth.SmoothExtension`), which lies below
+    ``f_C`` (paper 000, eq. (5): ``y_i`` in W) and equals it where every copy lies in W;
+    then its point is certified for ``f_C`` exactly. Where copies leave W (a small or boxed
+    domain), each round certifies the point at those examples' exact copies in W
+    (:func:`~dpcvx.certification.ball.smooth_copies_in`), and, while the certificate misses
+    the target, solves again with those examples' ``f_C`` replaced by its first-order
+    model at the point inside the tilted sum and its curvature under the tilted weights
+    outside (a proximal Newton step; the others keep their relaxed form, exact for them), as
+    plain ERM's rounds do (:func:`~dpcvx.certification.solve._ball_rounds`). A step that
+    raises the objective (the certificate's upper bound) is halved, up to :data:`HALVINGS`
+    times. The rounds stop when a certificate meets the target, when the halvings run out,
+    when the relaxed extension's minimizer has its copies in W, or after
+    :data:`TILTED_ROUNDS`; the best certificate is returned (the caller falls back to the
+    conic program if it misses). The rounds only move the point the certificate judges."""
+
+    def __init__(
+        self,
+        decl: Declaration,
+        relaxed: Any,
+        moved: Any,
+        shifts: np.ndarray,
+        region: Any,
+        C: float,
+        tilt: float,
+        null: int,
+    ) -> None:
+        self.decl, self.relaxed, self.moved, self.shifts = decl, relaxed, moved, shifts
+        self.region, self.C, self.tilt, self.null = region, C, tilt, null
+
+    def run(
+        self,
+        x: np.ndarray,
+        lam: float,
+        w0: np.ndarray,
+        accuracy: float | None,
+        stats: dict[str, Any],
+        start: float,
+    ) -> CertifiedSolution | None:
+        import time
+
+        from dpcvx.certification.ball import smooth_copies_in
+        from dpcvx.modeling.smooth import TiltedModel
+
+        dom = self.decl.domain
+        best: CertifiedSolution | None = None
+        at: np.ndarray | None = None  # the point of the lowest objective so far
+        upper = math.inf  # its objective's upper bound
+        steps = int(stats["iterations"])
+        relaxed_last = True  # the last solve ran on the relaxed extension itself
+        relaxed_model = TiltedModel(self.moved, self.tilt, self.shifts, self.null)
+        halved = 0
+        for rounds in range(1, TILTED_ROUNDS + 1):
+            w_hat = dom.make_feasible(x)
+            Y = self.relaxed.copies(w_hat)
+            fix = smooth_copies_in(self.relaxed, self.C, w_hat, self.region, None, Y)
+            info = dict(
+                stats,
+                iterations=steps,
+                tilted_rounds=rounds,
+                seconds=time.perf_counter() - start,
+            )
+            cert = self._certificate(w_hat, Y, fix, lam, w0, accuracy, info)
+            if ladder._meets(cert, accuracy):
+                return cert
+            if best is None or cert.gap < best.gap:
+                best = cert
+            if at is not None and not cert.upper < upper:
+                # the step raised the objective: back to half of it (a model's step is only
+                # good near its point), up to HALVINGS times
+                if halved == HALVINGS:
+                    break
+                halved += 1
+                x = at + 0.5 * (w_hat - at)
+                continue
+            at, upper, halved = w_hat, float(cert.upper), 0
+            if fix is None and relaxed_last:
+                break  # the relaxed extension's minimizer, its copies exact: as tight as it gets
+            model = relaxed_model if fix is None else self._model(w_hat, fix)
+            relaxed_last = fix is None
+            x, more, _ = ladder.smooth_minimize(self.decl, model, lam, w0, init=w_hat)
+            steps += int(more)
+        return best
+
+    def _certificate(
+        self,
+        w_hat: np.ndarray,
+        Y: np.ndarray,
+        fix: Any,
+        lam: float,
+        w0: np.ndarray,
+        accuracy: float | None,
+        stats: dict[str, Any],
+    ) -> CertifiedSolution:
+        """The extension's certificate at ``w_hat`` with the relaxed copies ``Y`` where they
+        lie in W, and ``fix``'s exact copies in W elsewhere."""
+        decl, C, null = self.decl, self.C, self.null
+        slopes = None
+        if fix is None:
+            thetas = self.relaxed.model.multipliers(w_hat)
+        else:
+            Y, thetas, slopes = fix.Y, fix.thetas, fix.slopes
+        stats["extension_copies"] = int(np.count_nonzero(np.any(Y != w_hat[None, :], axis=1)))
+        stats["copies_outside"] = 0 if fix is None else int(fix.rows.size)
+        piece = extension_bounds(
+            decl, None, w_hat, None, w_hat, C, decl.n + null, thetas=thetas, copies=Y, slopes=slopes
+        )
+        parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [
+            (decl, piece, piece[3], piece[2], thetas)
+        ]
+        return _extension_certificate(
+            decl, w_hat, parts, self.tilt, lam, w0, accuracy, stats, C, null, None
+        )
+
+    def _model(self, w_hat: np.ndarray, fix: Any) -> Any:
+        """The next solve's model: the rows ``fix.rows`` (copies leaving W) replaced by
+        ``f_C``'s value and slope at ``w_hat`` inside the tilted sum, and their curvature
+        under the tilted weights at ``w_hat`` added outside it (second order at ``w_hat``;
+        the weights need the exact values, so the extension's model takes a second pass
+        over those rows)."""
+        from dpcvx.certification.ball import Smooth1D
+        from dpcvx.modeling.smooth import TiltedModel
+
+        rows = fix.rows
+        (blk,) = self.relaxed.model.blocks
+        norms = np.sqrt(self.relaxed.sq_norms[rows])
+        line = Smooth1D(replace(blk, knots=None), blk.weight, norms, blk.b[rows])
+        exact = fix.Y[rows]  # f_C(w_hat) = h(u^T y_i) + C ||w_hat - y_i|| at the copies in W
+        t = np.einsum("kd,kd->k", blk.A[rows], exact) / norms
+        values = line.value(t) + self.C * row_norms(w_hat[None, :] - exact)
+        lin = _Linearized(self.moved, rows, values - self.shifts[rows], fix.slopes[rows], w_hat)
+        tilted = TiltedModel(lin, self.tilt, self.shifts, self.null)
+        _, pi = tilted.weights(w_hat)
+        u = blk.A[rows] / norms[:, None]
+        with np.errstate(divide="ignore"):
+            count = 1.0 / pi[rows]  # each row's count in the mean: the reciprocal of its weight
+        *_, (Q, _) = self.region.extension(line, u, w_hat, self.C, count)
+        return _Curved(tilted, Q, w_hat)
+
+
+class _Linearized:
+    """A smooth model (per-example ``values``, ``gradients`` and weighted ``hessian``) with
+    the examples ``rows`` replaced by the affine functions ``values + <slopes, w - at>``."""
+
+    def __init__(
+        self, model: Any, rows: np.ndarray, values: np.ndarray, slopes: np.ndarray, at: np.ndarray
+    ) -> None:
+        self.model, self.rows, self.at = model, rows, at
+        self.rows_values, self.slopes = values, slopes
+        self.n, self.d = model.n, model.d
+
+    def values(self, w: np.ndarray) -> np.ndarray:
+        out = self.model.values(w)
+        out[self.rows] = self.rows_values + self.slopes @ (w - self.at)
+        return out
+
+    def gradients(self, w: np.ndarray) -> np.ndarray:
+        out = self.model.gradients(w)
+        out[self.rows] = self.slopes
+        return out
+
+    def hessian(self, w: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        full = np.full(self.n, 1.0 / self.n) if weights is None else np.array(weights, float)
+        full[self.rows] = 0.0
+        return self.model.hessian(w, weights=full)
+
+
+class _Curved:
+    """``model`` plus ``(w - at)^T Q (w - at) / 2`` (``value_grad`` and ``hessian``)."""
+
+    def __init__(self, model: Any, Q: np.ndarray, at: np.ndarray) -> None:
+        self.model, self.Q, self.at = model, Q, at
+
+    def value_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = self.model.value_grad(w)
+        step = self.Q @ (w - self.at)
+        return value + float((w - self.at) @ step) / 2, grad + step
+
+    def hessian(self, w: np.ndarray) -> np.ndarray:
+        return self.model.hessian(w) + self.Q
 
 
 def _certify_max(

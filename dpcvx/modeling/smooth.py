@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from cvxpy.atoms.affine.unary_operators import NegExpression
@@ -165,14 +166,16 @@ class TiltedModel:
     f_i(w))`` up to a constant, for Newton's method (``value_grad`` and ``hessian`` as a
     :class:`SmoothModel`'s).
 
-    ``model`` is the solver's model, whose values may differ from the losses by a constant
+    ``model`` is the solver's model (a :class:`SmoothModel`, or any object with its
+    ``values``, ``gradients`` and weighted ``hessian``), whose values may differ from the
+    losses by a constant
     per example (:func:`recentered`); ``shifts`` adds those constants back (``f_i = model's
     value + shifts_i``), less their maximum, so that the values stay of order the spread
     even where one loss is 1e12 (it then takes all the weight). ``null`` examples enter with
     the zero loss. With ``pi = softmax(tau f)``, the gradient is ``sum_i pi_i grad f_i`` and
     the Hessian ``sum_i pi_i hess f_i + tau Cov_pi(grad f)``."""
 
-    def __init__(self, model: SmoothModel, tilt: float, shifts: np.ndarray, null: int = 0):
+    def __init__(self, model: Any, tilt: float, shifts: np.ndarray, null: int = 0):
         self.model = model
         self.tilt = float(tilt)
         top = float(np.max(shifts)) if shifts.size else 0.0

@@ -429,9 +429,10 @@ def test_a_linear_side_neighbour_needs_the_stable_gap(monkeypatch):
 
 
 def test_a_flat_neighbour_needs_the_moves(monkeypatch):
-    """Control (the conic ladder runs to its end: 5 s): without the moves of the conic
-    program, a label of 1e12 on the flat side of ``max(r, 0)**2.5`` next to examples
-    on their copies aborts."""
+    """Control (the conic ladder runs to its end: 5 s): without the smooth path and the moves
+    of the conic program, a label of 1e12 on the flat side of ``max(r, 0)**2.5`` next to
+    examples on their copies aborts."""
+    monkeypatch.setattr(tilted_module, "_smooth_tilted", lambda *a, **k: None)
     _unmoved(monkeypatch)
     neighbour, _, _ = _tilted_case("pos_power_2.5", 1e12, n=40)
     with pytest.raises(dpcvx.CertificationError):
