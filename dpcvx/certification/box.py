@@ -373,6 +373,7 @@ def balanced_duals(
     C: float,
     n: int,
     memo: BalanceMemo | None = None,
+    weights: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """Duals ``g_i = s_i + v_i`` of copies at ``w`` on the box's boundary, ``v_i`` in the box's
     normal cone at ``w`` and ``||g_i|| <= C``, chosen jointly so that the mean
@@ -392,7 +393,11 @@ def balanced_duals(
     ``r_ij = |g_ij| <= |s_ij|`` of a cancellable entry (``sigma_j s_ij < 0``) is free; it
     needs ``r`` with ``||g_i|| <= C`` and ``sum_i r_ij / n >= c_j``, the push the other terms
     leave on ``j`` (:func:`_balance`, with ``memo``'s last weights where given). The
-    certificate judges the duals as any other."""
+    certificate judges the duals as any other.
+
+    ``weights`` (per row of ``s``): the mean is ``fixed + sum_i weights_i g_i`` instead (a
+    tilted mean's). The balance is the same for ``r'_i = n weights_i r_i``, whose caps
+    scale alike; a row of weight zero keeps its ``given`` dual."""
     top, bottom = at_bounds(np.asarray(w, float), lo, hi)
     active = np.flatnonzero(top | bottom)
     if not active.size or not s.size:
@@ -404,13 +409,25 @@ def balanced_duals(
     fixed_part = np.einsum("kd,kd->k", s, s) - np.einsum("km,km->k", a, a)
     room = C * C * (1 - 64 * _EPS) - fixed_part
     fits = np.isfinite(room) & (room > 0)  # else the copy cannot sit at w: it keeps its dual
-    c = sigma * (fixed[active] + given[~fits][:, active].sum(axis=0) / n)
-    c += np.where(canc, 0.0, S)[fits].sum(axis=0) / n
+    if weights is None:
+        c = sigma * (fixed[active] + given[~fits][:, active].sum(axis=0) / n)
+        c += np.where(canc, 0.0, S)[fits].sum(axis=0) / n
+    else:
+        scale = n * np.asarray(weights, float)
+        fits &= scale > 0
+        share = scale[:, None] / n
+        c = sigma * (fixed[active] + (share * given)[~fits][:, active].sum(axis=0))
+        c += (share * np.where(canc, 0.0, S))[fits].sum(axis=0)
+        scale = scale[fits]
     a, room, canc = a[fits], room[fits], canc[fits]
     k, m = a.shape
     if not k:
         return None
-    R = _balance(a, np.sqrt(room), c, n, memo)
+    if weights is None:
+        R = _balance(a, np.sqrt(room), c, n, memo)
+    else:
+        R = _balance(a * scale[:, None], np.sqrt(room) * scale, c, n, memo)
+        R = None if R is None else R / scale[:, None]
     if R is None:
         return None
     # rows the solver left a rounding outside the C-ball: shrink their cancellable part

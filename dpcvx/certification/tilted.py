@@ -988,6 +988,15 @@ class _Rounds:
             cert = self._certificate(w_hat, Y, fix, lam, w0, accuracy, info)
             if ladder._meets(cert, accuracy):
                 return cert
+            try:  # an internal failure here only forgoes the balanced duals
+                balanced = self._balanced(w_hat, fix, lam, w0, accuracy, info)
+            except Exception:  # noqa: BLE001
+                balanced = None
+            if balanced is not None:
+                if ladder._meets(balanced, accuracy):
+                    return balanced
+                if balanced.gap < cert.gap:
+                    cert = balanced
             if best is None or cert.gap < best.gap:
                 best = cert
             if at is not None and not cert.upper < upper:
@@ -1016,20 +1025,23 @@ class _Rounds:
         w0: np.ndarray,
         accuracy: float | None,
         stats: dict[str, Any],
+        slopes: np.ndarray | None = None,
     ) -> CertifiedSolution:
         """The extension's certificate at ``w_hat`` with the relaxed copies ``Y`` where they
-        lie in W, and ``fix``'s exact copies in W elsewhere."""
+        lie in W, and ``fix``'s exact copies in W elsewhere (their duals ``fix.slopes``, or
+        ``slopes``); the duals it took are kept (``self.duals``)."""
         decl, C, null = self.decl, self.C, self.null
-        slopes = None
         if fix is None:
             thetas = self.relaxed.model.multipliers(w_hat)
         else:
-            Y, thetas, slopes = fix.Y, fix.thetas, fix.slopes
+            Y, thetas = fix.Y, fix.thetas
+            slopes = fix.slopes if slopes is None else slopes
         stats["extension_copies"] = int(np.count_nonzero(np.any(Y != w_hat[None, :], axis=1)))
         stats["copies_outside"] = 0 if fix is None else int(fix.rows.size)
         piece = extension_bounds(
             decl, None, w_hat, None, w_hat, C, decl.n + null, thetas=thetas, copies=Y, slopes=slopes
         )
+        self.duals = piece[2]
         parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [
             (decl, piece, piece[3], piece[2], thetas)
         ]
@@ -1037,12 +1049,10 @@ class _Rounds:
             decl, w_hat, parts, self.tilt, lam, w0, accuracy, stats, C, null, None
         )
 
-    def _model(self, w_hat: np.ndarray, fix: Any) -> Any:
-        """The next solve's model: the rows ``fix.rows`` (copies leaving W) replaced by
-        ``f_C``'s value and slope at ``w_hat`` inside the tilted sum, and their curvature
-        under the tilted weights at ``w_hat`` added outside it (second order at ``w_hat``;
-        the weights need the exact values, so the extension's model takes a second pass
-        over those rows)."""
+    def _tilted(self, w_hat: np.ndarray, fix: Any) -> tuple[Any, Any]:
+        """The tilted model with the rows ``fix.rows`` (copies leaving W) replaced by
+        ``f_C``'s value and slope at ``w_hat`` (:class:`_Linearized`), and those rows' line
+        (:class:`~dpcvx.certification.ball.Smooth1D`)."""
         from dpcvx.certification.ball import Smooth1D
         from dpcvx.modeling.smooth import TiltedModel
 
@@ -1054,13 +1064,73 @@ class _Rounds:
         t = np.einsum("kd,kd->k", blk.A[rows], exact) / norms
         values = line.value(t) + self.C * row_norms(w_hat[None, :] - exact)
         lin = _Linearized(self.moved, rows, values - self.shifts[rows], fix.slopes[rows], w_hat)
-        tilted = TiltedModel(lin, self.tilt, self.shifts, self.null)
+        return TiltedModel(lin, self.tilt, self.shifts, self.null), line
+
+    def _model(self, w_hat: np.ndarray, fix: Any) -> Any:
+        """The next solve's model: :meth:`_tilted`'s, with the replaced rows' curvature under
+        the tilted weights at ``w_hat`` added outside the tilted sum (second order at
+        ``w_hat``; the weights need the exact values, so the extension's model takes a
+        second pass over those rows)."""
+        tilted, line = self._tilted(w_hat, fix)
+        rows = fix.rows
         _, pi = tilted.weights(w_hat)
-        u = blk.A[rows] / norms[:, None]
+        (blk,) = self.relaxed.model.blocks
+        u = blk.A[rows] / line.scale[:, None]
         with np.errstate(divide="ignore"):
             count = 1.0 / pi[rows]  # each row's count in the mean: the reciprocal of its weight
         *_, (Q, _) = self.region.extension(line, u, w_hat, self.C, count)
         return _Curved(tilted, Q, w_hat)
+
+    def _balanced(
+        self,
+        w_hat: np.ndarray,
+        fix: Any,
+        lam: float,
+        w0: np.ndarray,
+        accuracy: float | None,
+        stats: dict[str, Any],
+    ) -> CertifiedSolution | None:
+        """On a box's boundary, the certificate with the duals of the copies at ``w_hat``
+        that must cancel part of their slope against the bounds chosen jointly under the
+        tilted weights (:func:`~dpcvx.certification.box.balanced_duals`, as plain ERM's
+        rounds do with uniform ones: one at a time, they can leave the weighted mean
+        pushing out of the box, which the certificate charges). None where that does not
+        apply or finds nothing; the weights are the model's at ``w_hat`` (the certificate
+        takes its own: any duals give a valid bound)."""
+        from dpcvx.certification.box import BoxRegion, balanced_duals
+        from dpcvx.modeling.smooth import atom_derivative
+
+        region = self.region
+        if fix is None or not isinstance(region, BoxRegion):
+            return None
+        at_x = fix.rows[np.all(fix.Y[fix.rows] == w_hat[None, :], axis=1)]
+        if not at_x.size:
+            return None
+        (blk,) = self.relaxed.model.blocks
+        plain = replace(blk, knots=None)
+        slope = blk.weight * atom_derivative(plain, blk.A[at_x] @ w_hat + blk.b[at_x], 1)
+        s = slope[:, None] * blk.A[at_x]
+        steep = np.einsum("kd,kd->k", s, s) > self.C * self.C
+        rows = at_x[steep]
+        if not rows.size:
+            return None
+        tilted, _ = self._tilted(w_hat, fix)
+        _, pi = tilted.weights(w_hat)
+        g = self.duals
+        others = np.ones(self.decl.n, bool)
+        others[rows] = False
+        fixed = pi[others] @ g[others] + lam * (w_hat - w0)
+        n = self.decl.n
+        with np.errstate(all="ignore"):
+            out = balanced_duals(
+                s[steep], g[rows], fixed, w_hat, region.lo, region.hi, self.C, n, None, pi[rows]
+            )
+        if out is None:
+            return None
+        slopes = np.array(fix.slopes, float, copy=True)
+        slopes[rows] = out
+        info = dict(stats, balanced_duals=True)
+        return self._certificate(w_hat, fix.Y, fix, lam, w0, accuracy, info, slopes)
 
 
 class _Linearized:
