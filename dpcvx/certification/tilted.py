@@ -29,9 +29,11 @@ same gap as a sum of stable duality gaps (:mod:`dpcvx.certification.tilted_gap`:
 ``KL(q || pi)/tau`` from derivative-based value errors, plus a weighted ERM's stable gap), and
 the smaller counts.
 
-**Solve paths.** Smooth losses (every example certified C-Lipschitz under an extension) run
-Newton's method on the tilted objective first (:func:`_smooth_tilted`); the conic program is
-the fallback, with its far pieces moved next to the ball first
+**Solve paths.** Smooth losses run Newton's method on the tilted objective first
+(:func:`_smooth_tilted`): under an extension, on the relaxed extension where some examples
+are steeper than C, with rounds that keep the copies leaving W in it (:class:`_Rounds`); the
+max-loss by continuation over the tilt (:class:`_MaxPath`). The conic program is the
+fallback, with its far pieces moved next to the ball first
 (:func:`dpcvx.certification.solve.recentered_program`) and each example's constant added back
 inside the exponentials (or the max-loss epigraph), less the largest (:func:`_offsets`).
 """
@@ -63,7 +65,7 @@ from dpcvx.certification.tilted_gap import tilted_stable_gap
 from dpcvx.compilation.solvers import RawSolution, solve_program
 from dpcvx.compilation.stamp import StampedProgram, segments, stamp, stamp_parts
 from dpcvx.compilation.template import ConeLayout, DomainBlock, Template
-from dpcvx.errors import CertificationError
+from dpcvx.errors import CertificationError, SolverError
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import RECENTER_RATIO
@@ -866,7 +868,9 @@ def _smooth_tilted(
     from dpcvx.modeling.smooth import TiltedModel, extension_model, recentered, smooth_model
 
     dom = decl.domain
-    if math.isinf(tilt) or lam <= 0 or dom.kind not in ("l2_ball", "box"):
+    if lam <= 0 or dom.kind not in ("l2_ball", "box"):
+        return None
+    if math.isinf(tilt) and accuracy is None:
         return None
     if decl.d > ladder.NEWTON_MAX_D or not is_smooth(decl):
         return None
@@ -876,7 +880,7 @@ def _smooth_tilted(
     relaxed = None
     if C is not None and not ladder._nearly_light(decl, C):
         relaxed = extension_model(model, C)
-        if relaxed is None:
+        if relaxed is None or ladder._region(dom) is None:
             return None
     import time
 
@@ -885,6 +889,10 @@ def _smooth_tilted(
     moved = recentered(solved, dom.center, float(dom.radius))
     center = np.asarray(dom.center, float)
     shifts = np.zeros(decl.n) if moved is solved else solved.values(center) - moved.values(center)
+    if math.isinf(tilt):
+        assert accuracy is not None
+        path = _MaxPath(decl, model, relaxed, moved, np.nan_to_num(shifts), C, null)
+        return path.run(lam, w0, accuracy, start)
     tilted = TiltedModel(moved, tilt, np.nan_to_num(shifts), null)
     x, iterations, solver = ladder.smooth_minimize(decl, tilted, lam, w0)
     stats: dict[str, Any] = {
@@ -907,10 +915,144 @@ def _smooth_tilted(
             decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, None
         )
     region = ladder._region(dom)
-    if region is None:
-        return None
+    assert region is not None  # checked above
     rounds = _Rounds(decl, relaxed, moved, np.nan_to_num(shifts), region, C, tilt, null)
     return rounds.run(x, lam, w0, accuracy, stats, start)
+
+
+#: the max-loss's smooth path: the tilts grow by this factor from 1, and stop at this many
+#: times ``log(n) / accuracy`` (:class:`_MaxPath`)
+TILT_STEP = 10.0
+TILT_REACH = 1e3
+
+
+class _MaxPath:
+    """The max-loss (``tilt = inf``) of smooth losses by continuation: Newton's method on
+    tilted ERM (:class:`~dpcvx.modeling.smooth.TiltedModel`) at tilts ``1, 10, 100, ...``,
+    each from the last one's point. The tilted objective lies within ``log(n) / tau`` below
+    the max-loss, so from the tilt before ``log(n) / accuracy`` on, each point is certified
+    for the max-loss itself (:func:`_certify_max_at`, or the extension's certificate), with
+    the tilted weights at the point as the simplex weights of Gibbs' bound (any weights give
+    a valid bound; at the tilted minimizer these make the linear part vanish, leaving
+    ``max_i f_i - sum_i p_i f_i``). The first certificate meeting the target ends the path;
+    past :data:`TILT_REACH` times that tilt, the best certificate is returned (the caller
+    falls back to the conic program if it misses). Under the extension with examples
+    steeper than C, the relaxed extension's copies must lie in W (else None)."""
+
+    def __init__(
+        self,
+        decl: Declaration,
+        model: Any,
+        relaxed: Any,
+        moved: Any,
+        shifts: np.ndarray,
+        C: float | None,
+        null: int,
+    ) -> None:
+        self.decl, self.model, self.relaxed, self.moved = decl, model, relaxed, moved
+        self.shifts, self.C, self.null = shifts, C, null
+
+    def run(
+        self, lam: float, w0: np.ndarray, accuracy: float, start: float
+    ) -> CertifiedSolution | None:
+        import time
+
+        from dpcvx.modeling.smooth import TiltedModel
+
+        dom = self.decl.domain
+        need = math.log(max(self.decl.n + self.null, 2)) / accuracy
+        best: CertifiedSolution | None = None
+        x: np.ndarray | None = None
+        steps, tau = 0, 1.0
+        while True:
+            tilted = TiltedModel(self.moved, tau, self.shifts, self.null)
+            init = None if x is None else dom.make_feasible(x)
+            try:  # a failed stage keeps the best certificate so far
+                x, more, solver = ladder.smooth_minimize(self.decl, tilted, lam, w0, init=init)
+            except (np.linalg.LinAlgError, ValueError, ArithmeticError, SolverError):
+                return best
+            steps += int(more)
+            if tau * TILT_STEP >= need:
+                stats: dict[str, Any] = {
+                    "solver": solver,
+                    "iterations": steps,
+                    "status": "converged",
+                    "seconds": time.perf_counter() - start,
+                    "path_tilt": tau,
+                }
+                cert = self._certify(x, tilted.weights(x)[1], lam, w0, accuracy, stats)
+                if cert is None:  # relaxed copies leave W: the rounds at this tilt
+                    region = ladder._region(dom)
+                    assert self.C is not None and region is not None
+                    rounds = _Rounds(
+                        self.decl,
+                        self.relaxed,
+                        self.moved,
+                        self.shifts,
+                        region,
+                        self.C,
+                        tau,
+                        self.null,
+                        max_loss=True,
+                    )
+                    cert = rounds.run(x, lam, w0, accuracy, stats, start)
+                    if cert is None:
+                        return best
+                    x = cert.w
+                if best is None or cert.gap < best.gap:
+                    best = cert
+                if ladder._meets(cert, accuracy):
+                    return cert
+            if tau >= TILT_REACH * need:
+                return best
+            tau *= TILT_STEP
+
+    def _certify(
+        self,
+        x: np.ndarray,
+        pi: np.ndarray,
+        lam: float,
+        w0: np.ndarray,
+        accuracy: float,
+        stats: dict[str, Any],
+    ) -> CertifiedSolution | None:
+        """The max-loss certificate at ``x`` with the data examples' weights ``pi`` (the
+        null examples share the rest), or None where relaxed copies leave W."""
+        from dpcvx.certification.ball import smooth_copies_in
+
+        decl, C, null = self.decl, self.C, self.null
+        dom = decl.domain
+        if C is None:
+            thetas = self.model.multipliers(x)
+            return _certify_max_at(decl, x, thetas, pi, lam, w0, accuracy, stats)
+        w_hat = dom.make_feasible(x)
+        Y = None
+        if self.relaxed is None:
+            thetas = self.model.multipliers(x)
+        else:
+            region = ladder._region(dom)
+            Y = self.relaxed.copies(w_hat)
+            if region is None or smooth_copies_in(self.relaxed, C, w_hat, region, None, Y):
+                return None
+            thetas = self.relaxed.model.multipliers(w_hat)
+        piece = extension_bounds(
+            decl, None, w_hat, None, w_hat, C, decl.n + null, thetas=thetas, copies=Y
+        )
+        part = (decl, piece, None if Y is None else piece[3], None if Y is None else piece[2])
+        parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [
+            (*part, thetas)
+        ]
+        simplex = _simplex_of(pi, null)
+        return _extension_certificate(
+            decl, w_hat, parts, math.inf, lam, w0, accuracy, stats, C, null, simplex
+        )
+
+
+def _simplex_of(pi: np.ndarray, null: int) -> np.ndarray:
+    """The max-loss simplex weights of all ``n + null`` examples from the data examples'
+    tilted weights ``pi``: the null examples share the rest."""
+    rest = max(1.0 - float(np.sum(pi)), 0.0)
+    return np.concatenate([pi, np.full(null, rest / null if null else 0.0)])
 
 
 #: the most re-solves of tilted ERM's smooth extension with the copies kept in W, and the
@@ -937,7 +1079,11 @@ class _Rounds:
     times. The rounds stop when a certificate meets the target, when the halvings run out,
     when the relaxed extension's minimizer has its copies in W, or after
     :data:`TILTED_ROUNDS`; the best certificate is returned (the caller falls back to the
-    conic program if it misses). The rounds only move the point the certificate judges."""
+    conic program if it misses). The rounds only move the point the certificate judges.
+
+    With ``max_loss``, the rounds solve tilted ERM at ``tilt`` (a stage of :class:`_MaxPath`)
+    and certify the max-loss at each point, the tilted weights there as Gibbs' simplex
+    weights."""
 
     def __init__(
         self,
@@ -949,9 +1095,11 @@ class _Rounds:
         C: float,
         tilt: float,
         null: int,
+        max_loss: bool = False,
     ) -> None:
         self.decl, self.relaxed, self.moved, self.shifts = decl, relaxed, moved, shifts
         self.region, self.C, self.tilt, self.null = region, C, tilt, null
+        self.max_loss = max_loss
 
     def run(
         self,
@@ -1010,9 +1158,12 @@ class _Rounds:
             at, upper, halved = w_hat, float(cert.upper), 0
             if fix is None and relaxed_last:
                 break  # the relaxed extension's minimizer, its copies exact: as tight as it gets
-            model = relaxed_model if fix is None else self._model(w_hat, fix)
             relaxed_last = fix is None
-            x, more, _ = ladder.smooth_minimize(self.decl, model, lam, w0, init=w_hat)
+            try:  # a failed model or re-solve keeps the best certificate so far
+                model = relaxed_model if fix is None else self._model(w_hat, fix)
+                x, more, _ = ladder.smooth_minimize(self.decl, model, lam, w0, init=w_hat)
+            except (np.linalg.LinAlgError, ValueError, ArithmeticError, SolverError):
+                break
             steps += int(more)
         return best
 
@@ -1045,8 +1196,20 @@ class _Rounds:
         parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [
             (decl, piece, piece[3], piece[2], thetas)
         ]
+        if not self.max_loss:
+            return _extension_certificate(
+                decl, w_hat, parts, self.tilt, lam, w0, accuracy, stats, C, null, None
+            )
+        if fix is None:
+            from dpcvx.modeling.smooth import TiltedModel
+
+            tilted = TiltedModel(self.moved, self.tilt, self.shifts, null)
+        else:
+            tilted, _ = self._tilted(w_hat, fix)
+        simplex = _simplex_of(tilted.weights(w_hat)[1], null)
+        stats["path_tilt"] = self.tilt
         return _extension_certificate(
-            decl, w_hat, parts, self.tilt, lam, w0, accuracy, stats, C, null, None
+            decl, w_hat, parts, math.inf, lam, w0, accuracy, stats, C, null, simplex
         )
 
     def _tilted(self, w_hat: np.ndarray, fix: Any) -> tuple[Any, Any]:
@@ -1154,8 +1317,9 @@ class _Linearized:
         out[self.rows] = self.slopes
         return out
 
-    def hessian(self, w: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        full = np.full(self.n, 1.0 / self.n) if weights is None else np.array(weights, float)
+    def hessian(self, w: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """``sum_i weights_i hess f_i`` (the replaced rows are affine)."""
+        full = np.array(weights, float)
         full[self.rows] = 0.0
         return self.model.hessian(w, weights=full)
 
@@ -1192,11 +1356,8 @@ def _certify_max(
     (the duals of ``t >= s_i``) and the valid-by-construction minorants ``f_i >= <s_i, w> +
     beta_i`` of each example's block."""
     n = decl.n
-    dom = decl.domain
-    w_hat = dom.make_feasible(np.asarray(x[: decl.d], float))
+    w_hat = decl.domain.make_feasible(np.asarray(x[: decl.d], float))
     f = decl.loss_values(w_hat)
-    reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
-    upper_raw = float(np.max(f)) + reg
     p = _simplex_weights(np.asarray(z_full, float)[max_rows], f)
     # the split rows of example i carry p_i times its ERM duals: rescale them to weight 1/n
     z = np.array(np.nan_to_num(z_full), float)
@@ -1204,11 +1365,59 @@ def _certify_max(
         for rows in rows_t:
             if rows is not None:
                 z[rows] = z[rows] / np.maximum(n * p[:, None], 1e-300)
-    s, beta, scale, _ = _minorants(decl, prog, z, np.broadcast_to(w_hat, (n, decl.d)).copy())
+    minorants = _minorants(decl, prog, z, np.broadcast_to(w_hat, (n, decl.d)).copy())
+    return _max_certificate(
+        decl, w_hat, f, p, minorants, lambda: _term_duals(decl, prog, z), lam, w0, accuracy, stats
+    )
+
+
+def _certify_max_at(
+    decl: Declaration,
+    x: np.ndarray,
+    thetas: list,
+    p: np.ndarray,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    stats: dict[str, Any],
+) -> CertifiedSolution:
+    """:func:`_certify_max` at a point found without a program: the multipliers ``thetas``
+    (as for :func:`~dpcvx.certification.certificate.certify`) and any weights ``p``
+    (normalized here) of the simplex."""
+    n = decl.n
+    w_hat = decl.domain.make_feasible(np.asarray(x[: decl.d], float))
+    f = decl.loss_values(w_hat)
+    p = np.maximum(np.nan_to_num(np.asarray(p, float)), 0.0)
+    total = float(np.sum(p))
+    p = p / total if total > 0 else (np.arange(n) == int(np.argmax(f))).astype(float)
+    rows_w = np.broadcast_to(w_hat, (n, decl.d)).copy()
+    minorants = _minorants(decl, None, None, rows_w, thetas=thetas)
+    return _max_certificate(decl, w_hat, f, p, minorants, lambda: thetas, lam, w0, accuracy, stats)
+
+
+def _max_certificate(
+    decl: Declaration,
+    w_hat: np.ndarray,
+    f: np.ndarray,
+    p: np.ndarray,
+    minorants: tuple,
+    guide: Callable[[], list],
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    stats: dict[str, Any],
+) -> CertifiedSolution:
+    """The max-loss certificate at ``w_hat`` (losses ``f``) from the simplex weights ``p``
+    and the minorants ``(s, beta, scale, _)``; ``guide`` gives the multipliers the stable
+    gap polishes."""
+    dom = decl.domain
+    s, beta, scale, _ = minorants
+    reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
+    upper_raw = float(np.max(f)) + reg
     q_min = dom.min_linear_quadratic(p @ s, lam, w0, hint=w_hat)
     lower_raw = float(p @ beta) + q_min
     mag = 1.0 + float(np.max(np.abs(f))) + float(p @ (np.abs(beta) + scale)) + reg + abs(q_min)
-    margin = ROUNDING * mag * (1 + n * 1e-4)
+    margin = ROUNDING * mag * (1 + decl.n * 1e-4)
     stats.update(tilt=math.inf, objective="max-loss", weights_support=int(np.sum(p > 1e-9)))
     radius = _radius(upper_raw - lower_raw + 2 * margin, lam)
     return _finish(
@@ -1216,9 +1425,7 @@ def _certify_max(
         upper_raw,
         lower_raw,
         margin,
-        lambda: _stable_plain(
-            decl, w_hat, _term_duals(decl, prog, z), radius, math.inf, lam, w0, simplex=p
-        ),
+        lambda: _stable_plain(decl, w_hat, guide(), radius, math.inf, lam, w0, simplex=p),
         lam,
         w0,
         accuracy,
