@@ -66,6 +66,14 @@ def test_bench_aborts_smoke_runs(tmp_path):
     assert (tmp_path / "bench_aborts_smoke.json").exists()
 
 
+def test_bench_tilted_smoke_runs():
+    """Tilted ERM and max-loss releases on their smooth paths next to the conic program and a
+    plain release (tiny: it must run, release every time and print its table)."""
+    proc = _smoke("bench_tilted.py")
+    assert "releases that failed: 0" in proc.stdout
+    assert "conic/smooth" in proc.stdout
+
+
 def test_bench_speed_smoke_runs(tmp_path):
     """dpcvx's certified solves next to scikit-learn, scipy and CVXPY on a tiny cell of every
     loss: it prints ratios and the smooth losses take Newton's path."""

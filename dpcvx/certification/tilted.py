@@ -60,6 +60,7 @@ from dpcvx.certification.certificate import (
 )
 from dpcvx.certification.extension import extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
+from dpcvx.certification.smoothed import SmoothedPieces
 from dpcvx.certification.stable import _per_example, _stable_rows, per_example_values
 from dpcvx.certification.tilted_gap import tilted_stable_gap
 from dpcvx.compilation.solvers import RawSolution, solve_program
@@ -872,8 +873,10 @@ def _smooth_tilted(
         return None
     if math.isinf(tilt) and accuracy is None:
         return None
-    if decl.d > ladder.NEWTON_MAX_D or not is_smooth(decl):
+    if decl.d > ladder.NEWTON_MAX_D:
         return None
+    if not is_smooth(decl):
+        return _pieces_tilted(decl, tilt, lam, w0, accuracy, C, null)
     model = smooth_model(decl)
     if model is None:
         return None
@@ -920,6 +923,98 @@ def _smooth_tilted(
     return rounds.run(x, lam, w0, accuracy, stats, start)
 
 
+#: the smoothing of piecewise-linear losses starts at this temperature and falls by
+#: :data:`TILT_STEP` per stage, to a bias of a tenth of the target (:func:`_pieces_tilted`)
+SMOOTHING_START = 1.0
+
+
+def _pieces_tilted(
+    decl: Declaration,
+    tilt: float,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    C: float | None,
+    null: int,
+) -> CertifiedSolution | None:
+    """Tilted ERM (or the max-loss) of a piecewise-linear loss (hinge, absolute, pinball:
+    :func:`~dpcvx.certification.arrowhead.piecewise_model`, with no affine term apart from
+    its pieces) on its smooth path, or None where it does not apply (public structure only:
+    an accuracy target, and under an extension every example certified C-Lipschitz on W,
+    where ``f_C = f``).
+
+    Newton's method runs on the tilted sum of the losses smoothed at temperatures ``1, 0.1,
+    ...`` (:class:`~dpcvx.certification.smoothed.SmoothedPieces`: each example's smoothed
+    loss lies within ``bias * mu`` above its loss), each from the last one's point; from the
+    temperature whose bias is ten times the target on, each point is certified for the
+    loss itself with the pieces' softmax weights as multipliers, and the first certificate
+    meeting the target ends the path, which stops where the bias is a tenth of it. The
+    max-loss runs :class:`_MaxPath` with the temperature falling as the tilt grows."""
+    import time
+
+    from dpcvx.certification.arrowhead import piecewise_model
+    from dpcvx.modeling.smooth import TiltedModel
+
+    if accuracy is None or not accuracy > 0:
+        return None
+    model = piecewise_model(decl)
+    if model is None or not model.whole:
+        return None
+    if C is not None and not ladder._nearly_light(decl, C):
+        return None
+    n = decl.n
+    # each example's smoothed loss exceeds its loss by at most bias * mu
+    bias = sum(
+        t.c * n * (t.b[0].size // n) * math.log(len(t.b)) for t in model.terms if len(t.b) > 1
+    )
+    if not bias > 0:
+        return None
+    start = time.perf_counter()
+    shifts = np.zeros(n)
+    if math.isinf(tilt):
+        path = _MaxPath(decl, model, None, None, shifts, C, null, bias)
+        return path.run(lam, w0, accuracy, start)
+    dom = decl.domain
+    best: CertifiedSolution | None = None
+    x: np.ndarray | None = None
+    steps, mu = 0, SMOOTHING_START
+    while True:
+        smoothed = SmoothedPieces(model, mu)
+        tilted = TiltedModel(smoothed, tilt, shifts, null)
+        init = None if x is None else dom.make_feasible(x)
+        try:  # a failed stage keeps the best certificate so far
+            x, more, solver = ladder.smooth_minimize(decl, tilted, lam, w0, init=init)
+        except (np.linalg.LinAlgError, ValueError, ArithmeticError, SolverError):
+            return best
+        steps += int(more)
+        if bias * mu <= TILT_STEP * accuracy:
+            stats: dict[str, Any] = {
+                "solver": solver,
+                "iterations": steps,
+                "status": "converged",
+                "seconds": time.perf_counter() - start,
+                "smoothing": mu,
+            }
+            thetas = smoothed.multipliers(x)
+            if C is None:
+                cert = _certify(decl, x, None, None, tilt, lam, w0, accuracy, stats, thetas)
+            else:
+                w_hat = dom.make_feasible(x)
+                piece = extension_bounds(decl, None, w_hat, None, w_hat, C, n + null, thetas=thetas)
+                parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]]
+                parts = [(decl, piece, None, None, thetas)]
+                cert = _extension_certificate(
+                    decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, None
+                )
+            if best is None or cert.gap < best.gap:
+                best = cert
+            if ladder._meets(cert, accuracy):
+                return cert
+        if bias * mu <= accuracy / TILT_STEP:
+            return best
+        mu /= TILT_STEP
+
+
 #: the max-loss's smooth path: the tilts grow by this factor from 1, and stop at this many
 #: times ``log(n) / accuracy`` (:class:`_MaxPath`)
 TILT_STEP = 10.0
@@ -948,9 +1043,11 @@ class _MaxPath:
         shifts: np.ndarray,
         C: float | None,
         null: int,
+        bias: float | None = None,
     ) -> None:
         self.decl, self.model, self.relaxed, self.moved = decl, model, relaxed, moved
         self.shifts, self.C, self.null = shifts, C, null
+        self.bias = bias
 
     def run(
         self, lam: float, w0: np.ndarray, accuracy: float, start: float
@@ -965,7 +1062,10 @@ class _MaxPath:
         x: np.ndarray | None = None
         steps, tau = 0, 1.0
         while True:
-            tilted = TiltedModel(self.moved, tau, self.shifts, self.null)
+            base = self.moved
+            if self.bias is not None:  # the pieces smoothed as far as the tilt's own slack
+                base = SmoothedPieces(self.model, need * accuracy / (tau * self.bias))
+            tilted = TiltedModel(base, tau, self.shifts, self.null)
             init = None if x is None else dom.make_feasible(x)
             try:  # a failed stage keeps the best certificate so far
                 x, more, solver = ladder.smooth_minimize(self.decl, tilted, lam, w0, init=init)
@@ -980,7 +1080,7 @@ class _MaxPath:
                     "seconds": time.perf_counter() - start,
                     "path_tilt": tau,
                 }
-                cert = self._certify(x, tilted.weights(x)[1], lam, w0, accuracy, stats)
+                cert = self._certify(x, tilted.weights(x)[1], lam, w0, accuracy, stats, base)
                 if cert is None:  # relaxed copies leave W: the rounds at this tilt
                     region = ladder._region(dom)
                     assert self.C is not None and region is not None
@@ -1015,20 +1115,23 @@ class _MaxPath:
         w0: np.ndarray,
         accuracy: float,
         stats: dict[str, Any],
+        base: Any,
     ) -> CertifiedSolution | None:
         """The max-loss certificate at ``x`` with the data examples' weights ``pi`` (the
-        null examples share the rest), or None where relaxed copies leave W."""
+        null examples share the rest) and the multipliers of the stage's model ``base``, or
+        None where relaxed copies leave W."""
         from dpcvx.certification.ball import smooth_copies_in
 
         decl, C, null = self.decl, self.C, self.null
         dom = decl.domain
+        guide = self.model if self.bias is None else base
         if C is None:
-            thetas = self.model.multipliers(x)
+            thetas = guide.multipliers(x)
             return _certify_max_at(decl, x, thetas, pi, lam, w0, accuracy, stats)
         w_hat = dom.make_feasible(x)
         Y = None
         if self.relaxed is None:
-            thetas = self.model.multipliers(x)
+            thetas = guide.multipliers(x)
         else:
             region = ladder._region(dom)
             Y = self.relaxed.copies(w_hat)

@@ -1,0 +1,100 @@
+"""Piecewise-linear losses smoothed for Newton's method on objectives that are not sums.
+
+A loss whose every term is ``weight * max_j (a_j^T w + b_j)`` elementwise (hinge, absolute,
+pinball, epsilon-insensitive: :class:`~dpcvx.certification.arrowhead.PiecewiseModel`) is
+replaced by its log-sum-exp smoothing at temperature ``mu``,
+
+    max_j v_j  <=  mu log sum_j exp(v_j / mu)  <=  max_j v_j + mu log m,
+
+whose per-example values, gradients and Hessians (a weighted covariance of the pieces'
+slopes under ``p = softmax(v / mu)``, over ``mu``) a tilted sum
+(:class:`~dpcvx.modeling.smooth.TiltedModel`) needs. Only the solver's problem changes: the
+certificate judges the user's loss with the multipliers ``p`` (simplex weights on the pieces,
+as the arrowhead method's), at a Fenchel-Young cost of at most ``mu log m`` per element.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp, softmax
+
+from dpcvx.certification.arrowhead import PiecewiseModel, _Term
+from dpcvx.modeling.smooth import gram
+
+
+class SmoothedPieces:
+    """The smoothed per-example losses of ``model`` (one without affine terms apart from its
+    pieces: ``model.whole``) at temperature ``mu``: ``values``, ``gradients`` and the weighted
+    ``hessian`` of :class:`~dpcvx.modeling.smooth.SmoothModel`, and the certificate's
+    ``multipliers``."""
+
+    def __init__(self, model: PiecewiseModel, mu: float) -> None:
+        self.model, self.mu = model, float(mu)
+        self.n, self.d = model.n, model.d
+
+    def _pieces(self, term: _Term, w: np.ndarray) -> np.ndarray:
+        """``(N, m)``: every element's pieces at ``w``."""
+        return term.apply(w) + np.stack(term.b, axis=1)
+
+    def _slopes(self, term: _Term, P: np.ndarray) -> np.ndarray:
+        """``(N, d)``: ``sum_j P_j a_j`` per element."""
+        if term.base is not None:
+            coefs = term.row_coefs if term.row_coefs is not None else np.asarray(term.coefs)
+            mix = np.sum(P * coefs, axis=1) if coefs.ndim == 2 else P @ coefs
+            return mix[:, None] * term.base
+        out = np.zeros((P.shape[0], self.d))
+        for j, A in enumerate(term.A):
+            if A is not None:
+                out += P[:, j, None] * A
+        return out
+
+    def _per_example(self, term: _Term, per_element: np.ndarray) -> np.ndarray:
+        """Each example's sum over its elements, times its weight (``c n``)."""
+        k = per_element.shape[0] // self.n
+        summed = per_element.reshape((self.n, k) + per_element.shape[1:]).sum(axis=1)
+        return term.c * self.n * summed
+
+    def values(self, w: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.n)
+        for term in self.model.terms:
+            out += self._per_example(term, self.mu * logsumexp(self._pieces(term, w) / self.mu, 1))
+        return out
+
+    def weights(self, w: np.ndarray) -> list[np.ndarray]:
+        """Per term, ``(N, m)``: the softmax weights of every element's pieces at ``w``."""
+        return [softmax(self._pieces(term, w) / self.mu, axis=1) for term in self.model.terms]
+
+    def gradients(self, w: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.n, self.d))
+        for term, P in zip(self.model.terms, self.weights(w)):
+            out += self._per_example(term, self._slopes(term, P))
+        return out
+
+    def hessian(self, w: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """``sum_i weights_i hess f_i`` (the mean without ``weights``): per element,
+        ``sum_j P_j (a_j - abar)(a_j - abar)^T / mu``."""
+        per = np.full(self.n, 1.0 / self.n) if weights is None else np.asarray(weights, float)
+        H = np.zeros((self.d, self.d))
+        for term, P in zip(self.model.terms, self.weights(w)):
+            k = P.shape[0] // self.n
+            scale = np.repeat(per * term.c * self.n, k) / self.mu
+            if term.base is not None:
+                coefs = term.row_coefs if term.row_coefs is not None else np.asarray(term.coefs)
+                mean = np.sum(P * coefs, axis=1) if coefs.ndim == 2 else P @ coefs
+                centred = coefs - mean[:, None]
+                var = np.sum(P * centred * centred, axis=1)
+                H += gram(term.base, scale * var)
+                continue
+            abar = self._slopes(term, P)
+            for j, A in enumerate(term.A):
+                diff = -abar if A is None else A - abar
+                H += gram(diff, scale * P[:, j])
+        return H
+
+    def multipliers(self, w: np.ndarray) -> list:
+        """The certificate's multipliers at ``w`` (the pieces' softmax weights, as
+        :meth:`~dpcvx.certification.arrowhead.PiecewiseModel.multipliers` takes the arrowhead
+        method's)."""
+        return self.model.multipliers(
+            [term.c * P for term, P in zip(self.model.terms, self.weights(w))]
+        )
