@@ -32,7 +32,8 @@ the smaller counts.
 **Solve paths.** Smooth losses run Newton's method on the tilted objective first
 (:func:`_smooth_tilted`): under an extension, on the relaxed extension where some examples
 are steeper than C, with rounds that keep the copies leaving W in it (:class:`_Rounds`); the
-max-loss by continuation over the tilt (:class:`_MaxPath`). The conic program is the
+max-loss by continuation over the tilt (:class:`_MaxPath`). Piecewise-linear losses run it
+on their log-sum-exp smoothing (:func:`_pieces_tilted`). The conic program is the
 fallback, with its far pieces moved next to the ball first
 (:func:`dpcvx.certification.solve.recentered_program`) and each example's constant added back
 inside the exponentials (or the max-loss epigraph), less the largest (:func:`_offsets`).
