@@ -942,7 +942,9 @@ def _pieces_tilted(
     :func:`~dpcvx.certification.arrowhead.piecewise_model`, with no affine term apart from
     its pieces) on its smooth path, or None where it does not apply (public structure only:
     an accuracy target, and under an extension every example certified C-Lipschitz on W,
-    where ``f_C = f``).
+    where ``f_C = f``, or, for tilted ERM on a ball or a box, a loss whose relaxed extension
+    is again piecewise linear: :func:`~dpcvx.certification.arrowhead.extension_pieces`,
+    smoothed and certified at its copies, :func:`_pieces_extension`).
 
     Newton's method runs on the tilted sum of the losses smoothed at temperatures ``1, 0.1,
     ...`` (:class:`~dpcvx.certification.smoothed.SmoothedPieces`: each example's smoothed
@@ -953,16 +955,21 @@ def _pieces_tilted(
     max-loss runs :class:`_MaxPath` with the temperature falling as the tilt grows."""
     import time
 
-    from dpcvx.certification.arrowhead import piecewise_model
+    from dpcvx.certification.arrowhead import extension_pieces, piecewise_model
     from dpcvx.modeling.smooth import TiltedModel
 
     if accuracy is None or not accuracy > 0:
         return None
-    model = piecewise_model(decl)
-    if model is None or not model.whole:
+    source = piecewise_model(decl)
+    if source is None or not source.whole:
         return None
+    model, relaxed = source, None
+    dom = decl.domain
     if C is not None and not ladder._nearly_light(decl, C):
-        return None
+        relaxed = extension_pieces(source, C)
+        if relaxed is None or ladder._region(dom) is None or math.isinf(tilt):
+            return None
+        model = relaxed.model
     n = decl.n
     # each example's smoothed loss exceeds its loss by at most bias * mu
     bias = sum(
@@ -975,7 +982,6 @@ def _pieces_tilted(
     if math.isinf(tilt):
         path = _MaxPath(decl, model, None, None, shifts, C, null, bias)
         return path.run(lam, w0, accuracy, start)
-    dom = decl.domain
     best: CertifiedSolution | None = None
     x: np.ndarray | None = None
     steps, mu = 0, SMOOTHING_START
@@ -996,16 +1002,12 @@ def _pieces_tilted(
                 "seconds": time.perf_counter() - start,
                 "smoothing": mu,
             }
-            thetas = smoothed.multipliers(x)
             if C is None:
+                thetas = smoothed.multipliers(x)
                 cert = _certify(decl, x, None, None, tilt, lam, w0, accuracy, stats, thetas)
             else:
-                w_hat = dom.make_feasible(x)
-                piece = extension_bounds(decl, None, w_hat, None, w_hat, C, n + null, thetas=thetas)
-                parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]]
-                parts = [(decl, piece, None, None, thetas)]
-                cert = _extension_certificate(
-                    decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, None
+                cert = _pieces_extension(
+                    decl, smoothed, relaxed, x, tilt, lam, w0, accuracy, stats, C, null
                 )
             if best is None or cert.gap < best.gap:
                 best = cert
@@ -1014,6 +1016,49 @@ def _pieces_tilted(
         if bias * mu <= accuracy / TILT_STEP:
             return best
         mu /= TILT_STEP
+
+
+def _pieces_extension(
+    decl: Declaration,
+    smoothed: SmoothedPieces,
+    relaxed: Any,
+    x: np.ndarray,
+    tilt: float,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float,
+    stats: dict[str, Any],
+    C: float,
+    null: int,
+) -> CertifiedSolution:
+    """:func:`_pieces_tilted`'s certificate of the extension at ``x``: every example as a
+    plain block (``relaxed`` None: each certified C-Lipschitz on W), or at its copy of the
+    relaxed extension (:class:`~dpcvx.certification.arrowhead.ExtensionPieces`), the exact
+    copy in W where that one leaves it (``copies_in``), with the multipliers of the pieces at
+    the copies."""
+    dom = decl.domain
+    w_hat = dom.make_feasible(x)
+    Y = slopes = None
+    if relaxed is None:
+        thetas = smoothed.multipliers(x)
+    else:
+        mus = [t.c * P for t, P in zip(relaxed.model.terms, smoothed.weights(w_hat))]
+        region = ladder._region(dom)
+        fix = relaxed.copies_in(w_hat, mus, region, exact_own=True)
+        if fix is None:
+            Y, thetas = relaxed.copies(w_hat, mus)
+        else:
+            Y, thetas, slopes = fix.Y, fix.thetas, fix.slopes
+        stats["extension_copies"] = int(np.count_nonzero(np.any(Y != w_hat[None, :], axis=1)))
+        stats["copies_outside"] = 0 if fix is None else int(fix.rows.size)
+    piece = extension_bounds(
+        decl, None, w_hat, None, w_hat, C, decl.n + null, thetas=thetas, copies=Y, slopes=slopes
+    )
+    part = (decl, piece, None if Y is None else piece[3], None if Y is None else piece[2])
+    parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [
+        (*part, thetas)
+    ]
+    return _extension_certificate(decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, None)
 
 
 #: the max-loss's smooth path: the tilts grow by this factor from 1, and stop at this many
