@@ -413,9 +413,9 @@ def balanced_duals(
         c = sigma * (fixed[active] + given[~fits][:, active].sum(axis=0) / n)
         c += np.where(canc, 0.0, S)[fits].sum(axis=0) / n
     else:
-        scale = n * np.asarray(weights, float)
+        share = np.asarray(weights, float)[:, None]
+        scale = n * share[:, 0]
         fits &= scale > 0
-        share = scale[:, None] / n
         c = sigma * (fixed[active] + (share * given)[~fits][:, active].sum(axis=0))
         c += (share * np.where(canc, 0.0, S))[fits].sum(axis=0)
         scale = scale[fits]

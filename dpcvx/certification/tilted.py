@@ -855,7 +855,8 @@ def _smooth_tilted(
     null: int = 0,
 ) -> CertifiedSolution | None:
     """Tilted ERM on the smooth path, or None where it does not apply (public structure
-    only: a finite tilt, smooth terms with a second-order model, ``lam > 0``, a ball or box,
+    only: a finite tilt, or the max-loss with an accuracy target (:class:`_MaxPath`), smooth
+    terms with a second-order model (else :func:`_pieces_tilted`), ``lam > 0``, a ball or box,
     and under an extension either every example certified C-Lipschitz on W, where ``f_C =
     f``, or one smooth scalar atom per example, whose relaxed extension
     (:func:`~dpcvx.modeling.smooth.extension_model`) the rounds of :class:`_Rounds` solve,
@@ -991,7 +992,7 @@ def _pieces_tilted(
         init = None if x is None else dom.make_feasible(x)
         try:  # a failed stage keeps the best certificate so far
             x, more, solver = ladder.smooth_minimize(decl, tilted, lam, w0, init=init)
-        except (np.linalg.LinAlgError, ValueError, ArithmeticError, SolverError):
+        except _STAGE_FAILURES:
             return best
         steps += int(more)
         if bias * mu <= TILT_STEP * accuracy:
@@ -1002,13 +1003,16 @@ def _pieces_tilted(
                 "seconds": time.perf_counter() - start,
                 "smoothing": mu,
             }
-            if C is None:
-                thetas = smoothed.multipliers(x)
-                cert = _certify(decl, x, None, None, tilt, lam, w0, accuracy, stats, thetas)
-            else:
-                cert = _pieces_extension(
-                    decl, smoothed, relaxed, x, tilt, lam, w0, accuracy, stats, C, null
-                )
+            try:
+                if C is None:
+                    thetas = smoothed.multipliers(x)
+                    cert = _certify(decl, x, None, None, tilt, lam, w0, accuracy, stats, thetas)
+                else:
+                    cert = _pieces_extension(
+                        decl, smoothed, relaxed, x, tilt, lam, w0, accuracy, stats, C, null
+                    )
+            except _STAGE_FAILURES:
+                return best
             if best is None or cert.gap < best.gap:
                 best = cert
             if ladder._meets(cert, accuracy):
@@ -1061,6 +1065,15 @@ def _pieces_extension(
     return _extension_certificate(decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, None)
 
 
+#: what ends a smooth path's stage (the best certificate so far is kept)
+_STAGE_FAILURES = (
+    CertificationError,
+    SolverError,
+    np.linalg.LinAlgError,
+    ValueError,
+    ArithmeticError,
+)
+
 #: the max-loss's smooth path: the tilts grow by this factor from 1, and stop at this many
 #: times ``log(n) / accuracy`` (:class:`_MaxPath`)
 TILT_STEP = 10.0
@@ -1078,7 +1091,9 @@ class _MaxPath:
     ``max_i f_i - sum_i p_i f_i``). The first certificate meeting the target ends the path;
     past :data:`TILT_REACH` times that tilt, the best certificate is returned (the caller
     falls back to the conic program if it misses). Under the extension with examples
-    steeper than C, the relaxed extension's copies must lie in W (else None)."""
+    steeper than C, where the relaxed extension's copies leave W, the rounds of
+    :class:`_Rounds` run at that tilt (with the max-loss's certificate). A failure inside a
+    stage ends the path with the best certificate so far."""
 
     def __init__(
         self,
@@ -1115,7 +1130,7 @@ class _MaxPath:
             init = None if x is None else dom.make_feasible(x)
             try:  # a failed stage keeps the best certificate so far
                 x, more, solver = ladder.smooth_minimize(self.decl, tilted, lam, w0, init=init)
-            except (np.linalg.LinAlgError, ValueError, ArithmeticError, SolverError):
+            except _STAGE_FAILURES:
                 return best
             steps += int(more)
             if tau * TILT_STEP >= need:
@@ -1126,25 +1141,13 @@ class _MaxPath:
                     "seconds": time.perf_counter() - start,
                     "path_tilt": tau,
                 }
-                cert = self._certify(x, tilted.weights(x)[1], lam, w0, accuracy, stats, base)
-                if cert is None:  # relaxed copies leave W: the rounds at this tilt
-                    region = ladder._region(dom)
-                    assert self.C is not None and region is not None
-                    rounds = _Rounds(
-                        self.decl,
-                        self.relaxed,
-                        self.moved,
-                        self.shifts,
-                        region,
-                        self.C,
-                        tau,
-                        self.null,
-                        max_loss=True,
-                    )
-                    cert = rounds.run(x, lam, w0, accuracy, stats, start)
-                    if cert is None:
-                        return best
-                    x = cert.w
+                try:
+                    cert = self._stage(x, tilted, base, tau, lam, w0, accuracy, stats, start)
+                except _STAGE_FAILURES:
+                    return best
+                if cert is None:
+                    return best
+                x = cert.w
                 if best is None or cert.gap < best.gap:
                     best = cert
                 if ladder._meets(cert, accuracy):
@@ -1152,6 +1155,38 @@ class _MaxPath:
             if tau >= TILT_REACH * need:
                 return best
             tau *= TILT_STEP
+
+    def _stage(
+        self,
+        x: np.ndarray,
+        tilted: Any,
+        base: Any,
+        tau: float,
+        lam: float,
+        w0: np.ndarray,
+        accuracy: float,
+        stats: dict[str, Any],
+        start: float,
+    ) -> CertifiedSolution | None:
+        """The max-loss certificate of the stage at tilt ``tau`` from its point ``x``: at
+        ``x``, or, where relaxed copies leave W, the best of the rounds at that tilt."""
+        cert = self._certify(x, tilted.weights(x)[1], lam, w0, accuracy, stats, base)
+        if cert is not None:
+            return cert
+        region = ladder._region(self.decl.domain)
+        assert self.C is not None and region is not None
+        rounds = _Rounds(
+            self.decl,
+            self.relaxed,
+            self.moved,
+            self.shifts,
+            region,
+            self.C,
+            tau,
+            self.null,
+            max_loss=True,
+        )
+        return rounds.run(x, lam, w0, accuracy, stats, start)
 
     def _certify(
         self,
@@ -1274,15 +1309,18 @@ class _Rounds:
         halved = 0
         for rounds in range(1, TILTED_ROUNDS + 1):
             w_hat = dom.make_feasible(x)
-            Y = self.relaxed.copies(w_hat)
-            fix = smooth_copies_in(self.relaxed, self.C, w_hat, self.region, None, Y)
             info = dict(
                 stats,
                 iterations=steps,
                 tilted_rounds=rounds,
                 seconds=time.perf_counter() - start,
             )
-            cert = self._certificate(w_hat, Y, fix, lam, w0, accuracy, info)
+            try:  # a failure here keeps the best certificate so far
+                Y = self.relaxed.copies(w_hat)
+                fix = smooth_copies_in(self.relaxed, self.C, w_hat, self.region, None, Y)
+                cert = self._certificate(w_hat, Y, fix, lam, w0, accuracy, info)
+            except _STAGE_FAILURES:
+                break
             if ladder._meets(cert, accuracy):
                 return cert
             try:  # an internal failure here only forgoes the balanced duals
@@ -1311,7 +1349,7 @@ class _Rounds:
             try:  # a failed model or re-solve keeps the best certificate so far
                 model = relaxed_model if fix is None else self._model(w_hat, fix)
                 x, more, _ = ladder.smooth_minimize(self.decl, model, lam, w0, init=w_hat)
-            except (np.linalg.LinAlgError, ValueError, ArithmeticError, SolverError):
+            except _STAGE_FAILURES:
                 break
             steps += int(more)
         return best
@@ -1388,7 +1426,7 @@ class _Rounds:
         _, pi = tilted.weights(w_hat)
         (blk,) = self.relaxed.model.blocks
         u = blk.A[rows] / line.scale[:, None]
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", over="ignore"):
             count = 1.0 / pi[rows]  # each row's count in the mean: the reciprocal of its weight
         *_, (Q, _) = self.region.extension(line, u, w_hat, self.C, count)
         return _Curved(tilted, Q, w_hat)
