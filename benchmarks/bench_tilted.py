@@ -3,7 +3,7 @@
 output-perturbation release on the same data, side by side in one run.
 
     python benchmarks/bench_tilted.py [--smoke] [--n 1000,10000,100000] [--d 20]
-        [--losses logistic,huber,square,squared_hinge] [--tilts 1,inf]
+        [--losses logistic,huber,square,squared_hinge,hinge,absolute] [--tilts 1,inf]
         [--domains ball,box] [--conic-max 10000] [--repeat 3]
 
 Data: Student-t(4) features scaled by ``1/sqrt(2d)`` and rows clipped to norm one (heavy
@@ -34,8 +34,10 @@ LOSSES = {
     "huber": lambda x, w, y: cp.huber(x @ w - y, 0.5),
     "square": lambda x, w, y: cp.square(x @ w - y),
     "squared_hinge": lambda x, w, y: cp.power(cp.maximum(1 - y * (x @ w), 0), 2),
+    "hinge": lambda x, w, y: cp.pos(1 - y * (x @ w)),
+    "absolute": lambda x, w, y: cp.abs(x @ w - y),
 }
-CLASSIFICATION = ("logistic", "squared_hinge")
+CLASSIFICATION = ("logistic", "squared_hinge", "hinge")
 
 
 def data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     d, repeat = args.d, args.repeat
     losses = args.losses.split(",")
     if args.smoke:
-        sizes, d, repeat, losses = [200], 5, 1, ["logistic", "squared_hinge"]
+        sizes, d, repeat, losses = [200], 5, 1, ["logistic", "squared_hinge", "hinge"]
     tilts = [float(t) for t in args.tilts.split(",")]
     header = (
         f"{'n':>8} {'loss':>14} {'domain':>6} {'tilt':>5} {'smooth s':>9} {'conic s':>9} "

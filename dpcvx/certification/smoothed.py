@@ -36,11 +36,15 @@ class SmoothedPieces:
         """``(N, m)``: every element's pieces at ``w``."""
         return term.apply(w) + np.stack(term.b, axis=1)
 
+    @staticmethod
+    def _coefs(term: _Term) -> np.ndarray:
+        """The multiples of ``term.base`` of every piece: ``(N, m)`` or ``(m,)``."""
+        return term.row_coefs if term.row_coefs is not None else np.asarray(term.coefs)
+
     def _slopes(self, term: _Term, P: np.ndarray) -> np.ndarray:
         """``(N, d)``: ``sum_j P_j a_j`` per element."""
         if term.base is not None:
-            coefs = term.row_coefs if term.row_coefs is not None else np.asarray(term.coefs)
-            mix = np.sum(P * coefs, axis=1) if coefs.ndim == 2 else P @ coefs
+            mix = np.sum(P * np.broadcast_to(self._coefs(term), P.shape), axis=1)
             return mix[:, None] * term.base
         out = np.zeros((P.shape[0], self.d))
         for j, A in enumerate(term.A):
@@ -79,9 +83,8 @@ class SmoothedPieces:
             k = P.shape[0] // self.n
             scale = np.repeat(per * term.c * self.n, k) / self.mu
             if term.base is not None:
-                coefs = term.row_coefs if term.row_coefs is not None else np.asarray(term.coefs)
-                mean = np.sum(P * coefs, axis=1) if coefs.ndim == 2 else P @ coefs
-                centred = coefs - mean[:, None]
+                coefs = np.broadcast_to(self._coefs(term), P.shape)
+                centred = coefs - np.sum(P * coefs, axis=1)[:, None]
                 var = np.sum(P * centred * centred, axis=1)
                 H += gram(term.base, scale * var)
                 continue

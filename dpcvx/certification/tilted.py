@@ -939,7 +939,8 @@ def _pieces_tilted(
     C: float | None,
     null: int,
 ) -> CertifiedSolution | None:
-    """Tilted ERM (or the max-loss) of a piecewise-linear loss (hinge, absolute, pinball:
+    """Tilted ERM (or the max-loss) of a piecewise-linear loss (hinge, absolute, pinball,
+    epsilon-insensitive:
     :func:`~dpcvx.certification.arrowhead.piecewise_model`, with no affine term apart from
     its pieces) on its smooth path, or None where it does not apply (public structure only:
     an accuracy target, and under an extension every example certified C-Lipschitz on W,
@@ -980,7 +981,7 @@ def _pieces_tilted(
         return None
     start = time.perf_counter()
     shifts = np.zeros(n)
-    if math.isinf(tilt):
+    if math.isinf(tilt):  # (no relaxed extension here: the rounds' model is never needed)
         path = _MaxPath(decl, model, None, None, shifts, C, null, bias)
         return path.run(lam, w0, accuracy, start)
     best: CertifiedSolution | None = None
@@ -1118,14 +1119,15 @@ class _MaxPath:
         from dpcvx.modeling.smooth import TiltedModel
 
         dom = self.decl.domain
-        need = math.log(max(self.decl.n + self.null, 2)) / accuracy
+        n_all = max(self.decl.n + self.null, 2)
+        need = math.log(n_all) / accuracy
         best: CertifiedSolution | None = None
         x: np.ndarray | None = None
         steps, tau = 0, 1.0
         while True:
             base = self.moved
             if self.bias is not None:  # the pieces smoothed as far as the tilt's own slack
-                base = SmoothedPieces(self.model, need * accuracy / (tau * self.bias))
+                base = SmoothedPieces(self.model, math.log(n_all) / (tau * self.bias))
             tilted = TiltedModel(base, tau, self.shifts, self.null)
             init = None if x is None else dom.make_feasible(x)
             try:  # a failed stage keeps the best certificate so far
