@@ -42,6 +42,7 @@ inside the exponentials (or the max-loss epigraph), less the largest (:func:`_of
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -887,8 +888,6 @@ def _smooth_tilted(
         relaxed = extension_model(model, C)
         if relaxed is None or ladder._region(dom) is None:
             return None
-    import time
-
     start = time.perf_counter()
     solved = model if relaxed is None else relaxed.model
     moved = recentered(solved, dom.center, float(dom.radius))
@@ -955,8 +954,6 @@ def _pieces_tilted(
     loss itself with the pieces' softmax weights as multipliers, and the first certificate
     meeting the target ends the path, which stops where the bias is a tenth of it. The
     max-loss runs :class:`_MaxPath` with the temperature falling as the tilt grows."""
-    import time
-
     from dpcvx.certification.arrowhead import extension_pieces, piecewise_model
     from dpcvx.modeling.smooth import TiltedModel
 
@@ -997,13 +994,7 @@ def _pieces_tilted(
             return best
         steps += int(more)
         if bias * mu <= TILT_STEP * accuracy:
-            stats: dict[str, Any] = {
-                "solver": solver,
-                "iterations": steps,
-                "status": "converged",
-                "seconds": time.perf_counter() - start,
-                "smoothing": mu,
-            }
+            stats = _stage_stats(solver, steps, start, smoothing=mu)
             try:
                 if C is None:
                     thetas = smoothed.multipliers(x)
@@ -1066,6 +1057,17 @@ def _pieces_extension(
     return _extension_certificate(decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, None)
 
 
+def _stage_stats(solver: str, steps: int, start: float, **extra: float) -> dict[str, Any]:
+    """The solver's report of a smooth path's stage (``start``: the path's clock)."""
+    return {
+        "solver": solver,
+        "iterations": steps,
+        "status": "converged",
+        "seconds": time.perf_counter() - start,
+        **extra,
+    }
+
+
 #: what ends a smooth path's stage (the best certificate so far is kept)
 _STAGE_FAILURES = (
     CertificationError,
@@ -1114,8 +1116,6 @@ class _MaxPath:
     def run(
         self, lam: float, w0: np.ndarray, accuracy: float, start: float
     ) -> CertifiedSolution | None:
-        import time
-
         from dpcvx.modeling.smooth import TiltedModel
 
         dom = self.decl.domain
@@ -1136,13 +1136,7 @@ class _MaxPath:
                 return best
             steps += int(more)
             if tau * TILT_STEP >= need:
-                stats: dict[str, Any] = {
-                    "solver": solver,
-                    "iterations": steps,
-                    "status": "converged",
-                    "seconds": time.perf_counter() - start,
-                    "path_tilt": tau,
-                }
+                stats = _stage_stats(solver, steps, start, path_tilt=tau)
                 try:
                     cert = self._stage(x, tilted, base, tau, lam, w0, accuracy, stats, start)
                 except _STAGE_FAILURES:
@@ -1296,8 +1290,6 @@ class _Rounds:
         stats: dict[str, Any],
         start: float,
     ) -> CertifiedSolution | None:
-        import time
-
         from dpcvx.certification.ball import smooth_copies_in
         from dpcvx.modeling.smooth import TiltedModel
 
