@@ -945,7 +945,7 @@ def _pieces_tilted(
     an accuracy target, and under an extension every example certified C-Lipschitz on W,
     where ``f_C = f``, or, for tilted ERM on a ball or a box, a loss whose relaxed extension
     is again piecewise linear: :func:`~dpcvx.certification.arrowhead.extension_pieces`,
-    smoothed and certified at its copies, :func:`_pieces_extension`).
+    smoothed and certified at its copies, :func:`_pieces_extension`; the max-loss too).
 
     Newton's method runs on the tilted sum of the losses smoothed at temperatures ``1, 0.1,
     ...`` (:class:`~dpcvx.certification.smoothed.SmoothedPieces`: each example's smoothed
@@ -966,7 +966,7 @@ def _pieces_tilted(
     dom = decl.domain
     if C is not None and not ladder._nearly_light(decl, C):
         relaxed = extension_pieces(source, C)
-        if relaxed is None or ladder._region(dom) is None or math.isinf(tilt):
+        if relaxed is None or ladder._region(dom) is None:
             return None
         model = relaxed.model
     n = decl.n
@@ -978,8 +978,8 @@ def _pieces_tilted(
         return None
     start = time.perf_counter()
     shifts = np.zeros(n)
-    if math.isinf(tilt):  # (no relaxed extension here: the rounds' model is never needed)
-        path = _MaxPath(decl, model, None, None, shifts, C, null, bias)
+    if math.isinf(tilt):  # (its certificate never falls back to the smooth rounds' model)
+        path = _MaxPath(decl, model, relaxed, None, shifts, C, null, bias)
         return path.run(lam, w0, accuracy, start)
     best: CertifiedSolution | None = None
     x: np.ndarray | None = None
@@ -1026,12 +1026,13 @@ def _pieces_extension(
     stats: dict[str, Any],
     C: float,
     null: int,
+    simplex: np.ndarray | None = None,
 ) -> CertifiedSolution:
     """:func:`_pieces_tilted`'s certificate of the extension at ``x``: every example as a
     plain block (``relaxed`` None: each certified C-Lipschitz on W), or at its copy of the
     relaxed extension (:class:`~dpcvx.certification.arrowhead.ExtensionPieces`), the exact
     copy in W where that one leaves it (``copies_in``), with the multipliers of the pieces at
-    the copies."""
+    the copies. ``simplex``: the max-loss's weights of all examples (tilted ERM without)."""
     dom = decl.domain
     w_hat = dom.make_feasible(x)
     Y = slopes = None
@@ -1054,7 +1055,11 @@ def _pieces_extension(
     parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [
         (*part, thetas)
     ]
-    return _extension_certificate(decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, None)
+    if simplex is not None:
+        tilt = math.inf
+    return _extension_certificate(
+        decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, simplex
+    )
 
 
 def _stage_stats(solver: str, steps: int, start: float, **extra: float) -> dict[str, Any]:
@@ -1095,8 +1100,10 @@ class _MaxPath:
     past :data:`TILT_REACH` times that tilt, the best certificate is returned (the caller
     falls back to the conic program if it misses). Under the extension with examples
     steeper than C, where the relaxed extension's copies leave W, the rounds of
-    :class:`_Rounds` run at that tilt (with the max-loss's certificate). A failure inside a
-    stage ends the path with the best certificate so far."""
+    :class:`_Rounds` run at that tilt (with the max-loss's certificate); the smoothed pieces
+    of :func:`_pieces_tilted` are certified at their exact copies instead
+    (:func:`_pieces_extension`). A failure inside a stage ends the path with the best
+    certificate so far."""
 
     def __init__(
         self,
@@ -1205,6 +1212,11 @@ class _MaxPath:
         if C is None:
             thetas = guide.multipliers(x)
             return _certify_max_at(decl, x, thetas, pi, lam, w0, accuracy, stats)
+        if self.bias is not None:  # smoothed pieces: plain blocks, or the relaxed pieces' copies
+            simplex = _simplex_of(pi, null)
+            return _pieces_extension(
+                decl, base, self.relaxed, x, math.inf, lam, w0, accuracy, stats, C, null, simplex
+            )
         w_hat = dom.make_feasible(x)
         Y = None
         if self.relaxed is None:
