@@ -939,13 +939,13 @@ def _pieces_tilted(
     null: int,
 ) -> CertifiedSolution | None:
     """Tilted ERM (or the max-loss) of a piecewise-linear loss (hinge, absolute, pinball,
-    epsilon-insensitive:
-    :func:`~dpcvx.certification.arrowhead.piecewise_model`, with no affine term apart from
-    its pieces) on its smooth path, or None where it does not apply (public structure only:
-    an accuracy target, and under an extension every example certified C-Lipschitz on W,
-    where ``f_C = f``, or, for tilted ERM on a ball or a box, a loss whose relaxed extension
-    is again piecewise linear: :func:`~dpcvx.certification.arrowhead.extension_pieces`,
-    smoothed and certified at its copies, :func:`_pieces_extension`; the max-loss too).
+    epsilon-insensitive: :func:`~dpcvx.certification.arrowhead.piecewise_model`, with no
+    affine term apart from its pieces) on its smooth path, or None where it does not apply
+    (public structure only: an accuracy target, and under an extension either every example
+    certified C-Lipschitz on W, where ``f_C = f``, or, on a ball or a box, a loss whose
+    relaxed extension is again piecewise linear
+    (:func:`~dpcvx.certification.arrowhead.extension_pieces`), smoothed and certified at its
+    copies by :func:`_pieces_extension`).
 
     Newton's method runs on the tilted sum of the losses smoothed at temperatures ``1, 0.1,
     ...`` (:class:`~dpcvx.certification.smoothed.SmoothedPieces`: each example's smoothed
