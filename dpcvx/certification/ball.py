@@ -558,6 +558,7 @@ def smooth_copies_in(
     region: BallRegion | BoxRegion,
     extra: np.ndarray | None = None,
     copies: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
 ) -> BallCopies | None:
     """:class:`BallCopies` for the smooth extension ``relaxed`` at ``C`` (one scalar atom per
     example) at ``w``: the examples whose copy over ``R^d`` leaves W (a ball or a box,
@@ -565,7 +566,8 @@ def smooth_copies_in(
     certificate's multiplier, and the dual ``g_i``. The examples ``extra`` (modelled in the
     last solve) that no longer move get their relaxed slopes, exact for them. None when every
     copy lies in W (the relaxed copies are then exact). ``copies``: ``relaxed.copies(w)``
-    when the caller has them (not modified)."""
+    when the caller has them (not modified). ``weights`` (per example): the model's weights
+    of the examples (a tilted mean's) instead of ``1/n`` each (see :func:`rows_of`)."""
     model = relaxed.model
     (blk,) = model.blocks
     n = model.n
@@ -584,7 +586,11 @@ def smooth_copies_in(
     u = blk.A[rows] / norms[rows, None]
     plain = dataclasses.replace(blk, knots=None)
     line = Smooth1D(plain, blk.weight, norms[rows], blk.b[rows])
-    t, Yr, g, theta, quad = region.extension(line, u, w, C, n)
+    count: float | np.ndarray = n
+    if weights is not None:
+        with np.errstate(divide="ignore", over="ignore"):
+            count = 1.0 / np.asarray(weights, float)[rows]
+    t, Yr, g, theta, quad = region.extension(line, u, w, C, count)
     Y[rows] = Yr
     flat = relaxed_slope.copy()
     before = (blk.weight * norms[rows] * flat[rows])[:, None] * u

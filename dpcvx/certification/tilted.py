@@ -1292,6 +1292,7 @@ class _Rounds:
         self.decl, self.relaxed, self.moved, self.shifts = decl, relaxed, moved, shifts
         self.region, self.C, self.tilt, self.null = region, C, tilt, null
         self.max_loss = max_loss
+        self.pi: np.ndarray | None = None  # the last round's exact tilted weights
 
     def run(
         self,
@@ -1323,7 +1324,10 @@ class _Rounds:
             )
             try:  # a failure here keeps the best certificate so far
                 Y = self.relaxed.copies(w_hat)
-                fix = smooth_copies_in(self.relaxed, self.C, w_hat, self.region, None, Y)
+                # the curvature of the moved rows under the last round's exact tilted weights
+                # (the first round's: the relaxed extension's)
+                pi = self.pi if self.pi is not None else relaxed_model.weights(w_hat)[1]
+                fix = smooth_copies_in(self.relaxed, self.C, w_hat, self.region, None, Y, pi)
                 cert = self._certificate(w_hat, Y, fix, lam, w0, accuracy, info)
             except _STAGE_FAILURES:
                 break
@@ -1423,19 +1427,14 @@ class _Rounds:
         return TiltedModel(lin, self.tilt, self.shifts, self.null), line
 
     def _model(self, w_hat: np.ndarray, fix: Any) -> Any:
-        """The next solve's model: :meth:`_tilted`'s, with the replaced rows' curvature under
-        the tilted weights at ``w_hat`` added outside the tilted sum (second order at
-        ``w_hat``; the weights need the exact values, so the extension's model takes a
-        second pass over those rows)."""
-        tilted, line = self._tilted(w_hat, fix)
-        rows = fix.rows
-        _, pi = tilted.weights(w_hat)
-        (blk,) = self.relaxed.model.blocks
-        u = blk.A[rows] / line.scale[:, None]
-        with np.errstate(divide="ignore", over="ignore"):
-            count = 1.0 / pi[rows]  # each row's count in the mean: the reciprocal of its weight
-        *_, (Q, _) = self.region.extension(line, u, w_hat, self.C, count)
-        return _Curved(tilted, Q, w_hat)
+        """The next solve's model: :meth:`_tilted`'s, with the replaced rows' curvature
+        (``fix.quad``, under the weights it was given) added outside the tilted sum (second
+        order at ``w_hat`` but for those weights). The exact tilted weights at ``w_hat``,
+        which need the copies, are kept for the next round's curvature: a second pass over
+        the moved rows for this one took about as long as the round (0.45 s at n = 1e5)."""
+        tilted, _ = self._tilted(w_hat, fix)
+        self.pi = tilted.weights(w_hat)[1]
+        return _Curved(tilted, fix.quad[0], w_hat)
 
     def _balanced(
         self,
