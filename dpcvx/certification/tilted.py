@@ -1249,8 +1249,8 @@ def _simplex_of(pi: np.ndarray, null: int) -> np.ndarray:
 
 #: the most re-solves of tilted ERM's smooth extension with the copies kept in W, and the
 #: most halvings of one step that raised the objective (:class:`_Rounds`)
-TILTED_ROUNDS = 20
-HALVINGS = 3
+TILTED_ROUNDS = 30
+HALVINGS = 6
 
 
 class _Rounds:
