@@ -911,13 +911,8 @@ def _smooth_tilted(
     if relaxed is None:
         thetas = model.multipliers(x)
         w_hat = dom.make_feasible(x)
-        piece = extension_bounds(decl, None, w_hat, None, w_hat, C, decl.n + null, thetas=thetas)
-        parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [
-            (decl, piece, None, None, thetas)
-        ]
-        return _extension_certificate(
-            decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, None
-        )
+        args = (tilt, lam, w0, accuracy, stats, C, null)
+        return _at_copies(decl, w_hat, thetas, None, None, *args)[0]
     region = ladder._region(dom)
     assert region is not None  # checked above
     rounds = _Rounds(decl, relaxed, moved, np.nan_to_num(shifts), region, C, tilt, null)
@@ -1048,6 +1043,29 @@ def _pieces_extension(
             Y, thetas, slopes = fix.Y, fix.thetas, fix.slopes
         stats["extension_copies"] = int(np.count_nonzero(np.any(Y != w_hat[None, :], axis=1)))
         stats["copies_outside"] = 0 if fix is None else int(fix.rows.size)
+    args = (tilt, lam, w0, accuracy, stats, C, null, simplex)
+    return _at_copies(decl, w_hat, thetas, Y, slopes, *args)[0]
+
+
+def _at_copies(
+    decl: Declaration,
+    w_hat: np.ndarray,
+    thetas: list,
+    Y: np.ndarray | None,
+    slopes: np.ndarray | None,
+    tilt: float,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    stats: dict[str, Any],
+    C: float,
+    null: int,
+    simplex: np.ndarray | None = None,
+) -> tuple[CertifiedSolution, np.ndarray]:
+    """The extension's certificate at ``w_hat`` of a point found without a program (every
+    example a plain block for ``Y`` None, else at its copy ``y_i``, with the duals ``slopes``
+    where given) and the duals ``g_i`` it took; ``simplex``: the max-loss's weights of all
+    examples (tilted ERM without)."""
     piece = extension_bounds(
         decl, None, w_hat, None, w_hat, C, decl.n + null, thetas=thetas, copies=Y, slopes=slopes
     )
@@ -1057,9 +1075,10 @@ def _pieces_extension(
     ]
     if simplex is not None:
         tilt = math.inf
-    return _extension_certificate(
+    cert = _extension_certificate(
         decl, w_hat, parts, tilt, lam, w0, accuracy, stats, C, null, simplex
     )
+    return cert, piece[2]
 
 
 def _stage_stats(solver: str, steps: int, start: float, **extra: float) -> dict[str, Any]:
@@ -1227,17 +1246,8 @@ class _MaxPath:
             if region is None or smooth_copies_in(self.relaxed, C, w_hat, region, None, Y):
                 return None
             thetas = self.relaxed.model.multipliers(w_hat)
-        piece = extension_bounds(
-            decl, None, w_hat, None, w_hat, C, decl.n + null, thetas=thetas, copies=Y
-        )
-        part = (decl, piece, None if Y is None else piece[3], None if Y is None else piece[2])
-        parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [
-            (*part, thetas)
-        ]
-        simplex = _simplex_of(pi, null)
-        return _extension_certificate(
-            decl, w_hat, parts, math.inf, lam, w0, accuracy, stats, C, null, simplex
-        )
+        args = (math.inf, lam, w0, accuracy, stats, C, null, _simplex_of(pi, null))
+        return _at_copies(decl, w_hat, thetas, Y, None, *args)[0]
 
 
 def _simplex_of(pi: np.ndarray, null: int) -> np.ndarray:
@@ -1293,6 +1303,7 @@ class _Rounds:
         self.region, self.C, self.tilt, self.null = region, C, tilt, null
         self.max_loss = max_loss
         self.pi: np.ndarray | None = None  # the last round's exact tilted weights
+        self._last: tuple | None = None  # :meth:`_tilted`'s last point and model
 
     def run(
         self,
@@ -1386,35 +1397,31 @@ class _Rounds:
             slopes = fix.slopes if slopes is None else slopes
         stats["extension_copies"] = int(np.count_nonzero(np.any(Y != w_hat[None, :], axis=1)))
         stats["copies_outside"] = 0 if fix is None else int(fix.rows.size)
-        piece = extension_bounds(
-            decl, None, w_hat, None, w_hat, C, decl.n + null, thetas=thetas, copies=Y, slopes=slopes
-        )
-        self.duals = piece[2]
-        parts: list[tuple[Declaration, tuple, np.ndarray | None, np.ndarray | None, list]] = [
-            (decl, piece, piece[3], piece[2], thetas)
-        ]
-        if not self.max_loss:
-            return _extension_certificate(
-                decl, w_hat, parts, self.tilt, lam, w0, accuracy, stats, C, null, None
-            )
-        if fix is None:
-            from dpcvx.modeling.smooth import TiltedModel
+        simplex = None
+        if self.max_loss:
+            if fix is None:
+                from dpcvx.modeling.smooth import TiltedModel
 
-            tilted = TiltedModel(self.moved, self.tilt, self.shifts, null)
-        else:
-            tilted, _ = self._tilted(w_hat, fix)
-        simplex = _simplex_of(tilted.weights(w_hat)[1], null)
-        stats["path_tilt"] = self.tilt
-        return _extension_certificate(
-            decl, w_hat, parts, math.inf, lam, w0, accuracy, stats, C, null, simplex
-        )
+                tilted = TiltedModel(self.moved, self.tilt, self.shifts, null)
+            else:
+                tilted, _ = self._tilted(w_hat, fix)
+            simplex = _simplex_of(tilted.weights(w_hat)[1], null)
+            stats["path_tilt"] = self.tilt
+        args = (self.tilt, lam, w0, accuracy, stats, C, null, simplex)
+        cert, self.duals = _at_copies(decl, w_hat, thetas, Y, slopes, *args)
+        return cert
 
     def _tilted(self, w_hat: np.ndarray, fix: Any) -> tuple[Any, Any]:
         """The tilted model with the rows ``fix.rows`` (copies leaving W) replaced by
         ``f_C``'s value and slope at ``w_hat`` (:class:`_Linearized`), and those rows' line
-        (:class:`~dpcvx.certification.ball.Smooth1D`)."""
+        (:class:`~dpcvx.certification.ball.Smooth1D`); once per round (the certificate, the
+        balanced duals and the next model each take it)."""
         from dpcvx.certification.ball import Smooth1D
         from dpcvx.modeling.smooth import TiltedModel
+
+        last = self._last
+        if last is not None and last[0] is fix and np.array_equal(last[1], w_hat):
+            return last[2]
 
         rows = fix.rows
         (blk,) = self.relaxed.model.blocks
@@ -1424,7 +1431,9 @@ class _Rounds:
         t = np.einsum("kd,kd->k", blk.A[rows], exact) / norms
         values = line.value(t) + self.C * row_norms(w_hat[None, :] - exact)
         lin = _Linearized(self.moved, rows, values - self.shifts[rows], fix.slopes[rows], w_hat)
-        return TiltedModel(lin, self.tilt, self.shifts, self.null), line
+        out = TiltedModel(lin, self.tilt, self.shifts, self.null), line
+        self._last = (fix, np.array(w_hat, copy=True), out)
+        return out
 
     def _model(self, w_hat: np.ndarray, fix: Any) -> Any:
         """The next solve's model: :meth:`_tilted`'s, with the replaced rows' curvature
