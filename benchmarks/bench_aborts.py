@@ -126,6 +126,9 @@ LABEL_LOSSES: dict[str, Callable] = {
     "exp": lambda r, m, y: cp.exp(r),
     "logistic_r": lambda r, m, y: cp.logistic(r),
     "log_sum_exp_y": lambda r, m, y: cp.log_sum_exp(cp.hstack([y, m])),
+    # an affine term of r keeps a value of order the label after every move
+    "logistic_plus_r": lambda r, m, y: cp.logistic(r) + 0.2 * r,
+    "mixed_plus_r": lambda r, m, y: 0.5 * cp.logistic(r) + 0.25 * cp.abs(r) + 0.1 * r,
 }
 LABELS = (1e8, -1e8, 1e12, -1e12)
 FAMILIES = ("outlier", "duplicates", "lambda", "kink", "label")

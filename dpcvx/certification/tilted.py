@@ -395,18 +395,38 @@ def _variants(
     of the other sign, into its row; which of the two the solvers resolve depends on the
     data, and each is only the solver's problem)."""
     moved, change = ladder.recentered_program(unmoved, parts)
-    if not np.any(change):
-        return [(moved, None)]
     center = np.asarray(decl.domain.center, float)
     at_center = np.concatenate([pd.loss_values(center) for pd, _ in parts])
-    out = [(moved, _offsets(-change, null, tilt, at_center, below, spread))]
-    moved_value = at_center + change
     limit = RECENTER_RATIO * (1.0 + (spread if math.isfinite(spread) else 0.0))
-    keep = (change != 0) & ~(np.abs(moved_value) <= limit)
+    moved, change = _rows_recentered(moved, change, at_center, limit)
+    if not np.any(change):
+        return [(moved, None)]
+    out = [(moved, _offsets(-change, null, tilt, at_center, below, spread))]
+    keep = (change != 0) & ~(np.abs(at_center + change) <= limit)
     if keep.any():
         held, change_held = ladder.recentered_program(unmoved, parts, keep)
+        held, change_held = _rows_recentered(held, change_held, at_center, limit)
         out.append((held, _offsets(-change_held, null, tilt, at_center, below, spread)))
     return out
+
+
+def _rows_recentered(
+    prog: StampedProgram, change: np.ndarray, at_center: np.ndarray, limit: float
+) -> tuple[StampedProgram, np.ndarray]:
+    """``prog`` with each example whose value at the domain's center, as the program has it
+    (``at_center + change``), exceeds ``limit`` in magnitude (a huge label in a term the moves
+    leave, such as the affine ``0.1 (x^T w - y)`` of ``0.5 logistic(r) + 0.25 |r| + 0.1 r``:
+    its value of order the label stays in the program) given that value less in its objective
+    row, and ``change`` to match (the offsets add it back inside the exponentials, as the
+    moves' constants). The program's values at the center are then of order the losses'
+    spread over the ball; only the solver's problem changes."""
+    if prog.c0_obj is None or not np.all(np.isfinite(at_center)):
+        return prog, change
+    value = at_center + change
+    shift = np.where(np.abs(value) > limit, value, 0.0)
+    if not np.any(shift):
+        return prog, change
+    return replace(prog, c0_obj=np.asarray(prog.c0_obj, float) - shift), change - shift
 
 
 def _check_size(size: int) -> None:

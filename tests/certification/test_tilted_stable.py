@@ -527,14 +527,16 @@ def test_a_smooth_loss_over_the_size_limit_runs_on_the_smooth_path(monkeypatch):
         assert sol.gap <= 1e-9 and sol.solver_stats["solver"] == "Newton"
 
 
-@pytest.mark.parametrize("big", [1e4, 1e8])
-@pytest.mark.parametrize("tilt", [1.0, math.inf])
-def test_a_loss_whose_other_term_keeps_the_huge_value_releases(big, tilt):
-    """``0.5 logistic(r) + 0.25 |r| + 0.1 r``: a label moves the first two terms, but the
-    affine ``0.1 r`` keeps a value of order the label. The examples whose weight is certainly
-    negligible keep a moderate offset; the others keep theirs (a first version, which raised
-    every offset to 760 below the largest constant, let them outweigh the huge example and
-    certified 0.12 against 0.0125, where the unmoved program had released)."""
+#: losses with an affine term of ``r`` that keeps a value of order the label after every move,
+#: and the slope of each along ``r`` far on the side of a label of +1e12 (``r -> -inf``) and of
+#: -1e12 (``r -> +inf``), where the loss is affine on the ball
+AFFINE_KEEPS = {
+    "mixed_plus_r": (lambda r: 0.5 * cp.logistic(r) + 0.25 * cp.abs(r) + 0.1 * r, -0.15, 0.85),
+    "logistic_plus_r": (lambda r: cp.logistic(r) + 0.2 * r, 0.2, 1.2),
+}
+
+
+def _affine_keeps_case(name: str, big: float, dom: str = "ball"):
     rng = np.random.default_rng(5)
     n, d = 40, 3
     X = rng.normal(size=(n, d)) / math.sqrt(d)
@@ -542,12 +544,63 @@ def test_a_loss_whose_other_term_keeps_the_huge_value_releases(big, tilt):
     Y = np.clip(X @ np.array([0.6, -0.5, 0.4]) + 0.2 * rng.normal(size=n), -1, 1)
     Y[0] = big
     w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
-    r = x @ w - y
-    loss = 0.5 * cp.logistic(r) + 0.25 * cp.abs(r) + 0.1 * r
-    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
+    cons = [cp.norm(w) <= 1.0] if dom == "ball" else [cp.abs(w) <= 0.5]
+    problem = dpcvx.Problem(AFFINE_KEEPS[name][0](x @ w - y), w, {x: X, y: Y}, cons)
+    return problem, X
+
+
+@pytest.mark.parametrize("name", sorted(AFFINE_KEEPS))
+@pytest.mark.parametrize("big", [1e4, 1e8, 1e12, -1e12])
+@pytest.mark.parametrize("tilt", [1.0, math.inf])
+def test_a_loss_whose_other_term_keeps_the_huge_value_releases(name, big, tilt):
+    """``0.5 logistic(r) + 0.25 |r| + 0.1 r``: a label moves the first two terms, but the
+    affine ``0.1 r`` keeps a value of order the label. The examples whose weight is certainly
+    negligible keep a moderate offset; the others keep theirs (a first version, which raised
+    every offset to 760 below the largest constant, let them outweigh the huge example and
+    certified 0.12 against 0.0125, where the unmoved program had released). At +-1e12 that
+    value (about 1e11) stayed in the conic program, which no solver resolved: the releases
+    aborted (at tilt 1 for -1e12, for the max-loss for +1e12). Each example's objective row
+    now loses its value at the center where that is huge, the offsets adding it back."""
+    problem, _ = _affine_keeps_case(name, big)
     mech = dpcvx.TiltedOutputPerturbation(lipschitz=1.0, regularization=LAM, tilt=tilt)
     out = problem.solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
     assert np.all(np.isfinite(out.w))
+
+
+@pytest.mark.parametrize(
+    "name,big", [("mixed_plus_r", 1e12), ("mixed_plus_r", -1e12), ("logistic_plus_r", -1e12)]
+)
+@pytest.mark.parametrize("tilt", [1.0, math.inf])
+def test_the_huge_affine_example_is_certified_against_its_closed_form(name, big, tilt):
+    """With one example of loss about 1e11 the others' tilted weights are below
+    ``exp(-1e10)``: ``F_tau = f_0 - log(n) / tau`` (the max-loss ``f_0``) to far below any
+    float, and ``f_0(w) = a^T w + b`` is affine on the ball (``a`` the loss's far slope times
+    ``x_0``). So ``F(w) - min F = a^T w + lam/2 ||w||^2`` less its minimum over the unit ball
+    (``-||a||^2 / (2 lam)`` at ``-a / lam`` when that lies in the ball, else ``-||a|| + lam / 2``
+    at ``-a / ||a||``): the certified gap bounds it at the certified point. (``logistic(r) +
+    0.2 r`` with a label of +1e12 is about -2e11 there, of no weight: it is not among these.)"""
+    problem, X = _affine_keeps_case(name, big)
+    sol = _solve(problem, None, tilt=tilt)
+    assert sol.gap <= 1e-9
+    slope = AFFINE_KEEPS[name][1] if big > 0 else AFFINE_KEEPS[name][2]
+    a = slope * X[0]
+    norm_a = float(np.linalg.norm(a))
+    low = -(norm_a**2) / (2 * LAM) if norm_a <= LAM else -norm_a + LAM / 2
+    truth = float(a @ sol.w) + LAM / 2 * float(sol.w @ sol.w) - low
+    assert -1e-15 <= truth <= sol.gap + 1e-15
+
+
+def test_without_the_rows_recentred_the_huge_affine_value_aborts(monkeypatch):
+    """Control: the objective rows left as they are (the value of order 1e11 in the
+    program), the max-loss of ``logistic(r) + 0.2 r`` with a label of 1e12 on a box aborts."""
+    problem, _ = _affine_keeps_case("logistic_plus_r", 1e12, dom="box")
+    mech = dpcvx.TiltedOutputPerturbation(lipschitz=1.0, regularization=LAM, tilt=math.inf)
+    out = problem.solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
+    assert np.all(np.isfinite(out.w))
+    monkeypatch.setattr(tilted_module, "_rows_recentered", lambda prog, change, *_: (prog, change))
+    problem, _ = _affine_keeps_case("logistic_plus_r", 1e12, dom="box")
+    with pytest.raises(dpcvx.CertificationError):
+        problem.solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
 
 
 def test_the_max_loss_of_log_sum_exp_with_a_huge_negative_label_releases():
