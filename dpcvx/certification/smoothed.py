@@ -16,7 +16,6 @@ as the arrowhead method's), at a Fenchel-Young cost of at most ``mu log m`` per 
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp, softmax
 
 from dpcvx.certification.arrowhead import PiecewiseModel, _Term
 from dpcvx.modeling.smooth import gram
@@ -31,6 +30,24 @@ class SmoothedPieces:
     def __init__(self, model: PiecewiseModel, mu: float) -> None:
         self.model, self.mu = model, float(mu)
         self.n, self.d = model.n, model.d
+        self._at: tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]] | None = None
+
+    def _state(self, w: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per term, every element's smoothed value ``mu log sum_j exp(v_j / mu)`` and the
+        softmax weights of its pieces at ``w``, from one exponential of the pieces (kept for
+        the last ``w``: Newton's method asks for the values, then the gradients, at each
+        point)."""
+        if self._at is not None and np.array_equal(self._at[0], w):
+            return self._at[1]
+        out = []
+        for term in self.model.terms:
+            V = self._pieces(term, w)
+            top = V.max(axis=1)
+            E = np.exp((V - top[:, None]) / self.mu)
+            total = E.sum(axis=1)
+            out.append((top + self.mu * np.log(total), E / total[:, None]))
+        self._at = (np.array(w, float, copy=True), out)
+        return out
 
     def _pieces(self, term: _Term, w: np.ndarray) -> np.ndarray:
         """``(N, m)``: every element's pieces at ``w``."""
@@ -60,13 +77,13 @@ class SmoothedPieces:
 
     def values(self, w: np.ndarray) -> np.ndarray:
         out = np.zeros(self.n)
-        for term in self.model.terms:
-            out += self._per_example(term, self.mu * logsumexp(self._pieces(term, w) / self.mu, 1))
+        for term, (value, _) in zip(self.model.terms, self._state(w)):
+            out += self._per_example(term, value)
         return out
 
     def weights(self, w: np.ndarray) -> list[np.ndarray]:
         """Per term, ``(N, m)``: the softmax weights of every element's pieces at ``w``."""
-        return [softmax(self._pieces(term, w) / self.mu, axis=1) for term in self.model.terms]
+        return [P for _, P in self._state(w)]
 
     def gradients(self, w: np.ndarray) -> np.ndarray:
         out = np.zeros((self.n, self.d))
