@@ -4,12 +4,13 @@ output-perturbation release on the same data, side by side in one run.
 
     python benchmarks/bench_tilted.py [--smoke] [--n 1000,10000,100000] [--d 20]
         [--losses logistic,huber,square,squared_hinge,hinge,absolute] [--tilts 1,inf]
-        [--domains ball,box] [--conic-max 10000] [--repeat 3]
+        [--domains ball,box] [--conic-max 10000] [--repeat 3] [--scale 1]
 
 Data: Student-t(4) features scaled by ``1/sqrt(2d)`` and rows clipped to norm one (heavy
 tails: many examples steeper than ``lipschitz = 1`` on W), labels from a random linear model
 (signs for the classification losses), seeded. Domains: the ball ``||w|| <= 1`` and the box
-``|w_j| <= 0.3`` (where copies of the Lipschitz extension leave W). Each release has
+``|w_j| <= 0.3`` (where copies of the Lipschitz extension leave W; with ``--scale 3`` the rows
+are three times longer, so the piecewise losses' copies leave W too). Each release has
 ``lipschitz = 1``, ``regularization = 0.1``, ``epsilon = 1``. Times are medians of ``--repeat``
 runs, each on a freshly built problem. The conic column withholds the smooth path (the
 conic program alone, as before it existed) and runs up to ``--conic-max`` examples only (at
@@ -40,10 +41,13 @@ LOSSES = {
 CLASSIFICATION = ("logistic", "squared_hinge", "hinge")
 
 
-def data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def data(
+    n: int, d: int, seed: int = 0, scale: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     X = rng.standard_t(4, size=(n, d)) / math.sqrt(2 * d)
     X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    X *= scale
     beta = rng.normal(size=d) / math.sqrt(d)
     signs = np.where(X @ beta + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
     values = np.clip(X @ beta + 0.2 * rng.normal(size=n), -1, 1)
@@ -104,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--domains", default="ball,box")
     parser.add_argument("--conic-max", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="rows times this after clipping (3: the piecewise losses' copies leave W)",
+    )
     args = parser.parse_args(argv)
     _quiet_claims()
     sizes = [int(float(v)) for v in args.n.split(",")]
@@ -119,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     failures = 0
     for n in sizes:
-        X, signs, values = data(n, d)
+        X, signs, values = data(n, d, scale=args.scale)
         for loss in losses:
             labels = signs if loss in CLASSIFICATION else values
             for domain in args.domains.split(","):

@@ -732,6 +732,7 @@ class ExtensionPieces:
         near: float = 0.0,
         left: np.ndarray | None = None,
         exact_own: bool = False,
+        weights: np.ndarray | None = None,
     ) -> BallCopies | None:
         """:meth:`copies` for copies that must stay in the domain W, a ball or a box
         (``region``): the examples whose copy over ``R^d`` leaves it get their exact copy in W
@@ -752,7 +753,9 @@ class ExtensionPieces:
         then exact). ``exact_own``: the slopes of the examples whose copy is ``w`` itself (of
         ``solved``, and relaxed) clipped to the loss's own at ``w`` (the pieces active there to
         :data:`KINK` of its scale) rather than the method's split on their pieces: at a point
-        other than the last solve's, or for balanced duals."""
+        other than the last solve's, or for balanced duals. ``weights`` (per example): the
+        model's weights of the examples (a tilted mean's) instead of ``1/n`` each (see
+        :func:`~dpcvx.certification.ball.rows_of`)."""
         Y, s_star, gamma = self._relaxed(w, mus)
         if exact_own:
             # away from the last solve's point its multipliers say little: where the relaxed
@@ -776,10 +779,13 @@ class ExtensionPieces:
             return None
         before = gamma[rows, None] * self.u[rows]
         slopes = np.full(Y.shape, np.nan)
-        n = self.model.n
+        part = np.concatenate([rows, exact])
+        n: float | np.ndarray = self.model.n
+        if weights is not None:
+            with np.errstate(divide="ignore", over="ignore"):
+                n = 1.0 / np.asarray(weights, float)[part]
         # one call for both (each copy is its own problem); the model is of the examples of
         # rows only, less, with near, those whose copy lies within reach of w (of left only)
-        part = np.concatenate([rows, exact])
         reach = near * region.scale
         exact_at = np.arange(part.size) >= rows.size
         candidate = np.zeros(part.size, bool)
@@ -824,8 +830,8 @@ class ExtensionPieces:
             # put W's normal into its own multipliers; more of it here pushes past that)
             gamma[at_w] = slope
             slopes[at_w] = dual_at_w(region, self.u[at_w], w, slope, self.C)
-        weights = _pair_weights(self.sigma, self.beta, gamma, s_star)
-        thetas = self.source.multipliers([weights * self.model.terms[0].c])
+        pair = _pair_weights(self.sigma, self.beta, gamma, s_star)
+        thetas = self.source.multipliers([pair * self.model.terms[0].c])
         return BallCopies(Y, thetas, slopes, rows, quad, before, others, own)
 
     def boundary_pieces(

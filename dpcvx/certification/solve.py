@@ -2109,6 +2109,8 @@ def _kink_duals(
     pieces: ExtensionPieces,
     region: BallRegion | BoxRegion,
     duals: Callable[[], np.ndarray] | None = None,
+    weights: np.ndarray | None = None,
+    near: float | None = None,
 ) -> tuple[BallCopies, np.ndarray | None, float] | None:
     """``fix`` with the slopes of the examples whose copy is ``x`` at a kink of their loss
     chosen jointly so that the objective's gradient vanishes on the coordinates off the box's
@@ -2127,20 +2129,22 @@ def _kink_duals(
     duals at ``x`` (:func:`_copy_duals` by default), when they are needed.
 
     In a ball (:func:`_ball_kink_duals`) the coordinates off the bounds are the directions
-    along the sphere at ``x`` (all of them inside the ball)."""
+    along the sphere at ``x`` (all of them inside the ball). ``weights`` (per example): the
+    objective's weights of the examples (a tilted mean's) instead of ``1/n`` each; ``near``:
+    how near a kink (relative to the loss's scale) an example's pieces count as active
+    (:data:`JOINT_KINK` by default)."""
     if isinstance(region, BallRegion):
-        return _ball_kink_duals(decl, x, fix, lam, w0, C, pieces, region, duals)
+        return _ball_kink_duals(decl, x, fix, lam, w0, C, pieces, region, duals, weights, near)
     top, bottom = at_bounds(x, region.lo, region.hi)
     free = np.flatnonzero(~(top | bottom))
-    found = _kinks_at(x, fix, pieces, region) if free.size else None
+    found = _kinks_at(x, fix, pieces, region, near) if free.size else None
     if found is None:
         return None
     rows, lo, hi = found
-    n = decl.n
     g = _copy_duals(decl, x, fix, C) if duals is None else duals()
     # the gradient on the free coordinates without these examples, which must cancel it
-    rest = (g.sum(axis=0) - g[rows].sum(axis=0))[free] / n + lam * (x - w0)[free]
-    A = pieces.u[rows][:, free].T / n
+    others, A = _kinks_system(g, rows, pieces.u[rows][:, free].T, decl.n, weights)
+    rest = others[free] + lam * (x - w0)[free]
     gamma = _bounded_least_squares(A, -rest, lo, hi)
     if gamma is None:
         return None
@@ -2156,7 +2160,11 @@ def _kink_duals(
 
 
 def _kinks_at(
-    x: np.ndarray, fix: BallCopies, pieces: ExtensionPieces, region: BallRegion | BoxRegion
+    x: np.ndarray,
+    fix: BallCopies,
+    pieces: ExtensionPieces,
+    region: BallRegion | BoxRegion,
+    near: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The examples whose copy is ``x`` at a kink of their loss whose range of slopes
     (:meth:`~dpcvx.certification.arrowhead.ExtensionPieces.kink_range`) is not a single
@@ -2164,7 +2172,7 @@ def _kinks_at(
     at_x = np.flatnonzero(np.all(fix.Y == x[None, :], axis=1) & np.any(pieces.u != 0, axis=1))
     if not at_x.size:
         return None
-    lo, hi = pieces.kink_range(x, at_x, region, JOINT_KINK)
+    lo, hi = pieces.kink_range(x, at_x, region, JOINT_KINK if near is None else near)
     kinks = lo < hi
     if not kinks.any():
         return None
@@ -2181,6 +2189,8 @@ def _ball_kink_duals(
     pieces: ExtensionPieces,
     region: BallRegion,
     duals: Callable[[], np.ndarray] | None = None,
+    weights: np.ndarray | None = None,
+    near: float | None = None,
 ) -> tuple[BallCopies, None, float] | None:
     """:func:`_kink_duals` in a ball: the kinks' slopes chosen jointly so that the objective's
     gradient vanishes along the sphere at ``x`` (its projection across the sphere's normal
@@ -2197,18 +2207,18 @@ def _ball_kink_duals(
     certified 2.1e-9 with the method's split of four kinks' slopes, against 1e-9, and five
     more rounds followed; with the joint slopes, 6e-12 at that point.) No kink directions are
     returned: the face steps are a box's."""
-    found = _kinks_at(x, fix, pieces, region)
+    found = _kinks_at(x, fix, pieces, region, near)
     if found is None:
         return None
     rows, lo, hi = found
-    n, d = decl.n, x.size
+    d = x.size
     across = np.eye(d)
     if region.distance_inside(x) <= ON_SPHERE * region.radius:
         e = (x - region.center) / region.radius
         across -= np.outer(e, e)
     g = _copy_duals(decl, x, fix, C) if duals is None else duals()
-    rest = across @ ((g.sum(axis=0) - g[rows].sum(axis=0)) / n + lam * (x - w0))
-    A = across @ pieces.u[rows].T / n
+    others, A = _kinks_system(g, rows, across @ pieces.u[rows].T, decl.n, weights)
+    rest = across @ (others + lam * (x - w0))
     gamma = _bounded_least_squares(A, -rest, lo, hi)
     if gamma is None:
         return None
@@ -2218,10 +2228,25 @@ def _ball_kink_duals(
     fixed = dataclasses.replace(fix, thetas=thetas, slopes=slopes)
     # the floor: the certificate's global term at x with these duals, q(x) - min_W q for
     # q(w) = G^T w + lam/2 |w - w0|^2 (the per-example terms are nonnegative)
-    G = (g.sum(axis=0) - g[rows].sum(axis=0) + slopes[rows].sum(axis=0)) / n
+    if weights is None:
+        G = (g.sum(axis=0) - g[rows].sum(axis=0) + slopes[rows].sum(axis=0)) / decl.n
+    else:
+        G = others + np.asarray(weights, float)[rows] @ slopes[rows]
     at_x = float(G @ x) + 0.5 * lam * float(np.sum((x - w0) ** 2))
     floor = at_x - decl.domain.min_linear_quadratic(G, lam, w0)
     return fixed, None, max(floor, 0.0)
+
+
+def _kinks_system(
+    g: np.ndarray, rows: np.ndarray, U: np.ndarray, n: int, weights: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The objective's gradient less the examples ``rows`` (their duals ``g``), and the
+    matrix that takes their slopes to their part of it (``U``: a column per example, its
+    direction): each example weighs ``1/n``, or ``weights`` (a tilted mean's)."""
+    if weights is None:
+        return (g.sum(axis=0) - g[rows].sum(axis=0)) / n, U / n
+    p = np.asarray(weights, float)
+    return p @ g - p[rows] @ g[rows], U * p[rows]
 
 
 def _copy_duals(decl: Declaration, x: np.ndarray, fix: BallCopies, C: float) -> np.ndarray:

@@ -967,8 +967,10 @@ def _pieces_tilted(
     loss lies within ``bias * mu`` above its loss), each from the last one's point; from the
     temperature whose bias is ten times the target on, each point is certified for the
     loss itself with the pieces' softmax weights as multipliers, and the first certificate
-    meeting the target ends the path, which stops where the bias is a tenth of it. The
-    max-loss runs :class:`_MaxPath` with the temperature falling as the tilt grows."""
+    meeting the target ends the path, which stops where the bias is a tenth of it. Where a
+    stage's exact copies leave W, the stages until that last one are not judged, and the
+    rounds of :class:`_PiecesRounds` run at its temperature. The max-loss runs
+    :class:`_MaxPath` with the temperature falling as the tilt grows."""
     from dpcvx.certification.arrowhead import extension_pieces, piecewise_model
     from dpcvx.modeling.smooth import TiltedModel
 
@@ -999,6 +1001,7 @@ def _pieces_tilted(
     best: CertifiedSolution | None = None
     x: np.ndarray | None = None
     steps, mu = 0, SMOOTHING_START
+    outside = False  # exact copies left W at a stage's point: the rounds judge the last one
     while True:
         smoothed = SmoothedPieces(model, mu)
         tilted = TiltedModel(smoothed, tilt, shifts, null)
@@ -1008,7 +1011,8 @@ def _pieces_tilted(
         except _STAGE_FAILURES:
             return best
         steps += int(more)
-        if bias * mu <= TILT_STEP * accuracy:
+        last = bias * mu <= accuracy / TILT_STEP
+        if bias * mu <= TILT_STEP * accuracy and not outside:
             stats = _stage_stats(solver, steps, start, smoothing=mu)
             try:
                 if C is None:
@@ -1024,7 +1028,19 @@ def _pieces_tilted(
                 best = cert
             if ladder._meets(cert, accuracy):
                 return cert
-        if bias * mu <= accuracy / TILT_STEP:
+            outside = relaxed is not None and bool(stats.get("copies_outside"))
+        if outside and last:
+            # the rounds at the last temperature (the smoothing's bias a tenth of the
+            # target); the stages between were not judged (their copies left W too)
+            stats = _stage_stats(solver, steps, start, smoothing=mu)
+            region = ladder._region(dom)
+            assert C is not None and region is not None
+            rounds = _PiecesRounds(decl, relaxed, mu, region, C, tilt, null)
+            got = rounds.run(x, lam, w0, accuracy, stats, start)
+            if got is not None and (best is None or got.gap < best.gap):
+                best = got
+            return best
+        if last:
             return best
         mu /= TILT_STEP
 
@@ -1140,9 +1156,10 @@ class _MaxPath:
     falls back to the conic program if it misses). Under the extension with examples
     steeper than C, where the relaxed extension's copies leave W, the rounds of
     :class:`_Rounds` run at that tilt (with the max-loss's certificate); the smoothed pieces
-    of :func:`_pieces_tilted` are certified at their exact copies instead
-    (:func:`_pieces_extension`). A failure inside a stage ends the path with the best
-    certificate so far."""
+    of :func:`_pieces_tilted` are certified at their exact copies
+    (:func:`_pieces_extension`), and where that misses, from the tilt whose slack is a tenth
+    of the target on, the rounds of :class:`_PiecesRounds` run at the stage's temperature. A
+    failure inside a stage ends the path with the best certificate so far."""
 
     def __init__(
         self,
@@ -1211,11 +1228,26 @@ class _MaxPath:
         start: float,
     ) -> CertifiedSolution | None:
         """The max-loss certificate of the stage at tilt ``tau`` from its point ``x``: at
-        ``x``, or, where relaxed copies leave W, the best of the rounds at that tilt."""
+        ``x``, or, where relaxed copies leave W, the best of the rounds at that tilt (for
+        the smoothed pieces, from the tilt whose slack ``log(n) / tau`` is a tenth of the
+        target on, with the pieces' smoothing as the stage's)."""
         cert = self._certify(x, tilted.weights(x)[1], lam, w0, accuracy, stats, base)
+        region = ladder._region(self.decl.domain)
+        if self.bias is not None:  # smoothed pieces: certified at their exact copies
+            n_all = max(self.decl.n + self.null, 2)
+            late = tau >= TILT_STEP * math.log(n_all) / accuracy
+            if cert is None or not (late and stats.get("copies_outside")):
+                return cert
+            if ladder._meets(cert, accuracy):
+                return cert
+            assert self.C is not None and region is not None
+            pieces = _PiecesRounds(
+                self.decl, self.relaxed, base.mu, region, self.C, tau, self.null, max_loss=True
+            )
+            got = pieces.run(x, lam, w0, accuracy, stats, start)
+            return cert if got is None or not got.gap < cert.gap else got
         if cert is not None:
             return cert
-        region = ladder._region(self.decl.domain)
         assert self.C is not None and region is not None
         rounds = _Rounds(
             self.decl,
@@ -1334,7 +1366,6 @@ class _Rounds:
         stats: dict[str, Any],
         start: float,
     ) -> CertifiedSolution | None:
-        from dpcvx.certification.ball import smooth_copies_in
         from dpcvx.modeling.smooth import TiltedModel
 
         dom = self.decl.domain
@@ -1354,11 +1385,10 @@ class _Rounds:
                 seconds=time.perf_counter() - start,
             )
             try:  # a failure here keeps the best certificate so far
-                Y = self.relaxed.copies(w_hat)
                 # the curvature of the moved rows under the last round's exact tilted weights
                 # (the first round's: the relaxed extension's)
                 pi = self.pi if self.pi is not None else relaxed_model.weights(w_hat)[1]
-                fix = smooth_copies_in(self.relaxed, self.C, w_hat, self.region, None, Y, pi)
+                Y, fix = self._copies(w_hat, pi)
                 cert = self._certificate(w_hat, Y, fix, lam, w0, accuracy, info)
             except _STAGE_FAILURES:
                 break
@@ -1395,6 +1425,31 @@ class _Rounds:
             steps += int(more)
         return best
 
+    def _copies(self, w_hat: np.ndarray, pi: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The relaxed copies at ``w_hat`` and the exact copies in W of those that leave it
+        (None where none does), their curvature under the tilted weights ``pi``."""
+        from dpcvx.certification.ball import smooth_copies_in
+
+        Y = self.relaxed.copies(w_hat)
+        return Y, smooth_copies_in(self.relaxed, self.C, w_hat, self.region, None, Y, pi)
+
+    def _relaxed_multipliers(self, w_hat: np.ndarray) -> list:
+        """The certificate's multipliers at ``w_hat`` where every relaxed copy lies in W."""
+        return self.relaxed.model.multipliers(w_hat)
+
+    def _moved_values(self, w_hat: np.ndarray, fix: Any) -> np.ndarray:
+        """``f_C(w_hat) = h(u^T y_i) + C ||w_hat - y_i||`` of the rows ``fix.rows`` at their
+        exact copies ``y_i`` in W."""
+        from dpcvx.certification.ball import Smooth1D
+
+        rows = fix.rows
+        (blk,) = self.relaxed.model.blocks
+        norms = np.sqrt(self.relaxed.sq_norms[rows])
+        line = Smooth1D(replace(blk, knots=None), blk.weight, norms, blk.b[rows])
+        exact = fix.Y[rows]
+        t = np.einsum("kd,kd->k", blk.A[rows], exact) / norms
+        return line.value(t) + self.C * row_norms(w_hat[None, :] - exact)
+
     def _certificate(
         self,
         w_hat: np.ndarray,
@@ -1411,7 +1466,7 @@ class _Rounds:
         ``slopes``); the duals it took are kept (``self.duals``)."""
         decl, C, null = self.decl, self.C, self.null
         if fix is None:
-            thetas = self.relaxed.model.multipliers(w_hat)
+            thetas = self._relaxed_multipliers(w_hat)
         else:
             Y, thetas = fix.Y, fix.thetas
             slopes = fix.slopes if slopes is None else slopes
@@ -1424,34 +1479,26 @@ class _Rounds:
 
                 tilted = TiltedModel(self.moved, self.tilt, self.shifts, null)
             else:
-                tilted, _ = self._tilted(w_hat, fix)
+                tilted = self._tilted(w_hat, fix)
             simplex = _simplex_of(tilted.weights(w_hat)[1], null)
             stats["path_tilt"] = self.tilt
         args = (self.tilt, lam, w0, accuracy, stats, C, null, simplex)
         cert, self.duals = _at_copies(decl, w_hat, thetas, Y, slopes, *args)
         return cert
 
-    def _tilted(self, w_hat: np.ndarray, fix: Any) -> tuple[Any, Any]:
+    def _tilted(self, w_hat: np.ndarray, fix: Any) -> Any:
         """The tilted model with the rows ``fix.rows`` (copies leaving W) replaced by
-        ``f_C``'s value and slope at ``w_hat`` (:class:`_Linearized`), and those rows' line
-        (:class:`~dpcvx.certification.ball.Smooth1D`); once per round (the certificate, the
-        balanced duals and the next model each take it)."""
-        from dpcvx.certification.ball import Smooth1D
+        ``f_C``'s value and slope at ``w_hat`` (:class:`_Linearized`); once per round (the
+        certificate, the balanced duals and the next model each take it)."""
         from dpcvx.modeling.smooth import TiltedModel
 
         last = self._last
         if last is not None and last[0] is fix and np.array_equal(last[1], w_hat):
             return last[2]
-
         rows = fix.rows
-        (blk,) = self.relaxed.model.blocks
-        norms = np.sqrt(self.relaxed.sq_norms[rows])
-        line = Smooth1D(replace(blk, knots=None), blk.weight, norms, blk.b[rows])
-        exact = fix.Y[rows]  # f_C(w_hat) = h(u^T y_i) + C ||w_hat - y_i|| at the copies in W
-        t = np.einsum("kd,kd->k", blk.A[rows], exact) / norms
-        values = line.value(t) + self.C * row_norms(w_hat[None, :] - exact)
+        values = self._moved_values(w_hat, fix)
         lin = _Linearized(self.moved, rows, values - self.shifts[rows], fix.slopes[rows], w_hat)
-        out = TiltedModel(lin, self.tilt, self.shifts, self.null), line
+        out = TiltedModel(lin, self.tilt, self.shifts, self.null)
         self._last = (fix, np.array(w_hat, copy=True), out)
         return out
 
@@ -1461,7 +1508,7 @@ class _Rounds:
         order at ``w_hat`` but for those weights). The exact tilted weights at ``w_hat``,
         which need the copies, are kept for the next round's curvature: a second pass over
         the moved rows for this one took about as long as the round (0.45 s at n = 1e5)."""
-        tilted, _ = self._tilted(w_hat, fix)
+        tilted = self._tilted(w_hat, fix)
         self.pi = tilted.weights(w_hat)[1]
         return _Curved(tilted, fix.quad[0], w_hat)
 
@@ -1498,7 +1545,7 @@ class _Rounds:
         rows = at_x[steep]
         if not rows.size:
             return None
-        tilted, _ = self._tilted(w_hat, fix)
+        tilted = self._tilted(w_hat, fix)
         _, pi = tilted.weights(w_hat)
         g = self.duals
         others = np.ones(self.decl.n, bool)
@@ -1515,6 +1562,102 @@ class _Rounds:
         slopes[rows] = out
         info = dict(stats, balanced_duals=True)
         return self._certificate(w_hat, fix.Y, fix, lam, w0, accuracy, info, slopes)
+
+
+#: an example of the smoothed pieces within this many temperatures of its kink is at it (its
+#: pieces' softmax weights both above ``exp(-5)``, about 0.7%): its slope is chosen jointly
+#: (:meth:`_PiecesRounds._balanced`), the certificate charging the pieces' difference there
+KINK_REACH = 5.0
+
+
+class _PiecesRounds(_Rounds):
+    """:class:`_Rounds` for a piecewise-linear loss smoothed at temperature ``mu``
+    (:func:`_pieces_tilted`): the relaxed extension ``relaxed`` is again piecewise linear
+    (:class:`~dpcvx.certification.arrowhead.ExtensionPieces`), and Newton's method runs on its
+    pieces smoothed (:class:`~dpcvx.certification.smoothed.SmoothedPieces`), the rows whose
+    copies leave W replaced as in :class:`_Rounds`. Their exact copies in W, duals and
+    curvature come from ``relaxed.copies_in`` (the method's multipliers there are the
+    smoothed pieces' softmax weights); the certificate judges the loss itself, so the
+    smoothing only moves the point it judges. The duals of the copies at a kink are chosen
+    jointly (:meth:`_balanced`)."""
+
+    def __init__(
+        self,
+        decl: Declaration,
+        relaxed: Any,
+        mu: float,
+        region: Any,
+        C: float,
+        tilt: float,
+        null: int,
+        max_loss: bool = False,
+    ) -> None:
+        smoothed = SmoothedPieces(relaxed.model, mu)
+        shifts = np.zeros(decl.n)
+        super().__init__(decl, relaxed, smoothed, shifts, region, C, tilt, null, max_loss)
+
+    def _mus(self, w_hat: np.ndarray) -> list[np.ndarray]:
+        """The smoothed pieces' softmax weights at ``w_hat`` as the method's multipliers."""
+        terms = self.relaxed.model.terms
+        return [t.c * P for t, P in zip(terms, self.moved.weights(w_hat))]
+
+    def _copies(self, w_hat: np.ndarray, pi: np.ndarray) -> tuple[np.ndarray, Any]:
+        mus = self._mus(w_hat)
+        fix = self.relaxed.copies_in(w_hat, mus, self.region, exact_own=True, weights=pi)
+        Y = self.relaxed.copies(w_hat, mus)[0] if fix is None else fix.Y
+        return Y, fix
+
+    def _relaxed_multipliers(self, w_hat: np.ndarray) -> list:
+        return self.relaxed.copies(w_hat, self._mus(w_hat))[1]
+
+    def _moved_values(self, w_hat: np.ndarray, fix: Any) -> np.ndarray:
+        from dpcvx.certification.ball import Pieces1D
+
+        rows, relaxed = fix.rows, self.relaxed
+        exact = fix.Y[rows]
+        t = np.einsum("kd,kd->k", relaxed.u[rows], exact)
+        line = Pieces1D(relaxed.sigma[rows], relaxed.beta[rows])
+        return line.value(t) + self.C * row_norms(w_hat[None, :] - exact)
+
+    def _balanced(
+        self,
+        w_hat: np.ndarray,
+        fix: Any,
+        lam: float,
+        w0: np.ndarray,
+        accuracy: float | None,
+        stats: dict[str, Any],
+    ) -> CertifiedSolution | None:
+        """The certificate with the slopes of the examples whose copy is ``w_hat`` at a kink
+        of their loss chosen jointly under the tilted weights, so that the objective's
+        gradient vanishes where no cone of W takes it up
+        (:func:`~dpcvx.certification.solve._kink_duals`, as plain ERM's rounds do with
+        uniform weights): the smoothed pieces' split of those slopes is the smoothed
+        problem's, not the optimum's. None where there is no such kink or nothing is found."""
+        if fix is None:
+            return None
+        pi = self._tilted(w_hat, fix).weights(w_hat)[1]
+        duals = self.duals
+        # the smoothed pieces' point leaves an example at its kink within a few mu of it
+        near = max(ladder.JOINT_KINK, KINK_REACH * self.moved.mu)
+        found = ladder._kink_duals(
+            self.decl,
+            w_hat,
+            fix,
+            lam,
+            w0,
+            self.C,
+            self.relaxed,
+            self.region,
+            lambda: duals,
+            pi,
+            near,
+        )
+        if found is None:
+            return None
+        joint = found[0]
+        info = dict(stats, balanced_duals=True)
+        return self._certificate(w_hat, joint.Y, joint, lam, w0, accuracy, info)
 
 
 class _Linearized:

@@ -230,19 +230,124 @@ EXTENSION_CASES = [
 ]
 
 
+#: the cases whose copies leave W and whose rounds still stop short of 1e-4 (a copy at ``w``
+#: on W's boundary, where the rounds' model of ``f_C`` is too flat: the conic program takes
+#: over); their certificates still bound the truth
+LOOSE = {("pinball", "ball", 0.3, 0.5), ("eps_insensitive", "box", 0.3, math.inf)}
+
+
 @pytest.mark.parametrize("name,dom,R,tau", EXTENSION_CASES)
 def test_the_pieces_path_certifies_the_extension_against_a_reference_solve(name, dom, R, tau):
-    """On the extension with examples steeper than C (tilted ERM and the max-loss): where the
-    relaxed extension's copies lie in W (the larger domains), certified to 1e-4; everywhere,
-    the true suboptimality
-    (reference solves over the copies) is within the gap, also where copies leave W and the
-    certificate at their exact copies in W is loose (the conic program then takes over)."""
+    """On the extension with examples steeper than C (tilted ERM and the max-loss), certified
+    to 1e-4: on the larger domains the relaxed extension's copies lie in W; on the smaller
+    ones they leave it, and the rounds (each with those examples' ``f_C`` modelled at their
+    exact copies in W) certify all but :data:`LOOSE`. Everywhere the true suboptimality
+    (reference solves over the copies) is within the gap."""
     problem, X, Y, S = _steep_case(name, dom, R)
     decl = problem.declaration
     cert = tilted_module._smooth_tilted(decl, tau, LAM, np.zeros(3), 1e-4, C, 0)
     assert cert is not None and cert.solver_stats["extension_copies"] > 0
     if R > 1:
-        assert cert.solver_stats["copies_outside"] == 0 and cert.gap <= 1e-4
+        assert cert.solver_stats["copies_outside"] == 0
+    assert cert.gap <= 1e-4 or (name, dom, R, tau) in LOOSE
     f_star = _extension_objective(name, X, Y, S, dom, R, tau)
     truth = _extension_objective(name, X, Y, S, dom, R, tau, cert.w) - f_star
     assert truth <= cert.gap + 1e-8
+
+
+def test_without_the_rounds_the_copies_leaving_w_miss():
+    """Control: with the rounds withheld (the certificate at the smoothed relaxed extension's
+    point, its copies in W), most small-domain cases of tilted ERM miss 1e-4 (12 of 16 when
+    this was written; all 16 meet it with the rounds but for :data:`LOOSE`)."""
+    small = [c for c in EXTENSION_CASES if c[2] < 1 and not math.isinf(c[3])]
+    missed = 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tilted_module._PiecesRounds, "run", lambda self, *a, **k: None)
+        for name, dom, R, tau in small:
+            problem, *_ = _steep_case(name, dom, R)
+            cert = tilted_module._smooth_tilted(
+                problem.declaration, tau, LAM, np.zeros(3), 1e-4, C, 0
+            )
+            missed += cert is None or cert.gap > 1e-4
+    assert missed >= 10
+
+
+@pytest.mark.parametrize("accuracy", [1e-4, 1e-8])
+def test_the_kinks_slopes_are_chosen_jointly_under_the_tilted_weights(monkeypatch, accuracy):
+    """The hinge on the unit ball at tilt 0.5: the rounds settle on the optimum (the truth is
+    below 2e-9), where an example's copy is ``w`` at its hinge's kink. With the smoothed
+    pieces' split of its slope the certificate stays at 2e-4; with the slopes of the
+    examples at kinks chosen jointly under the tilted weights (within a few temperatures of
+    their kinks) it meets the target. Control: without them, it misses."""
+    problem, X, Y, S = _steep_case("hinge", "ball", 1.0)
+    decl = problem.declaration
+    cert = tilted_module._smooth_tilted(decl, 0.5, LAM, np.zeros(3), accuracy, C, 0)
+    assert cert.gap <= accuracy and cert.solver_stats["copies_outside"] > 0
+    f_star = _extension_objective("hinge", X, Y, S, "ball", 1.0, 0.5)
+    truth = _extension_objective("hinge", X, Y, S, "ball", 1.0, 0.5, cert.w) - f_star
+    assert truth <= cert.gap + 1e-8
+    monkeypatch.setattr(tilted_module._PiecesRounds, "_balanced", lambda self, *a: None)
+    loose = tilted_module._smooth_tilted(decl, 0.5, LAM, np.zeros(3), accuracy, C, 0)
+    assert loose.gap > accuracy
+
+
+def test_the_kinks_duals_with_uniform_weights_are_plain_erms():
+    """``_kink_duals`` with the weights ``1/n`` given explicitly chooses the slopes it
+    chooses without them (plain ERM's rounds), to rounding."""
+    from dpcvx.certification import solve as solve_module
+    from dpcvx.certification.arrowhead import extension_pieces
+    from dpcvx.certification.ball import BallRegion
+
+    problem, *_ = _steep_case("hinge", "ball", 1.0)
+    decl = problem.declaration
+    cert = tilted_module._smooth_tilted(decl, 0.5, LAM, np.zeros(3), 1e-8, C, 0)
+    relaxed = extension_pieces(piecewise_model(decl), C)
+    region = BallRegion(np.zeros(3), 1.0)
+    w_hat = cert.w
+    smoothed = SmoothedPieces(relaxed.model, 1e-9)
+    mus = [t.c * P for t, P in zip(relaxed.model.terms, smoothed.weights(w_hat))]
+    fix = relaxed.copies_in(w_hat, mus, region, exact_own=True)
+    assert fix is not None
+    args = (decl, w_hat, fix, LAM, np.zeros(3), C, relaxed, region, None)
+    plain = solve_module._kink_duals(*args, None, 1e-3)
+    weighted = solve_module._kink_duals(*args, np.full(decl.n, 1.0 / decl.n), 1e-3)
+    assert plain is not None and weighted is not None
+    assert np.allclose(plain[0].slopes, weighted[0].slopes, rtol=1e-9, atol=1e-12, equal_nan=True)
+    assert abs(plain[2] - weighted[2]) <= 1e-12
+
+
+@pytest.mark.parametrize("name", ["hinge", "absolute"])
+@pytest.mark.parametrize("dom", ["ball", "box"])
+@pytest.mark.parametrize("neighbour", ["dataset", "label*1e8", "row*1e8"])
+@pytest.mark.parametrize("tilt", [1.0, math.inf])
+def test_releases_with_copies_leaving_w_run_on_the_smooth_path(
+    monkeypatch, name, dom, neighbour, tilt
+):
+    """Heavy-tailed rows (t(4), most examples steeper than C = 1) on a ball or box of
+    half-width 0.3, where the relaxed extension's copies leave W: tilted and max-loss
+    releases on a dataset and its neighbours run without the conic program (before the
+    rounds, the conic program took over: 13-22 s at n = 1e4, minutes at 1e5, and none above
+    its size limit)."""
+
+    def no_conic(*args, **kwargs):
+        raise AssertionError("the conic program ran")
+
+    monkeypatch.setattr(tilted_module, "_ladder", no_conic)
+    rng = np.random.default_rng(3)
+    n, d = 1500, 5
+    X = 3 * rng.standard_t(4, size=(n, d)) / math.sqrt(2 * d)
+    beta = rng.normal(size=d) / math.sqrt(d)
+    Y = np.clip(X @ beta + 0.2 * rng.normal(size=n), -1, 1)
+    S = np.where(X @ beta + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    if neighbour == "label*1e8":
+        Y[0] *= 1e8
+        S[0] *= 1e8
+    elif neighbour == "row*1e8":
+        X[0] *= 1e8
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    labels = S if name == "hinge" else Y
+    r = x @ w if name == "hinge" else x @ w - y
+    problem = dpcvx.Problem(LOSSES[name](r, y), w, {x: X, y: labels}, _in(w, dom, 0.3))
+    mech = dpcvx.TiltedOutputPerturbation(lipschitz=C, regularization=LAM, tilt=tilt)
+    out = problem.solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
+    assert np.all(np.isfinite(out.w))
