@@ -603,10 +603,8 @@ def test_without_the_rows_recentred_the_huge_affine_value_aborts(monkeypatch):
         problem.solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
 
 
-def test_the_max_loss_of_log_sum_exp_with_a_huge_negative_label_releases():
-    """``lse([y, x^T w])`` with ``y = -1e8`` is ``y + logistic(x^T w - y)``: its moved
-    logistic leaves the affine ``y`` of -1e8, so the program whose moves of that example are
-    held back is tried too (the moved one does not resolve on a box)."""
+def _lse_case() -> dpcvx.Problem:
+    """``lse([y, x^T w])`` on the box ``|w_j| <= 1`` with one label of -1e8."""
     rng = np.random.default_rng(1)
     n, d = 100, 4
     X = rng.normal(size=(n, d)) / 2
@@ -615,7 +613,14 @@ def test_the_max_loss_of_log_sum_exp_with_a_huge_negative_label_releases():
     Y[0] = -1e8
     w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
     loss = cp.log_sum_exp(cp.hstack([y, x @ w]))
-    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.abs(w) <= 1.0])
+    return dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.abs(w) <= 1.0])
+
+
+def test_the_max_loss_of_log_sum_exp_with_a_huge_negative_label_releases():
+    """``lse([y, x^T w])`` with ``y = -1e8`` is ``y + logistic(x^T w - y)``: its moved
+    logistic leaves the affine ``y`` of -1e8, so the program whose moves of that example are
+    held back is tried too (the moved one does not resolve on a box)."""
+    problem = _lse_case()
     mech = dpcvx.TiltedOutputPerturbation(lipschitz=1.0, regularization=LAM, tilt=math.inf)
     out = problem.solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))
     assert np.all(np.isfinite(out.w))
@@ -628,16 +633,7 @@ def test_the_ladder_keeps_the_held_program_and_the_programs_as_they_were(monkeyp
     the moved one as it was. (The first version of the recentring emptied the test that adds
     the held program and replaced the moved one: one program, and a release a review found
     took 60 s in SCS where the old tree took 0.4 s.)"""
-    rng = np.random.default_rng(1)
-    n, d = 100, 4
-    X = rng.normal(size=(n, d)) / 2
-    X /= np.maximum(1, np.linalg.norm(X, axis=1))[:, None]
-    Y = np.clip(X @ np.array([0.5, -0.4, 0.3, 0.2]) + 0.2 * rng.normal(size=n), -1, 1)
-    Y[0] = -1e8
-    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
-    problem = dpcvx.Problem(
-        cp.log_sum_exp(cp.hstack([y, x @ w])), w, {x: X, y: Y}, [cp.abs(w) <= 1.0]
-    )
+    problem = _lse_case()
     seen = []
     ladder = tilted_module._ladder
 
