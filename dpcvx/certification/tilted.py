@@ -1081,7 +1081,7 @@ def _pieces_extension(
     if relaxed is None:
         thetas = smoothed.multipliers(x)
     else:
-        mus = [t.c * P for t, P in zip(relaxed.model.terms, smoothed.weights(w_hat))]
+        mus = _softmax_multipliers(smoothed, w_hat)
         region = ladder._region(dom)
         fix = relaxed.copies_in(w_hat, mus, region, exact_own=True)
         if fix is None:
@@ -1092,6 +1092,12 @@ def _pieces_extension(
         stats["copies_outside"] = 0 if fix is None else int(fix.rows.size)
     args = (tilt, lam, w0, accuracy, stats, C, null, simplex)
     return _at_copies(decl, w_hat, thetas, Y, slopes, *args)[0]
+
+
+def _softmax_multipliers(smoothed: SmoothedPieces, w: np.ndarray) -> list[np.ndarray]:
+    """The smoothed pieces' softmax weights at ``w`` as the arrowhead method's multipliers of
+    the model they smooth (the relaxed extension's, for its copies)."""
+    return [t.c * P for t, P in zip(smoothed.model.terms, smoothed.weights(w))]
 
 
 def _at_copies(
@@ -1486,17 +1492,16 @@ class _Rounds:
         w0: np.ndarray,
         accuracy: float | None,
         stats: dict[str, Any],
-        slopes: np.ndarray | None = None,
     ) -> CertifiedSolution:
         """The extension's certificate at ``w_hat`` with the relaxed copies ``Y`` where they
-        lie in W, and ``fix``'s exact copies in W elsewhere (their duals ``fix.slopes``, or
-        ``slopes``); the duals it took are kept (``self.duals``)."""
+        lie in W, and ``fix``'s exact copies in W elsewhere (their duals ``fix.slopes``); the
+        duals it took are kept (``self.duals``)."""
         decl, C, null = self.decl, self.C, self.null
+        slopes = None
         if fix is None:
             thetas = self._relaxed_multipliers(w_hat)
         else:
-            Y, thetas = fix.Y, fix.thetas
-            slopes = fix.slopes if slopes is None else slopes
+            Y, thetas, slopes = fix.Y, fix.thetas, fix.slopes
         stats["extension_copies"] = int(np.count_nonzero(np.any(Y != w_hat[None, :], axis=1)))
         stats["copies_outside"] = 0 if fix is None else int(fix.rows.size)
         simplex = None
@@ -1548,18 +1553,27 @@ class _Rounds:
         accuracy: float | None,
         stats: dict[str, Any],
     ) -> CertifiedSolution | None:
-        """On a box's boundary, the certificate with the duals of the copies at ``w_hat``
-        that must cancel part of their slope against the bounds chosen jointly under the
-        tilted weights (:func:`~dpcvx.certification.box.balanced_duals`, as plain ERM's
-        rounds do with uniform ones: one at a time, they can leave the weighted mean
-        pushing out of the box, which the certificate charges). None where that does not
-        apply or finds nothing; the weights are the model's at ``w_hat`` (the certificate
-        takes its own: any duals give a valid bound)."""
+        """The certificate at ``w_hat`` with the duals :meth:`_joint_duals` chooses jointly
+        under the tilted weights, or None where that does not apply or finds nothing."""
+        joint = None if fix is None else self._joint_duals(w_hat, fix, lam, w0)
+        if joint is None:
+            return None
+        info = dict(stats, balanced_duals=True)
+        return self._certificate(w_hat, joint.Y, joint, lam, w0, accuracy, info)
+
+    def _joint_duals(self, w_hat: np.ndarray, fix: Any, lam: float, w0: np.ndarray) -> Any:
+        """On a box's boundary, ``fix`` with the duals of the copies at ``w_hat`` that must
+        cancel part of their slope against the bounds chosen jointly under the tilted
+        weights (:func:`~dpcvx.certification.box.balanced_duals`, as plain ERM's rounds do
+        with uniform ones: one at a time, they can leave the weighted mean pushing out of
+        the box, which the certificate charges). None where that does not apply or finds
+        nothing; the weights are the model's at ``w_hat`` (the certificate takes its own:
+        any duals give a valid bound)."""
         from dpcvx.certification.box import BoxRegion, balanced_duals
         from dpcvx.modeling.smooth import atom_derivative
 
         region = self.region
-        if fix is None or not isinstance(region, BoxRegion):
+        if not isinstance(region, BoxRegion):
             return None
         at_x = fix.rows[np.all(fix.Y[fix.rows] == w_hat[None, :], axis=1)]
         if not at_x.size:
@@ -1587,8 +1601,7 @@ class _Rounds:
             return None
         slopes = np.array(fix.slopes, float, copy=True)
         slopes[rows] = out
-        info = dict(stats, balanced_duals=True)
-        return self._certificate(w_hat, fix.Y, fix, lam, w0, accuracy, info, slopes)
+        return replace(fix, slopes=slopes)
 
 
 #: an example of the smoothed pieces within this many temperatures of its kink is at it (its
@@ -1624,9 +1637,7 @@ class _PiecesRounds(_Rounds):
         super().__init__(decl, relaxed, smoothed, shifts, region, C, tilt, null, max_loss)
 
     def _mus(self, w_hat: np.ndarray) -> list[np.ndarray]:
-        """The smoothed pieces' softmax weights at ``w_hat`` as the method's multipliers."""
-        terms = self.relaxed.model.terms
-        return [t.c * P for t, P in zip(terms, self.moved.weights(w_hat))]
+        return _softmax_multipliers(self.moved, w_hat)
 
     def _copies(self, w_hat: np.ndarray, pi: np.ndarray) -> tuple[np.ndarray, Any]:
         mus = self._mus(w_hat)
@@ -1646,45 +1657,20 @@ class _PiecesRounds(_Rounds):
         line = Pieces1D(relaxed.sigma[rows], relaxed.beta[rows])
         return line.value(t) + self.C * row_norms(w_hat[None, :] - exact)
 
-    def _balanced(
-        self,
-        w_hat: np.ndarray,
-        fix: Any,
-        lam: float,
-        w0: np.ndarray,
-        accuracy: float | None,
-        stats: dict[str, Any],
-    ) -> CertifiedSolution | None:
-        """The certificate with the slopes of the examples whose copy is ``w_hat`` at a kink
-        of their loss chosen jointly under the tilted weights, so that the objective's
-        gradient vanishes where no cone of W takes it up
-        (:func:`~dpcvx.certification.solve._kink_duals`, as plain ERM's rounds do with
-        uniform weights): the smoothed pieces' split of those slopes is the smoothed
-        problem's, not the optimum's. None where there is no such kink or nothing is found."""
-        if fix is None:
-            return None
+    def _joint_duals(self, w_hat: np.ndarray, fix: Any, lam: float, w0: np.ndarray) -> Any:
+        """``fix`` with the slopes of the examples whose copy is ``w_hat`` at a kink of their
+        loss chosen jointly under the tilted weights, so that the objective's gradient
+        vanishes where no cone of W takes it up (:func:`~dpcvx.certification.solve.
+        _kink_duals`, as plain ERM's rounds do with uniform weights): the smoothed pieces'
+        split of those slopes is the smoothed problem's, not the optimum's. None where there
+        is no such kink or nothing is found."""
         pi = self._tilted(w_hat, fix).weights(w_hat)[1]
         duals = self.duals
         # the smoothed pieces' point leaves an example at its kink within a few mu of it
         near = max(ladder.JOINT_KINK, KINK_REACH * self.moved.mu)
-        found = ladder._kink_duals(
-            self.decl,
-            w_hat,
-            fix,
-            lam,
-            w0,
-            self.C,
-            self.relaxed,
-            self.region,
-            lambda: duals,
-            pi,
-            near,
-        )
-        if found is None:
-            return None
-        joint = found[0]
-        info = dict(stats, balanced_duals=True)
-        return self._certificate(w_hat, joint.Y, joint, lam, w0, accuracy, info)
+        args = (self.decl, w_hat, fix, lam, w0, self.C, self.relaxed, self.region)
+        found = ladder._kink_duals(*args, lambda: duals, pi, near)
+        return None if found is None else found[0]
 
 
 class _Linearized:
