@@ -364,3 +364,83 @@ def test_an_affine_part_is_bounded_jointly_with_a_maximum():
             u, v = u * radius / np.linalg.norm(u), v * radius / np.linalg.norm(v) * 0.9
             gap = np.abs(prob.declaration.loss_values(u) - prob.declaration.loss_values(v))
             assert np.all(gap <= b * np.linalg.norm(u - v) * (1 + 1e-9) + 1e-12)
+
+
+def _t5_problem(loss: str, n: int, d: int, radius: float, seed: int = 0) -> dpcvx.Problem:
+    """The extension benchmark's data: Student-t(5) rows with ``E||x||^2 = 1``, labels from
+    a random linear model, in the ball of ``radius``."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_t(5.0, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
+    beta = rng.normal(size=d)
+    if loss in ("hinge", "logistic"):
+        Y = np.sign(X @ beta + 0.1 * rng.normal(size=n))
+    else:
+        Y = 0.3 * (X @ beta) + 0.3 * rng.normal(size=n)
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    r = x @ w - y
+    expr = {
+        "hinge": cp.pos(1 - y * (x @ w)),
+        "absolute": cp.abs(r),
+        "pinball": cp.maximum(-0.3 * r, 0.7 * r),
+        "logistic": cp.logistic(-y * (x @ w)),
+        "huber": cp.huber(r, 1.0),
+        "square": cp.square(r),
+    }[loss]
+    return dpcvx.Problem(expr, w, {x: X, y: Y}, [cp.norm(w) <= radius])
+
+
+def _recorded_certificates(monkeypatch) -> list:
+    """``(gap, margin, stable gap or None, accuracy)`` of every extension certificate."""
+    import dpcvx.certification.extension as ext_module
+
+    records: list = []
+    finish = ext_module.finish_extension
+
+    def recording(w_hat, bounds, direct, **kwargs):
+        records.append((bounds[2], bounds[3], direct, kwargs.get("accuracy")))
+        return finish(w_hat, bounds, direct, **kwargs)
+
+    monkeypatch.setattr(ext_module, "finish_extension", recording)
+    return records
+
+
+def test_the_stable_gap_of_a_gap_of_many_margins_is_that_gap(monkeypatch):
+    """The premise of skipping the stable gap where the bound's gap is over ``STABLE_FAR``
+    times the target and ``STABLE_MARGINS`` rounding margins: there the stable gap is the
+    same sum free of rounding, so it is the bound's gap to a few percent and cannot meet such
+    a target. Every certificate of the extension's rounds (the six losses of the extension
+    benchmark, balls of radius 0.5, 1 and 3, d = 20 and 100), each with its stable gap (no
+    target)."""
+    from dpcvx.certification.extension import STABLE_FAR, STABLE_MARGINS
+
+    records = _recorded_certificates(monkeypatch)
+    for loss in ("hinge", "absolute", "pinball", "logistic", "huber", "square"):
+        for d in (20, 100):
+            for radius in (0.5, 1.0, 3.0):
+                problem = _t5_problem(loss, 3000, d, radius)
+                problem.lipschitz_extension(1.0).solve(regularization=0.01)
+    far = [(gap, direct) for gap, margin, direct, _ in records if gap > STABLE_MARGINS * margin]
+    assert len(far) >= 5 and all(direct is not None for _, direct in far)
+    assert all(abs(direct / gap - 1) <= 0.1 for gap, direct in far)
+    assert all(direct > gap / STABLE_FAR for gap, direct in far)
+
+
+def test_a_gap_far_above_the_target_skips_the_stable_gap(monkeypatch):
+    """With a target, the extension's certificates whose gap is over ``STABLE_FAR`` times it
+    and ``STABLE_MARGINS`` rounding margins skip the stable gap (a Huber extension at
+    d = 100 whose rounds stall once above the target); the control computes it there, and
+    the solve ends at the same point with the same gap."""
+    import dpcvx.certification.extension as ext_module
+
+    records = _recorded_certificates(monkeypatch)
+    sol = _t5_problem("huber", 3000, 100, 1.0).lipschitz_extension(1.0)
+    out = sol.solve(regularization=0.01, accuracy=1e-9)
+    far = [r for r in records if r[0] > ext_module.STABLE_FAR * 1e-9 and r[0] > 1e3 * r[1]]
+    assert out.gap <= 1e-9 and far and all(direct is None for _, _, direct, _ in far)
+    records.clear()
+    monkeypatch.setattr(ext_module, "STABLE_FAR", np.inf)
+    control = _t5_problem("huber", 3000, 100, 1.0).lipschitz_extension(1.0)
+    again = control.solve(regularization=0.01, accuracy=1e-9)
+    computed = [r for r in records if r[0] > 4e-9 and r[0] > 1e3 * r[1]]
+    assert computed and all(direct is not None for _, _, direct, _ in computed)
+    assert np.array_equal(again.w, out.w) and again.gap == out.gap
