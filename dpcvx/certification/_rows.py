@@ -100,6 +100,18 @@ def clipped_rows(factor: np.ndarray) -> np.ndarray | None:
     return None if live.size > LIVE_SHARE * np.size(factor) else live
 
 
+def differing_rows(g: np.ndarray, s: np.ndarray) -> np.ndarray | None:
+    """The rows where ``g`` and ``s`` differ (a NaN differs), or None when more than
+    :data:`LIVE_SHARE` of them do: every other row of ``g - s`` is exactly zero. Over row
+    chunks (no temporary of the data's size)."""
+    n, d = g.shape
+    differ = np.empty(n, bool)
+    for a, b in row_chunks(n, d):
+        np.any(g[a:b] != s[a:b], axis=1, out=differ[a:b])
+    live = np.flatnonzero(differ)
+    return None if live.size > LIVE_SHARE * n else live
+
+
 def support_rows(
     domain, g: np.ndarray, s: np.ndarray, hints: np.ndarray | None, live: np.ndarray | None
 ) -> np.ndarray:

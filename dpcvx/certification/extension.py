@@ -25,6 +25,7 @@ import numpy as np
 
 from dpcvx.certification._rows import (
     clipped_rows,
+    differing_rows,
     moved_rows,
     row_groups,
     support_rows,
@@ -245,8 +246,10 @@ def _bounds(
         if slopes is not None:
             # a row with any non-finite entry takes the default (NaN marks it)
             given = np.asarray(slopes, float)
-            given = np.where(np.all(np.isfinite(given), axis=1, keepdims=True), given, np.nan)
-            g = np.where(np.isnan(given), s, given)
+            finite = np.flatnonzero(np.all(np.isfinite(given), axis=1))
+            if finite.size:
+                g = s.copy()
+                g[finite] = given[finite]
     else:
         assert z is not None
         g = _SOC_SIGN * n_total * np.nan_to_num(z[prog.soc_rows][:, 1:])
@@ -254,8 +257,11 @@ def _bounds(
     norms = row_norms(g)[:, None]
     factor = np.minimum(1.0, C / np.maximum(norms * (1 + (w.size + 8) * _EPS), 1e-300))
     g = g * factor
-    # without given duals, only the clipped rows have a nonzero g - s
-    live = clipped_rows(factor) if prog is None and slopes is None else None
+    # without given duals, only the clipped rows have a nonzero g - s; with them, the rows
+    # given too (found by comparing: g - s is exactly zero on every other row)
+    live = None
+    if prog is None:
+        live = clipped_rows(factor) if slopes is None else differing_rows(g, s)
     if prog is not None and prog.soc_rows is not None:
         # a generic maximum at a kink of y_i: mix its pieces' cuts toward the slope g_i
         try:

@@ -41,6 +41,7 @@ from scipy.special import expit, xlogy
 from dpcvx.certification._conjugates import clip, monotone_multipliers
 from dpcvx.certification._rows import (
     clipped_rows,
+    differing_rows,
     moved_rows,
     row_groups,
     support_rows,
@@ -1175,13 +1176,14 @@ def _stable_rows(
     if out is None:
         return None
     fy, err, s, s_abs = out
-    live = None  # given duals: every row of g - s may be nonzero
     if g is None:
         nrm = row_norms(s)[:, None]
         factor = np.minimum(1.0, C / np.maximum(nrm * (1 + (d + 8) * _EPS), 1e-300))
         g = s * factor
         live = clipped_rows(factor)
-    g = np.asarray(g, float)
+    else:  # given duals: the rows where they differ from the slopes (g - s is zero elsewhere)
+        g = np.asarray(g, float)
+        live = differing_rows(g, s)
     single = pts.ndim == 1
     P = np.broadcast_to(pts, (n, d))
     support = support_rows(decl.domain, g, s, P, live)

@@ -228,3 +228,36 @@ def test_an_extension_solve_on_chunks_certifies_the_same_point(kind, region, mon
     assert chunked.lower <= whole.upper and whole.lower <= chunked.upper
     reach = np.sqrt(2 * whole.gap / 0.05) + np.sqrt(2 * chunked.gap / 0.05)
     assert np.linalg.norm(chunked.w - whole.w) <= reach
+
+
+def test_the_rows_that_differ_are_found_on_chunks(monkeypatch):
+    """``differing_rows`` (the rows where given duals differ from the slopes, over row
+    chunks) against a direct comparison: a NaN differs, a row equal to the last rounding
+    does not, and past ``LIVE_SHARE`` it gives None; the support over those rows only equals
+    the support over every row of ``g - s``, bit for bit, in a ball and a generic domain."""
+    from dpcvx.certification import _rows
+    from dpcvx.modeling.domains import Domain
+
+    monkeypatch.setattr(_rows, "CHUNK_ENTRIES", 64)  # chunks of 16 rows at d = 4
+    rng = np.random.default_rng(7)
+    s = rng.normal(size=(N, D))
+    g = s.copy()
+    changed = rng.choice(N, size=40, replace=False)
+    g[changed[:30]] *= 0.5
+    g[changed[30:35], 1] = np.nan
+    g[changed[35:], 2] = np.nextafter(g[changed[35:], 2], np.inf)
+    live = _rows.differing_rows(g, s)
+    assert np.array_equal(live, np.sort(changed))
+    assert _rows.differing_rows(-s, s) is None
+    w = cp.Variable(D)
+    for domain in (
+        Domain(w, [cp.norm(w) <= 2.0]),
+        Domain(w, [cp.norm(w) <= 2.0, w[0] + w[1] <= 1.5]),
+    ):
+        finite = np.setdiff1d(np.arange(N), changed[30:35])
+        gf, sf = g[finite], s[finite]
+        hints = np.zeros_like(gf)
+        rows = _rows.differing_rows(gf, sf)
+        assert rows is not None and rows.size == 35
+        whole = domain.support(gf - sf, hints=hints)
+        assert np.array_equal(_rows.support_rows(domain, gf, sf, hints, rows), whole)
