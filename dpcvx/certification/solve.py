@@ -1310,6 +1310,8 @@ class _PiecesRounds:
     #: :func:`_balanced_rounds` judges the rounds' point again: the exact slopes of the
     #: copies at it, a box's balanced duals and the kinks' joint slopes
     rebalances = True
+    #: the certificate's multipliers are the method's, not the loss's own derivatives
+    derivatives = False
 
     def settle(self, x: np.ndarray, domain: Domain | LocalizedDomain) -> np.ndarray:
         """The method's point ``x`` with what lies within :data:`SNAP` times its tolerance of
@@ -1458,6 +1460,8 @@ class _SmoothRounds:
 
     #: no example has pieces of its own here
     held = False
+    #: the certificate's multipliers are the loss's own derivatives (at each copy)
+    derivatives = True
 
     @property
     def rebalances(self) -> bool:
@@ -1593,7 +1597,16 @@ def _ball_rounds(
             )
             args = (decl, x, lam, w0, accuracy)
             try:
-                cert = _certify_point(*args, stats, fix.thetas, C, w_domain, fix.Y, fix.slopes)
+                cert = _certify_point(
+                    *args,
+                    stats,
+                    fix.thetas,
+                    C,
+                    w_domain,
+                    fix.Y,
+                    fix.slopes,
+                    derivatives=rounds_of.derivatives,
+                )
             except CertificationError as exc:
                 if not isinstance(best, CertifiedSolution):
                     best = exc
@@ -2499,12 +2512,15 @@ def _certify_point(
     w_domain: Domain | LocalizedDomain | None = None,
     copies: np.ndarray | None = None,
     slopes: np.ndarray | None = None,
+    derivatives: bool = False,
 ) -> CertifiedSolution:
     """Certify a point found without a program: for ``F``, or, under an extension, for
     ``F_C`` (as a plain block, or at the examples' ``copies`` of the extension's relaxed
     form), so that the certificate never relies on the Lipschitz bounds that chose the rung.
     A localized ``w_domain`` counts for the extension's certificate (paper 000's Algorithm
-    4), and the plain one too (over ``W`` without one)."""
+    4), and the plain one too (over ``W`` without one). ``derivatives``: the extension's
+    ``thetas`` are the loss's own derivatives (see
+    :func:`~dpcvx.certification.extension.certify_extension`)."""
     if copies is not None:
         stats["extension_copies"] = int(np.count_nonzero(np.any(copies != x[None, :], axis=1)))
     if extension is None:
@@ -2532,6 +2548,7 @@ def _certify_point(
         thetas=thetas,
         copies=copies,
         slopes=slopes,
+        derivatives=derivatives,
     )
 
 

@@ -113,8 +113,9 @@ class TiltedOutputPerturbation:
     ``exp(0)`` term of the tilted sum, so steep outliers release at any scale. The tilted
     certificate also has a stable form (:mod:`dpcvx.certification.tilted_gap`), and smooth
     losses run Newton's method on the tilted objective, so a huge label on a flat or linear
-    side (1e12) releases too. A huge loss *value* elsewhere (a squared loss with a label of
-    1e6) can still make the solve fail. Such a failure raises one fixed
+    side (1e12) releases too, and so does a huge loss *value* elsewhere on the smooth paths (a
+    squared loss with a label of 1e6; see ``docs/output_perturbation.md``). A solve that no
+    rung recovers from remains possible (none is known). Such a failure raises one fixed
     :class:`~dpcvx.CertificationError` text with the budget spent; whether it happens depends
     on the data, so it is an event outside the guarantee.
     """

@@ -426,10 +426,11 @@ def test_the_stable_gap_of_a_gap_of_many_margins_is_that_gap(monkeypatch):
 
 
 def test_a_gap_far_above_the_target_skips_the_stable_gap(monkeypatch):
-    """With a target, the extension's certificates whose gap is over ``STABLE_FAR`` times it
-    and ``STABLE_MARGINS`` rounding margins skip the stable gap (a Huber extension at
-    d = 100 whose rounds stall once above the target); the control computes it there, and
-    the solve ends at the same point with the same gap."""
+    """With a target, the smooth path's extension certificates whose gap is over
+    ``STABLE_FAR`` times it and ``STABLE_MARGINS`` rounding margins skip the stable gap (a
+    Huber extension at d = 100 whose rounds stall once above the target); the control
+    computes it there, and the solve ends at the same point with the same gap. The arrowhead
+    path (the absolute loss) keeps it."""
     import dpcvx.certification.extension as ext_module
 
     records = _recorded_certificates(monkeypatch)
@@ -444,3 +445,10 @@ def test_a_gap_far_above_the_target_skips_the_stable_gap(monkeypatch):
     computed = [r for r in records if r[0] > 4e-9 and r[0] > 1e3 * r[1]]
     assert computed and all(direct is not None for _, _, direct, _ in computed)
     assert np.array_equal(again.w, out.w) and again.gap == out.gap
+    # the arrowhead path's multipliers are the method's: its certificates keep the stable gap
+    monkeypatch.setattr(ext_module, "STABLE_FAR", 4.0)
+    records.clear()
+    pieces = _t5_problem("absolute", 3000, 100, 0.5).lipschitz_extension(1.0)
+    assert pieces.solve(regularization=0.01, accuracy=1e-9).gap <= 1e-9
+    kept = [r for r in records if r[0] > 4e-9 and r[0] > 1e3 * r[1]]
+    assert kept and all(direct is not None for _, _, direct, _ in kept)
