@@ -543,7 +543,11 @@ def test_smooth_rounds_in_a_ball_do_not_judge_a_point_twice(monkeypatch):
     gave the same certificate again: the duals of a ball stay as they are, the smooth rounds'
     exact copies are the ones the round found and they have no kinks. It is skipped there
     (at d = 100, n = 1e5 it cost a third of a Huber extension's time). Same point and gap as
-    with it; the control, with it, judges the stalled point twice to the same gap."""
+    with it; the control, with it, judges the stalled point twice to the same gap (the stable
+    gap computed at every certificate, as the balanced judgement computes it)."""
+    import dpcvx.certification.extension as ext_module
+
+    monkeypatch.setattr(ext_module, "STABLE_FAR", np.inf)
     calls: list = []
     certs: list = []
     balanced_rounds, certify_point = solve_module._balanced_rounds, solve_module._certify_point
