@@ -366,27 +366,11 @@ def test_an_affine_part_is_bounded_jointly_with_a_maximum():
             assert np.all(gap <= b * np.linalg.norm(u - v) * (1 + 1e-9) + 1e-12)
 
 
-def _t5_problem(loss: str, n: int, d: int, radius: float, seed: int = 0) -> dpcvx.Problem:
-    """The extension benchmark's data: Student-t(5) rows with ``E||x||^2 = 1``, labels from
-    a random linear model, in the ball of ``radius``."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_t(5.0, size=(n, d)) * np.sqrt(3.0 / (5.0 * d))
-    beta = rng.normal(size=d)
-    if loss in ("hinge", "logistic"):
-        Y = np.sign(X @ beta + 0.1 * rng.normal(size=n))
-    else:
-        Y = 0.3 * (X @ beta) + 0.3 * rng.normal(size=n)
-    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
-    r = x @ w - y
-    expr = {
-        "hinge": cp.pos(1 - y * (x @ w)),
-        "absolute": cp.abs(r),
-        "pinball": cp.maximum(-0.3 * r, 0.7 * r),
-        "logistic": cp.logistic(-y * (x @ w)),
-        "huber": cp.huber(r, 1.0),
-        "square": cp.square(r),
-    }[loss]
-    return dpcvx.Problem(expr, w, {x: X, y: Y}, [cp.norm(w) <= radius])
+def _t5_problem(loss: str, n: int, d: int, radius: float) -> dpcvx.Problem:
+    """The extension benchmark's data in the ball of ``radius`` (seed 0)."""
+    from tests.certification.test_screened import _problem
+
+    return _problem(loss, n=n, d=d, radius=radius)
 
 
 def _recorded_certificates(monkeypatch) -> list:

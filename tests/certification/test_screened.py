@@ -25,10 +25,13 @@ LAM, TOL = 0.01, 1e-12
 
 
 def _problem(loss, n=3000, d=8, seed=0, radius=1.0):
+    """The extension benchmark's data (``benchmarks/bench_extension.py``): Student-t(5) rows
+    with ``E||x||^2 = 1``, labels from a random linear model (signs for the hinge and
+    logistic losses), in the ball of ``radius``."""
     rng = np.random.default_rng(seed)
     X = rng.standard_t(5, size=(n, d)) * math.sqrt(3.0 / (5.0 * d))
     beta = rng.normal(size=d)
-    if loss == "hinge":
+    if loss in ("hinge", "logistic"):
         labels = np.sign(X @ beta + 0.1 * rng.normal(size=n))
     else:
         labels = 0.3 * (X @ beta) + 0.3 * rng.normal(size=n)
@@ -38,6 +41,9 @@ def _problem(loss, n=3000, d=8, seed=0, radius=1.0):
         "hinge": lambda: cp.pos(1 - y * (x @ w)),
         "absolute": lambda: cp.abs(r),
         "pinball": lambda: cp.maximum(0.3 * -r, -0.7 * -r),
+        "logistic": lambda: cp.logistic(-y * (x @ w)),
+        "huber": lambda: cp.huber(r, 1.0),
+        "square": lambda: cp.square(r),
     }[loss]()
     return dpcvx.Problem(f, w, {x: X, y: labels}, [cp.norm(w) <= radius])
 
