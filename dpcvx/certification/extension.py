@@ -440,6 +440,7 @@ def certify_extension(
         derivatives
         and accuracy is not None
         and prog is None
+        and bool(np.isfinite(gap) and np.isfinite(margin))  # an overflow: only it may certify
         and gap > STABLE_FAR * accuracy
         and gap > STABLE_MARGINS * margin
     )

@@ -436,3 +436,23 @@ def test_a_gap_far_above_the_target_skips_the_stable_gap(monkeypatch):
     assert pieces.solve(regularization=0.01, accuracy=1e-9).gap <= 1e-9
     kept = [r for r in records if r[0] > 4e-9 and r[0] > 1e3 * r[1]]
     assert kept and all(direct is not None for _, _, direct, _ in kept)
+
+
+def test_an_overflowed_gap_keeps_the_stable_gap(monkeypatch):
+    """Where the value bounds overflow (their gap infinite), the stable gap is the only one
+    that may certify the point: the skip far above the target never applies there (the
+    bounds' gap made infinite here, with a finite margin)."""
+    import dpcvx.certification.extension as ext_module
+
+    records = _recorded_certificates(monkeypatch)
+    bounds = ext_module.extension_value_bounds
+
+    def overflowed(*args, **kwargs):
+        upper, lower, gap, margin = bounds(*args, **kwargs)
+        return upper, lower, np.inf, margin
+
+    monkeypatch.setattr(ext_module, "extension_value_bounds", overflowed)
+    problem = _t5_problem("huber", 3000, 20, 1.0).lipschitz_extension(1.0)
+    out = problem.solve(regularization=0.01, accuracy=1e-9)
+    assert records and all(direct is not None for _, _, direct, _ in records)
+    assert out.gap <= 1e-9  # the stable gaps certify
