@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import dpcvx
+from tests.certification.test_screened import _problem as _t5_problem
 
 
 def _heavy_hinge(n=25, d=3, seed=0):
@@ -366,13 +367,6 @@ def test_an_affine_part_is_bounded_jointly_with_a_maximum():
             assert np.all(gap <= b * np.linalg.norm(u - v) * (1 + 1e-9) + 1e-12)
 
 
-def _t5_problem(loss: str, n: int, d: int, radius: float) -> dpcvx.Problem:
-    """The extension benchmark's data in the ball of ``radius`` (seed 0)."""
-    from tests.certification.test_screened import _problem
-
-    return _problem(loss, n=n, d=d, radius=radius)
-
-
 def _recorded_certificates(monkeypatch) -> list:
     """``(gap, margin, stable gap or None, accuracy)`` of every extension certificate."""
     import dpcvx.certification.extension as ext_module
@@ -401,7 +395,7 @@ def test_the_stable_gap_of_a_gap_of_many_margins_is_that_gap(monkeypatch):
     for loss in ("hinge", "absolute", "pinball", "logistic", "huber", "square"):
         for d in (20, 100):
             for radius in (0.5, 1.0, 3.0):
-                problem = _t5_problem(loss, 3000, d, radius)
+                problem = _t5_problem(loss, n=3000, d=d, radius=radius)
                 problem.lipschitz_extension(1.0).solve(regularization=0.01)
     far = [(gap, direct) for gap, margin, direct, _ in records if gap > STABLE_MARGINS * margin]
     assert len(far) >= 5 and all(direct is not None for _, direct in far)
@@ -418,13 +412,13 @@ def test_a_gap_far_above_the_target_skips_the_stable_gap(monkeypatch):
     import dpcvx.certification.extension as ext_module
 
     records = _recorded_certificates(monkeypatch)
-    sol = _t5_problem("huber", 3000, 100, 1.0).lipschitz_extension(1.0)
+    sol = _t5_problem("huber", n=3000, d=100, radius=1.0).lipschitz_extension(1.0)
     out = sol.solve(regularization=0.01, accuracy=1e-9)
     far = [r for r in records if r[0] > ext_module.STABLE_FAR * 1e-9 and r[0] > 1e3 * r[1]]
     assert out.gap <= 1e-9 and far and all(direct is None for _, _, direct, _ in far)
     records.clear()
     monkeypatch.setattr(ext_module, "STABLE_FAR", np.inf)
-    control = _t5_problem("huber", 3000, 100, 1.0).lipschitz_extension(1.0)
+    control = _t5_problem("huber", n=3000, d=100, radius=1.0).lipschitz_extension(1.0)
     again = control.solve(regularization=0.01, accuracy=1e-9)
     computed = [r for r in records if r[0] > 4e-9 and r[0] > 1e3 * r[1]]
     assert computed and all(direct is not None for _, _, direct, _ in computed)
@@ -432,7 +426,7 @@ def test_a_gap_far_above_the_target_skips_the_stable_gap(monkeypatch):
     # the arrowhead path's multipliers are the method's: its certificates keep the stable gap
     monkeypatch.setattr(ext_module, "STABLE_FAR", 4.0)
     records.clear()
-    pieces = _t5_problem("absolute", 3000, 100, 0.5).lipschitz_extension(1.0)
+    pieces = _t5_problem("absolute", n=3000, d=100, radius=0.5).lipschitz_extension(1.0)
     assert pieces.solve(regularization=0.01, accuracy=1e-9).gap <= 1e-9
     kept = [r for r in records if r[0] > 4e-9 and r[0] > 1e3 * r[1]]
     assert kept and all(direct is not None for _, _, direct, _ in kept)
@@ -452,7 +446,7 @@ def test_an_overflowed_gap_keeps_the_stable_gap(monkeypatch):
         return upper, lower, np.inf, margin
 
     monkeypatch.setattr(ext_module, "extension_value_bounds", overflowed)
-    problem = _t5_problem("huber", 3000, 20, 1.0).lipschitz_extension(1.0)
+    problem = _t5_problem("huber", n=3000, d=20, radius=1.0).lipschitz_extension(1.0)
     out = problem.solve(regularization=0.01, accuracy=1e-9)
     assert records and all(direct is not None for _, _, direct, _ in records)
     assert out.gap <= 1e-9  # the stable gaps certify
