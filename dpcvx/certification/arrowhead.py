@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcvx.certification._moves import moved_offsets, term_targets
 from dpcvx.certification._rows import row_chunks
 from dpcvx.certification.ball import KINK, BallCopies, BallRegion, Pieces1D, dual_at_w
 from dpcvx.certification.box import BoxRegion
@@ -43,7 +44,7 @@ from dpcvx.certification.copy_blocks import CopyBlocks
 from dpcvx.modeling._expressions import Unsupported
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.domains import row_norms
-from dpcvx.modeling.smooth import gram
+from dpcvx.modeling.smooth import RECENTER_RATIO, gram
 
 __all__ = [
     "Bounds",
@@ -52,6 +53,7 @@ __all__ = [
     "arrowhead_ipm",
     "extension_pieces",
     "piecewise_model",
+    "recentered_pieces",
     "screened_ipm",
 ]
 
@@ -1042,6 +1044,65 @@ def _pair_weights_rows(
 _EXTENSIONS: weakref.WeakKeyDictionary[PiecewiseModel, dict[float, dict[str, Any] | None]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def recentered_pieces(model: PiecewiseModel, center: np.ndarray, radius: float) -> PiecewiseModel:
+    """The model the method runs on: ``model`` with the pieces of every element whose maximum
+    is one affine piece on the whole ball ``B(center, radius)`` that holds the domain, and
+    that lies over ``RECENTER_RATIO`` times its spread from it, moved next to it (the winner
+    just above the constant pieces and zero, the others just below it; a piece that loses
+    far below another is moved up to just below it), as the conic program's are
+    (:func:`dpcvx.certification._moves.term_targets`).
+
+    Each moved maximum changes by a constant on the ball, so the minimizer and the
+    multipliers are the same, but the values are of order the spread instead of a label of
+    1e17, whose rounding (16 there) the method's steps and stopping rule could not resolve:
+    an absolute loss with such a label stalled at a gap of 5e-3, on the extension too. Only
+    the method's problem changes: the certificate evaluates the user's loss."""
+    center = np.asarray(center, float)
+    near = float(np.linalg.norm(center)) <= RECENTER_RATIO * radius
+    terms = []
+    changed = False
+    for term in model.terms:
+        # |v| <= |b| + ||a|| ||center||: no element is far where every offset is small and
+        # the center near (one pass over the offsets: the common case)
+        if near and not any(np.any(np.abs(bj) > RECENTER_RATIO) for bj in term.b):
+            terms.append(term)
+            continue
+        jc, spread = _piece_ranges(term, center, radius)
+        V = jc + np.stack(term.b, axis=1)
+        movable = np.array([A is not None for A in term.A])
+        targets = term_targets("pieces", V, spread, movable)
+        if targets is None:
+            terms.append(term)
+            continue
+        b = tuple(
+            moved_offsets(bj, bj, jc[:, j], target)
+            for j, (bj, target) in enumerate(zip(term.b, targets))
+        )
+        terms.append(dataclasses.replace(term, b=b))
+        changed = True
+    return model.with_terms(tuple(terms)) if changed else model
+
+
+def _piece_ranges(term: _Term, center: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(N, m)`` each: every piece's ``a_j^T center`` and ``||a_j|| radius`` (zero for the
+    pieces constant in ``w``)."""
+    live = np.array([A is not None for A in term.A], float)
+    if term.base is not None:
+        v = term.base @ center
+        norms = row_norms(term.base) * radius
+        coefs = term.row_coefs if term.row_coefs is not None else np.asarray(term.coefs)[None, :]
+        coefs = coefs * live
+        return coefs * v[:, None], np.abs(coefs) * norms[:, None]
+    rows = term.b[0].size
+    jc = np.zeros((rows, len(term.A)))
+    spread = np.zeros((rows, len(term.A)))
+    for j, A in enumerate(term.A):
+        if A is not None:
+            jc[:, j] = A @ center
+            spread[:, j] = row_norms(A) * radius
+    return jc, spread
 
 
 def extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None:

@@ -18,14 +18,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpcvx._allocator import settle_allocator, solving_allocator
+from dpcvx.certification._moves import moved, moved_offsets, term_targets
 from dpcvx.certification._rows import take_rows
 from dpcvx.certification.arrowhead import (
     SCREEN_REACH,
     Bounds,
     ExtensionPieces,
+    PiecewiseModel,
     arrowhead_ipm,
     extension_pieces,
     piecewise_model,
+    recentered_pieces,
     screened_ipm,
 )
 from dpcvx.certification.ball import (
@@ -58,7 +61,6 @@ from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
 from dpcvx.modeling.localized import LocalizedDomain
 from dpcvx.modeling.smooth import (
-    LOGISTIC_LINEAR,
     SmoothExtension,
     SmoothModel,
     extension_model,
@@ -278,11 +280,6 @@ def _regularizer_only(
     )
 
 
-#: an argument is recentered when its value at the domain's center exceeds this many times
-#: (its spread over the domain + 1)
-RECENTER_RATIO = 1e3
-
-
 def _recentered(
     prog: StampedProgram, parts: list[tuple[Declaration, StampedProgram]]
 ) -> StampedProgram:
@@ -341,7 +338,7 @@ def recentered_program(
                 jets = [affine_jet(arg, part_decl.variable, leaves, n) for arg in term.args]
             except Unsupported:
                 continue
-            flat = []
+            flat = []  # per argument: (offset, J c, spread over the ball, program rows)
             size = max((r.shape[1] for r in rows if r is not None), default=0)
             for (off, jac), r in zip(jets, rows):
                 off = np.asarray(off, float).reshape(n, -1, order="F")
@@ -350,32 +347,40 @@ def recentered_program(
                     break
                 off = np.broadcast_to(off, (n, size))
                 jac = np.broadcast_to(jac, (n, size, jac.shape[-1]))
-                flat.append((off + jac @ c, np.linalg.norm(jac, axis=-1) * R, r))
+                flat.append((off, jac @ c, np.linalg.norm(jac, axis=-1) * R, r))
             else:
-                shifts = _shifts(term.kind, flat, term.param)
-                if shifts is None:
+                V = np.stack([off + jc for off, jc, _, _ in flat], axis=-1)
+                P = np.stack([p for _, _, p, _ in flat], axis=-1)
+                movable = np.array([r is not None for *_, r in flat])
+                targets = term_targets(term.kind, V, P, movable, term.param)
+                if targets is None:
                     continue
                 if keep is not None:
-                    held = keep[rows_of].reshape((n,) + (1,) * (shifts[0].ndim - 1))
-                    shifts = [np.where(held, 0.0, k) for k in shifts]
+                    held = keep[rows_of].reshape((n,) + (1,) * (targets[0].ndim - 1))
+                    targets = [np.where(held, np.nan, k) for k in targets]
                 # a piece of one row per example broadcast over a vector argument (the 0 of
-                # pos(hstack(...))) moves only by one shift per example, or the term stays
+                # pos(hstack(...))) moves only by one target per example, or the term stays
                 moves = []
-                for (_, _, r), kappa in zip(flat, shifts):
-                    if r is None or not np.any(kappa):
+                for (off, jc, _, r), target in zip(flat, targets):
+                    if r is None or not moved([target]):
                         continue
-                    if r.shape != kappa.shape:
-                        if not np.all(kappa == kappa[:, :1]):
+                    if r.shape != target.shape:
+                        if not all(
+                            np.array_equal(a, np.broadcast_to(a[:, :1], a.shape), equal_nan=True)
+                            for a in (target, off, jc)
+                        ):
                             break
-                        kappa = kappa[:, : r.shape[1]]
-                    moves.append((r, kappa))
+                        k = r.shape[1]
+                        target, off, jc = target[:, :k], off[:, :k], jc[:, :k]
+                    moves.append((r, target, off, jc))
                 else:
                     if b is None:
                         b = prog.b.copy()
-                    for r, kappa in moves:
-                        b[r] += kappa
-                    moved = _value_change(term.kind, flat, shifts, term.param)
-                    change[rows_of] += float(term.weight) * moved
+                    for r, target, off, jc in moves:
+                        b[r] = moved_offsets(b[r], off, jc, target)
+                    change[rows_of] += float(term.weight) * _value_change(
+                        term.kind, V, targets, term.param
+                    )
     if b is None:
         return prog, change
     from dataclasses import replace
@@ -384,171 +389,31 @@ def recentered_program(
 
 
 def _value_change(
-    kind: str,
-    flat: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
-    shifts: list[np.ndarray],
-    param: float | None,
+    kind: str, V: np.ndarray, targets: list[np.ndarray], param: float | None
 ) -> np.ndarray:
     """Per example, a moved term's change of value at the center (summed over its entries):
     ``abs`` and ``huber`` of the moved argument, the maximum of the moved pieces; zero for
     the moves to a zero region (one-sided atoms, ``exp`` and ``logistic`` far below)."""
-    V = np.stack([v for v, _, _ in flat], axis=-1)
-    K = np.stack(shifts, axis=-1)
+    T = np.stack(targets, axis=-1)
+    U = np.where(np.isnan(T), V, T)  # every argument's value at the center after the moves
     if kind == "abs":
-        out = np.abs(V[..., 0] + K[..., 0]) - np.abs(V[..., 0])
+        out = np.abs(U[..., 0]) - np.abs(V[..., 0])
     elif kind == "huber":
-        new = sub_values("huber", V[..., 0] + K[..., 0], param)[0]
+        new = sub_values("huber", U[..., 0], param)[0]
         out = new - sub_values("huber", V[..., 0], param)[0]
     elif kind == "pieces":
-        out = np.max(V + K, axis=-1) - np.max(V, axis=-1)
+        out = np.max(U, axis=-1) - np.max(V, axis=-1)
     elif kind == "pos_huber":  # the Huber function of max(M, 0): zero below, affine past K
 
         def psi(M: np.ndarray) -> np.ndarray:
             return sub_values("huber", np.maximum(M, 0.0), param)[0]
 
-        out = psi(np.max(V + K, axis=-1)) - psi(np.max(V, axis=-1))
+        out = psi(np.max(U, axis=-1)) - psi(np.max(V, axis=-1))
     elif kind == "logistic":
-        out = np.logaddexp(0.0, V[..., 0] + K[..., 0]) - np.logaddexp(0.0, V[..., 0])
+        out = np.logaddexp(0.0, U[..., 0]) - np.logaddexp(0.0, V[..., 0])
     else:
         return np.zeros(V.shape[0])
     return out.reshape(V.shape[0], -1).sum(axis=1)
-
-
-#: ``exp`` and ``logistic`` arguments below ``-FLAT_EXP`` on the whole ball move to just
-#: below it (:func:`_recentered`): ``exp(-750)`` is zero in floating point
-FLAT_EXP = 750.0
-
-
-def _shifts(
-    kind: str,
-    flat: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
-    param: float | None = None,
-) -> list[np.ndarray] | None:
-    """Per argument, the offset shifts (zero where the term is left alone; arguments without a
-    split row, the constant pieces, never move)."""
-    V = np.stack([v for v, _, _ in flat], axis=-1)  # (n, k, m) values at the center
-    P = np.stack([p for _, p, _ in flat], axis=-1)  # spreads over the ball
-    movable = np.array([r is not None for _, _, r in flat])
-    big = np.max(np.abs(V), axis=-1) > RECENTER_RATIO * (np.max(P, axis=-1) + 1.0)
-    if kind in ("exp", "logistic"):
-        # below -750 on the whole ball the atom is under exp(-745): zero in floating point
-        v, p = V[..., 0], P[..., 0]
-        ok = big & (v + p < -FLAT_EXP) & movable[0]
-        shift = np.where(ok, -(p + FLAT_EXP + 10.0) - v, 0.0)
-        if kind == "logistic":
-            # above 50 on the whole ball the logistic loss is v within exp(-50): affine
-            up = big & (v - p > LOGISTIC_LINEAR + 1.0) & movable[0]
-            shift = np.where(up, LOGISTIC_LINEAR + 1.0 + p - v, shift)
-            ok = ok | up
-        if not np.any(ok):
-            return None
-        return [shift]
-    if kind in ("abs", "huber"):
-        v, p = V[..., 0], P[..., 0]
-        if kind == "abs":
-            knee = 0.0
-        else:
-            assert param is not None  # a huber term always carries its threshold M
-            knee = float(param)
-        # linear on the whole ball when |E| stays beyond the kink (abs) or the knee (huber):
-        # moving E's offset then changes the term by a constant there
-        ok = big & (np.abs(v) > 2.0 * p + 2.0 + knee)
-        if not np.any(ok):
-            return None
-        return [np.where(ok, np.sign(v) * (p + 1.0 + knee) - v, 0.0)]
-    m = V.shape[-1]
-    if kind in MONOTONE:
-        # psi(max_j E_j) with psi zero on (-inf, 0]: zero on the whole ball where no piece
-        # rises above zero there (the constant 0 of max(E, 0) may reach it); the pieces far
-        # below then move to just below zero, and the term stays zero on the ball (a label
-        # 1e10 on the flat side of max(x^T w - y, 0)**1.5)
-        high = V + P
-        ok = big & (np.max(high, axis=-1) <= 0.0)
-        zero = [
-            np.where(ok & movable[j] & (high[..., j] < -2.0), -(P[..., j] + 1.0) - V[..., j], 0.0)
-            for j in range(m)
-        ]
-        if kind == "pos_huber":
-            # past the knee K on the whole ball the Huber function is affine, 2K M - K^2:
-            # the maximum's winner moves to just past it (a constant on the ball)
-            assert param is not None
-            knee = float(param) + 1.0
-            past = _winner_shifts(V, P, movable, big & ~ok, knee, above=knee)
-            if past is not None:
-                zero = [np.where(ok, z, q) for z, q in zip(zero, past)]
-                ok = ok | np.any(np.stack(past, axis=-1) != 0, axis=-1)
-        return _with_losers(zero if np.any(ok) else None, V, P, movable)
-    return _with_losers(_winner_shifts(V, P, movable, big, 0.0), V, P, movable)
-
-
-def _with_losers(
-    shifts: list[np.ndarray] | None, V: np.ndarray, P: np.ndarray, movable: np.ndarray
-) -> list[np.ndarray] | None:
-    """``shifts``, and where they move nothing, the pieces of a maximum that lose to another
-    piece on the whole ball and lie far below it moved to just below that piece's lowest
-    value there: the maximum keeps its value everywhere on the ball (an exact move; a label
-    of 1e12 in one piece of ``max(r, 0.5 x^T w - 1, 0)**2``, whose other live piece keeps
-    the term from being zero there)."""
-    m = V.shape[-1]
-    if m < 2:
-        return shifts
-    low, high = V - P, V + P
-    out = []
-    for j in range(m):
-        best_other = np.max(np.delete(low, j, axis=-1), axis=-1)
-        far = high[..., j] < best_other - RECENTER_RATIO * (P[..., j] + 1.0)
-        out.append(np.where(far & movable[j], best_other - P[..., j] - 1.0 - V[..., j], 0.0))
-    if shifts is not None:
-        untouched = ~np.any(np.stack(shifts, axis=-1) != 0, axis=-1)
-        out = [np.where(untouched, o, q) for o, q in zip(out, shifts)]
-    if not any(np.any(o) for o in out):
-        return None
-    return out
-
-
-def _winner_shifts(
-    V: np.ndarray,
-    P: np.ndarray,
-    movable: np.ndarray,
-    big: np.ndarray,
-    floor: float,
-    above: float = -np.inf,
-) -> list[np.ndarray] | None:
-    """The shifts of ``max_j E_j`` whose winner wins on the whole ball and stays above
-    ``above`` there (where ``big``): the winner placed just above the constant pieces and
-    ``floor``, the other movable pieces just below it, so the maximum changes by a constant
-    on the ball."""
-    m = V.shape[-1]
-    top = np.argmax(V, axis=-1)
-    is_top = np.eye(m, dtype=bool)[top]
-    lo_top = np.take_along_axis(V - P, top[..., None], axis=-1)[..., 0]
-    hi_rest = np.max(np.where(is_top, -np.inf, V + P), axis=-1)
-    ok = big & (lo_top > hi_rest + 2.0) & (lo_top > above)
-    if not np.any(ok):
-        return None
-    # the constant pieces stay; the winner is placed just above all of them, the other
-    # movable pieces just below it: the maximum changes by a constant on the whole ball
-    fixed = np.where(movable, -np.inf, V)
-    base = np.maximum(np.max(fixed, axis=-1), floor)
-    top_movable = np.take_along_axis(np.broadcast_to(movable, V.shape), top[..., None], axis=-1)[
-        ..., 0
-    ]
-    top_value = np.where(
-        top_movable,
-        base + np.take_along_axis(P, top[..., None], axis=-1)[..., 0] + 1.0,
-        np.take_along_axis(V, top[..., None], axis=-1)[..., 0],
-    )
-    P_top = np.take_along_axis(P, top[..., None], axis=-1)
-    below = top_value[..., None] - P_top - P - 1.0  # just below the winner's lowest value
-    target = np.where(is_top, top_value[..., None], below)
-    # a losing piece moves where it could rise above the moved winner, or lies far below it;
-    # one that stays below it on the ball keeps its place (the 0 of a one-sided atom, one
-    # row per example broadcast over a vector argument, cannot move per entry)
-    need = (V > below) | (V < below - RECENTER_RATIO * (P + 1.0))
-    move = is_top | need
-    return [
-        np.where(ok & movable[j] & move[..., j], target[..., j] - V[..., j], 0.0) for j in range(m)
-    ]
 
 
 def _program(
@@ -1211,7 +1076,9 @@ def _pieces_rung(
         relaxed = extension_pieces(model, float(extension))
         if relaxed is None:  # pragma: no cover - checked by pieces_rung_applies
             raise SolverError("The extension of this loss has no piecewise-linear form.")
-    solved = model if relaxed is None else relaxed.model
+    # the method's model: elements far out where their maximum is one piece moved next to W
+    ball = (np.asarray(dom.center, float), float(dom.radius))
+    solved = recentered_pieces(model if relaxed is None else relaxed.model, *ball)
     bounds = _bounds(dom, w_domain)
     feasible = dom if w_domain is None else w_domain
     tol = min(target, 1e-6) * 1e-3
@@ -1229,7 +1096,7 @@ def _pieces_rung(
     if relaxed is not None:
         region = _region(dom)
         if region is not None:
-            rounds = _PiecesRounds(relaxed, mus, lam, w0, bounds, tol, region, slacks)
+            rounds = _PiecesRounds(relaxed, mus, lam, w0, bounds, tol, region, slacks, ball)
             x = rounds.settle(x, feasible)
             fix = rounds.fix(x)
             if fix is not None:  # copies over R^d leave the ball or box W
@@ -1291,9 +1158,21 @@ class _PiecesRounds:
     swap between the model and their relaxed form, a cycle of two rounds)."""
 
     def __init__(
-        self, relaxed: ExtensionPieces, mus, lam, w0, bounds: Bounds, tol, region, slacks=()
+        self,
+        relaxed: ExtensionPieces,
+        mus,
+        lam,
+        w0,
+        bounds: Bounds,
+        tol,
+        region,
+        slacks=(),
+        ball: tuple[np.ndarray, float] | None = None,
     ) -> None:
         self.relaxed, self.mus, self.lam, self.w0 = relaxed, mus, lam, w0
+        #: the domain's bounding ball, where the method's models are recentered
+        #: (:func:`~dpcvx.certification.arrowhead.recentered_pieces`)
+        self.ball = ball
         self.bounds, self.tol, self.region = bounds, tol, region
         #: the domain's slacks and multipliers at the last solve's point (W's first)
         self.slacks: list = list(slacks)
@@ -1404,11 +1283,15 @@ class _PiecesRounds:
     def exact(self, x: np.ndarray) -> tuple[np.ndarray, list]:
         return self.relaxed.copies(x, self.mus)
 
+    def recentered(self, model: PiecewiseModel) -> PiecewiseModel:
+        """The model the method runs on (the same where there is no ball)."""
+        return model if self.ball is None else recentered_pieces(model, *self.ball)
+
     def solve(self, fix: BallCopies, x: np.ndarray) -> tuple[np.ndarray, int]:
         self.solved = None
         if self.own.size:
             self.solved = (self.own, *self.relaxed.boundary_pieces(self.own, x, self.region))
-        model = self.relaxed.without(fix.rows, self.solved)
+        model = self.recentered(self.relaxed.without(fix.rows, self.solved))
         # the elements near a kink first (the rest keep their pieces between rounds), with
         # twice the last round's step as the radius; the whole program where that fails
         reach = SCREEN_REACH * self.region.scale if self.step is None else 2.0 * self.step
@@ -2043,7 +1926,7 @@ def _lifted_ipm(
     start = bounds.interior(np.asarray(x, float))
     blocks = CopyBlocks(relaxed, lifted, rounds_of.region, start)
     point, mus, steps = arrowhead_ipm(
-        relaxed.own_without(lifted),
+        rounds_of.recentered(relaxed.own_without(lifted)),
         rounds_of.lam,
         rounds_of.w0,
         start,

@@ -266,14 +266,14 @@ def test_the_conic_program_sees_a_flat_huge_piece_next_to_the_domain(monkeypatch
     _, problem, f_star, _ = _case("pos_power 1.5", 1e10)
     sol = problem.solve(regularization=LAM, accuracy=1e-9)
     assert sol.gap <= 1e-9 and sol.lower <= f_star + 1e-8
-    original = solve_module._shifts
+    original = solve_module.term_targets
 
-    def unmoved(kind, flat, param=None):
+    def unmoved(kind, V, P, movable, param=None):
         if kind in ("pos_power", "pos_huber"):
             return None
-        return original(kind, flat, param)
+        return original(kind, V, P, movable, param)
 
-    monkeypatch.setattr(solve_module, "_shifts", unmoved)
+    monkeypatch.setattr(solve_module, "term_targets", unmoved)
     _, again, _, _ = _case("pos_power 1.5", 1e10)
     with pytest.raises(dpcvx.CertificationError):
         again.solve(regularization=LAM, accuracy=1e-9)
@@ -436,9 +436,9 @@ def test_the_conic_programs_new_moves_release_both_neighbours(name):
 def test_negative_control_without_the_losers_move_the_box_case_aborts(monkeypatch):
     """Control (slow: the conic ladder runs to its end): without moving the piece that never
     wins, the box case aborts on its neighbour."""
-    import dpcvx.certification.solve as solve_module
+    import dpcvx.certification._moves as moves_module
 
-    monkeypatch.setattr(solve_module, "_with_losers", lambda shifts, V, P, movable: shifts)
+    monkeypatch.setattr(moves_module, "with_losers", lambda targets, V, P, movable: targets)
     mech = dpcvx.DoubleOutputPerturbation(C=1.0, regularization=0.1)
     with pytest.raises(dpcvx.CertificationError):
         _left_case("max3_box", 1e12).solve_private(mech, epsilon=1.0, rng=np.random.default_rng(0))

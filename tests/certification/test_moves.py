@@ -1,0 +1,93 @@
+"""The moves of far arguments next to the domain (``certification/_moves.py``): the arrowhead
+method's model and the conic program put a moved argument at its target to rounding of the
+target's size, not of the label's, so a label of 1e17 in an absolute loss (whose rounding
+there, 16, exceeds the margin of 1 that keeps a moved argument on its side of the kink) is
+certified to the private targets on both paths. Controls: without the arrowhead model's move,
+or with the shift ``target - V`` added to the offset as before, the same solves miss."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import dpcvx
+import dpcvx.certification._moves as moves_module
+import dpcvx.certification.solve as solve_module
+from dpcvx.certification.arrowhead import piecewise_model, recentered_pieces
+
+N, D, LAM, TARGET = 60, 3, 0.05, 3e-7
+
+
+def _problem(label, loss=cp.abs):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(N, D))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    Y = 0.3 * X @ rng.normal(size=D) + 0.3 * rng.normal(size=N)
+    Y[0] = label
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    return dpcvx.Problem(loss(x @ w - y), w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
+
+
+@pytest.mark.parametrize("label", [1e17, -1e17, 1e40, -1e99])
+def test_the_arrowhead_model_puts_a_far_argument_at_its_target(label):
+    """The absolute loss's far example: both pieces (``E``, ``-E``) move; at the ball's center
+    the winner sits at its spread plus one and the loser below it, to the rounding of those
+    small numbers (the ball is centred: ``a^T c`` is zero)."""
+    problem = _problem(label)
+    model = piecewise_model(problem.declaration)
+    moved = recentered_pieces(model, np.zeros(D), 1.0)
+    (term,) = moved.terms
+    (before,) = model.terms
+    values = np.array([b[0] for b in term.b])  # example 0's pieces at the center
+    norm = float(np.linalg.norm(term.base[0]))
+    winner = int(np.argmax(values))
+    assert values[winner] == pytest.approx(norm + 1.0, rel=1e-15, abs=1e-15)
+    assert values[1 - winner] <= values[winner] - 2 * norm - 1.0 + 1e-15
+    # the other examples keep their pieces
+    for b_new, b_old in zip(term.b, before.b):
+        np.testing.assert_array_equal(b_new[1:], b_old[1:])
+
+
+@pytest.mark.parametrize("label", [1e17, -1e30])
+def test_a_far_label_is_certified_on_the_arrowhead_path(label):
+    sol = _problem(label).solve(regularization=LAM, accuracy=TARGET)
+    assert sol.gap <= TARGET
+    assert sol.solver_stats["solver"] == solve_module.ARROWHEAD
+
+
+def test_negative_control_the_unmoved_arrowhead_model_misses(monkeypatch):
+    """Without the move the arrowhead method runs on values of 1e17 and misses (5e-3 was its
+    gap); the conic rungs, whose program still moves the argument, then certify."""
+    monkeypatch.setattr(solve_module, "recentered_pieces", lambda model, center, radius: model)
+    sol = _problem(1e17).solve(regularization=LAM, accuracy=TARGET)
+    attempts = sol.solver_stats["attempts"]
+    assert attempts[0]["solver"] == solve_module.ARROWHEAD and attempts[0]["gap"] > TARGET
+
+
+def test_negative_control_the_shift_rounds_at_the_label(monkeypatch):
+    """The conic program alone (the arrowhead path withheld): with the move's offset computed
+    as ``b + (target - V)``, which rounds at the label's size, every conic rung misses at a
+    label of 1e17; with the offset from the target, the first certifies."""
+    monkeypatch.setattr(solve_module, "pieces_rung_applies", lambda *args, **kwargs: False)
+    sol = _problem(1e17).solve(regularization=LAM, accuracy=TARGET)
+    assert sol.gap <= TARGET and sol.solver_stats["refinement_step"] == 0
+
+    def shifted(b, off, jc, target):
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isnan(target), b, b + (target - (off + jc)))
+
+    monkeypatch.setattr(solve_module, "moved_offsets", shifted)
+    with pytest.raises(dpcvx.CertificationError):
+        _problem(1e17).solve(regularization=LAM, accuracy=TARGET)
+
+
+def test_moved_offsets_keep_the_programs_own_rounding():
+    """Where the program's offset differs from the declaration's (their rounding), the
+    difference is kept; unmoved offsets are untouched (NaN targets)."""
+    b = np.array([1e17 + 16.0, 5.0, -3.0])
+    off = np.array([1e17, 5.0, -3.0])
+    jc = np.array([0.25, 0.0, 1.0])
+    target = np.array([2.0, np.nan, -4.0])
+    out = moves_module.moved_offsets(b, off, jc, target)
+    np.testing.assert_array_equal(out, [16.0 + 1.75, 5.0, -5.0])
