@@ -135,9 +135,7 @@ def _elementwise(
         # |psi' - theta| over [e - err, e + err]: psi' = expit is increasing, so its ends
         # bound it (the curvature bound 1/4 charged err^2 / 4 to a label of 1e12 on the
         # linear side, where the curvature is exp(-1e12))
-        slope = np.maximum(
-            np.abs(expit(e + err) - theta), np.abs(theta - expit(e - err))
-        ) + 4 * _EPS * expit(e + err)
+        slope = np.maximum(_logistic_distance(e + err, theta), _logistic_distance(e - err, theta))
         # (a floor for expit's underflow below -745)
         return theta, fy, slope * err + 16 * _EPS * (mag + 1e-300) + 1e-300
     if kind == "exp":
@@ -164,6 +162,20 @@ def _elementwise(
             bound = ends * err + np.where(pos, moved_d + rounding, 4 * _EPS * fy)
         return theta, fy, bound + 1e-300  # (a floor for theta's underflow)
     raise KeyError(kind)
+
+
+def _logistic_distance(x: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """A bound on ``|expit(x) - theta|`` for the exact ``expit`` (scipy's within 4 eps of it,
+    relative): the smaller of the direct bound and the same through ``1 - expit(x) =
+    expit(-x)``, which stays exact where ``expit(x)`` rounds to one (``1 - theta`` is exact
+    for ``theta >= 1/2``, within eps below). Far up the linear side, where ``theta`` is one,
+    the second is ``expit(-x)``: zero, where the first charged ``4 eps`` per unit of the
+    argument's error (a label of 1e30: 1e15 of error, a gap of 0.02)."""
+    up = expit(x)
+    down = expit(-x)
+    direct = np.abs(up - theta) + 4 * _EPS * up
+    complement = np.abs((1.0 - theta) - down) + 4 * _EPS * down + np.where(theta < 0.5, _EPS, 0.0)
+    return np.minimum(direct, complement)
 
 
 def _pieces(
@@ -710,10 +722,14 @@ def _monotone(
         M = E.max(axis=0)
         # the exact maximum lies in [max_j (E_j - err_j), max_j (E_j + err_j)] (exact where a
         # piece without error, the 0 of max(E, 0), leads the others by more than theirs)
-        err_e = np.maximum(np.max(E + Err, axis=0) - M, M - np.max(E - Err, axis=0))
-        # (each of those float sums and differences is rounded: an ulp of |M| + Err each)
-        widest = np.max(Err, axis=0)
-        err_e = np.maximum(err_e, 0.0) * (1 + 4 * _EPS) + 4 * _EPS * (np.abs(M) + widest)
+        hi, lo = np.max(E + Err, axis=0), np.max(E - Err, axis=0)
+        err_e = np.maximum(hi - M, M - lo)
+        # (each of those float sums and differences is rounded: an ulp of its operands, the
+        # leading ones only; a piece far below the maximum, the argument of max(E, 0) at a
+        # label of -1e40, leaves its own error out of it, as it leaves its value)
+        err_e = np.maximum(err_e, 0.0) * (1 + 4 * _EPS) + 4 * _EPS * (
+            np.abs(M) + np.abs(hi) + np.abs(lo)
+        )
 
         def slope(v: np.ndarray) -> np.ndarray:  # psi', nondecreasing
             if kind == "pos_power":
@@ -723,7 +739,8 @@ def _monotone(
         # the float sum t is exact where at most one multiplier is not zero (the smooth
         # path's: the slope on the active piece); else within (m - 1) eps t, which moves A by
         # that times |M|
-        t_err = np.where(np.count_nonzero(lam, axis=0) > 1, 2 * m * _EPS * t, 0.0) * np.abs(M)
+        summed = np.count_nonzero(lam, axis=0) > 1
+        t_err = np.where(summed, 2 * m * _EPS * t, 0.0) * np.abs(M)
         if kind == "pos_power":
             value = np.maximum(M, 0.0) ** param
             A = value - t * M + conj
@@ -748,17 +765,25 @@ def _monotone(
         # with the exact arguments, A moves by at most sup |psi' - t| over [M - err_e,
         # M + err_e] times err_e (psi' is monotone: the ends bound it), B by at most
         # sum_j lam_j (err_e + err_j)
-        low = slope(M - err_e) * (1 - 32 * _EPS)
-        high = slope(M + err_e) * (1 + 32 * _EPS)
-        t_slack = 2 * m * _EPS * t
+        # (the ends' own rounding widens them by an ulp; the power's slope rounds, the Huber
+        # function's, 2 clip(v, 0, K), is exact: its constant 2K past the knee meets t
+        # exactly, whatever the argument's size)
+        inflate = 32 * _EPS if kind == "pos_power" else 0.0
+        below, above = M - err_e, M + err_e
+        low = slope(below - 2 * _EPS * np.abs(below)) * (1 - inflate)
+        high = slope(above + 2 * _EPS * np.abs(above)) * (1 + inflate)
+        t_slack = np.where(summed, 2 * m * _EPS * t, 0.0)  # (the sum's rounding, as above)
         moved = (np.maximum(np.abs(high - t), np.abs(t - low)) + t_slack) * err_e
         # (the winner's own M - E_j stays exactly zero where it wins on the whole box of
         # exact arguments: M moves with it)
         win = np.argmax(E, axis=0)
         is_win = np.arange(m).reshape((m,) + (1,) * M.ndim) == win[None]
         others = np.max(np.where(is_win, -np.inf, E + Err), axis=0)
-        lead = M - np.take_along_axis(Err, win[None], axis=0)[0] - others
-        clear = is_win & (lead > 4 * _EPS * (np.abs(M) + widest))[None]
+        win_err = np.take_along_axis(Err, win[None], axis=0)[0]
+        lead = M - win_err - others
+        # (its two roundings: an ulp of each operand; no other piece: an infinite lead)
+        size = np.abs(M) + win_err + np.where(np.isfinite(others), np.abs(others), 0.0)
+        clear = is_win & (lead > 4 * _EPS * size)[None]
         moved_b = np.sum(np.where(clear, 0.0, lam * (err_e[None] + Err)), axis=0)
         moved_b *= 1 + 4 * (m + 2) * _EPS
         # (and an absolute floor for what underflows: t^2 / 4 of a tiny t)
