@@ -236,7 +236,7 @@ def recentered(model: SmoothModel, center: np.ndarray, radius: float) -> SmoothM
     # is far (a pass over the offsets only, the common case)
     near = float(np.linalg.norm(center)) <= RECENTER_RATIO * radius
     for blk in model.blocks:
-        movable = blk.kind in (
+        movable = blk.knots is not None or blk.kind in (
             "affine",
             "huber",
             "pos_huber",
@@ -250,8 +250,6 @@ def recentered(model: SmoothModel, center: np.ndarray, radius: float) -> SmoothM
         v = blk.A @ center + blk.b
         spread = np.linalg.norm(blk.A, axis=1) * radius
         far = np.abs(v) > RECENTER_RATIO * (spread + 1.0)
-        if blk.knots is not None:
-            far &= ~(np.isfinite(blk.knots[0]) | np.isfinite(blk.knots[1]))
         if not far.any():
             blocks.append(blk)
             continue
@@ -269,13 +267,21 @@ def recentered(model: SmoothModel, center: np.ndarray, radius: float) -> SmoothM
             target = np.where(low > LOGISTIC_LINEAR, LOGISTIC_LINEAR + spread, target)
         if kind in ("pos_huber", "pos_power", "pos_square"):
             target = np.where(high < -1.0, -1.0 - spread, target)
+        if blk.knots is not None:
+            # the extension's atom is affine past a finite knot (its slope clipped there)
+            lo, hi = blk.knots
+            with np.errstate(invalid="ignore"):
+                target = np.where(np.isfinite(hi) & (low > hi + 1.0), hi + 1.0 + spread, target)
+                target = np.where(np.isfinite(lo) & (high < lo - 1.0), lo - 1.0 - spread, target)
         move = far & np.isfinite(target)
         if not move.any():
             blocks.append(blk)
             continue
         changed = True
         b = blk.b.copy()
-        b[move] += target[move] - v[move]
+        # the new offset is the target less ``a_i . center``: ``b + (target - v)`` would round
+        # at the size of the label (16 at 1e17, past the margin of 1 that keeps it affine)
+        b[move] = target[move] - blk.A[move] @ center
         blocks.append(dataclasses.replace(blk, b=b))
     return SmoothModel(model.n, model.d, tuple(blocks)) if changed else model
 

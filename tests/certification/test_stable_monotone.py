@@ -284,6 +284,8 @@ HEAVY = {
     "logistic(r)": lambda x, w, y: cp.logistic(x @ w - y),
     "lse([y, x.w])": lambda x, w, y: cp.log_sum_exp(cp.hstack([y, x @ w])),
     "huber(r)": lambda x, w, y: cp.huber(x @ w - y, 0.5),
+    # slope up to 2 ||x||: the steep rows take the extension's clipped atom at C = 1
+    "huber(y - r, 1)": lambda x, w, y: cp.huber(y - x @ w, 1.0),
 }
 
 
@@ -298,7 +300,7 @@ def _heavy(name, big):
     return dpcvx.Problem(HEAVY[name](x, w, y), w, {x: X, y: Y}, [cp.norm(w) <= 1.0])
 
 
-@pytest.mark.parametrize("big", [-1e12, 1e12])
+@pytest.mark.parametrize("big", [-1e12, 1e12, 1e18, -1e20, -1e40, 1e60])
 @pytest.mark.parametrize("name", list(HEAVY))
 def test_a_label_of_1e12_on_a_linear_side_still_certifies_and_releases(name, big):
     """One example whose loss is about 1e12 on the whole domain with slope at most 1 (a
@@ -307,7 +309,16 @@ def test_a_label_of_1e12_on_a_linear_side_still_certifies_and_releases(name, big
     rule are relative to the value: it stalled at a gap of 0.2, or stopped at 2e-6), and the
     releases on that neighbour aborted after half a minute on the conic ladder. The solver's
     model now moves such arguments next to the domain (a constant change there) and the
-    stable gap charges them nothing: 1e-9 is certified and both releases run."""
+    stable gap charges them nothing: 1e-9 is certified and both releases run.
+
+    Labels from 1e17 on: the move rounded at the label's size (16 at 1e17, past the margin of
+    1 that keeps the argument past the knee), so Newton minimized a different function and
+    the Huber releases aborted (gap 1e-4); and the extension's clipped atom (``huber(y - r,
+    1)``, slope up to 2) was not moved at all. From 1e30 the stable gap of ``huber(pos(r))``
+    charged the rounding of the argument far below zero to the maximum with zero (1e60: a
+    gap of 5e27), and past the knee a rounding of its exact slope ``2K`` (-1e40: 1e9); the
+    logistic loss's, ``4 eps`` of its slope per unit of the argument's error where it is
+    exactly one (-1e30: 0.02)."""
     problem = _heavy(name, big)
     sol = problem.solve(regularization=0.05, accuracy=1e-9)
     assert sol.gap <= 1e-9 and sol.solver_stats["solver"] == "Newton"
