@@ -241,3 +241,69 @@ def test_an_overflowing_lipschitz_bound_raises_no_warning(scale):
             dpcvx.OutputPerturbation(lipschitz=1.0, regularization=0.05), epsilon=1.0, rng=0
         )
     assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
+
+
+#: losses whose slope does not grow with the label: one huge label keeps the example in the
+#: slope universe, its argument and value of the label's size
+_LABEL_LOSSES = {
+    "huber": lambda r: cp.huber(r, 1.0),
+    "absolute": cp.abs,
+    "epsilon-insensitive": lambda r: cp.pos(cp.abs(r) - 0.1),
+    "pinball": lambda r: cp.maximum(0.3 * r, -0.7 * r),
+    "logistic": cp.logistic,
+    "logistic + 0.2 r": lambda r: cp.logistic(r) + 0.2 * r,
+}
+
+
+def _labelled(loss, label):
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(N, D))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    Y = X @ np.array([0.3, -0.2, 0.1]) + 0.1 * rng.normal(size=N)
+    Y[0] = label
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    return dpcvx.Problem(loss(x @ w - y), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1])
+
+
+@pytest.mark.parametrize("label", [1e17, -1e17, -1e30, 1e99, 1e101, -1.7e308])
+@pytest.mark.parametrize("name", list(_LABEL_LOSSES))
+def test_one_huge_label_releases_under_warnings_as_errors(name, label):
+    """One label from 1e17 to the largest float, on losses whose slope it leaves alone. Up
+    to 1e16 these released; past it every one of them aborted on some label: the moves of
+    far arguments rounded at the label's size (the arrowhead method had none), the stable
+    gap charged ``eps`` times the argument's error on the logistic loss's linear side, and a
+    Huber value of ``2 |E|`` overflowed from 9e307. Past ``UNIVERSE_ARGUMENT`` (1e100) the
+    example has the zero loss; below it the certificate resolves it. Warnings are raised as
+    errors: none may end a solve on one side of a pair."""
+    problem = _labelled(_LABEL_LOSSES[name], label)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
+        for mech in _mechanisms().values():
+            res = problem.solve_private(mech, epsilon=1.0, rng=0)
+            assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
+
+
+@pytest.mark.parametrize(
+    ("loss", "label", "kept"),
+    [
+        (lambda r: cp.huber(r, 1.0), 1e99, True),
+        (lambda r: cp.huber(r, 1.0), -1e101, False),
+        (lambda r: cp.square(cp.pos(r)), 1e49, True),  # the flat side, within 1e50
+        (lambda r: cp.square(cp.pos(r)), 1e51, False),
+        (cp.exp, 1e8, True),  # exp(x^T w - 1e8) is zero on the domain: nothing overflows
+        (cp.exp, -1e3, False),  # exp(1000) overflows
+    ],
+)
+def test_the_argument_universe(loss, label, kept):
+    """An example leaves a private extension solve's universe where a term's argument can
+    exceed ``UNIVERSE_ARGUMENT`` (by kind) on the domain's bounding ball: for the
+    exponential only upward, where its value overflows."""
+    from dpcvx.certification.solve import universe_indices
+
+    problem = _labelled(loss, label)
+    kept_rows = universe_indices(problem.declaration, 1e6)  # no example is steeper than 1e10
+    if kept:
+        assert kept_rows is None
+    else:
+        np.testing.assert_array_equal(kept_rows, np.arange(1, N))

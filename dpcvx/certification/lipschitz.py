@@ -35,7 +35,7 @@ from dpcvx.modeling.domains import row_norms
 if TYPE_CHECKING:
     import cvxpy as cp
 
-__all__ = ["lipschitz_bounds", "remove_quadratic", "strong_convexity_bound"]
+__all__ = ["argument_reach", "lipschitz_bounds", "remove_quadratic", "strong_convexity_bound"]
 
 
 def _spectral(jac: np.ndarray) -> np.ndarray:
@@ -165,6 +165,35 @@ def _bounds(decl: Declaration) -> np.ndarray:
     # a structure dpcvx bounds never reports "no bound": an overflow is the largest float
     big = np.finfo(float).max
     return np.nan_to_num(total, nan=big, posinf=big)
+
+
+def argument_reach(decl: Declaration) -> dict[str, np.ndarray] | None:
+    """Per term kind, upper bounds ``(n,)`` on the largest ``|E|`` of any argument of the
+    loss's terms of that kind over the domain's bounding ball (``|E(c)| + ||J|| R`` per
+    element, the largest over the elements and the terms of the kind; the largest float
+    where that overflows); for ``exp``, whose value vanishes below zero, on the largest
+    ``E`` (at least 0). None where an argument has no affine jet (generic terms)."""
+    n, d = decl.n, decl.d
+    c, R = np.asarray(decl.domain.center, float), float(decl.domain.radius)
+    if any(term.kind == "generic" for term in decl.terms):
+        return None
+    out: dict[str, np.ndarray] = {}
+    with np.errstate(over="ignore", invalid="ignore"):
+        for term in decl.terms:
+            try:
+                jets = [decl.jet(arg) for arg in term.args]
+            except Unsupported:
+                return None
+            reach = out.get(term.kind, np.zeros(n))
+            for off, jac in jets:
+                off = np.asarray(off, float).reshape(n, -1)
+                jac = np.asarray(jac, float).reshape(n, -1, d)
+                at = off + jac @ c
+                at = (at if term.kind == "exp" else np.abs(at)) + _row_norms(jac) * R
+                reach = np.maximum(reach, at.max(axis=1, initial=0.0))
+            out[term.kind] = reach
+    big = np.finfo(float).max
+    return {kind: np.nan_to_num(r, nan=big, posinf=big) for kind, r in out.items()}
 
 
 def _row_norms(jac: np.ndarray) -> np.ndarray:

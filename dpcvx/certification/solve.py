@@ -43,7 +43,7 @@ from dpcvx.certification.box import BalanceMemo, BoxRegion, at_bounds, balanced_
 from dpcvx.certification.certificate import CertifiedSolution, _minorants, certify
 from dpcvx.certification.copy_blocks import CopyBlocks
 from dpcvx.certification.extension import certify_extension, extension_bounds
-from dpcvx.certification.lipschitz import lipschitz_bounds
+from dpcvx.certification.lipschitz import argument_reach, lipschitz_bounds
 from dpcvx.certification.stable import sub_values
 from dpcvx.certification.subgradient import (
     affordable,
@@ -194,34 +194,69 @@ def universe_slope(decl: Declaration) -> float:
     return UNIVERSE_SLOPE_CURVED if curved else UNIVERSE_SLOPE
 
 
-#: every declaration's structural Lipschitz bounds, computed once (a private block solve asks
-#: up to three times: its universe, its rung and the rung's relaxation)
+#: every declaration's structural bounds, computed once (a private block solve asks up to
+#: three times: its universe, its rung and the rung's relaxation)
 _BOUNDS: weakref.WeakKeyDictionary[Declaration, np.ndarray] = weakref.WeakKeyDictionary()
+_REACH: weakref.WeakKeyDictionary[Declaration, dict | None] = weakref.WeakKeyDictionary()
 
 
-def _lipschitz_bounds(decl: Declaration) -> np.ndarray:
-    """:func:`~dpcvx.certification.lipschitz.lipschitz_bounds` of ``decl``, once per
-    declaration (read-only)."""
+def _once(store: weakref.WeakKeyDictionary, decl: Declaration, compute: Callable) -> Any:
+    """``compute(decl)``, once per declaration (its arrays read-only)."""
     try:
-        return _BOUNDS[decl]
+        return store[decl]
     except (KeyError, TypeError):
         pass
-    out = np.asarray(lipschitz_bounds(decl), float)
-    out.flags.writeable = False
+    out = compute(decl)
+    for arr in [out] if isinstance(out, np.ndarray) else (out or {}).values():
+        arr.flags.writeable = False
     try:
-        _BOUNDS[decl] = out
+        store[decl] = out
     except TypeError:  # pragma: no cover - declarations are weakly referenceable
         pass
     return out
 
 
-def universe_indices(decl: Declaration, C: float) -> np.ndarray | None:
+def _lipschitz_bounds(decl: Declaration) -> np.ndarray:
+    """:func:`~dpcvx.certification.lipschitz.lipschitz_bounds` of ``decl``, once per
+    declaration (read-only)."""
+    return _once(_BOUNDS, decl, lambda d: np.asarray(lipschitz_bounds(d), float))
+
+
+#: the public range of the loss's arguments in a private extension solve: an example whose
+#: term argument can exceed this on the domain's bounding ball (a label of 1e300 in a Huber
+#: loss, whose slope stays 2M ||x||) is given the zero loss, as one outside the slope universe
+#: is. Float64 then holds every value and sum the certificate forms (``2 M |E|`` overflowed
+#: from a label of 9e307; sums over n examples need far more room)
+UNIVERSE_ARGUMENT = 1e100
+#: the same for the curved terms (their values grow like a power of the argument) and for
+#: the exponential (whose value overflows from an argument of 710)
+UNIVERSE_ARGUMENT_BY_KIND = {
+    "square": 1e50,
+    "sum_squares": 1e50,
+    "pos_power": 1e50,
+    "pos_huber": 1e50,
+    "norm2_power": 1e50,
+    "max_terms": 1e50,
+    "exp": 600.0,
+}
+
+
+def universe_indices(
+    decl: Declaration, C: float, argument: float = UNIVERSE_ARGUMENT
+) -> np.ndarray | None:
     """Indices of the examples inside the universe of a private extension solve with this
-    ``C`` (None when all are)."""
+    ``C`` (None when all are): slopes within ``universe_slope(decl) * C`` and arguments
+    within :data:`UNIVERSE_ARGUMENT` (by kind, and at most ``argument``) on the domain's
+    bounding ball."""
     if any(term.kind == "generic" for term in decl.terms):
         return None  # no structural bound: every example stays (documented)
     bounds = _lipschitz_bounds(decl)
     keep = np.isfinite(bounds) & (bounds <= universe_slope(decl) * C)
+    reach = _once(_REACH, decl, argument_reach)
+    if reach is None:  # pragma: no cover - only generic terms lack a jet
+        return None
+    for kind, r in reach.items():
+        keep &= r <= min(UNIVERSE_ARGUMENT_BY_KIND.get(kind, UNIVERSE_ARGUMENT), argument)
     return None if bool(np.all(keep)) else np.flatnonzero(keep)
 
 
