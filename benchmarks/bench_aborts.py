@@ -26,9 +26,13 @@ Families of datasets (seeded; n = 40, d = 3, rows in the unit ball, unit l2 ball
   at a vertex of a box; separable hinge data whose minimizer is on the sphere; pinball with the
   quantile at a data point);
 - ``lambda``: tiny and huge regularization (1e-8, 1e-5, 1e3, 1e6) on the plain data;
-- ``label``: one label of +-1e8 or +-1e12 in losses with a flat or a linear side
+- ``label``: one label from +-1e8 to +-1.7e308 in losses with a flat or a linear side
   (``max(r, 0)**2.5``, ``max(r, 0)**1.5``, ``huber(max(r, 0))``, ``square(max(r, 0))``,
-  ``exp(r)``, ``logistic(r)``, ``log_sum_exp([y, x^T w])``, ``r = x^T w - y``).
+  ``exp(r)``, ``logistic(r)``, ``log_sum_exp([y, x^T w])``, ``logistic(r) + 0.2 r``, Huber in
+  both spellings, absolute, pinball, epsilon-insensitive, squared; ``r = x^T w - y``).
+
+``--warnings-as-errors`` raises every warning but the curator's ``LipschitzClaimWarning``
+inside the releases (a warning that ends a solve on one side of a pair is an abort too).
 
 Each cell records released / aborted (``CertificationError``) / error (any other exception,
 type and first line), and for a release whether the output is finite and in the domain. The
@@ -36,7 +40,7 @@ report prints the outlier grid, the other cells, and the *abort frontier*: per m
 loss, the smallest outlier scale ``10^k`` that aborted.
 
     python benchmarks/bench_aborts.py [--smoke] [--out DIR] [--mechanisms op,dop] [--budget S]
-        [--families outlier,duplicates,lambda,kink,label]
+        [--families outlier,duplicates,lambda,kink,label] [--warnings-as-errors]
 
 The exit status is 0 (it measures); ``--strict`` exits 1 if any cell did not release.
 """
@@ -70,6 +74,8 @@ SCALES = tuple(range(13))
 #: the saddle solve slows down with the outlier (about a minute per cell at k = 6): every other k
 SADDLE_SCALES = tuple(range(0, 13, 2))
 DOMAIN_TOL = 1e-8
+#: what the releases do with a warning ("ignore", or "error" with --warnings-as-errors)
+WARNINGS = ["ignore"]
 CODES = {
     "released": "R",
     "aborted": "A",
@@ -129,8 +135,17 @@ LABEL_LOSSES: dict[str, Callable] = {
     # an affine term of r keeps a value of order the label after every move
     "logistic_plus_r": lambda r, m, y: cp.logistic(r) + 0.2 * r,
     "mixed_plus_r": lambda r, m, y: 0.5 * cp.logistic(r) + 0.25 * cp.abs(r) + 0.1 * r,
+    # slopes that do not grow with the label (2 ||x|| for the Huber losses: steeper than C)
+    "huber_r": lambda r, m, y: cp.huber(r, 1.0),
+    "huber_y_minus": lambda r, m, y: cp.huber(y - m, 1.0),
+    "abs_r": lambda r, m, y: cp.abs(r),
+    "pinball_r": lambda r, m, y: cp.maximum(0.3 * r, -0.7 * r),
+    "eps_insensitive_r": lambda r, m, y: cp.pos(cp.abs(r) - 0.1),
+    "square_r": lambda r, m, y: cp.square(r),
 }
-LABELS = (1e8, -1e8, 1e12, -1e12)
+#: up to the largest float: past 1e16 the rounding of a label exceeds the margins of the
+#: moves next to the domain, and past 1e100 the example leaves the argument universe
+LABELS = (1e8, -1e8, 1e12, -1e12, 1e17, -1e17, 1e30, -1e30, 1e99, -1e101, 1.7e308, -1.7e308)
 FAMILIES = ("outlier", "duplicates", "lambda", "kink", "label")
 
 
@@ -353,7 +368,8 @@ def run_cell(cell: Cell, mechanism: str, seed: int, budget: float) -> dict | Non
     start = time.perf_counter()
     try:
         with _budget(budget), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+            warnings.simplefilter(WARNINGS[0])
+            warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
             if isinstance(call, Exception):
                 raise call
             problem = build(cell)
@@ -468,7 +484,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--strict", action="store_true", help="exit 1 unless every cell released")
     parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated")
+    parser.add_argument(
+        "--warnings-as-errors",
+        action="store_true",
+        help="raise every warning but LipschitzClaimWarning inside the releases",
+    )
     args = parser.parse_args(argv)
+    WARNINGS[0] = "error" if args.warnings_as_errors else "ignore"
     families = {f.strip() for f in args.families.split(",") if f.strip()}
     if families - set(FAMILIES):
         parser.error(f"unknown families; choose from {', '.join(FAMILIES)}")
