@@ -255,12 +255,13 @@ _LABEL_LOSSES = {
 }
 
 
-def _labelled(loss, label):
+def _labelled(loss, label, row=1.0):
     rng = np.random.default_rng(11)
     X = rng.normal(size=(N, D))
     X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
     Y = X @ np.array([0.3, -0.2, 0.1]) + 0.1 * rng.normal(size=N)
     Y[0] = label
+    X[0] *= row
     w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
     return dpcvx.Problem(loss(x @ w - y), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1])
 
@@ -285,25 +286,76 @@ def test_one_huge_label_releases_under_warnings_as_errors(name, label):
 
 
 @pytest.mark.parametrize(
-    ("loss", "label", "kept"),
+    ("loss", "label", "row", "kept"),
     [
-        (lambda r: cp.huber(r, 1.0), 1e99, True),
-        (lambda r: cp.huber(r, 1.0), -1e101, False),
-        (lambda r: cp.square(cp.pos(r)), 1e49, True),  # the flat side, within 1e50
-        (lambda r: cp.square(cp.pos(r)), 1e51, False),
-        (cp.exp, 1e8, True),  # exp(x^T w - 1e8) is zero on the domain: nothing overflows
-        (cp.exp, -1e3, False),  # exp(1000) overflows
+        (lambda r: cp.huber(r, 1.0), 1e99, 1.0, True),
+        (lambda r: cp.huber(r, 1.0), -1e101, 1.0, False),
+        (lambda r: cp.square(cp.pos(r)), 1e49, 1.0, True),  # the flat side, within 1e50
+        (lambda r: cp.square(cp.pos(r)), 1e51, 1.0, False),
+        (cp.exp, 1e8, 1.0, True),  # exp(x^T w - 1e8) is zero on the domain: nothing overflows
+        (cp.exp, -1e3, 1.0, False),  # exp(1000) overflows
+        (cp.exp, 1e101, 1.0, False),  # zero, but ten such labels overflowed the value bounds
+        # a row of zeros: a constant loss, of the square of its label where that is live
+        (cp.square, 900.0, 0.0, True),
+        (cp.square, 2e3, 0.0, False),
+        (lambda r: cp.power(cp.pos(r), 2.5), -2e3, 1e-20, False),
+        (lambda r: cp.power(cp.pos(r), 2.5), 2e3, 1e-20, True),  # the flat side: zero
     ],
 )
-def test_the_argument_universe(loss, label, kept):
+def test_the_argument_universe(loss, label, row, kept):
     """An example leaves a private extension solve's universe where a term's argument can
-    exceed ``UNIVERSE_ARGUMENT`` (by kind) on the domain's bounding ball: for the
-    exponential only upward, where its value overflows."""
+    exceed ``UNIVERSE_ARGUMENT`` (by kind) on the domain's bounding ball (for the
+    exponential also upward past 600, where its value overflows), and where a curved term's
+    live argument lies over a thousand times its spread (plus one) from the ball."""
     from dpcvx.certification.solve import universe_indices
 
-    problem = _labelled(loss, label)
+    problem = _labelled(loss, label, row)
     kept_rows = universe_indices(problem.declaration, 1e6)  # no example is steeper than 1e10
     if kept:
         assert kept_rows is None
     else:
         np.testing.assert_array_equal(kept_rows, np.arange(1, N))
+
+
+_CURVED_LOSSES = {
+    "squared": cp.square,
+    "square(pos)": lambda r: cp.square(cp.pos(r)),
+    "pos power 2.5": lambda r: cp.power(cp.pos(r), 2.5),
+    "pos power 3": lambda r: cp.power(cp.pos(r), 3),
+}
+
+
+@pytest.mark.parametrize("row", [0.0, 1e-300, 1e-20])
+@pytest.mark.parametrize("label", [-1e4, 1e8, -1e16, -1e60])
+@pytest.mark.parametrize("name", list(_CURVED_LOSSES))
+def test_a_row_of_zeros_with_a_huge_label_releases(name, label, row):
+    """A row of zeros (or of 1e-300, 1e-20) with a huge label in a curved loss: the loss is
+    nearly constant on the domain, of the label's square or more, and its slope is about
+    zero, so the slope universe kept it. Newton's steps and the curved terms' gaps, relative
+    to the values, could not resolve it: the releases aborted from a label of 1e4 (a label
+    of 1e2 released). Such an example now leaves the universe where its live argument lies
+    over a thousand times its spread from the domain."""
+    problem = _labelled(_CURVED_LOSSES[name], label, row)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
+        for mech in _mechanisms().values():
+            res = problem.solve_private(mech, epsilon=1.0, rng=0)
+            assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
+
+
+@pytest.mark.parametrize("label", [1e101, 1.7e308])
+def test_copies_of_a_label_far_below_an_exponential_release(label):
+    """Ten examples at ``exp(x^T w - 1e308)``: each is zero on the domain, but the value
+    bounds' sums of their arguments overflowed (one copy released, ten aborted)."""
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(N, D))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    Y = X @ np.array([0.3, -0.2, 0.1])
+    Y[:10] = label
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    problem = dpcvx.Problem(cp.exp(x @ w - y), w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
+        for mech in _mechanisms().values():
+            assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpcvx.modeling._expressions import Unsupported, affine_jet
-from dpcvx.modeling._structure import Term
+from dpcvx.modeling._structure import MONOTONE, Term
 from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.domains import row_norms
 
@@ -167,33 +167,46 @@ def _bounds(decl: Declaration) -> np.ndarray:
     return np.nan_to_num(total, nan=big, posinf=big)
 
 
-def argument_reach(decl: Declaration) -> dict[str, np.ndarray] | None:
-    """Per term kind, upper bounds ``(n,)`` on the largest ``|E|`` of any argument of the
-    loss's terms of that kind over the domain's bounding ball (``|E(c)| + ||J|| R`` per
-    element, the largest over the elements and the terms of the kind; the largest float
-    where that overflows); for ``exp``, whose value vanishes below zero, on the largest
-    ``E`` (at least 0). None where an argument has no affine jet (generic terms)."""
+#: the term kinds that are zero (``exp``: vanishing) below zero
+ONE_SIDED = (*MONOTONE, "exp")
+
+
+def argument_reach(decl: Declaration) -> dict[str, tuple[np.ndarray, ...]] | None:
+    """Per term kind, ``(reach, top, far)``, each ``(n,)``: upper bounds on the largest
+    ``|E|`` and on the largest ``E`` (at least 0) of any argument of the loss's terms of that
+    kind over the domain's bounding ball (``|E(c)| + ||J|| R`` and ``E(c) + ||J|| R`` per
+    element, the largest over the elements and the terms of the kind; the largest float where
+    that overflows), and the largest ``|E(c)| / (||J|| R + 1)`` over the elements that can rise
+    above zero on the ball (any element of a two-sided atom): how far an argument lies from the
+    ball in units of its spread. None where an argument has no affine jet (generic terms)."""
     n, d = decl.n, decl.d
     c, R = np.asarray(decl.domain.center, float), float(decl.domain.radius)
     if any(term.kind == "generic" for term in decl.terms):
         return None
-    out: dict[str, np.ndarray] = {}
-    with np.errstate(over="ignore", invalid="ignore"):
+    out: dict[str, tuple[np.ndarray, ...]] = {}
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for term in decl.terms:
             try:
                 jets = [decl.jet(arg) for arg in term.args]
             except Unsupported:
                 return None
-            reach = out.get(term.kind, np.zeros(n))
+            reach, top, far = out.get(term.kind, (np.zeros(n), np.zeros(n), np.zeros(n)))
             for off, jac in jets:
                 off = np.asarray(off, float).reshape(n, -1)
                 jac = np.asarray(jac, float).reshape(n, -1, d)
                 at = off + jac @ c
-                at = (at if term.kind == "exp" else np.abs(at)) + _row_norms(jac) * R
-                reach = np.maximum(reach, at.max(axis=1, initial=0.0))
-            out[term.kind] = reach
+                spread = _row_norms(jac) * R
+                reach = np.maximum(reach, (np.abs(at) + spread).max(axis=1, initial=0.0))
+                top = np.maximum(top, (at + spread).max(axis=1, initial=0.0))
+                live = at + spread > 0 if term.kind in ONE_SIDED else np.ones(at.shape, bool)
+                ratio = np.where(live, np.abs(at) / (spread + 1.0), 0.0)
+                far = np.maximum(far, ratio.max(axis=1, initial=0.0))
+            out[term.kind] = (reach, top, far)
     big = np.finfo(float).max
-    return {kind: np.nan_to_num(r, nan=big, posinf=big) for kind, r in out.items()}
+    return {
+        kind: tuple(np.nan_to_num(a, nan=big, posinf=big) for a in arrays)
+        for kind, arrays in out.items()
+    }
 
 
 def _row_norms(jac: np.ndarray) -> np.ndarray:

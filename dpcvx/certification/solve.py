@@ -61,6 +61,7 @@ from dpcvx.modeling.declaration import Declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
 from dpcvx.modeling.localized import LocalizedDomain
 from dpcvx.modeling.smooth import (
+    RECENTER_RATIO,
     SmoothExtension,
     SmoothModel,
     extension_model,
@@ -207,8 +208,9 @@ def _once(store: weakref.WeakKeyDictionary, decl: Declaration, compute: Callable
     except (KeyError, TypeError):
         pass
     out = compute(decl)
-    for arr in [out] if isinstance(out, np.ndarray) else (out or {}).values():
-        arr.flags.writeable = False
+    for item in [out] if isinstance(out, np.ndarray) else (out or {}).values():
+        for arr in [item] if isinstance(item, np.ndarray) else item:
+            arr.flags.writeable = False
     try:
         store[decl] = out
     except TypeError:  # pragma: no cover - declarations are weakly referenceable
@@ -228,8 +230,7 @@ def _lipschitz_bounds(decl: Declaration) -> np.ndarray:
 #: is. Float64 then holds every value and sum the certificate forms (``2 M |E|`` overflowed
 #: from a label of 9e307; sums over n examples need far more room)
 UNIVERSE_ARGUMENT = 1e100
-#: the same for the curved terms (their values grow like a power of the argument) and for
-#: the exponential (whose value overflows from an argument of 710)
+#: the same for the curved terms (their values grow like a power of the argument)
 UNIVERSE_ARGUMENT_BY_KIND = {
     "square": 1e50,
     "sum_squares": 1e50,
@@ -237,8 +238,16 @@ UNIVERSE_ARGUMENT_BY_KIND = {
     "pos_huber": 1e50,
     "norm2_power": 1e50,
     "max_terms": 1e50,
-    "exp": 600.0,
 }
+#: the largest argument of ``exp`` (whose value overflows from 710) in the universe, upward
+UNIVERSE_EXP = 600.0
+#: the curved terms whose arguments may not lie, where the term is not zero there, over
+#: ``RECENTER_RATIO`` times their spread over the ball from it (plus one): such a term is
+#: nearly constant on the domain with a value of the argument's square or more (a row of
+#: zeros with a label of 1e6 in a squared loss: 1e12, which its slope, zero, left in the slope
+#: universe), and the smooth path's steps and the curved terms' gaps, relative to the values,
+#: could not resolve it: those releases aborted from a label of 1e4
+UNIVERSE_FAR = ("square", "sum_squares", "pos_power", "norm2_power", "max_terms")
 
 
 def universe_indices(
@@ -247,7 +256,8 @@ def universe_indices(
     """Indices of the examples inside the universe of a private extension solve with this
     ``C`` (None when all are): slopes within ``universe_slope(decl) * C`` and arguments
     within :data:`UNIVERSE_ARGUMENT` (by kind, and at most ``argument``) on the domain's
-    bounding ball."""
+    bounding ball (``exp``'s at most :data:`UNIVERSE_EXP` upward), and for the curved kinds
+    :data:`UNIVERSE_FAR` not far from it."""
     if any(term.kind == "generic" for term in decl.terms):
         return None  # no structural bound: every example stays (documented)
     bounds = _lipschitz_bounds(decl)
@@ -255,8 +265,12 @@ def universe_indices(
     reach = _once(_REACH, decl, argument_reach)
     if reach is None:  # pragma: no cover - only generic terms lack a jet
         return None
-    for kind, r in reach.items():
+    for kind, (r, top, far) in reach.items():
         keep &= r <= min(UNIVERSE_ARGUMENT_BY_KIND.get(kind, UNIVERSE_ARGUMENT), argument)
+        if kind == "exp":
+            keep &= top <= UNIVERSE_EXP
+        if kind in UNIVERSE_FAR:
+            keep &= far <= RECENTER_RATIO
     return None if bool(np.all(keep)) else np.flatnonzero(keep)
 
 
