@@ -29,7 +29,10 @@ Families of datasets (seeded; n = 40, d = 3, rows in the unit ball, unit l2 ball
 - ``label``: one label from +-1e8 to +-1.7e308 in losses with a flat or a linear side
   (``max(r, 0)**2.5``, ``max(r, 0)**1.5``, ``huber(max(r, 0))``, ``square(max(r, 0))``,
   ``exp(r)``, ``logistic(r)``, ``log_sum_exp([y, x^T w])``, ``logistic(r) + 0.2 r``, Huber in
-  both spellings, absolute, pinball, epsilon-insensitive, squared; ``r = x^T w - y``).
+  both spellings, absolute, pinball, epsilon-insensitive, squared; ``r = x^T w - y``);
+- ``zero_row``: one row of zeros (or of 1e-20) with a label from 1e2 to -1e60 in the squared
+  loss, ``square(max(r, 0))`` and ``max(r, 0)**2.5`` and ``**1.5``: a nearly constant example
+  of the label's square or more, whose slope is about zero.
 
 ``--warnings-as-errors`` raises every warning but the curator's ``LipschitzClaimWarning``
 inside the releases (a warning that ends a solve on one side of a pair is an abort too).
@@ -40,7 +43,7 @@ report prints the outlier grid, the other cells, and the *abort frontier*: per m
 loss, the smallest outlier scale ``10^k`` that aborted.
 
     python benchmarks/bench_aborts.py [--smoke] [--out DIR] [--mechanisms op,dop] [--budget S]
-        [--families outlier,duplicates,lambda,kink,label] [--warnings-as-errors]
+        [--families outlier,duplicates,lambda,kink,label,zero_row] [--warnings-as-errors]
 
 The exit status is 0 (it measures); ``--strict`` exits 1 if any cell did not release.
 """
@@ -146,7 +149,11 @@ LABEL_LOSSES: dict[str, Callable] = {
 #: up to the largest float: past 1e16 the rounding of a label exceeds the margins of the
 #: moves next to the domain, and past 1e100 the example leaves the argument universe
 LABELS = (1e8, -1e8, 1e12, -1e12, 1e17, -1e17, 1e30, -1e30, 1e99, -1e101, 1.7e308, -1.7e308)
-FAMILIES = ("outlier", "duplicates", "lambda", "kink", "label")
+FAMILIES = ("outlier", "duplicates", "lambda", "kink", "label", "zero_row")
+#: curved losses whose example with a row of zeros (or of 1e-20) and a huge label is nearly
+#: constant on the domain, of the label's square or more, with a slope of about zero
+ZERO_ROW_LOSSES = ("square_r", "square_pos", "pos_power_2.5", "pos_power_1.5")
+ZERO_ROW_LABELS = (1e2, -1e4, 1e4, -1e8, -1e16, -1e60)
 
 
 def build(cell: Cell):
@@ -305,6 +312,14 @@ def cells(smoke: bool, n: int, seed: int, mechanisms: tuple[str, ...]) -> list[C
                 Yl = Y.copy()
                 Yl[0] = label
                 out.append(Cell("label", loss, f"y0={label:g}", X, Yl, _ball))
+        for loss in ZERO_ROW_LOSSES:
+            X, Y = base_data(loss, n, seed)
+            for row in (0.0, 1e-20):
+                for label in ZERO_ROW_LABELS:
+                    Xz, Yz = X.copy(), Y.copy()
+                    Xz[0] *= row
+                    Yz[0] = label
+                    out.append(Cell("zero_row", loss, f"x0*{row:g},y0={label:g}", Xz, Yz, _ball))
     return out
 
 
