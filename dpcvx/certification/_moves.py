@@ -25,6 +25,10 @@ __all__ = ["FLAT_EXP", "moved", "moved_offsets", "term_targets", "winner_targets
 #: ``exp`` and ``logistic`` arguments below ``-FLAT_EXP`` on the whole ball move to just
 #: below it: ``exp(-750)`` is zero in floating point
 FLAT_EXP = 750.0
+#: how many ulps of an argument's offset its program's offset may differ by and count as its
+#: rounding (:func:`moved_offsets`)
+OFFSET_ROUNDING = 64.0
+_EPS = float(np.finfo(float).eps)
 
 
 def moved(targets: list[np.ndarray] | None) -> bool:
@@ -34,11 +38,15 @@ def moved(targets: list[np.ndarray] | None) -> bool:
 
 def moved_offsets(b: np.ndarray, off: np.ndarray, jc: np.ndarray, target: np.ndarray) -> np.ndarray:
     """The offsets ``b`` (of arguments ``off + J w``, ``jc = J c``) with the moved ones set to
-    put the argument at ``target`` at the center: ``(b - off) + (target - jc)``, exactly the
-    target less ``J c`` where ``b`` is ``off`` (the program's offsets may differ from the
-    declaration's by their rounding; that difference is kept)."""
-    with np.errstate(invalid="ignore"):
-        return np.where(np.isnan(target), b, (b - off) + (target - jc))
+    put the argument at ``target`` at the center: the target less ``J c``. The program's
+    offset is the declaration's computed another way (``3 (y - x^T w) + 0.1`` stamped from
+    its parameters): where they differ by more than their rounding, ``OFFSET_ROUNDING``
+    ulps of ``off``, that difference is kept; within it, it is the rounding of a huge label
+    (5.6e14 at -1e30) and is dropped, as it would put the moved argument off its target."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = b - off
+        diff = np.where(np.abs(diff) <= OFFSET_ROUNDING * _EPS * np.abs(off), 0.0, diff)
+        return np.where(np.isnan(target), b, diff + (target - jc))
 
 
 def term_targets(

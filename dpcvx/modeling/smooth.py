@@ -229,7 +229,9 @@ def recentered(model: SmoothModel, center: np.ndarray, radius: float) -> SmoothM
     rounding hid the decrease from Newton's line search and its stopping rule (a neighbour
     with one such label stalled at a gap of 0.2). Only the solver's problem changes: the
     certificate evaluates the user's loss. Rows of the Lipschitz extension's clipped atoms
-    (finite knots) are left as they are."""
+    (finite knots) are affine past their knots, and move there too. A moved offset is the
+    target less ``a_i . center`` (the shift added to the old offset rounded at a label's
+    size: 16 at 1e17)."""
     blocks = []
     changed = False
     # |v| <= |b| + ||a|| ||center||: with |b| <= RATIO and ||center|| <= RATIO radius, no row

@@ -82,12 +82,30 @@ def test_negative_control_the_shift_rounds_at_the_label(monkeypatch):
         _problem(1e17).solve(regularization=LAM, accuracy=TARGET)
 
 
-def test_moved_offsets_keep_the_programs_own_rounding():
-    """Where the program's offset differs from the declaration's (their rounding), the
-    difference is kept; unmoved offsets are untouched (NaN targets)."""
-    b = np.array([1e17 + 16.0, 5.0, -3.0])
-    off = np.array([1e17, 5.0, -3.0])
-    jc = np.array([0.25, 0.0, 1.0])
-    target = np.array([2.0, np.nan, -4.0])
+def test_moved_offsets_drop_the_rounding_of_a_huge_offset():
+    """Where the program's offset differs from the declaration's by their rounding (an ulp
+    of 1e17 is 16), the move lands on its target; a larger difference is kept; unmoved
+    offsets are untouched (NaN targets)."""
+    b = np.array([1e17 + 16.0, 5.0, -3.0, 1e5 + 1e3])
+    off = np.array([1e17, 5.0, -3.0, 1e5])
+    jc = np.array([0.25, 0.0, 1.0, 0.5])
+    target = np.array([2.0, np.nan, -4.0, 1.0])
     out = moves_module.moved_offsets(b, off, jc, target)
-    np.testing.assert_array_equal(out, [16.0 + 1.75, 5.0, -5.0])
+    np.testing.assert_array_equal(out, [1.75, 5.0, -5.0, 1e3 + 0.5])
+
+
+@pytest.mark.parametrize("label", [-1e30, 1e99])
+def test_a_stamped_offset_that_rounds_apart_from_the_jets_still_lands(label):
+    """``huber(3 (y - x^T w) + 0.1, 1) + |x^T w - y|``: the program stamps the Huber
+    argument's offset another way than its jet, an ulp of the label apart (5.6e14 at a label
+    of -1e30); kept, it put the moved argument off its target and the solves missed (a gap
+    of 2.4; a review's case)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    Y = X @ np.array([0.3, -0.2, 0.1]) + 0.1 * rng.normal(size=40)
+    Y[0] = label
+    w, x, y = cp.Variable(3), cp.Parameter(3), cp.Parameter()
+    loss = cp.huber(3 * (y - x @ w) + 0.1, 1.0) + cp.abs(x @ w - y)
+    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
+    assert problem.solve(regularization=LAM, accuracy=TARGET).gap <= TARGET
