@@ -359,3 +359,49 @@ def test_copies_of_a_label_far_below_an_exponential_release(label):
         warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
         for mech in _mechanisms().values():
             assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
+
+
+def _max3(label):
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(N, D))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    Y = X @ np.array([0.3, -0.2, 0.1]) + 0.1 * rng.normal(size=N)
+    Y[0] = label
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    loss = cp.maximum(x @ w - y, 0.5 * (x @ w) - 1, 0)
+    return dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
+
+
+@pytest.mark.parametrize("label", [1e12, 1e17, 1e99])
+def test_a_maximums_piece_far_below_charges_nothing(label):
+    """``max(x^T w - y, 0.5 x^T w - 1, 0)`` with one label from 1e12: the first piece lies
+    far below the others. The stable gap charged the largest error of all the pieces, and a
+    bound on the maximum's size taken over all of them, to the example (6.7e-5 at 1e12, more
+    at larger labels): every private release aborted up to 1e99 (a review's case). The plain
+    solve certifies 1e-6 now, and the releases run."""
+    problem = _max3(label)
+    assert problem.solve(regularization=0.05, accuracy=1e-6).gap <= 1e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
+        for mech in _mechanisms().values():
+            assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
+
+
+@pytest.mark.parametrize("label", [1e4, -1e8, 1e17])
+def test_a_far_entry_of_log_sum_exp_leaves_the_universe(label):
+    """``log_sum_exp([y, x^T w, 0.5 x^T w - y])`` with one label of 1e8: a value of 1e8 with
+    slope zero, in a term without a stable gap, whose certificate's rounding is relative to
+    the value; the releases aborted from 1e8 (a review's case). Such an example (an argument
+    over a thousand times its spread from the domain) now has the zero loss."""
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(N, D))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    Y = X @ np.array([0.3, -0.2, 0.1]) + 0.1 * rng.normal(size=N)
+    Y[0] = label
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    loss = cp.log_sum_exp(cp.hstack([y, x @ w, 0.5 * (x @ w) - y]))
+    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
+        for mech in _mechanisms().values():
+            assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))

@@ -44,7 +44,7 @@ from dpcvx.certification.certificate import CertifiedSolution, _minorants, certi
 from dpcvx.certification.copy_blocks import CopyBlocks
 from dpcvx.certification.extension import certify_extension, extension_bounds
 from dpcvx.certification.lipschitz import argument_reach, lipschitz_bounds
-from dpcvx.certification.stable import sub_values
+from dpcvx.certification.stable import STABLE_KINDS, sub_values
 from dpcvx.certification.subgradient import (
     affordable,
     regularized_subgradient_bound,
@@ -248,6 +248,9 @@ UNIVERSE_EXP = 600.0
 #: universe), and the smooth path's steps and the curved terms' gaps, relative to the values,
 #: could not resolve it: those releases aborted from a label of 1e4
 UNIVERSE_FAR = ("square", "sum_squares", "pos_power", "norm2_power", "max_terms")
+#: (the same for every kind without a stable gap, ``certification.stable.STABLE_KINDS``:
+#: its certificate's rounding is relative to the values, and one entry of 1e8 in
+#: ``log_sum_exp([y, x^T w, 0.5 x^T w - y])``, a value of 1e8 with slope zero, aborted)
 
 
 def universe_indices(
@@ -257,7 +260,7 @@ def universe_indices(
     ``C`` (None when all are): slopes within ``universe_slope(decl) * C`` and arguments
     within :data:`UNIVERSE_ARGUMENT` (by kind, and at most ``argument``) on the domain's
     bounding ball (``exp``'s at most :data:`UNIVERSE_EXP` upward), and for the curved kinds
-    :data:`UNIVERSE_FAR` not far from it."""
+    :data:`UNIVERSE_FAR` and those without a stable gap not far from it."""
     if any(term.kind == "generic" for term in decl.terms):
         return None  # no structural bound: every example stays (documented)
     bounds = _lipschitz_bounds(decl)
@@ -269,7 +272,7 @@ def universe_indices(
         keep &= r <= min(UNIVERSE_ARGUMENT_BY_KIND.get(kind, UNIVERSE_ARGUMENT), argument)
         if kind == "exp":
             keep &= top <= UNIVERSE_EXP
-        if kind in UNIVERSE_FAR:
+        if kind in UNIVERSE_FAR or kind not in STABLE_KINDS:
             keep &= far <= RECENTER_RATIO
     return None if bool(np.all(keep)) else np.flatnonzero(keep)
 

@@ -193,20 +193,36 @@ def _pieces(
     E = np.stack(errs, axis=-1)
     m = V.shape[-1]
     top = np.argmax(V, axis=-1)
+    is_top = np.eye(m, dtype=bool)[top]
     best = np.take_along_axis(V, top[..., None], axis=-1)[..., 0]
-    others = np.where(np.eye(m, dtype=bool)[top], -np.inf, V)
-    second = np.max(others, axis=-1) if m > 1 else np.full(best.shape, -np.inf)
-    worst_err = np.max(E, axis=-1)
-    winner = best - second > 2.0 * reach + 2.0 * worst_err
+    best_err = np.take_along_axis(E, top[..., None], axis=-1)[..., 0]
+    # each other piece's lead under the winner with both errors (and the subtraction's
+    # rounding): a piece far below, a label of 1e12 there, leads by its own size, and its
+    # error charges nothing (the largest error of all the pieces charged 2e-3 to the gap)
+    with np.errstate(invalid="ignore"):
+        lead = (
+            best[..., None]
+            - V
+            - best_err[..., None]
+            - E
+            - 4 * _EPS * (np.abs(best[..., None]) + np.abs(V))
+        )
+    margin = np.min(np.where(is_top, np.inf, lead), axis=-1)
+    winner = margin > 2.0 * reach
     onehot = np.eye(m)[top]
     mu = np.where(winner[..., None], onehot, mu)
     defect = np.abs(1.0 - np.sum(mu, axis=-1)) + 4 * m * _EPS * (~winner)
     # true FY of sum_j mu_j E_j - defect * bound: sum_j mu_j (best - E_j) + (1 - sum mu) best
     # + defect * bound <= sum_j mu_j (best - E_j) + defect (bound + |best|)
     fy = np.sum(mu * (best[..., None] - V), axis=-1) + defect * (bound + np.abs(best))
-    clear = best - second > 2.0 * worst_err
-    exact = winner & clear
-    err = np.where(exact, 0.0, 2.0 * worst_err) + 4 * m * _EPS * fy
+    exact = winner & (margin > 0.0)
+    # the exact maximum is within the largest error of the pieces that can reach it (those
+    # above the largest lower end), each E_j within its own: sum_j mu_j of the two
+    low = np.max(V - E, axis=-1)
+    contenders = V + E >= low[..., None]
+    max_err = np.max(np.where(contenders, E, 0.0), axis=-1)
+    moved = (max_err * np.sum(mu, axis=-1) + np.sum(mu * E, axis=-1)) * (1 + 4 * m * _EPS)
+    err = np.where(exact, 0.0, moved) + 4 * m * _EPS * fy
     return mu, fy, err
 
 
@@ -495,17 +511,18 @@ def _per_example(
                 else [None if x is None else pad(np.asarray(x, float)) for x in theta_t]
             )
             mu0 = _simplex_weights(duals, shape, m)
-            bound = np.max(
-                np.stack(
-                    [
-                        np.broadcast_to(
-                            np.abs(off + jac @ center) + np.linalg.norm(jac, axis=-1) * dom_radius,
-                            shape,
-                        )
-                        for off, jac in zip(offs, jacs)
-                    ]
-                ),
-                axis=0,
+            # |max_j E_j| on the ball: the maximum lies between the largest lower end and the
+            # largest upper end of the pieces' ranges (each widened by its rounding), so a
+            # piece far below, a label of 1e12 there, does not count
+            highs, lows = [], []
+            for off, jac in zip(offs, jacs):
+                mid = off + jac @ center
+                spread = np.linalg.norm(jac, axis=-1) * dom_radius
+                slack = (d + 3) * _EPS * 1.01 * (np.abs(off) + np.abs(jac) @ np.abs(center))
+                highs.append(np.broadcast_to(mid + spread + slack, shape))
+                lows.append(np.broadcast_to(mid - spread - slack, shape))
+            bound = np.maximum(
+                np.abs(np.max(np.stack(highs), axis=0)), np.abs(np.max(np.stack(lows), axis=0))
             )
             mu, fy, err = _pieces(
                 vals,
