@@ -930,11 +930,9 @@ def finish_certificate(
     upper, lower, gap, f_hat, magnitude = bounds
     if direct is not None and 0.0 <= direct < gap:
         gap = direct
-        lower = (
-            f_hat - ROUNDING * magnitude - direct
-            if not np.isfinite(lower)
-            else max(lower, f_hat - ROUNDING * magnitude - direct)
-        )
+        floor = f_hat - ROUNDING * magnitude - direct
+        floor -= 4 * np.finfo(float).eps * (abs(f_hat) + ROUNDING * magnitude + direct)
+        lower = floor if not np.isfinite(lower) else max(lower, floor)
     if not (np.isfinite(gap) and np.isfinite(upper)):
         raise CertificationError("The certificate is not finite (overflow in the bounds).")
     dist = float(np.sqrt(2 * max(gap, 0.0) / lam)) if lam > 0 else float("inf")

@@ -476,7 +476,10 @@ def finish_extension(
     upper, lower, gap, margin = bounds
     if direct is not None and 0.0 <= direct < gap:
         gap = direct
+        # (less the subtraction's own rounding: upper and 2 margin can be a thousand times
+        # the difference, which then rounds by more than the gap)
         fallback = upper - 2 * margin - direct
+        fallback -= 4 * np.finfo(float).eps * (abs(upper) + 2 * margin + direct)
         lower = fallback if not np.isfinite(lower) else max(lower, fallback)
     if not (np.isfinite(gap) and np.isfinite(upper)):
         raise CertificationError(

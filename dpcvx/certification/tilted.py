@@ -1890,6 +1890,7 @@ def _finish(
         gap = direct
         # F(w_hat) >= upper_raw - margin: the minimum is at least that less the gap
         floor = upper_raw - margin - direct
+        floor -= 4 * np.finfo(float).eps * (abs(upper_raw) + margin + direct)  # its rounding
         lower = floor if not np.isfinite(lower) else max(lower, floor)
         stats["stable_gap"] = direct
     if not (np.isfinite(gap) and np.isfinite(upper)):

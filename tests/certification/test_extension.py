@@ -450,3 +450,31 @@ def test_an_overflowed_gap_keeps_the_stable_gap(monkeypatch):
     out = problem.solve(regularization=0.01, accuracy=1e-9)
     assert records and all(direct is not None for _, _, direct, _ in records)
     assert out.gap <= 1e-9  # the stable gaps certify
+
+
+def test_the_lower_bound_from_the_stable_gap_rounds_down():
+    """``lower = upper - 2 margin - gap`` with ``upper = U + margin`` (``U`` the value sums)
+    where ``U`` and the margin are ten thousand times their difference (a review's case, a
+    label of 1e17: 575 against 0.044): forming ``upper`` rounds by half an ulp of 1150,
+    1.1e-13, which the subtraction hands to ``lower``, and the float ``lower`` came out above
+    ``U - margin - gap``, the bound the certificate proves, by more than the gap. It is now at
+    most that bound, computed in rationals."""
+    from fractions import Fraction
+
+    from dpcvx.certification.extension import finish_extension
+
+    U, margin, direct = 574.8794350852307, 574.8352136272233, 1.4824753084745772e-13
+    upper = U + margin  # 1149.7146487124542: rounded up by 1.1e-13
+    out = finish_extension(
+        np.zeros(2),
+        (upper, -np.inf, 1.0, margin),
+        direct,
+        lam=1.0,
+        w0=np.zeros(2),
+        accuracy=None,
+        stats={},
+    )
+    proved = Fraction(U) - Fraction(margin) - Fraction(direct)
+    assert out.gap == direct
+    assert Fraction(out.lower) <= proved
+    assert proved - Fraction(out.lower) < Fraction(1, 10**11)
