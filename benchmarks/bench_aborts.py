@@ -29,7 +29,9 @@ Families of datasets (seeded; n = 40, d = 3, rows in the unit ball, unit l2 ball
 - ``label``: one label from +-1e8 to +-1.7e308 in losses with a flat or a linear side
   (``max(r, 0)**2.5``, ``max(r, 0)**1.5``, ``huber(max(r, 0))``, ``square(max(r, 0))``,
   ``exp(r)``, ``logistic(r)``, ``log_sum_exp([y, x^T w])``, ``logistic(r) + 0.2 r``, Huber in
-  both spellings, absolute, pinball, epsilon-insensitive, squared; ``r = x^T w - y``);
+  both spellings, absolute, pinball, epsilon-insensitive, squared, ``max(r, 0.5 x^T w - 1,
+  0)``, ``log_sum_exp([y, x^T w, 0.5 x^T w - y])``, ``huber(3 (y - x^T w) + 0.1) + |r|``;
+  ``r = x^T w - y``);
 - ``zero_row``: one row of zeros (or of 1e-20) with a label from 1e2 to -1e60 in the squared
   loss, ``square(max(r, 0))`` and ``max(r, 0)**2.5`` and ``**1.5``: a nearly constant example
   of the label's square or more, whose slope is about zero.
@@ -145,6 +147,11 @@ LABEL_LOSSES: dict[str, Callable] = {
     "pinball_r": lambda r, m, y: cp.maximum(0.3 * r, -0.7 * r),
     "eps_insensitive_r": lambda r, m, y: cp.pos(cp.abs(r) - 0.1),
     "square_r": lambda r, m, y: cp.square(r),
+    # a piece far below the others; an entry far from the others without a stable gap; an
+    # argument stamped from its parameters another way than its jet
+    "max3": lambda r, m, y: cp.maximum(r, 0.5 * m - 1, 0),
+    "lse3": lambda r, m, y: cp.log_sum_exp(cp.hstack([y, m, 0.5 * m - y])),
+    "huber3_plus_abs": lambda r, m, y: cp.huber(3 * (y - m) + 0.1, 1.0) + cp.abs(r),
 }
 #: up to the largest float: past 1e16 the rounding of a label exceeds the margins of the
 #: moves next to the domain, and past 1e100 the example leaves the argument universe
