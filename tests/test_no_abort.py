@@ -255,15 +255,31 @@ _LABEL_LOSSES = {
 }
 
 
-def _labelled(loss, label, row=1.0):
-    rng = np.random.default_rng(11)
+def _labelled(loss, label, row=1.0, copies=1, seed=11, full=None):
+    """Rows in the unit ball and a linear model's labels, the first ``copies`` labels set to
+    ``label`` and the first row scaled by ``row``; the loss ``loss(x^T w - y)``, or
+    ``full(x, w, y)``; the unit ball."""
+    rng = np.random.default_rng(seed)
     X = rng.normal(size=(N, D))
     X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
     Y = X @ np.array([0.3, -0.2, 0.1]) + 0.1 * rng.normal(size=N)
-    Y[0] = label
+    Y[:copies] = label
     X[0] *= row
     w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
-    return dpcvx.Problem(loss(x @ w - y), w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1])
+    expr = loss(x @ w - y) if full is None else full(x, w, y)
+    return dpcvx.Problem(expr, w, data={x: X, y: Y}, domain=[cp.norm(w, 2) <= 1])
+
+
+def _release_all(problem, errors=True):
+    """Every mechanism releases a finite point in the domain (with ``errors``, under warnings
+    raised as errors, but the curator's ``LipschitzClaimWarning``)."""
+    with warnings.catch_warnings():
+        if errors:
+            warnings.simplefilter("error")
+        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
+        for mech in _mechanisms().values():
+            res = problem.solve_private(mech, epsilon=1.0, rng=0)
+            assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
 
 
 @pytest.mark.parametrize("label", [1e17, -1e17, -1e30, 1e99, 1e101, -1.7e308])
@@ -276,13 +292,7 @@ def test_one_huge_label_releases_under_warnings_as_errors(name, label):
     Huber value of ``2 |E|`` overflowed from 9e307. Past ``UNIVERSE_ARGUMENT`` (1e100) the
     example has the zero loss; below it the certificate resolves it. Warnings are raised as
     errors: none may end a solve on one side of a pair."""
-    problem = _labelled(_LABEL_LOSSES[name], label)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
-        for mech in _mechanisms().values():
-            res = problem.solve_private(mech, epsilon=1.0, rng=0)
-            assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
+    _release_all(_labelled(_LABEL_LOSSES[name], label))
 
 
 @pytest.mark.parametrize(
@@ -335,41 +345,14 @@ def test_a_row_of_zeros_with_a_huge_label_releases(name, label, row):
     to the values, could not resolve it: the releases aborted from a label of 1e4 (a label
     of 1e2 released). Such an example now leaves the universe where its live argument lies
     over a thousand times its spread from the domain."""
-    problem = _labelled(_CURVED_LOSSES[name], label, row)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
-        for mech in _mechanisms().values():
-            res = problem.solve_private(mech, epsilon=1.0, rng=0)
-            assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
+    _release_all(_labelled(_CURVED_LOSSES[name], label, row))
 
 
 @pytest.mark.parametrize("label", [1e101, 1.7e308])
 def test_copies_of_a_label_far_below_an_exponential_release(label):
     """Ten examples at ``exp(x^T w - 1e308)``: each is zero on the domain, but the value
     bounds' sums of their arguments overflowed (one copy released, ten aborted)."""
-    rng = np.random.default_rng(12)
-    X = rng.normal(size=(N, D))
-    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
-    Y = X @ np.array([0.3, -0.2, 0.1])
-    Y[:10] = label
-    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
-    problem = dpcvx.Problem(cp.exp(x @ w - y), w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
-        for mech in _mechanisms().values():
-            assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
-
-
-def _max3(label):
-    rng = np.random.default_rng(13)
-    X = rng.normal(size=(N, D))
-    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
-    Y = X @ np.array([0.3, -0.2, 0.1]) + 0.1 * rng.normal(size=N)
-    Y[0] = label
-    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
-    loss = cp.maximum(x @ w - y, 0.5 * (x @ w) - 1, 0)
-    return dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
+    _release_all(_labelled(cp.exp, label, copies=10, seed=12), errors=False)
 
 
 @pytest.mark.parametrize("label", [1e12, 1e17, 1e99])
@@ -379,12 +362,11 @@ def test_a_maximums_piece_far_below_charges_nothing(label):
     bound on the maximum's size taken over all of them, to the example (6.7e-5 at 1e12, more
     at larger labels): every private release aborted up to 1e99 (a review's case). The plain
     solve certifies 1e-6 now, and the releases run."""
-    problem = _max3(label)
+    problem = _labelled(
+        None, label, seed=13, full=lambda x, w, y: cp.maximum(x @ w - y, 0.5 * (x @ w) - 1, 0)
+    )
     assert problem.solve(regularization=0.05, accuracy=1e-6).gap <= 1e-6
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
-        for mech in _mechanisms().values():
-            assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
+    _release_all(problem, errors=False)
 
 
 @pytest.mark.parametrize("label", [1e4, -1e8, 1e17])
@@ -393,15 +375,8 @@ def test_a_far_entry_of_log_sum_exp_leaves_the_universe(label):
     slope zero, in a term without a stable gap, whose certificate's rounding is relative to
     the value; the releases aborted from 1e8 (a review's case). Such an example (an argument
     over a thousand times its spread from the domain) now has the zero loss."""
-    rng = np.random.default_rng(13)
-    X = rng.normal(size=(N, D))
-    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
-    Y = X @ np.array([0.3, -0.2, 0.1]) + 0.1 * rng.normal(size=N)
-    Y[0] = label
-    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
-    loss = cp.log_sum_exp(cp.hstack([y, x @ w, 0.5 * (x @ w) - y]))
-    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", dpcvx.LipschitzClaimWarning)
-        for mech in _mechanisms().values():
-            assert np.all(np.isfinite(problem.solve_private(mech, epsilon=1.0, rng=0).w))
+    _release_all(_labelled(None, label, seed=13, full=_lse3), errors=False)
+
+
+def _lse3(x, w, y):
+    return cp.log_sum_exp(cp.hstack([y, x @ w, 0.5 * (x @ w) - y]))
