@@ -109,3 +109,46 @@ def test_a_stamped_offset_that_rounds_apart_from_the_jets_still_lands(label):
     loss = cp.huber(3 * (y - x @ w) + 0.1, 1.0) + cp.abs(x @ w - y)
     problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w, 2) <= 1])
     assert problem.solve(regularization=LAM, accuracy=TARGET).gap <= TARGET
+
+
+#: a late phase's block of localized double output perturbation (a review's dataset: a
+#: logistic loss with an affine term, an off-centre ball, four examples)
+_BLOCK_X = np.array(
+    [
+        [0.04254473, 0.57005294, 0.03187478, 1.07053099],
+        [0.76187121, -1.15917971, 0.03232611, 0.63505738],
+        [0.81346299, -0.87321486, 0.09615722, -0.3636597],
+        [0.49906963, -1.68656887, -0.77225367, -0.42073966],
+    ]
+)
+_BLOCK_Y = -np.array([0.6535886, -1.60651028, -0.17391669, -0.27279056])
+_BLOCK_CENTER = np.array([0.65061463, 1.83680973, -0.2147896, 0.85087246])
+_BLOCK_W0 = np.array([0.74460275, 1.70566668, -0.13233693, 0.80235074])
+
+
+def _strongly_regularized():
+    w, x, y = cp.Variable(4), cp.Parameter(4), cp.Parameter()
+    loss = cp.logistic(x @ w - y) + 0.2 * (x @ w - y)
+    problem = dpcvx.Problem(
+        loss, w, {x: _BLOCK_X, y: _BLOCK_Y}, [cp.norm(w - _BLOCK_CENTER, 2) <= 1]
+    )
+    return problem.lipschitz_extension(1.0)
+
+
+def test_a_strongly_regularized_block_is_certified_on_scaled_variables():
+    """The block's extension solve at lam = 2.7e5 to 3e-8 (its release's target): the conic
+    solvers see ``w = w0 + u / sqrt(lam)`` and certify it far below the target."""
+    sol = _strongly_regularized().solve(
+        regularization=270101.919408819, center=_BLOCK_W0, accuracy=3e-8
+    )
+    assert sol.gap <= 3e-8
+
+
+def test_negative_control_on_w_itself_the_block_misses(monkeypatch):
+    """Control: on ``w`` itself every conic rung misses (3.6e-8 and more against 3e-8), and
+    the release of localized double output perturbation on that dataset aborted."""
+    monkeypatch.setattr(solve_module, "SCALED_LAM", float("inf"))
+    with pytest.raises(dpcvx.CertificationError):
+        _strongly_regularized().solve(
+            regularization=270101.919408819, center=_BLOCK_W0, accuracy=3e-8
+        )
