@@ -458,8 +458,6 @@ def _solve_scaled(
     certificate judges it as any other."""
     if not lam >= SCALED_LAM:
         return solve_program(prog, name, tight=tight)
-    import dataclasses
-
     import scipy.sparse as sp
 
     d = prog.d
