@@ -48,6 +48,7 @@ __all__ = [
     "ValueSums",
     "certify",
     "finish_certificate",
+    "lower_from_gap",
     "matching_mixes",
     "still_certified",
     "value_bounds",
@@ -915,6 +916,15 @@ def value_bounds(
     return upper, lower, gap, f_hat, magnitude
 
 
+def lower_from_gap(value: float, margin: float, gap: float) -> float:
+    """``value - margin - gap`` rounded down, the lower bound a certificate's stable gap gives
+    from a value bound (``margin``, ``gap >= 0``): less the subtractions' own rounding, as
+    ``value`` and ``margin`` can be ten thousand times their difference (a label of 1e17:
+    1150 against 0.044, whose rounding, 1.1e-13, exceeded a gap of 1.5e-13)."""
+    floor = value - margin - gap
+    return floor - 4 * _EPS * (abs(value) + margin + gap)
+
+
 def finish_certificate(
     w_hat: np.ndarray,
     bounds: tuple[float, float, float, float, float],
@@ -930,8 +940,7 @@ def finish_certificate(
     upper, lower, gap, f_hat, magnitude = bounds
     if direct is not None and 0.0 <= direct < gap:
         gap = direct
-        floor = f_hat - ROUNDING * magnitude - direct
-        floor -= 4 * np.finfo(float).eps * (abs(f_hat) + ROUNDING * magnitude + direct)
+        floor = lower_from_gap(f_hat, ROUNDING * magnitude, direct)
         lower = floor if not np.isfinite(lower) else max(lower, floor)
     if not (np.isfinite(gap) and np.isfinite(upper)):
         raise CertificationError("The certificate is not finite (overflow in the bounds).")

@@ -36,6 +36,7 @@ from dpcvx.certification.certificate import (
     CertifiedSolution,
     _minorants,
     _term_duals,
+    lower_from_gap,
     matching_mixes,
 )
 from dpcvx.certification.stable import stable_extension_gap
@@ -476,10 +477,7 @@ def finish_extension(
     upper, lower, gap, margin = bounds
     if direct is not None and 0.0 <= direct < gap:
         gap = direct
-        # (less the subtraction's own rounding: upper and 2 margin can be a thousand times
-        # the difference, which then rounds by more than the gap)
-        fallback = upper - 2 * margin - direct
-        fallback -= 4 * np.finfo(float).eps * (abs(upper) + 2 * margin + direct)
+        fallback = lower_from_gap(upper, 2 * margin, direct)
         lower = fallback if not np.isfinite(lower) else max(lower, fallback)
     if not (np.isfinite(gap) and np.isfinite(upper)):
         raise CertificationError(

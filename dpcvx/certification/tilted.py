@@ -59,6 +59,7 @@ from dpcvx.certification.certificate import (
     CertifiedSolution,
     _minorants,
     _term_duals,
+    lower_from_gap,
 )
 from dpcvx.certification.extension import extension_bounds
 from dpcvx.certification.lipschitz import lipschitz_bounds
@@ -1889,8 +1890,7 @@ def _finish(
     if direct is not None and 0.0 <= direct < gap:
         gap = direct
         # F(w_hat) >= upper_raw - margin: the minimum is at least that less the gap
-        floor = upper_raw - margin - direct
-        floor -= 4 * np.finfo(float).eps * (abs(upper_raw) + margin + direct)  # its rounding
+        floor = lower_from_gap(upper_raw, margin, direct)
         lower = floor if not np.isfinite(lower) else max(lower, floor)
         stats["stable_gap"] = direct
     if not (np.isfinite(gap) and np.isfinite(upper)):
