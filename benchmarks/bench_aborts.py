@@ -140,6 +140,10 @@ LABEL_LOSSES: dict[str, Callable] = {
     # an affine term of r keeps a value of order the label after every move
     "logistic_plus_r": lambda r, m, y: cp.logistic(r) + 0.2 * r,
     "mixed_plus_r": lambda r, m, y: 0.5 * cp.logistic(r) + 0.25 * cp.abs(r) + 0.1 * r,
+    # generalized linear models' negative log-likelihoods: one atom plus an affine term
+    # along its direction whose multiple is the label (Newton's path)
+    "logistic_01": lambda r, m, y: cp.logistic(m) - y * m,
+    "poisson": lambda r, m, y: cp.exp(m) - cp.multiply(y, m),
     # slopes that do not grow with the label (2 ||x|| for the Huber losses: steeper than C)
     "huber_r": lambda r, m, y: cp.huber(r, 1.0),
     "huber_y_minus": lambda r, m, y: cp.huber(y - m, 1.0),

@@ -52,6 +52,7 @@ __all__ = [
     "PiecewiseModel",
     "arrowhead_ipm",
     "extension_pieces",
+    "parallel_affine",
     "piecewise_model",
     "recentered_pieces",
     "screened_ipm",
@@ -477,6 +478,75 @@ def _rational(expr: Any) -> bool:
     return all(_rational(a) for a in expr.args)
 
 
+def _probe(decl: Declaration) -> Declaration | None:
+    """The declaration on :data:`PROBE_ROWS` examples of public data drawn from a fixed seed
+    (uniform on ``[0.5, 1.5]``, the data's shapes only), or None where a data expression of
+    the loss is not rational (:func:`_rational`) or that data cannot be bound."""
+    if not all(_rational(dp.expression) for dp in decl.derived):
+        return None
+    rng = np.random.default_rng(PROBE_SEED)
+    try:
+        part = decl.rows(0, min(PROBE_ROWS, decl.n))
+        fake = {pid: rng.uniform(0.5, 1.5, size=arr.shape) for pid, arr in part.data.items()}
+        return part.with_data(fake)
+    except Exception:  # noqa: BLE001 - the loss's form on public data: no probe, everywhere
+        return None
+
+
+_PARALLEL: weakref.WeakKeyDictionary[Declaration, bool] = weakref.WeakKeyDictionary()
+
+
+def parallel_affine(decl: Declaration) -> bool:
+    """Whether the loss is one curved smooth term of one number per example plus affine terms
+    of one number each whose Jacobians are, per example, multiples of the curved term's (the
+    logistic loss spelled ``cp.logistic(x @ w) - y * (x @ w)``, a Poisson loss ``cp.exp(x @ w)
+    - y * (x @ w)``, ``cp.logistic(r) + 0.2 * r``), so that each example's loss is a function
+    of one number and its Lipschitz extension has a smooth model
+    (:func:`~dpcvx.modeling.smooth.extension_model` with ``affine``). Decided on public data
+    (:func:`_probe`), never on the data's values: the smooth model of the probe, each affine
+    block's row a multiple of the curved block's to 1e-12 (:func:`_multiple`). On the
+    declared data the same holds wherever the data expressions are defined (a rational
+    function of the data that vanishes at a random point vanishes as a function), though a
+    multiple may be zero or the curved row vanish; the extension's model handles both.
+    Computed once per declaration."""
+    try:
+        return _PARALLEL[decl]
+    except (KeyError, TypeError):
+        pass
+    found = _parallel_affine(decl)
+    try:
+        _PARALLEL[decl] = found
+    except TypeError:  # pragma: no cover - a declaration that cannot be weakly referenced
+        pass
+    return found
+
+
+def _parallel_affine(decl: Declaration) -> bool:
+    from dpcvx.modeling.smooth import smooth_model
+
+    probe = _probe(decl)
+    if probe is None:
+        return False
+    try:
+        model = smooth_model(probe)
+    except Exception:  # noqa: BLE001 - the loss's form on public data: no such model
+        return False
+    if model is None or any(b.k != 1 for b in model.blocks):
+        return False
+    curved = [b for b in model.blocks if b.kind != "affine"]
+    if len(curved) != 1 or len(model.blocks) < 2:
+        return False
+    base = curved[0].A
+    for blk in model.blocks:
+        if blk.kind != "affine":
+            continue
+        for i in range(probe.n):
+            pivot = _pivot(base[i])
+            if pivot is None or _multiple(blk.A[i], base[i], pivot) is None:
+                return False
+    return True
+
+
 def _probe_slopes(decl: Declaration, sources: list) -> list[list[float]] | None:
     """Per term of the declaration (``sources``: ``pieces``, ``abs`` or ``affine`` of one
     number per example), the multiples ``a_j`` with each piece's Jacobian ``a_j M`` for one
@@ -491,14 +561,11 @@ def _probe_slopes(decl: Declaration, sources: list) -> list[list[float]] | None:
     decided there mis-modelled such data, and a release took the fast path on a dataset and
     raised on its neighbour; so did ``exp(log(y * y) / 2)``, analytic on each of its two
     half-lines.)"""
-    if not all(_rational(dp.expression) for dp in decl.derived):
+    probe = _probe(decl)
+    if probe is None:
         return None
-    rows = min(PROBE_ROWS, decl.n)
-    rng = np.random.default_rng(PROBE_SEED)
+    rows = probe.n
     try:
-        part = decl.rows(0, rows)
-        fake = {pid: rng.uniform(0.5, 1.5, size=arr.shape) for pid, arr in part.data.items()}
-        probe = part.with_data(fake)
         jacs: list[list[np.ndarray | None]] = []
         for term in sources:
             args = term.args if term.kind != "abs" else (term.args[0], -term.args[0])

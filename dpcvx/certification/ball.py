@@ -179,27 +179,32 @@ class Pieces1D:
 
 @dataclass(frozen=True, slots=True)
 class Smooth1D:
-    """``h(t) = weight psi(scale t + offset)`` per row for a smooth scalar atom ``psi`` (the
-    block of :mod:`dpcvx.modeling.smooth` that names it, without knots)."""
+    """``h(t) = weight psi(scale t + offset) + tilt t`` per row for a smooth scalar atom ``psi``
+    (the block of :mod:`dpcvx.modeling.smooth` that names it, without knots)."""
 
     block: object
     weight: float
     scale: np.ndarray
     offset: np.ndarray
+    #: per row, the slope of affine terms added to ``h`` (None: none)
+    tilt: np.ndarray | None = None
 
     def take(self, idx: np.ndarray | slice) -> Smooth1D:
         """The rows ``idx``."""
-        return Smooth1D(self.block, self.weight, self.scale[idx], self.offset[idx])
+        tilt = None if self.tilt is None else self.tilt[idx]
+        return Smooth1D(self.block, self.weight, self.scale[idx], self.offset[idx], tilt)
 
     def _at(self, t: np.ndarray) -> np.ndarray:
         return self.scale * t + self.offset
 
     def value(self, t: np.ndarray) -> np.ndarray:
-        return self.weight * atom_derivative(self.block, self._at(t), 0)  # type: ignore[arg-type]
+        h = self.weight * atom_derivative(self.block, self._at(t), 0)  # type: ignore[arg-type]
+        return h if self.tilt is None else h + self.tilt * t
 
     def slope(self, t: np.ndarray) -> np.ndarray:
         d1 = atom_derivative(self.block, self._at(t), 1)  # type: ignore[arg-type]
-        return self.weight * self.scale * d1
+        s = self.weight * self.scale * d1
+        return s if self.tilt is None else s + self.tilt
 
     def curvature(self, t: np.ndarray) -> np.ndarray:
         d2 = atom_derivative(self.block, self._at(t), 2)  # type: ignore[arg-type]
@@ -569,23 +574,30 @@ def smooth_copies_in(
     when the caller has them (not modified). ``weights`` (per example): the model's weights
     of the examples (a tilted mean's) instead of ``1/n`` each (see :func:`rows_of`)."""
     model = relaxed.model
-    (blk,) = model.blocks
+    blk = relaxed.block
     n = model.n
     Y = relaxed.copies(w) if copies is None else copies
     norms = np.sqrt(relaxed.sq_norms)
     outside = region.outside(Y)
-    rows = np.flatnonzero((norms > 0) & outside)
+    leaves = (norms > 0) & outside
+    if relaxed.unbounded is not None:  # their relaxed copies say nothing: always computed
+        leaves |= relaxed.unbounded
+    rows = np.flatnonzero(leaves)
     others = np.zeros(0, int) if extra is None else np.asarray(extra, int)
-    others = others[~outside[others]]
+    others = others[~leaves[others]]
     if rows.size == 0:
         return None
     if copies is not None:
         Y = Y.copy()
     # the relaxed atom's derivative at w: the original's at the relaxed copies y_i
     relaxed_slope = atom_derivative(blk, blk.A @ w + blk.b, 1)
-    u = blk.A[rows] / norms[rows, None]
     plain = dataclasses.replace(blk, knots=None)
-    line = Smooth1D(plain, blk.weight, norms[rows], blk.b[rows])
+    if relaxed.tilt is None:
+        u = blk.A[rows] / norms[rows, None]
+        line = Smooth1D(plain, blk.weight, norms[rows], blk.b[rows])
+    else:  # the affine terms' slope along u is part of each example's h
+        u, scale, tilt = relaxed.lines(rows)
+        line = Smooth1D(plain, blk.weight, scale, blk.b[rows], tilt)
     count: float | np.ndarray = n
     if weights is not None:
         with np.errstate(divide="ignore", over="ignore"):
@@ -593,15 +605,27 @@ def smooth_copies_in(
     t, Yr, g, theta, quad = region.extension(line, u, w, C, count)
     Y[rows] = Yr
     flat = relaxed_slope.copy()
-    before = (blk.weight * norms[rows] * flat[rows])[:, None] * u
-    flat[rows] = theta / (blk.weight * norms[rows])  # psi' at the copy
+    if relaxed.tilt is None:
+        before = (blk.weight * norms[rows] * flat[rows])[:, None] * u
+        flat[rows] = theta / (blk.weight * norms[rows])  # psi' at the copy
+    else:
+        before = (blk.weight * flat[rows])[:, None] * blk.A[rows] + relaxed.affine_rows(rows)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            at_copy = (theta - tilt) / (blk.weight * scale)
+        # where the atom's argument is constant, its derivative there
+        flat[rows] = np.where(scale > 0, at_copy, atom_derivative(plain, blk.b[rows], 1))
     # the certificate's multipliers: the atom's derivative at each copy, where the term's
     # are its atom's (a squared hinge's term has one per piece of its maximum: None, and the
-    # certificate takes the slope at each copy on the active piece itself)
-    thetas = [[flat.reshape((n,) + blk.shape)]] if blk.duals else [None]
+    # certificate takes the slope at each copy on the active piece itself); None for the
+    # affine terms
+    thetas: list = [None] * len(model.blocks)
+    if blk.duals:
+        thetas[relaxed.curved] = [flat.reshape((n,) + blk.shape)]
     slopes = np.full(Y.shape, np.nan)
     slopes[rows] = g
     slopes[others] = (blk.weight * relaxed_slope[others])[:, None] * blk.A[others]
+    if relaxed.tilt is not None:
+        slopes[others] += relaxed.affine_rows(others)
     return BallCopies(Y, thetas, slopes, rows, quad, before, others, np.zeros(0, int))
 
 

@@ -27,6 +27,7 @@ from dpcvx.certification.arrowhead import (
     PiecewiseModel,
     arrowhead_ipm,
     extension_pieces,
+    parallel_affine,
     piecewise_model,
     recentered_pieces,
     screened_ipm,
@@ -775,7 +776,9 @@ def smooth_rung_applies(
     if extension is None or _nearly_light(decl, float(extension)):
         return True
     model = smooth_model(decl) if decl.d <= NEWTON_MAX_D else None
-    return model is not None and extension_model(model, float(extension)) is not None
+    if model is None:
+        return False
+    return extension_model(model, float(extension), parallel_affine(decl)) is not None
 
 
 def _smooth_rung(
@@ -806,7 +809,11 @@ def _smooth_rung(
     relaxed = None
     if extension is not None and not _nearly_light(decl, float(extension)):
         # examples steeper than C: Newton on the extension's smooth form (slopes clipped)
-        relaxed = None if model is None else extension_model(model, float(extension))
+        relaxed = (
+            None
+            if model is None
+            else extension_model(model, float(extension), parallel_affine(decl))
+        )
         if relaxed is None:  # pragma: no cover - checked by smooth_rung_applies
             raise SolverError("The extension of this loss has no smooth model.")
         model = relaxed.model
@@ -1473,15 +1480,17 @@ class _SmoothRounds:
 
 
 class _Replaced:
-    """A smooth model (one block) with the examples ``rows`` replaced by the quadratic
-    ``w^T Q w / 2 + q^T w``: the model less the rows' own, plus the quadratic."""
+    """A smooth model (blocks of one entry per example) with the examples ``rows`` replaced by
+    the quadratic ``w^T Q w / 2 + q^T w``: the model less the rows' own, plus the
+    quadratic."""
 
     def __init__(self, model: Any, rows: np.ndarray, quad: tuple[np.ndarray, np.ndarray]) -> None:
-        (blk,) = model.blocks
-        knots = None if blk.knots is None else (blk.knots[0][rows], blk.knots[1][rows])
-        sub = dataclasses.replace(blk, A=blk.A[rows], b=blk.b[rows], knots=knots)
+        subs = []
+        for blk in model.blocks:
+            knots = None if blk.knots is None else (blk.knots[0][rows], blk.knots[1][rows])
+            subs.append(dataclasses.replace(blk, A=blk.A[rows], b=blk.b[rows], knots=knots))
         self.model = model
-        self.sub = SmoothModel(rows.size, model.d, (sub,))
+        self.sub = SmoothModel(rows.size, model.d, tuple(subs))
         self.share = rows.size / model.n
         self.Q, self.q = quad
 

@@ -523,23 +523,41 @@ _EXTENDABLE = (
 @dataclass(frozen=True, slots=True)
 class SmoothExtension:
     """The Lipschitz extension of a loss ``weight * psi(a_i^T w + b_i)`` (one smooth scalar
-    atom per example): over all of ``R^d`` the copy ``y`` of ``min_y f(y) + C ||w - y||``
-    moves only along ``a_i``, so the extension is ``psi`` continued linearly where
-    ``weight |psi'| ||a_i||`` exceeds ``C`` (knots ``psi'(v) = +-C / (weight ||a_i||)``): a
-    smooth model (``model``) Newton's method runs on at the plain cost.
+    atom per example), possibly plus affine terms whose Jacobians are per-example multiples
+    of ``a_i`` (``tilt``): over all of ``R^d`` the copy ``y`` of ``min_y f(y) + C ||w - y||``
+    moves only along ``a_i``, so the extension is the loss continued linearly where its
+    slope, ``weight psi' + tilt_i`` per unit of ``a_i^T w`` times ``||a_i||``, exceeds ``C``
+    (the atom's knots, where that slope is ``+-C``; the affine terms pass through): a smooth
+    model (``model``, the atom's block with its knots and the affine blocks as they are)
+    Newton's method runs on at the plain cost.
 
     :meth:`copies` gives each example's copy ``y_i`` (``a_i^T y_i + b_i`` the argument
     clipped to the knots), where the atom's own derivative is the certificate's multiplier;
     the extension dpcvx certifies keeps ``y_i`` in W (paper 000, eq. (5)), so the certificate
-    is tight where the copies lie in W and loose (never wrong) otherwise."""
+    is tight where the copies lie in W and loose (never wrong) otherwise. An example whose
+    extension over ``R^d`` is unbounded below (its slope beyond ``C`` on one side
+    everywhere, which affine terms allow: ``cp.logistic(z) - y z`` with a label of 5;
+    ``unbounded``) has its atom's knots at one point (its relaxed loss affine) and its copy
+    computed in W by the rounds whatever the relaxed one."""
 
     model: SmoothModel
     #: ``||a_i||^2`` per example (data only: computed once)
     sq_norms: np.ndarray
+    #: which of the model's blocks is the atom's (the others are affine)
+    curved: int = 0
+    #: per example, the affine terms' slope per unit of ``a_i^T w`` (None: there are none)
+    tilt: np.ndarray | None = None
+    #: the examples whose extension over ``R^d`` is unbounded below (None: no example)
+    unbounded: np.ndarray | None = None
+
+    @property
+    def block(self) -> _Block:
+        """The atom's block (with its knots)."""
+        return self.model.blocks[self.curved]
 
     def copies(self, w: np.ndarray) -> np.ndarray:
         """``(n, d)``: the copies ``y_i`` at ``w`` (not yet made feasible)."""
-        (blk,) = self.model.blocks
+        blk = self.block
         assert blk.knots is not None
         v = blk.A @ w + blk.b
         shift = np.clip(v, *blk.knots) - v
@@ -547,49 +565,145 @@ class SmoothExtension:
         step = np.where(norms2 > 0, shift / np.where(norms2 > 0, norms2, 1.0), 0.0)
         return w[None, :] + step[:, None] * blk.A
 
+    def affine_rows(self, rows: np.ndarray) -> np.ndarray:
+        """``(rows, d)``: the affine terms' gradient of the examples ``rows`` (zeros without
+        affine terms)."""
+        out = np.zeros((rows.size, self.model.d))
+        for j, blk in enumerate(self.model.blocks):
+            if j != self.curved:
+                out += blk.weight * blk.A[rows]
+        return out
 
-def extension_model(model: SmoothModel, C: float) -> SmoothExtension | None:
+    def lines(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For the examples ``rows``: the unit directions ``u`` their loss varies along, the
+        atom's argument per unit of ``t = u^T y`` (``||a_i||``; 0 where ``a_i = 0``: the loss
+        is then affine, along its affine terms' gradient) and the affine terms' slope per
+        unit of ``t``: the loss is ``weight psi(scale t + b_i) + tilt t`` plus a constant."""
+        blk = self.block
+        scale = np.sqrt(self.sq_norms[rows])
+        safe = np.where(scale > 0, scale, 1.0)
+        u = blk.A[rows] / safe[:, None]
+        tilt = np.zeros(rows.size) if self.tilt is None else self.tilt[rows] * scale
+        flat = np.flatnonzero(scale == 0)
+        if self.tilt is not None and flat.size:
+            c = self.affine_rows(rows[flat])
+            size = np.sqrt(np.einsum("kd,kd->k", c, c))
+            u[flat] = c / np.where(size > 0, size, 1.0)[:, None]
+            tilt[flat] = size
+        return u, scale, tilt
+
+
+#: an example's atom knots where its extension over R^d is unbounded (its relaxed loss affine)
+UNBOUNDED_KNOT = 0.0
+
+
+def extension_model(model: SmoothModel, C: float, affine: bool = False) -> SmoothExtension | None:
     """The relaxed extension of ``model`` at ``C`` (:class:`SmoothExtension`), or None when the
-    loss is not one smooth scalar atom with one entry per example."""
-    if len(model.blocks) != 1 or not C > 0:
+    loss is not one smooth scalar atom with one entry per example. ``affine``: the model's
+    other blocks, affine of one entry per example, have Jacobians that are per-example
+    multiples of the atom's (public structure:
+    :func:`~dpcvx.certification.arrowhead.parallel_affine`); they are then kept, and the
+    atom's knots are where the example's whole slope reaches ``+-C``."""
+    if not C > 0:
         return None
-    (blk,) = model.blocks
+    curved = [j for j, b in enumerate(model.blocks) if b.kind != "affine"]
+    if len(curved) != 1 or (len(model.blocks) > 1 and not affine):
+        return None
+    (j,) = curved
+    blk = model.blocks[j]
     if blk.kind not in _EXTENDABLE or blk.k != 1 or not blk.weight > 0 or blk.knots is not None:
+        return None
+    if any(b.k != 1 for b in model.blocks):
         return None
     sq_norms = np.einsum("nd,nd->n", blk.A, blk.A)
     norms = np.sqrt(sq_norms)
     with np.errstate(divide="ignore"):
         cap = np.where(norms > 0, C / (blk.weight * norms), np.inf)  # the largest |psi'|
-    inf = np.full(cap.shape, np.inf)
-    if blk.kind == "square":
-        lo, hi = -cap / 2, cap / 2
-    elif blk.kind == "sum_squares":
-        lo, hi = -cap * blk.param / 2, cap * blk.param / 2
-    elif blk.kind == "huber":
-        bend = cap < 2 * blk.param
-        lo, hi = np.where(bend, -cap / 2, -inf), np.where(bend, cap / 2, inf)
-    elif blk.kind in ("pos_power", "abs_power"):  # psi' = p v^(p - 1) above 0 (and odd)
-        p = blk.param
-        with np.errstate(divide="ignore", over="ignore"):
-            top = np.where(np.isfinite(cap), (cap / p) ** (1.0 / (p - 1.0)), inf)
-        hi = top
-        lo = -top if blk.kind == "abs_power" else -inf
-    elif blk.kind == "pos_huber":  # psi' = clip(2 v, 0, 2 M)
-        lo, hi = -inf, np.where(cap < 2 * blk.param, cap / 2, inf)
-    elif blk.kind == "pos_square":  # psi' = 2 max(v, 0): 0 below, up to the cap above
-        lo, hi = -inf, cap / 2
-    elif blk.kind == "logistic":
-        below = cap < 1  # psi' = expit takes values in (0, 1)
-        hi = np.where(below, _logit(np.where(below, cap, 0.5)), inf)
-        lo = -inf
-    else:  # exp
-        with np.errstate(divide="ignore"):
-            hi = np.where(np.isfinite(cap), np.log(cap), inf)
-        lo = -inf
-    if not (np.all(lo < hi) and not np.any(np.isnan(lo)) and not np.any(np.isnan(hi))):
+    tilt = unbounded = None
+    if len(model.blocks) == 1:
+        lo, hi = _knots(blk, -cap, cap)
+    else:
+        # the affine terms' slope per unit of the atom's argument: <c_i, a_i> / ||a_i||^2
+        lean = np.zeros(model.n)
+        for i, other in enumerate(model.blocks):
+            if i != j:
+                lean += other.weight * np.einsum("nd,nd->n", other.A, blk.A)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tilt = np.where(norms > 0, lean / np.where(norms > 0, sq_norms, 1.0), 0.0)
+            shift = tilt / blk.weight
+            lo, hi = _knots(blk, -cap - shift, cap - shift)
+        missed = ~(lo <= hi) | (lo == np.inf) | (hi == -np.inf)
+        flat = np.flatnonzero(norms == 0)
+        if flat.size:  # the loss is affine there: unbounded where its slope exceeds C
+            ext = SmoothExtension(model, sq_norms, j, tilt)
+            c = ext.affine_rows(flat)
+            missed[flat] = np.sqrt(np.einsum("kd,kd->k", c, c)) > C
+        lo = np.where(missed, UNBOUNDED_KNOT, lo)
+        hi = np.where(missed, UNBOUNDED_KNOT, hi)
+        lo[flat], hi[flat] = -np.inf, np.inf  # the atom is constant there
+        unbounded = missed if missed.any() else None
+    if not (np.all(lo <= hi) and not np.any(np.isnan(lo)) and not np.any(np.isnan(hi))):
         return None
     relaxed = dataclasses.replace(blk, knots=(lo, hi))
-    return SmoothExtension(SmoothModel(model.n, model.d, (relaxed,)), sq_norms)
+    blocks = model.blocks[:j] + (relaxed,) + model.blocks[j + 1 :]
+    return SmoothExtension(SmoothModel(model.n, model.d, blocks), sq_norms, j, tilt, unbounded)
+
+
+def _knots(blk: _Block, s_lo: np.ndarray, s_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, ``lo = sup {v : psi'(v) <= s_lo}`` and ``hi = inf {v : psi'(v) >= s_hi}`` for
+    the block's atom (``-inf``/``+inf`` where no such ``v`` exists on that side, ``+inf``/``-inf``
+    where every ``v`` does: the example's slope is beyond the cap on that side everywhere).
+    Beyond the knots the atom's slope is past ``s_lo`` or ``s_hi``, and continued linearly.
+    Where the derivative is flat at the bound (a Huber function's slope ``+-2 M`` past its
+    knee, a one-sided atom's zero below zero), no knot is needed: the slope there is within
+    the bound."""
+    inf = np.full(np.shape(s_lo), np.inf)
+    kind = blk.kind
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if kind == "square":
+            return s_lo / 2, s_hi / 2
+        if kind == "sum_squares":
+            return s_lo * blk.param / 2, s_hi * blk.param / 2
+        if kind == "abs_power":  # psi' = p sign(v) |v|^(p - 1), onto R
+            p = blk.param
+
+            def inverse(s: np.ndarray) -> np.ndarray:
+                return np.where(np.isfinite(s), np.sign(s) * (np.abs(s) / p) ** (1 / (p - 1)), s)
+
+            return inverse(s_lo), inverse(s_hi)
+        # the atoms whose derivative takes the values between bottom and top (each end
+        # attained, flat there, where ``attained``)
+        if kind == "huber":
+            bottom, top, attained = -2 * blk.param, 2 * blk.param, True
+        elif kind == "pos_huber":
+            bottom, top, attained = 0.0, 2 * blk.param, True
+        elif kind in ("pos_power", "pos_square"):
+            bottom, top, attained = 0.0, np.inf, True
+        elif kind == "logistic":
+            bottom, top, attained = 0.0, 1.0, False
+        else:  # exp
+            bottom, top, attained = 0.0, np.inf, False
+
+        def inverse(s: np.ndarray) -> np.ndarray:  # the v of psi'(v) = s, bottom < s < top
+            if kind in ("huber", "pos_huber", "pos_square"):
+                return s / 2
+            if kind == "pos_power":
+                return (s / blk.param) ** (1.0 / (blk.param - 1.0))
+            if kind == "logistic":
+                return _logit(s)
+            return np.log(s)
+
+        inside_lo = (s_lo > bottom) & (s_lo < top)
+        inside_hi = (s_hi > bottom) & (s_hi < top)
+        at_lo = np.where(inside_lo, s_lo, 0.5 * (bottom + min(top, bottom + 2.0)))
+        at_hi = np.where(inside_hi, s_hi, 0.5 * (bottom + min(top, bottom + 2.0)))
+        # lo: no v below the bound's values (-inf), or every v (+inf, the slope below -cap)
+        lo = np.where(inside_lo, inverse(at_lo), np.where(s_lo >= top, inf, -inf))
+        hi = np.where(inside_hi, inverse(at_hi), np.where(s_hi <= bottom, -inf, inf))
+        if attained:  # a bound equal to a flat end needs no knot
+            lo = np.where(s_lo == bottom, -inf, lo)
+            hi = np.where(s_hi == top, inf, hi)
+    return lo, hi
 
 
 def _logit(p: np.ndarray) -> np.ndarray:

@@ -127,6 +127,8 @@ _BLOCK_W0 = np.array([0.74460275, 1.70566668, -0.13233693, 0.80235074])
 
 
 def _strongly_regularized():
+    """The block's extension problem (on the conic path: the tests below fix
+    ``parallel_affine`` to False, else its loss takes Newton's path)."""
     w, x, y = cp.Variable(4), cp.Parameter(4), cp.Parameter()
     loss = cp.logistic(x @ w - y) + 0.2 * (x @ w - y)
     problem = dpcvx.Problem(
@@ -135,19 +137,30 @@ def _strongly_regularized():
     return problem.lipschitz_extension(1.0)
 
 
-def test_a_strongly_regularized_block_is_certified_on_scaled_variables():
+def test_a_strongly_regularized_block_is_certified_on_scaled_variables(monkeypatch):
     """The block's extension solve at lam = 2.7e5 to 3e-8 (its release's target): the conic
     solvers see ``w = w0 + u / sqrt(lam)`` and certify it far below the target."""
+    monkeypatch.setattr(solve_module, "parallel_affine", lambda decl: False)
     sol = _strongly_regularized().solve(
         regularization=270101.919408819, center=_BLOCK_W0, accuracy=3e-8
     )
     assert sol.gap <= 3e-8
 
 
+def test_the_block_certifies_on_newton_s_path():
+    """Its loss, ``logistic(r) + 0.2 r``, is one atom plus an affine term along its direction:
+    as written it takes Newton's path, which certifies it below the target too."""
+    sol = _strongly_regularized().solve(
+        regularization=270101.919408819, center=_BLOCK_W0, accuracy=3e-8
+    )
+    assert sol.solver_stats["solver"] in solve_module.SMOOTH_METHODS and sol.gap <= 3e-8
+
+
 def test_negative_control_on_w_itself_the_block_misses(monkeypatch):
     """Control: on ``w`` itself every conic rung misses (3.6e-8 and more against 3e-8), and
     the release of localized double output perturbation on that dataset aborted."""
     monkeypatch.setattr(solve_module, "SCALED_LAM", float("inf"))
+    monkeypatch.setattr(solve_module, "parallel_affine", lambda decl: False)
     with pytest.raises(dpcvx.CertificationError):
         _strongly_regularized().solve(
             regularization=270101.919408819, center=_BLOCK_W0, accuracy=3e-8
