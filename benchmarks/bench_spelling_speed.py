@@ -2,8 +2,9 @@
 
 A user writes pinball as ``cp.maximum(...)``, as ``tau * cp.neg(r) + (1 - tau) * cp.pos(r)`` or
 as ``0.5 * cp.abs(r) + (tau - 0.5) * r``; the logistic loss as ``cp.logistic(-m)`` or
-``cp.log_sum_exp(cp.hstack([0, -m]))``. For each group of such spellings (the same function
-of ``w``) this times, side by side in one run, dpcvx's certified plain solve
+``cp.log_sum_exp(cp.hstack([0, -m]))``, or with labels in {0, 1} as ``cp.logistic(z) - y01 *
+z``. For each group of such spellings (the same function of ``w``) this times, side by side in
+one run, dpcvx's certified plain solve
 (``problem.solve(regularization=lam)``) and its Lipschitz extension's
 (``problem.lipschitz_extension(C).solve(regularization=lam)``, copies leaving the unit ball),
 and prints each spelling's time over the group's first (canonical) spelling, the solve path
@@ -72,6 +73,8 @@ def _groups(w, x, y):
             [
                 ("cp.logistic(-m)", cp.logistic(-m)),
                 ("cp.log_sum_exp(cp.hstack([0, -m]))", cp.log_sum_exp(cp.hstack([0, -m]))),
+                # the 0/1 labels' spelling, (1 + y) / 2 for the signs y
+                ("cp.logistic(z) - (1 + y) / 2 z", cp.logistic(x @ w) - (1 + y) / 2 * (x @ w)),
             ],
         ),
         "squared hinge": (
