@@ -478,9 +478,10 @@ def _rational(expr: Any) -> bool:
     return all(_rational(a) for a in expr.args)
 
 
-def _probe(decl: Declaration) -> Declaration | None:
+def _probe(decl: Declaration, scaled: int | None = None) -> Declaration | None:
     """The declaration on :data:`PROBE_ROWS` examples of public data drawn from a fixed seed
-    (uniform on ``[0.5, 1.5]``, the data's shapes only), or None where a data expression of
+    (uniform on ``[0.5, 1.5]``, the data's shapes only; with ``scaled``, the data array of
+    that index then multiplied by :data:`PROBE_SCALE`), or None where a data expression of
     the loss is not rational (:func:`_rational`) or that data cannot be bound."""
     if not all(_rational(dp.expression) for dp in decl.derived):
         return None
@@ -488,6 +489,9 @@ def _probe(decl: Declaration) -> Declaration | None:
     try:
         part = decl.rows(0, min(PROBE_ROWS, decl.n))
         fake = {pid: rng.uniform(0.5, 1.5, size=arr.shape) for pid, arr in part.data.items()}
+        if scaled is not None:
+            pid = list(fake)[scaled]
+            fake[pid] = fake[pid] * PROBE_SCALE
         return part.with_data(fake)
     except Exception:  # noqa: BLE001 - the loss's form on public data: no probe, everywhere
         return None
@@ -504,11 +508,14 @@ def parallel_affine(decl: Declaration) -> bool:
     of one number and its Lipschitz extension has a smooth model
     (:func:`~dpcvx.modeling.smooth.extension_model` with ``affine``). Decided on public data
     (:func:`_probe`), never on the data's values: the smooth model of the probe, each affine
-    block's row a multiple of the curved block's to 1e-12 (:func:`_multiple`). On the
-    declared data the same holds wherever the data expressions are defined (a rational
-    function of the data that vanishes at a random point vanishes as a function), though a
-    multiple may be zero or the curved row vanish; the extension's model handles both.
-    Computed once per declaration."""
+    block's row a multiple of the curved block's to 1e-12 (:func:`_multiple`), on the probe
+    and again with each data array in turn scaled by :data:`PROBE_SCALE`. On the declared data
+    the same holds wherever the data expressions are defined (a rational function of the
+    data that vanishes at a random point vanishes as a function), though a multiple may be
+    zero or the curved row vanish; the extension's model handles both. A part that is not
+    parallel but below the tolerance on every probe (a coefficient of 1e-20 as written) is
+    taken as parallel: on data where it is large, the path's certificate misses and the
+    ladder goes on. Computed once per declaration."""
     try:
         return _PARALLEL[decl]
     except (KeyError, TypeError):
@@ -521,29 +528,37 @@ def parallel_affine(decl: Declaration) -> bool:
     return found
 
 
+#: :func:`parallel_affine` probes again with each data array in turn scaled by this
+PROBE_SCALE = 1e6
+
+
 def _parallel_affine(decl: Declaration) -> bool:
     from dpcvx.modeling.smooth import smooth_model
 
-    probe = _probe(decl)
-    if probe is None:
-        return False
-    try:
-        model = smooth_model(probe)
-    except Exception:  # noqa: BLE001 - the loss's form on public data: no such model
-        return False
-    if model is None or any(b.k != 1 for b in model.blocks):
-        return False
-    curved = [b for b in model.blocks if b.kind != "affine"]
-    if len(curved) != 1 or len(model.blocks) < 2:
-        return False
-    base = curved[0].A
-    for blk in model.blocks:
-        if blk.kind != "affine":
-            continue
-        for i in range(probe.n):
-            pivot = _pivot(base[i])
-            if pivot is None or _multiple(blk.A[i], base[i], pivot) is None:
-                return False
+    # on the plain probe and on one per data array with that array a million times larger:
+    # a part that is not parallel but tiny as written (``1e-14 * v @ w`` beside ``y * x @
+    # w``) shows on one of them above the tolerance, as it would on data of such scales
+    for scaled in [None, *range(len(decl.data))]:
+        probe = _probe(decl, scaled)
+        if probe is None:
+            return False
+        try:
+            model = smooth_model(probe)
+        except Exception:  # noqa: BLE001 - the loss's form on public data: no such model
+            return False
+        if model is None or any(b.k != 1 for b in model.blocks):
+            return False
+        curved = [b for b in model.blocks if b.kind != "affine"]
+        if len(curved) != 1 or len(model.blocks) < 2:
+            return False
+        base = curved[0].A
+        for blk in model.blocks:
+            if blk.kind != "affine":
+                continue
+            for i in range(probe.n):
+                pivot = _pivot(base[i])
+                if pivot is None or _multiple(blk.A[i], base[i], pivot) is None:
+                    return False
     return True
 
 

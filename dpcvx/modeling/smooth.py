@@ -622,6 +622,9 @@ def extension_model(model: SmoothModel, C: float, affine: bool = False) -> Smoot
     tilt = unbounded = None
     if len(model.blocks) == 1:
         lo, hi = _knots(blk, -cap, cap)
+        # knots that meet (a cap of zero: a row whose norm overflows) leave no model
+        if not (np.all(lo < hi) and not np.any(np.isnan(lo)) and not np.any(np.isnan(hi))):
+            return None
     else:
         # the affine terms' slope per unit of the atom's argument: <c_i, a_i> / ||a_i||^2
         lean = np.zeros(model.n)
@@ -632,7 +635,8 @@ def extension_model(model: SmoothModel, C: float, affine: bool = False) -> Smoot
             tilt = np.where(norms > 0, lean / np.where(norms > 0, sq_norms, 1.0), 0.0)
             shift = tilt / blk.weight
             lo, hi = _knots(blk, -cap - shift, cap - shift)
-        missed = ~(lo <= hi) | (lo == np.inf) | (hi == -np.inf)
+        # beyond the cap on one side everywhere, or knots that meet (a cap of zero)
+        missed = ~(lo < hi) | (lo == np.inf) | (hi == -np.inf)
         flat = np.flatnonzero(norms == 0)
         if flat.size:  # the loss is affine there: unbounded where its slope exceeds C
             ext = SmoothExtension(model, sq_norms, j, tilt)
@@ -642,8 +646,6 @@ def extension_model(model: SmoothModel, C: float, affine: bool = False) -> Smoot
         hi = np.where(missed, UNBOUNDED_KNOT, hi)
         lo[flat], hi[flat] = -np.inf, np.inf  # the atom is constant there
         unbounded = missed if missed.any() else None
-    if not (np.all(lo <= hi) and not np.any(np.isnan(lo)) and not np.any(np.isnan(hi))):
-        return None
     relaxed = dataclasses.replace(blk, knots=(lo, hi))
     blocks = model.blocks[:j] + (relaxed,) + model.blocks[j + 1 :]
     return SmoothExtension(SmoothModel(model.n, model.d, blocks), sq_norms, j, tilt, unbounded)

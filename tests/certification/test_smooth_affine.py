@@ -282,3 +282,28 @@ def test_neighbours_release_on_the_same_path(monkeypatch):
         result = problem.solve_private(mech, epsilon=1.0, rng=0)
         assert np.all(np.isfinite(result.w))
     assert len(paths) >= 5 and set(paths) <= set(solve_module.SMOOTH_METHODS), paths
+
+
+def test_a_part_that_is_tiny_as_written_is_not_taken_as_parallel():
+    """``1e-14 * v @ w`` beside ``y * x @ w`` is below the probe's tolerance on the plain probe
+    data; the probes with one data array a million times larger show it, as data of such
+    scales would (there Newton's path missed and the conic program took over)."""
+    rng = np.random.default_rng(0)
+    X, V, Y = rng.normal(size=(20, 3)), rng.normal(size=(20, 3)), rng.normal(size=20)
+    w, x, y = _vars(3)
+    v = cp.Parameter(3)
+    loss = cp.logistic(x @ w) - (cp.multiply(y, x) + 1e-14 * v) @ w
+    decl = Declaration(loss, w, {x: X, y: Y, v: V}, [cp.norm(w) <= 1])
+    assert not parallel_affine(decl)
+
+
+def test_one_atom_whose_row_norm_overflows_has_no_model():
+    """A row of norm 1e160 (its square overflows: a cap of zero, knots that meet): the
+    one-atom model is None, as before affine terms were taken (its values would be NaN)."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(10, 3))
+    X[0] *= 1e160
+    w, x, y = _vars(3)
+    for atom in (cp.logistic(x @ w), cp.exp(x @ w), cp.square(x @ w)):
+        decl = Declaration(atom, w, {x: X}, [cp.norm(w) <= 1])
+        assert extension_model(smooth_model(decl), 1.0) is None
