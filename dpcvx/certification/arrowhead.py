@@ -54,6 +54,7 @@ __all__ = [
     "extension_pieces",
     "parallel_affine",
     "piecewise_model",
+    "piecewise_terms",
     "recentered_pieces",
     "screened_ipm",
 ]
@@ -233,6 +234,12 @@ class PiecewiseModel:
 _CACHE: weakref.WeakKeyDictionary[Declaration, PiecewiseModel | None] = weakref.WeakKeyDictionary()
 
 
+def piecewise_terms(decl: Declaration, keep: frozenset[int]) -> PiecewiseModel | None:
+    """The :class:`PiecewiseModel` of the declaration's terms whose index is in ``keep`` (not
+    cached; its ``kinds`` are theirs), or None as :func:`piecewise_model`."""
+    return _build(decl, keep)
+
+
 def piecewise_model(decl: Declaration) -> PiecewiseModel | None:
     """The declaration's :class:`PiecewiseModel` (computed once), or None when a term is not
     affine, ``abs`` or a ``pieces`` maximum of at most :data:`MAX_PIECES` affine pieces of the
@@ -249,7 +256,9 @@ def piecewise_model(decl: Declaration) -> PiecewiseModel | None:
     return model
 
 
-def _build(decl: Declaration) -> PiecewiseModel | None:
+def _build(decl: Declaration, keep: frozenset[int] | None = None) -> PiecewiseModel | None:
+    """The model of the declaration's terms (of those whose index is in ``keep``, if given:
+    its ``kinds`` are theirs)."""
     n, d = decl.n, decl.d
     leaves = decl.derived_values()
     terms: list[_Term] = []
@@ -261,7 +270,9 @@ def _build(decl: Declaration) -> PiecewiseModel | None:
     linear = np.zeros(d)
     others = np.zeros(d)  # the affine terms' part of linear but theirs
     has_pieces = False
-    for term in decl.terms:
+    for index, term in enumerate(decl.terms):
+        if keep is not None and index not in keep:
+            continue
         if term.kind not in ("affine", "abs", "pieces"):
             return None
         if term.kind != "affine" and not term.weight > 0:

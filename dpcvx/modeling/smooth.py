@@ -38,6 +38,7 @@ __all__ = [
     "gram",
     "recentered",
     "smooth_model",
+    "smooth_terms",
 ]
 
 #: ``pos_square`` ``max(v, 0)^2``, ``pos_power`` ``max(v, 0)^p`` and ``abs_power`` ``|v|^p``
@@ -417,6 +418,12 @@ def _d2psi(blk: _Block, v: np.ndarray) -> np.ndarray:
 _CACHE: weakref.WeakKeyDictionary[Declaration, SmoothModel | None] = weakref.WeakKeyDictionary()
 
 
+def smooth_terms(decl: Declaration, keep: frozenset[int]) -> SmoothModel | None:
+    """The :class:`SmoothModel` of the declaration's terms whose index is in ``keep`` (not
+    cached), or None as :func:`smooth_model`."""
+    return _build(decl, keep)
+
+
 def smooth_model(decl: Declaration) -> SmoothModel | None:
     """The declaration's :class:`SmoothModel` (computed once per declaration), or None when a
     term is not one of the smooth catalogue atoms of an affine argument."""
@@ -432,11 +439,14 @@ def smooth_model(decl: Declaration) -> SmoothModel | None:
     return model
 
 
-def _build(decl: Declaration) -> SmoothModel | None:
+def _build(decl: Declaration, keep: frozenset[int] | None = None) -> SmoothModel | None:
+    """The model of the declaration's terms (of those whose index is in ``keep``, if given)."""
     n, d = decl.n, decl.d
     leaves = decl.derived_values()
     blocks = []
-    for term in decl.terms:
+    for index, term in enumerate(decl.terms):
+        if keep is not None and index not in keep:
+            continue
         kind = term.kind
         args = term.args
         if kind in ("pos_power", "pos_huber"):  # of max(E, 0) or |E|: a scalar atom of E
