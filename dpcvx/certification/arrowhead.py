@@ -42,7 +42,7 @@ from dpcvx.certification.ball import KINK, BallCopies, BallRegion, Pieces1D, dua
 from dpcvx.certification.box import BoxRegion
 from dpcvx.certification.copy_blocks import CopyBlocks
 from dpcvx.modeling._expressions import Unsupported
-from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.declaration import Declaration, once_per_declaration
 from dpcvx.modeling.domains import row_norms
 from dpcvx.modeling.smooth import RECENTER_RATIO, gram
 
@@ -244,16 +244,7 @@ def piecewise_model(decl: Declaration) -> PiecewiseModel | None:
     """The declaration's :class:`PiecewiseModel` (computed once), or None when a term is not
     affine, ``abs`` or a ``pieces`` maximum of at most :data:`MAX_PIECES` affine pieces of the
     same shape (or scalars)."""
-    try:
-        return _CACHE[decl]
-    except (KeyError, TypeError):
-        pass
-    model = _build(decl)
-    try:
-        _CACHE[decl] = model
-    except TypeError:  # pragma: no cover
-        pass
-    return model
+    return once_per_declaration(_CACHE, decl, _build)
 
 
 def _build(decl: Declaration, keep: frozenset[int] | None = None) -> PiecewiseModel | None:
@@ -527,16 +518,7 @@ def parallel_affine(decl: Declaration) -> bool:
     parallel but below the tolerance on every probe (a coefficient of 1e-20 as written) is
     taken as parallel: on data where it is large, the path's certificate misses and the
     ladder goes on. Computed once per declaration."""
-    try:
-        return _PARALLEL[decl]
-    except (KeyError, TypeError):
-        pass
-    found = _parallel_affine(decl)
-    try:
-        _PARALLEL[decl] = found
-    except TypeError:  # pragma: no cover - a declaration that cannot be weakly referenced
-        pass
-    return found
+    return once_per_declaration(_PARALLEL, decl, _parallel_affine)
 
 
 #: :func:`parallel_affine` probes again with each data array in turn scaled by this

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpcvx.certification.arrowhead import PiecewiseModel, arrowhead_ipm, piecewise_terms
-from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.declaration import Declaration, once_per_declaration
 from dpcvx.modeling.smooth import SmoothModel, smooth_terms
 
 __all__ = ["MixedModel", "mixed_model", "pieces_values", "proximal_newton"]
@@ -59,16 +59,7 @@ _CACHE: weakref.WeakKeyDictionary[Declaration, MixedModel | None] = weakref.Weak
 def mixed_model(decl: Declaration) -> MixedModel | None:
     """The declaration's :class:`MixedModel` (computed once), or None where it has no smooth
     term or no ``abs`` or ``pieces`` term, or where either part has no model."""
-    try:
-        return _CACHE[decl]
-    except (KeyError, TypeError):
-        pass
-    model = _build(decl)
-    try:
-        _CACHE[decl] = model
-    except TypeError:  # pragma: no cover - a declaration that cannot be weakly referenced
-        pass
-    return model
+    return once_per_declaration(_CACHE, decl, _build)
 
 
 def _build(decl: Declaration) -> MixedModel | None:

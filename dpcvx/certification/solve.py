@@ -59,7 +59,7 @@ from dpcvx.compilation.template import DomainBlock, Template
 from dpcvx.errors import CertificationError, SolverError
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling._structure import MONOTONE
-from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.declaration import Declaration, once_per_declaration
 from dpcvx.modeling.gradients import is_smooth, per_example_gradients
 from dpcvx.modeling.localized import LocalizedDomain
 from dpcvx.modeling.smooth import (
@@ -205,19 +205,15 @@ _REACH: weakref.WeakKeyDictionary[Declaration, dict | None] = weakref.WeakKeyDic
 
 def _once(store: weakref.WeakKeyDictionary, decl: Declaration, compute: Callable) -> Any:
     """``compute(decl)``, once per declaration (its arrays read-only)."""
-    try:
-        return store[decl]
-    except (KeyError, TypeError):
-        pass
-    out = compute(decl)
-    for item in [out] if isinstance(out, np.ndarray) else (out or {}).values():
-        for arr in [item] if isinstance(item, np.ndarray) else item:
-            arr.flags.writeable = False
-    try:
-        store[decl] = out
-    except TypeError:  # pragma: no cover - declarations are weakly referenceable
-        pass
-    return out
+
+    def frozen(d: Declaration) -> Any:
+        out = compute(d)
+        for item in [out] if isinstance(out, np.ndarray) else (out or {}).values():
+            for arr in [item] if isinstance(item, np.ndarray) else item:
+                arr.flags.writeable = False
+        return out
+
+    return once_per_declaration(store, decl, frozen)
 
 
 def _lipschitz_bounds(decl: Declaration) -> np.ndarray:
@@ -579,9 +575,12 @@ def _certified_solve(
                 out = dict(cert.solver_stats)
                 out.update(refinement_step=-1, attempts=tuple(attempts))
                 return _with_stats(cert, out)
-    if best is None and pieces_rung_applies(decl, lam=lam, extension=extension, w_domain=w_domain):
-        try:
-            cert = _pieces_rung(
+    # the structured rungs after the smooth one: each runs where the one before gave nothing
+    structured: tuple[tuple[str, Callable, Callable[[], CertifiedSolution]], ...] = (
+        (
+            ARROWHEAD,
+            pieces_rung_applies,
+            lambda: _pieces_rung(
                 decl,
                 lam=lam,
                 w0=w0,
@@ -589,28 +588,28 @@ def _certified_solve(
                 extension=extension,
                 w_domain=w_domain,
                 rounds_out=rounds,
-            )
-        except Exception as exc:  # noqa: BLE001 - guarded like every rung
-            attempts.append({"solver": ARROWHEAD, "tight": False, "error": _describe(exc)})
-        else:
-            attempts.append({"solver": ARROWHEAD, "tight": False, "gap": cert.gap})
-            best = cert
-            if _meets(cert, accuracy):
-                out = dict(cert.solver_stats)
-                out.update(refinement_step=-1, attempts=tuple(attempts))
-                return _with_stats(cert, out)
-    if best is None and mixed_rung_applies(decl, lam=lam, extension=extension, w_domain=w_domain):
+            ),
+        ),
+        (
+            MIXED,
+            mixed_rung_applies,
+            lambda: _mixed_rung(decl, lam=lam, w0=w0, accuracy=accuracy, w_domain=w_domain),
+        ),
+    )
+    for name, applies, run in structured:
+        if best is not None or not applies(decl, lam=lam, extension=extension, w_domain=w_domain):
+            continue
         try:
-            cert = _mixed_rung(decl, lam=lam, w0=w0, accuracy=accuracy, w_domain=w_domain)
+            cert = run()
         except Exception as exc:  # noqa: BLE001 - guarded like every rung
-            attempts.append({"solver": MIXED, "tight": False, "error": _describe(exc)})
-        else:
-            attempts.append({"solver": MIXED, "tight": False, "gap": cert.gap})
-            best = cert
-            if _meets(cert, accuracy):
-                out = dict(cert.solver_stats)
-                out.update(refinement_step=-1, attempts=tuple(attempts))
-                return _with_stats(cert, out)
+            attempts.append({"solver": name, "tight": False, "error": _describe(exc)})
+            continue
+        attempts.append({"solver": name, "tight": False, "gap": cert.gap})
+        best = cert
+        if _meets(cert, accuracy):
+            out = dict(cert.solver_stats)
+            out.update(refinement_step=-1, attempts=tuple(attempts))
+            return _with_stats(cert, out)
     if callable(template):  # compiled only now: the paths above need no conic program
         template = template()
     if callable(plain_template):
@@ -1131,6 +1130,21 @@ def _nearly_light(decl: Declaration, C: float) -> bool:
 ARROWHEAD = "arrowhead IPM"
 
 
+def _arrowhead_domain(
+    decl: Declaration, lam: float, w_domain: Domain | LocalizedDomain | None
+) -> bool:
+    """Whether the arrowhead method can take the program's domain and regularization: ``lam >
+    0``, a ball or a box with every coordinate free to move, localized (by paper 000's ball
+    around a point of W) or not."""
+    if lam <= 0 or decl.domain.kind not in ("l2_ball", "box"):
+        return False
+    if w_domain is not None and not (
+        isinstance(w_domain, LocalizedDomain) and w_domain.base is decl.domain
+    ):
+        return False
+    return decl.domain.kind != "box" or bool(np.all(decl.domain._hi > decl.domain._lo))
+
+
 def pieces_rung_applies(
     decl: Declaration,
     *,
@@ -1142,13 +1156,7 @@ def pieces_rung_applies(
     affine, ``abs`` or a maximum of affine pieces (:func:`piecewise_model`), ``lam > 0``, a
     ball or box domain (localized or not), and a loss whose extension, if any, it can write
     down (:func:`~dpcvx.certification.arrowhead.extension_pieces`)."""
-    if lam <= 0 or decl.domain.kind not in ("l2_ball", "box"):
-        return False
-    if w_domain is not None and not (
-        isinstance(w_domain, LocalizedDomain) and w_domain.base is decl.domain
-    ):
-        return False
-    if decl.domain.kind == "box" and not np.all(decl.domain._hi > decl.domain._lo):
+    if not _arrowhead_domain(decl, lam, w_domain):
         return False
     model = piecewise_model(decl)
     if decl.d > NEWTON_MAX_D or model is None:
@@ -1239,13 +1247,7 @@ def mixed_rung_applies(
     with its model (:func:`~dpcvx.certification.mixed.mixed_model`), ``lam > 0``, a ball or
     box domain (localized or not), ``d <= NEWTON_MAX_D``, and the plain objective (no
     extension, or one whose every example dpcvx certifies C-Lipschitz on W)."""
-    if lam <= 0 or decl.domain.kind not in ("l2_ball", "box") or decl.d > NEWTON_MAX_D:
-        return False
-    if w_domain is not None and not (
-        isinstance(w_domain, LocalizedDomain) and w_domain.base is decl.domain
-    ):
-        return False
-    if decl.domain.kind == "box" and not np.all(decl.domain._hi > decl.domain._lo):
+    if not _arrowhead_domain(decl, lam, w_domain) or decl.d > NEWTON_MAX_D:
         return False
     if mixed_model(decl) is None:
         return False

@@ -24,7 +24,7 @@ from dpcvx.modeling._expressions import DerivedParameter, Unsupported, affine_je
 from dpcvx.modeling._structure import Term, decompose
 from dpcvx.modeling.domains import Domain
 
-__all__ = ["Declaration"]
+__all__ = ["Declaration", "once_per_declaration"]
 
 
 def _name(p: cp.Parameter) -> str:
@@ -58,6 +58,21 @@ def _freeze(expr: cp.Expression, constants: dict[int, cp.Parameter]) -> cp.Expre
 JET_ENTRIES = 1 << 18
 
 _JETS: weakref.WeakKeyDictionary[Declaration, dict[int, tuple]] = weakref.WeakKeyDictionary()
+
+
+def once_per_declaration(store: weakref.WeakKeyDictionary, decl: Declaration, compute: Callable):
+    """``compute(decl)``, computed once per declaration: kept in ``store`` (weakly keyed by
+    the declaration) and returned from there afterwards."""
+    try:
+        return store[decl]
+    except (KeyError, TypeError):
+        pass
+    out = compute(decl)
+    try:
+        store[decl] = out
+    except TypeError:  # pragma: no cover - declarations are weakly referenceable
+        pass
+    return out
 
 
 class _NoJet:

@@ -27,7 +27,7 @@ from cvxpy.atoms.affine.unary_operators import NegExpression
 from scipy.special import expit, logsumexp, softmax
 
 from dpcvx.modeling._expressions import Unsupported, affine_jet
-from dpcvx.modeling.declaration import Declaration
+from dpcvx.modeling.declaration import Declaration, once_per_declaration
 
 __all__ = [
     "SmoothExtension",
@@ -427,16 +427,7 @@ def smooth_terms(decl: Declaration, keep: frozenset[int]) -> SmoothModel | None:
 def smooth_model(decl: Declaration) -> SmoothModel | None:
     """The declaration's :class:`SmoothModel` (computed once per declaration), or None when a
     term is not one of the smooth catalogue atoms of an affine argument."""
-    try:
-        return _CACHE[decl]
-    except (KeyError, TypeError):
-        pass
-    model = _build(decl)
-    try:
-        _CACHE[decl] = model
-    except TypeError:  # pragma: no cover - a declaration that cannot be weakly referenced
-        pass
-    return model
+    return once_per_declaration(_CACHE, decl, _build)
 
 
 def _build(decl: Declaration, keep: frozenset[int] | None = None) -> SmoothModel | None:

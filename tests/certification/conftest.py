@@ -15,3 +15,21 @@ def whole_rounds(monkeypatch):
     import dpcvx.certification.solve as solve_module
 
     monkeypatch.setattr(solve_module, "screened_ipm", lambda *args, **kwargs: None)
+
+
+@pytest.fixture
+def solve_paths(monkeypatch):
+    """The ``solver`` of every certified solve run while the test runs (a list, in order):
+    which rung certified each solve behind a release."""
+    import dpcvx.certification.solve as solve_module
+
+    paths: list = []
+    inner = solve_module._certified_solve
+
+    def recording(*args, **kwargs):
+        sol = inner(*args, **kwargs)
+        paths.append(sol.solver_stats["solver"])
+        return sol
+
+    monkeypatch.setattr(solve_module, "_certified_solve", recording)
+    return paths

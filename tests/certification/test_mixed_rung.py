@@ -136,19 +136,11 @@ def test_a_huge_label_certifies_on_the_mixed_rung():
         assert sol.solver_stats["solver"] == solve_module.MIXED and sol.gap <= 1e-8
 
 
-def test_a_release_on_normalized_features_takes_the_mixed_rung(monkeypatch):
+def test_a_release_on_normalized_features_takes_the_mixed_rung(solve_paths):
     """Output perturbation with its Lipschitz claim enforced, on features of norm at most one
     (every example's loss 2.2-Lipschitz on the unit ball): every certified solve behind the
     release on the mixed rung, on a dataset and on its neighbours."""
-    paths = []
-    inner = solve_module._certified_solve
-
-    def recording(*args, **kwargs):
-        sol = inner(*args, **kwargs)
-        paths.append(sol.solver_stats["solver"])
-        return sol
-
-    monkeypatch.setattr(solve_module, "_certified_solve", recording)
+    paths = solve_paths
     X, Y = _data("pm", 600, 5, 9)
     X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
     for label in (Y[0], -Y[0], 0.0):

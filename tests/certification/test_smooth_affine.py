@@ -253,19 +253,11 @@ def test_an_affine_term_past_c_on_a_row_of_the_atom_s_zeros():
     assert sol.lower <= ref + tol and ref <= sol.upper + tol
 
 
-def test_neighbours_release_on_the_same_path(monkeypatch):
+def test_neighbours_release_on_the_same_path(solve_paths):
     """An output perturbation release of the 0/1 logistic loss (its Lipschitz claim enforced
     by the extension) on a dataset and on neighbours with one label replaced by 9, -9 or 0.5,
     or one row by zeros: each releases, every certified solve behind it on Newton's path."""
-    paths = []
-    inner = solve_module._certified_solve
-
-    def recording(*args, **kwargs):
-        sol = inner(*args, **kwargs)
-        paths.append(sol.solver_stats["solver"])
-        return sol
-
-    monkeypatch.setattr(solve_module, "_certified_solve", recording)
+    paths = solve_paths
     n, d = 400, 4
     X, Y = _data("01", n, d, 5)
     neighbours = [Y.copy() for _ in range(3)]
