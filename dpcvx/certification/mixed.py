@@ -136,17 +136,15 @@ def proximal_newton(
         if not np.all(np.isfinite(trial)):
             break
         direction = trial - x
-        # the model's decrease: its value at x less its value at the trial point
-        model_x = value + pieces_values(pieces, x) + lam / 2 * float((x - w0) @ (x - w0))
-        dt = direction
+        # the model's decrease: its value at x (the objective there, f) less at the trial point
         model_trial = (
             value
-            + float(grad @ dt)
-            + 0.5 * float(dt @ (H @ dt))
+            + float(grad @ direction)
+            + 0.5 * float(direction @ (H @ direction))
             + pieces_values(pieces, trial)
             + lam / 2 * float((trial - w0) @ (trial - w0))
         )
-        predicted = model_x - model_trial
+        predicted = f - model_trial
         t = 1.0
         while True:
             point = x + t * direction if t < 1.0 else trial
@@ -160,6 +158,8 @@ def proximal_newton(
             t /= 2
             if t < 1e-10:
                 return x, mus, steps, iterations
+        # after a shortened step the multipliers are the trial point's: valid for the
+        # certificate at x, looser (the next full step's are x's own)
         x, f = point, f_new
         if t == 1.0 and judge(x, mus):
             break

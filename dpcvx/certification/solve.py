@@ -1282,8 +1282,10 @@ def _mixed_rung(
     feasible = dom if w_domain is None else w_domain
     tol = min(target, 1e-6) * 1e-3
     certificates: list[CertifiedSolution] = []
+    judged: list[np.ndarray] = []  # the last point judged
 
     def judge(x: np.ndarray, mus: list[np.ndarray]) -> bool:
+        judged[:] = [x]
         point = feasible.make_feasible(x)
         stats = {
             "solver": MIXED,
@@ -1303,8 +1305,8 @@ def _mixed_rung(
     x, mus, steps, iterations = proximal_newton(
         pieces, smooth, lam, w0, init, tol=tol, bounds=bounds, judge=judge
     )
-    if not certificates or not _meets(certificates[-1], accuracy):
-        judge(x, mus)  # the last point, after a short step or the last one
+    if not judged or judged[0] is not x:
+        judge(x, mus)  # the last point, after a shortened step
     if not certificates:
         raise CertificationError("The proximal Newton steps certified nothing.")
     best = min(certificates, key=lambda c: c.gap)
