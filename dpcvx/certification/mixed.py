@@ -163,4 +163,6 @@ def proximal_newton(
         x, f = point, f_new
         if t == 1.0 and judge(x, mus):
             break
+        if predicted <= 1e-12 * (1.0 + abs(f)):
+            break  # the model sees no decrease left: further steps would repeat this one
     return x, mus, steps, iterations

@@ -215,3 +215,30 @@ def test_the_line_search_shortens_a_step_the_model_overshoots(monkeypatch):
     ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
     tol = 1e-9 * (1 + abs(ref.value))
     assert sol.lower <= ref.value + tol and ref.value <= sol.upper + tol
+
+
+def test_a_step_that_makes_no_progress_ends_the_steps(monkeypatch):
+    """Where the arrowhead method returns its starting point (it stalls where a strong linear
+    pull meets an active ball at a small ``lam``: ``-3 x^T w + |x^T w - 5 y|`` in a ball of
+    radius 60), the model sees no decrease: the steps end after one, and the ladder's conic
+    program certifies, rather than thirty identical solves and certificates."""
+    import dpcvx.certification.mixed as mixed
+
+    solves = []
+    ipm = mixed.arrowhead_ipm
+
+    def counted(*args, **kwargs):
+        solves.append(1)
+        return ipm(*args, **kwargs)
+
+    monkeypatch.setattr(mixed, "arrowhead_ipm", counted)
+    rng = np.random.default_rng(0)
+    n = 200
+    X = np.column_stack([np.ones(n), 0.1 * rng.normal(size=n)])
+    Y = 10 + 0.1 * rng.normal(size=n)
+    w, x, y = cp.Variable(2), cp.Parameter(2), cp.Parameter()
+    loss = cp.exp(x @ w - y) - 3 * (x @ w) + cp.abs(x @ w - 5 * y)
+    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 60])
+    sol = problem.solve(regularization=1e-3, accuracy=1e-9)
+    assert sol.gap <= 1e-9
+    assert len(solves) <= 2, len(solves)
