@@ -566,8 +566,9 @@ def smooth_copies_in(
     weights: np.ndarray | None = None,
 ) -> BallCopies | None:
     """:class:`BallCopies` for the smooth extension ``relaxed`` at ``C`` (one scalar atom per
-    example) at ``w``: the examples whose copy over ``R^d`` leaves W (a ball or a box,
-    ``region``) get their exact copy in it, the atom's derivative at that copy as the
+    example, plus affine terms along it, if any) at ``w``: the examples whose copy over
+    ``R^d`` leaves W (a ball or a box, ``region``), and those whose extension over ``R^d`` is
+    unbounded, get their exact copy in it, the atom's derivative at that copy as the
     certificate's multiplier, and the dual ``g_i``. The examples ``extra`` (modelled in the
     last solve) that no longer move get their relaxed slopes, exact for them. None when every
     copy lies in W (the relaxed copies are then exact). ``copies``: ``relaxed.copies(w)``
