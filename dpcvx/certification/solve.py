@@ -1264,7 +1264,7 @@ def _mixed_rung(
 ) -> CertifiedSolution:
     """Solve a loss of smooth and piecewise-linear terms by proximal Newton's method
     (:func:`~dpcvx.certification.mixed.proximal_newton`) from ``w0`` made feasible, certifying
-    the point after each full step, and return the last certificate."""
+    the point after each full step, and return the best of its certificates."""
     import time
 
     start = time.perf_counter()
