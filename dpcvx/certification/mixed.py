@@ -5,12 +5,14 @@ with the smooth terms' second-order model at the current point as its quadratic 
 
 The smooth terms (:func:`~dpcvx.modeling.smooth.smooth_terms`) and the piecewise-linear ones
 with the affine terms (:func:`~dpcvx.certification.arrowhead.piecewise_terms`) are split by
-their kinds, the loss's form: no data value decides it. At a point ``x`` the smooth mean is
-replaced by ``s(x) + g^T (w - x) + (w - x)^T H (w - x) / 2`` (its gradient and Hessian); the
-method solves that program exactly as it solves a piecewise-linear loss with the domain's
-regularization (its ``quad``), and a backtracking line search along the step on the whole
-objective keeps every step a descent. Where the smooth terms are quadratic (a squared loss,
-``cp.square(x @ w)``) the model is exact and one step solves the problem.
+their kinds, the loss's form (each part's model refuses non-finite Jacobians or offsets, as
+the other rungs' models do). The rung solves the plain objective only, never a Lipschitz
+extension (:func:`~dpcvx.certification.solve.mixed_rung_applies`). At a point ``x`` the
+smooth mean is replaced by ``s(x) + g^T (w - x) + (w - x)^T H (w - x) / 2`` (its gradient and
+Hessian); the method solves that program exactly as it solves a piecewise-linear loss with
+the domain's regularization (its ``quad``), and a backtracking line search along the step on
+the whole objective keeps every step a descent. Where the smooth terms are quadratic (a
+squared loss, ``cp.square(x @ w)``) the model is exact and one step solves the problem.
 
 Every point goes to dpcvx's certificate, with the method's multipliers for the
 piecewise-linear terms and the smooth terms' derivatives at the point: as on every path, the
@@ -145,6 +147,9 @@ def proximal_newton(
             + lam / 2 * float((trial - w0) @ (trial - w0))
         )
         predicted = f - model_trial
+        tiny = 1e-12 * (1.0 + abs(f))
+        if predicted < -tiny:
+            break  # the model's solve came back worse than x: x stays (the caller judges it)
         t = 1.0
         while True:
             point = x + t * direction if t < 1.0 else trial
@@ -153,7 +158,7 @@ def proximal_newton(
                 f_new = np.inf
             # near the answer the decrease is below rounding: the full step is taken, and
             # the certificate judges it
-            if predicted <= 1e-12 * (1.0 + abs(f)) or f_new <= f - 0.25 * t * max(predicted, 0.0):
+            if predicted <= tiny or f_new <= f - 0.25 * t * predicted:
                 break
             t /= 2
             if t < 1e-10:
@@ -163,6 +168,6 @@ def proximal_newton(
         x, f = point, f_new
         if t == 1.0 and judge(x, mus):
             break
-        if predicted <= 1e-12 * (1.0 + abs(f)):
+        if predicted <= tiny:
             break  # the model sees no decrease left: further steps would repeat this one
     return x, mus, steps, iterations
