@@ -871,7 +871,7 @@ def smooth_minimize(
     dom = decl.domain
     box = dom.kind == "box"
     if init is None:
-        init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if box else w0)
+        init = _feasible_start(dom, w0)
     x: np.ndarray | None = None
     solver, iterations = "L-BFGS-B", 0
     if model is not None:
@@ -1188,7 +1188,7 @@ def _pieces_rung(
         raise SolverError("The loss is not piecewise linear.")
     dom = decl.domain
     w0 = np.asarray(w0, float)
-    init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if dom.kind == "box" else w0)
+    init = _feasible_start(dom, w0)
     target = accuracy if accuracy is not None else SMOOTH_DEFAULT
     relaxed = None
     if extension is not None and not _nearly_light(decl, float(extension)):
@@ -1274,7 +1274,7 @@ def _mixed_rung(
         raise SolverError("The loss has no smooth and piecewise-linear parts.")
     dom = decl.domain
     w0 = np.asarray(w0, float)
-    init = dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if dom.kind == "box" else w0)
+    init = _feasible_start(dom, w0)
     target = accuracy if accuracy is not None else SMOOTH_DEFAULT
     center, radius = np.asarray(dom.center, float), float(dom.radius)
     pieces = recentered_pieces(model.pieces, center, radius)
@@ -1318,6 +1318,11 @@ def _mixed_rung(
         seconds=time.perf_counter() - start,
     )
     return _with_stats(best, stats)
+
+
+def _feasible_start(dom: Domain, w0: np.ndarray) -> np.ndarray:
+    """The solvers' starting point: ``w0`` (clipped into a box first) made feasible."""
+    return dom.make_feasible(np.clip(w0, dom._lo, dom._hi) if dom.kind == "box" else w0)
 
 
 def _region(dom: Domain) -> BallRegion | BoxRegion | None:

@@ -598,13 +598,29 @@ class SmoothExtension:
 UNBOUNDED_KNOT = 0.0
 
 
+#: :func:`extension_model`'s results per model (a rung asks for one to choose its path and
+#: again to run it): a value holds the model's blocks, never the model, the key
+_EXTENSIONS: weakref.WeakKeyDictionary[SmoothModel, dict[tuple[float, bool], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def extension_model(model: SmoothModel, C: float, affine: bool = False) -> SmoothExtension | None:
     """The relaxed extension of ``model`` at ``C`` (:class:`SmoothExtension`), or None when the
     loss is not one smooth scalar atom with one entry per example. ``affine``: the model's
     other blocks, affine of one entry per example, have Jacobians that are per-example
     multiples of the atom's (public structure:
     :func:`~dpcvx.certification.arrowhead.parallel_affine`); they are then kept, and the
-    atom's knots are where the example's whole slope reaches ``+-C``."""
+    atom's knots are where the example's whole slope reaches ``+-C``. Computed once per model,
+    ``C`` and ``affine``."""
+    known = _EXTENSIONS.setdefault(model, {})
+    key = (float(C), bool(affine))
+    if key not in known:
+        known[key] = _extension_model(model, *key)
+    return known[key]
+
+
+def _extension_model(model: SmoothModel, C: float, affine: bool) -> SmoothExtension | None:
     if not C > 0:
         return None
     curved = [j for j, b in enumerate(model.blocks) if b.kind != "affine"]

@@ -190,25 +190,37 @@ def test_the_piecewise_part_s_values_up_to_a_constant():
     assert np.ptp(shifts) <= 1e-12
 
 
+def _counted(monkeypatch, name: str) -> list:
+    """The calls of ``dpcvx.certification.mixed.<name>`` while the test runs (one entry each)."""
+    import dpcvx.certification.mixed as mixed
+
+    calls: list = []
+    inner = getattr(mixed, name)
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(mixed, name, counted)
+    return calls
+
+
+def _pulled_data(n: int = 200):
+    """An intercept and one small feature, labels near 10: with ``exp(x^T w - y)`` and a
+    linear pull ``-3 x^T w``, the answer lies where the exponential turns steep."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.ones(n), 0.1 * rng.normal(size=n)])
+    return X, 10 + 0.1 * rng.normal(size=n)
+
+
 def test_the_line_search_shortens_a_step_the_model_overshoots(monkeypatch):
     """``exp(x^T w - y) - 3 x^T w + 0.1 |x^T w - 5 y|`` with labels near 10, from ``w = 0``: the
     exponential's model there is nearly flat, so the first step goes far past the answer,
     where the exponential is huge. The line search shortens such steps (each tried point
     costs one more value of the piecewise part), and the rung certifies the answer."""
-    import dpcvx.certification.mixed as mixed
-
-    calls = []
-    values = mixed.pieces_values
-
-    def counted(model, v):
-        calls.append(1)
-        return values(model, v)
-
-    monkeypatch.setattr(mixed, "pieces_values", counted)
-    rng = np.random.default_rng(0)
-    n = 200
-    X = np.column_stack([np.ones(n), 0.1 * rng.normal(size=n)])
-    Y = 10 + 0.1 * rng.normal(size=n)
+    calls = _counted(monkeypatch, "pieces_values")
+    X, Y = _pulled_data()
+    n = X.shape[0]
     w, x, y = cp.Variable(2), cp.Parameter(2), cp.Parameter()
     loss = cp.exp(x @ w - y) - 3 * (x @ w) + 0.1 * cp.abs(x @ w - 5 * y)
     problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 100])
@@ -229,20 +241,8 @@ def test_a_step_that_makes_no_progress_ends_the_steps(monkeypatch):
     pull meets an active ball at a small ``lam``: ``-3 x^T w + |x^T w - 5 y|`` in a ball of
     radius 60), the model sees no decrease: the steps end after one, and the ladder's conic
     program certifies, rather than thirty identical solves and certificates."""
-    import dpcvx.certification.mixed as mixed
-
-    solves = []
-    ipm = mixed.arrowhead_ipm
-
-    def counted(*args, **kwargs):
-        solves.append(1)
-        return ipm(*args, **kwargs)
-
-    monkeypatch.setattr(mixed, "arrowhead_ipm", counted)
-    rng = np.random.default_rng(0)
-    n = 200
-    X = np.column_stack([np.ones(n), 0.1 * rng.normal(size=n)])
-    Y = 10 + 0.1 * rng.normal(size=n)
+    solves = _counted(monkeypatch, "arrowhead_ipm")
+    X, Y = _pulled_data()
     w, x, y = cp.Variable(2), cp.Parameter(2), cp.Parameter()
     loss = cp.exp(x @ w - y) - 3 * (x @ w) + cp.abs(x @ w - 5 * y)
     problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 60])
