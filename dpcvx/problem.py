@@ -16,8 +16,8 @@ from dpcvx.accounting.ledger import Accountant
 from dpcvx.certification.certificate import CertifiedSolution, still_certified
 from dpcvx.certification.extension import ExtensionValues, extension_bounds
 from dpcvx.certification.lipschitz import remove_quadratic
-from dpcvx.certification.solve import certified_solve
-from dpcvx.certification.tilted import certified_tilted_solve
+from dpcvx.certification.solve import certified_solve, extension_refusal
+from dpcvx.certification.tilted import certified_tilted_solve, tilted_refusal
 from dpcvx.compilation.solvers import check_solver, solve_program
 from dpcvx.compilation.stamp import stamp
 from dpcvx.compilation.template import (
@@ -437,6 +437,21 @@ class ReleaseContext:
             decl, SolveSetup(template, block, plain, self.domain, extension, self._solver)
         )
 
+    def refusal(self, lam: float) -> str | None:
+        """Why a solve on all the examples over W at ``lam`` would be refused on every dataset
+        of this size and form (:func:`~dpcvx.certification.solve.extension_refusal`: the
+        Lipschitz extension of a loss no fast path writes, whose conic program is too large
+        to stamp), or None. Data free (the loss's form on public probe data, ``n`` and the
+        templates): a mechanism asks it before the budget is reserved."""
+        if self.extension is None:
+            return None
+        self.prepare()
+        assert self._compiled is not None
+        template, _, plain = self._compiled
+        decl = self.problem.declaration
+        C = float(self.extension)
+        return extension_refusal(decl, template, plain, lam=lam, C=C, w_domain=None)[2]
+
     def prepare(self) -> None:
         """Check the templates the solves need (data-independent; done before the budget is
         reserved: a loss dpcvx cannot compile is refused then). They are compiled on first use
@@ -453,6 +468,20 @@ class ReleaseContext:
             if plain is not None and template.compiled:  # large: both now (LAZY_ENTRIES)
                 plain()
             self._compiled = (template, block, plain)
+
+    def tilted_refusal(
+        self, tilt: float, lam: float, accuracy: float | None, lipschitz: float | None
+    ) -> str | None:
+        """Why :meth:`tilted_solver`'s solves with these public parameters would be refused on
+        every dataset of this size and form (:func:`~dpcvx.certification.tilted.tilted_refusal`),
+        or None. Data free: a mechanism asks it before the budget is reserved."""
+        decl = self.problem.declaration
+        if lipschitz is None or any(t.kind == "generic" for t in decl.terms):
+            return None
+        L = float(lipschitz)
+        template = self.problem._compiled(None)[0]
+        ext = self.problem._compiled(L)[0]
+        return tilted_refusal(decl, ext, template, tilt=tilt, lam=lam, accuracy=accuracy, C=L)
 
     def tilted_solver(self, tilt: float, solver: str | None = None, lipschitz: float | None = None):
         """``solve(lam, w0, alpha)``: the certified tilted-ERM solve (always private). With

@@ -1231,17 +1231,25 @@ def _clipped_pieces(
 def _extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None:
     """The relaxed extension of ``model`` at ``C`` (see :class:`ExtensionPieces`), or None
     when the loss is not one term of pieces sharing a direction with one element per example,
-    or when some example's slopes all exceed ``C`` on one side (the relaxation is unbounded
-    below there)."""
+    or when its pieces' slopes along that direction all have one sign (an example with a
+    long enough row then has every slope beyond ``C`` on one side, and the relaxation is
+    unbounded below there)."""
     if not model.whole or len(model.terms) != 1 or not C > 0:
         return None
     (term,) = model.terms
     if term.base is None or term.row_coefs is not None or term.b[0].size != model.n:
         return None
+    coefs = np.asarray(term.coefs, float)
+    if coefs.min() > 0 or coefs.max() < 0:
+        # every piece rises (or falls) along the direction: an example whose row is long
+        # enough has every slope past C on one side, its relaxation unbounded below. Decided
+        # from the loss's form, never from which examples are that long (``cp.pos(x @ w) +
+        # x @ w`` released on rows of norm one and aborted with one row of norm 8 where its
+        # conic program was too large to stamp)
+        return None
     weight = term.c * model.n
     norms = np.linalg.norm(term.base, axis=1)
     u = term.base / np.where(norms > 0, norms, 1.0)[:, None]
-    coefs = np.asarray(term.coefs, float)
     sigma = weight * norms[:, None] * coefs[None, :]
     beta = weight * np.stack(term.b, axis=1)
     if not (np.all(np.isfinite(sigma)) and np.all(np.isfinite(beta))):

@@ -25,6 +25,7 @@ from dpcvx.certification.arrowhead import (
     Bounds,
     ExtensionPieces,
     PiecewiseModel,
+    _probe,
     arrowhead_ipm,
     extension_pieces,
     parallel_affine,
@@ -155,6 +156,14 @@ def certified_solve(
 
         if not private:
             return run(decl, lam, accuracy)
+        if extension is not None:
+            # decided for every dataset alike, before any rung (and before the universe's
+            # cut): no rung may release where a neighbour's program is too large to stamp
+            template, plain_template, refused = extension_refusal(
+                decl, template, plain_template, lam=lam, C=float(extension), w_domain=w_domain
+            )
+            if refused is not None:
+                raise CertificationError(refused)
         try:
             kept = None if extension is None else universe_indices(decl, extension)
             if kept is None:
@@ -173,6 +182,59 @@ def certified_solve(
             return _rescaled(cert, kept.size / decl.n, lam, accuracy)
         except Exception:  # noqa: BLE001 - nothing data-dependent may leave a private solve
             raise CertificationError(_PRIVATE_FAILURE.format(accuracy=accuracy)) from None
+
+
+_NO_EXTENSION_PATH = (
+    "dpcvx cannot solve the Lipschitz extension of this loss at n = {n}: no path without a "
+    "conic program writes the extension of a loss of this form, and its conic program, about "
+    "{size:.3g} nonzeros, is more than dpcvx hands to a conic solver (MAX_PROGRAM_NNZ). This "
+    "is decided from n, d, the domain and the loss's form only, the same for every dataset. "
+    "To fix: write the loss as one smooth atom of an affine argument (plus affine terms along "
+    "it) or as a piecewise-linear function, or release on fewer examples."
+)
+
+
+def writes_extension(
+    decl: Declaration, *, lam: float, C: float, w_domain: Domain | LocalizedDomain | None
+) -> bool:
+    """Whether a rung without a conic program solves the C-Lipschitz extension of this loss on
+    every dataset of its form, steep examples included: decided on the loss's form alone, its
+    rungs' conditions evaluated on public probe data of the data's shapes
+    (:func:`~dpcvx.certification.arrowhead._probe`; no probe, a data expression that is not
+    rational: False), with ``d``, the domain and ``lam``."""
+    probe = _probe(decl)
+    return probe is not None and any(
+        applies(probe, lam=lam, extension=C, w_domain=w_domain, heavy=True)
+        for applies in (smooth_rung_applies, pieces_rung_applies)
+    )
+
+
+def extension_refusal(
+    decl: Declaration,
+    template: Template | Callable[[], Template],
+    plain_template: Template | Callable[[], Template] | None,
+    *,
+    lam: float,
+    C: float,
+    w_domain: Domain | LocalizedDomain | None,
+) -> tuple[Template | Callable[[], Template], Template | Callable[[], Template] | None, str | None]:
+    """Why a private solve of the C-Lipschitz extension on these ``decl.n`` examples is refused
+    for every dataset (None: it is not), with the templates (compiled if the answer needed
+    them). A loss whose extension no fast rung writes (:func:`writes_extension`) runs on the
+    conic program whenever an example is steeper than C; where that program is too large to
+    stamp (:data:`MAX_PROGRAM_NNZ`, counted from ``n`` and the templates), a dataset whose
+    examples are all C-Lipschitz would release on a fast rung and its neighbour with one steep
+    example abort: the solve is refused for both instead. Public quantities only."""
+    if writes_extension(decl, lam=lam, C=C, w_domain=w_domain):
+        return template, plain_template, None
+    if callable(template):
+        template = template()
+    if callable(plain_template):
+        plain_template = plain_template()
+    size = _conic_size(decl.n, template, plain_template)
+    if size <= MAX_PROGRAM_NNZ:
+        return template, plain_template, None
+    return template, plain_template, _NO_EXTENSION_PATH.format(n=decl.n, size=size)
 
 
 #: the public numeric universe of private Lipschitz-extension solves (DESIGN section 5, "no
@@ -593,7 +655,9 @@ def _certified_solve(
         (
             MIXED,
             mixed_rung_applies,
-            lambda: _mixed_rung(decl, lam=lam, w0=w0, accuracy=accuracy, w_domain=w_domain),
+            lambda: _mixed_rung(
+                decl, lam=lam, w0=w0, accuracy=accuracy, extension=extension, w_domain=w_domain
+            ),
         ),
     )
     for name, applies, run in structured:
@@ -776,16 +840,19 @@ def smooth_rung_applies(
     lam: float,
     extension: float | None,
     w_domain: Domain | LocalizedDomain | None,
+    heavy: bool = False,
 ) -> bool:
     """Whether the quasi-Newton first rung runs (public structure only): every term smooth,
     ``lam > 0``, a ball or box domain, no localization, and the plain objective (no
     extension, or an extension whose every example dpcvx certifies C-Lipschitz on W with
-    its bound rounded up, where ``f_C = f``)."""
+    its bound rounded up, where ``f_C = f``) or a loss whose relaxed extension it writes
+    (:func:`~dpcvx.modeling.smooth.extension_model`). ``heavy``: whether it runs on a
+    dataset with an example steeper than C (the loss's form alone decides)."""
     if lam <= 0 or w_domain is not None or decl.domain.kind not in ("l2_ball", "box"):
         return False
     if not is_smooth(decl):
         return False
-    if extension is None or _nearly_light(decl, float(extension)):
+    if extension is None or (not heavy and _nearly_light(decl, float(extension))):
         return True
     model = smooth_model(decl) if decl.d <= NEWTON_MAX_D else None
     if model is None:
@@ -1151,17 +1218,20 @@ def pieces_rung_applies(
     lam: float,
     extension: float | None,
     w_domain: Domain | LocalizedDomain | None,
+    heavy: bool = False,
 ) -> bool:
     """Whether the arrowhead interior-point rung runs (public structure only): every term
     affine, ``abs`` or a maximum of affine pieces (:func:`piecewise_model`), ``lam > 0``, a
     ball or box domain (localized or not), and a loss whose extension, if any, it can write
-    down (:func:`~dpcvx.certification.arrowhead.extension_pieces`)."""
+    down (:func:`~dpcvx.certification.arrowhead.extension_pieces`) or whose every example
+    dpcvx certifies C-Lipschitz on W. ``heavy``: whether it runs on a dataset with an example
+    steeper than C."""
     if not _arrowhead_domain(decl, lam, w_domain):
         return False
     model = piecewise_model(decl)
     if decl.d > NEWTON_MAX_D or model is None:
         return False
-    if extension is None or _nearly_light(decl, float(extension)):
+    if extension is None or (not heavy and _nearly_light(decl, float(extension))):
         return True
     return extension_pieces(model, float(extension)) is not None
 
@@ -1241,18 +1311,23 @@ def mixed_rung_applies(
     lam: float,
     extension: float | None,
     w_domain: Domain | LocalizedDomain | None,
+    heavy: bool = False,
 ) -> bool:
     """Whether the proximal Newton rung runs (public structure only): both smooth and
     ``abs`` or ``pieces`` terms, each part with its model
     (:func:`~dpcvx.certification.mixed.mixed_model`), ``lam > 0``, a ball or box domain
-    (localized or not), ``d <= NEWTON_MAX_D``, and no Lipschitz extension. The rung has no
-    form of the extension; running it where every example is certified C-Lipschitz (as the
-    other rungs do without one) made the path depend on the data: a release on such a dataset
-    took it, and a neighbour with one steeper example took the conic program, which at n =
-    28,000, d = 200 in a box is too large to stamp, and aborted (a review's case)."""
+    (localized or not), ``d <= NEWTON_MAX_D``, and the plain objective: no Lipschitz
+    extension, or one whose every example dpcvx certifies C-Lipschitz on W. The rung has no
+    form of the extension, so a neighbour with a steeper example takes the conic program;
+    where that program is too large to stamp, a private solve is refused for every dataset
+    before any rung runs (:func:`writes_extension`), so the path never decides between a
+    release and an abort. ``heavy``: whether it runs on a dataset with an example steeper
+    than C (never)."""
     if not _arrowhead_domain(decl, lam, w_domain) or decl.d > NEWTON_MAX_D:
         return False
-    return extension is None and mixed_model(decl) is not None
+    if extension is not None and (heavy or not _nearly_light(decl, float(extension))):
+        return False
+    return mixed_model(decl) is not None
 
 
 def _mixed_rung(
@@ -1261,11 +1336,14 @@ def _mixed_rung(
     lam: float,
     w0: np.ndarray,
     accuracy: float | None,
+    extension: float | None = None,
     w_domain: Domain | LocalizedDomain | None = None,
 ) -> CertifiedSolution:
     """Solve a loss of smooth and piecewise-linear terms by proximal Newton's method
     (:func:`~dpcvx.certification.mixed.proximal_newton`) from ``w0`` made feasible, certifying
-    the point after each full step, and return the best of its certificates."""
+    the point after each full step (for ``F_C`` under an extension, whose every example is
+    then certified C-Lipschitz: :func:`mixed_rung_applies`), and return the best of its
+    certificates."""
     import time
 
     start = time.perf_counter()
@@ -1296,7 +1374,15 @@ def _mixed_rung(
         }
         try:
             cert = _certify_point(
-                decl, point, lam, w0, accuracy, stats, model.multipliers(mus, point), None, w_domain
+                decl,
+                point,
+                lam,
+                w0,
+                accuracy,
+                stats,
+                model.multipliers(mus, point),
+                extension,
+                w_domain,
             )
         except CertificationError:
             return False

@@ -525,6 +525,10 @@ def _solve_extension(
     # the public data universe of extension solves: an example whose loss dpcvx cannot show
     # to be K C-Lipschitz on W enters with the zero loss (an exp(0) term of the tilted sum),
     # as does one with an argument past TILTED_ARGUMENT
+    if not _writes_extension(decl, tilt, lam, accuracy, C):
+        # steep examples take the conic program: where it is too large to stamp, refused
+        # for every dataset alike (before the universe's cut), never on a neighbour only
+        _check_size(size)
     kept = universe_indices(decl, C, argument=TILTED_ARGUMENT)
     null = 0 if kept is None else decl.n - kept.size
     if kept is not None and kept.size == 0:
@@ -888,6 +892,58 @@ def _certify(
         accuracy,
         stats,
     )
+
+
+def tilted_refusal(
+    decl: Declaration,
+    template: Template,
+    plain_template: Template | None,
+    *,
+    tilt: float,
+    lam: float,
+    accuracy: float | None,
+    C: float,
+) -> str | None:
+    """Why a private tilted solve of the C-Lipschitz extension on these ``decl.n`` examples is
+    refused for every dataset (None: it is not): the smooth path writes no extension of this
+    loss's form (:func:`_writes_extension`) and the conic program is over the size limit.
+    Public quantities only (a mechanism asks it before the budget is reserved)."""
+    if _writes_extension(decl, tilt, lam, accuracy, C):
+        return None
+    size = ladder._conic_size(decl.n, template, plain_template)
+    if size <= ladder.MAX_PROGRAM_NNZ:
+        return None
+    return ladder._NO_EXTENSION_PATH.format(n=decl.n, size=size)
+
+
+def _writes_extension(
+    decl: Declaration, tilt: float, lam: float, accuracy: float | None, C: float
+) -> bool:
+    """Whether the smooth path writes the C-Lipschitz extension of this loss for every dataset
+    of its form, steep examples included (public structure: the conditions of
+    :func:`_smooth_tilted` and :func:`_pieces_tilted` with a relaxed extension), evaluated
+    on public probe data of the data's shapes (:func:`~dpcvx.certification.arrowhead._probe`),
+    never on the data's values."""
+    from dpcvx.certification.arrowhead import _probe, extension_pieces, piecewise_model
+    from dpcvx.modeling.gradients import is_smooth
+    from dpcvx.modeling.smooth import extension_model, smooth_model
+
+    probe = _probe(decl)
+    if probe is None:
+        return False
+    decl = probe
+    dom = decl.domain
+    if lam <= 0 or dom.kind not in ("l2_ball", "box") or ladder._region(dom) is None:
+        return False
+    if (math.isinf(tilt) and accuracy is None) or decl.d > ladder.NEWTON_MAX_D:
+        return False
+    if is_smooth(decl):
+        model = smooth_model(decl)
+        return model is not None and extension_model(model, C) is not None
+    if accuracy is None or not accuracy > 0:
+        return False
+    source = piecewise_model(decl)
+    return source is not None and source.whole and extension_pieces(source, C) is not None
 
 
 def _smooth_tilted(

@@ -222,6 +222,15 @@ class OutputPerturbation:
             ),
         )
 
+    def preflight(self, plan: ReleasePlan, context: Any) -> None:
+        """Refuse, before the budget is reserved, a solve that would be refused on every
+        dataset (the Lipschitz extension of a loss no fast path writes, at a size whose conic
+        program is too large to stamp: ``ReleaseContext.refusal``). Data free."""
+        ask = getattr(context, "refusal", None)
+        refused = None if ask is None else ask(plan.regularization)
+        if refused is not None:
+            raise InvalidParameterError(refused + " Nothing was spent.")
+
     # ------------------------------------------------------------------ release
     def release(self, plan: ReleasePlan, context: Any, rng: Any, *args: Any, **kwargs: Any):
         """Solve to the planned accuracy (raises ``CertificationError`` otherwise), add noise,

@@ -221,6 +221,17 @@ class TiltedOutputPerturbation:
             ),
         )
 
+    def preflight(self, plan: TiltedPlan, context: Any) -> None:
+        """Refuse, before the budget is reserved, a solve that would be refused on every
+        dataset (the Lipschitz extension of a loss the smooth path does not write, at a size
+        whose conic program is too large to stamp: ``ReleaseContext.tilted_refusal``)."""
+        ask = getattr(context, "tilted_refusal", None)
+        if ask is None:
+            return
+        refused = ask(plan.tilt, plan.regularization, plan.accuracy, self.lipschitz)
+        if refused is not None:
+            raise InvalidParameterError(refused + " Nothing was spent.")
+
     def release(self, plan: TiltedPlan, context: Any, rng: np.random.Generator) -> Release:
         # the data source enforces the Lipschitz claim (a declared problem: the L-extension)
         solve = context.tilted_solver(plan.tilt, self.solver, lipschitz=self.lipschitz)
