@@ -15,7 +15,7 @@ from dpcvx._validation import check_nonnegative, check_positive
 from dpcvx.accounting.ledger import Accountant
 from dpcvx.certification.certificate import CertifiedSolution, still_certified
 from dpcvx.certification.extension import ExtensionValues, extension_bounds
-from dpcvx.certification.lipschitz import remove_quadratic
+from dpcvx.certification.lipschitz import public_quadratic, remove_quadratic
 from dpcvx.certification.solve import certified_solve, extension_refusal
 from dpcvx.certification.tilted import certified_tilted_solve, tilted_refusal
 from dpcvx.compilation.solvers import check_solver, solve_program
@@ -262,6 +262,20 @@ class Problem(DeclaredSource):
         decl = self._decl
         expr, data = remove_quadratic(decl, mu, center)
         return Problem(expr, decl.variable, data, list(decl.domain.user_constraints))
+
+    def public_quadratic_removed(self) -> tuple[Problem, float, np.ndarray] | None:
+        """The same data with the loss's squared terms that read no data taken out (the same
+        for every example: ``(mu/2) ||w - a||^2`` plus a constant,
+        :func:`~dpcvx.certification.lipschitz.public_quadratic`), with ``mu`` and ``a``; None
+        when the loss has none (internal: the pipeline enforces a Lipschitz claim on the rest
+        and adds the quadratic to every solve)."""
+        found = public_quadratic(self._decl)
+        if found is None:
+            return None
+        mu, center, expr, data = found
+        decl = self._decl
+        problem = Problem(expr, decl.variable, data, list(decl.domain.user_constraints))
+        return problem, mu, center
 
     def _localized_domain(self, center, radius: float) -> LocalizedDomain:
         """The public domain ``W intersect B(center, radius)`` (``center`` must lie in W)."""

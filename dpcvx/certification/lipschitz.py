@@ -336,6 +336,13 @@ def remove_quadratic(
     expr = q @ w
     for piece in pieces:
         expr = expr + piece
+    data = _data_of(decl, expr)
+    data[q] = linear
+    return expr, data
+
+
+def _data_of(decl: Declaration, expr: cp.Expression) -> dict[cp.Parameter, np.ndarray]:
+    """The declaration's data (its derived parameters' values included) that ``expr`` uses."""
     used = {p.id for p in expr.parameters()}
     data: dict[cp.Parameter, np.ndarray] = {
         p: np.asarray(decl.data[p.id]) for p in decl.parameters if p.id in used
@@ -344,5 +351,48 @@ def remove_quadratic(
     data.update(
         {dp.parameter: values[dp.parameter.id] for dp in decl.derived if dp.parameter.id in used}
     )
-    data[q] = linear
-    return expr, data
+    return data
+
+
+#: the largest relative departure of ``M^T M`` from ``s I`` that :func:`public_quadratic`
+#: takes for isotropic (rounding of the jet's entries)
+ISOTROPY_TOLERANCE = 1e-12
+
+
+def public_quadratic(
+    decl: Declaration,
+) -> tuple[float, np.ndarray, cp.Expression, dict[cp.Parameter, np.ndarray]] | None:
+    """The loss's squared terms that read no data, ``weight ||M w + b||^2 / den`` with ``M``
+    and ``b`` constants and ``M^T M = s I`` (``cp.sum_squares(w)``, ``cp.sum_squares(w -
+    a)``, ``cp.norm(w, 2)**2``), summed: the same for every example, ``(mu/2) ||w - a||^2``
+    plus a constant with ``mu = 2 sum weight s / den`` and ``a = -sum (weight / den) M^T b /
+    (mu/2)``. Returns ``(mu, a, rest, data)``, ``rest`` the loss's other terms as a CVXPY
+    expression and ``data`` what they read, or None when there is no such term or no other
+    term. Read from the loss's form and constants only."""
+    leaves = decl.derived_values()
+    folded: set[int] = set()
+    half = 0.0
+    lin = np.zeros(decl.d)
+    for term, M, den, _ in _strong_terms(decl):
+        if term.expr.parameters():  # reads data (its offset, or a data-dependent weight)
+            continue
+        offset, _ = affine_jet(term.args[0], decl.variable, leaves, decl.n)
+        b = np.asarray(offset, float).reshape(decl.n, -1)[0]
+        gram = M.T @ M
+        s = float(np.trace(gram)) / decl.d
+        if not s > 0 or np.max(np.abs(gram - s * np.eye(decl.d))) > ISOTROPY_TOLERANCE * s:
+            continue
+        k = float(term.weight) / den
+        half += k * s
+        lin += k * (M.T @ b)
+        folded.add(id(term))
+    rest = [t.weight * t.expr for t in decl.terms if id(t) not in folded]
+    if not folded or not rest or not half > 0:
+        return None
+    expr = rest[0]
+    for piece in rest[1:]:
+        expr = expr + piece
+    data = _data_of(decl, expr)
+    if not data:  # the other terms read no data either
+        return None
+    return 2.0 * half, -lin / half, expr, data
