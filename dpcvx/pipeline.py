@@ -158,7 +158,19 @@ def release(
     )
     mu = float(getattr(mechanism, "strong_convexity", 0.0) or 0.0)
     target: Any = source
-    if enforced and mu > 0.0:
+    folded = False
+    if enforced and set(mechanism.requirements) <= {"solver", "project"}:
+        # squared terms that read no data are the same for every example: the claim is
+        # enforced on the other terms, and the quadratic added to every solve as it is
+        # (_StrongContext): neighbours differ in those other terms only, so the planned
+        # sensitivity holds (a claimed strong convexity up to the quadratic's own modulus
+        # included), and the quadratic is neither clipped nor solved n times
+        taker = getattr(source, "public_quadratic_removed", None)
+        found = None if taker is None else taker()
+        if found is not None and found[1] >= mu:
+            target, mu, shift_center = found
+            folded = True
+    if enforced and mu > 0.0 and not folded:
         # the extension of f itself would lose the strong convexity the noise relies on:
         # enforce the claim on h = f - (mu/2)||w - c||^2 (convex: dpcvx verified mu) and keep
         # (mu/2)||w - c||^2 as an exact regularizer of every solve (_StrongContext)
@@ -168,17 +180,6 @@ def release(
         else:
             shift_center = np.asarray(domain.center, float).copy()
             target = remover(mu, shift_center)
-    folded = False
-    if enforced and mu == 0.0 and set(mechanism.requirements) <= {"solver", "project"}:
-        # squared terms that read no data are the same for every example: the claim is
-        # enforced on the other terms, and the quadratic added to every solve as it is
-        # (_StrongContext): neighbours differ in those other terms only, so the planned
-        # sensitivity holds, and the quadratic is neither clipped nor solved n times
-        taker = getattr(source, "public_quadratic_removed", None)
-        found = None if taker is None else taker()
-        if found is not None:
-            target, mu, shift_center = found
-            folded = True
     if enforced:
         # the claim is enforced, not trusted: examples not certified L-Lipschitz on W run on
         # the L-Lipschitz extension (the others keep their plain block, so a true claim costs

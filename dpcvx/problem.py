@@ -493,9 +493,11 @@ class ReleaseContext:
         if lipschitz is None or any(t.kind == "generic" for t in decl.terms):
             return None
         L = float(lipschitz)
-        template = self.problem._compiled(None)[0]
-        ext = self.problem._compiled(L)[0]
-        return tilted_refusal(decl, ext, template, tilt=tilt, lam=lam, accuracy=accuracy, C=L)
+
+        def templates():
+            return self.problem._compiled(L)[0], self.problem._compiled(None)[0]
+
+        return tilted_refusal(decl, templates, tilt=tilt, lam=lam, accuracy=accuracy, C=L)
 
     def tilted_solver(self, tilt: float, solver: str | None = None, lipschitz: float | None = None):
         """``solve(lam, w0, alpha)``: the certified tilted-ERM solve (always private). With

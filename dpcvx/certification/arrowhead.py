@@ -526,8 +526,10 @@ PROBE_SCALE = 1e6
 
 
 def _parallel_affine(decl: Declaration) -> bool:
-    from dpcvx.modeling.smooth import smooth_model
+    from dpcvx.modeling.smooth import derivative_range, smooth_model
 
+    leans: list[np.ndarray] = []  # per probe, each example's affine slope per unit of v
+    atom = None
     # on the plain probe and on one per data array with that array a million times larger:
     # a part that is not parallel but tiny as written (``1e-14 * v @ w`` beside ``y * x @
     # w``) shows on one of them above the tolerance, as it would on data of such scales
@@ -545,13 +547,30 @@ def _parallel_affine(decl: Declaration) -> bool:
         if len(curved) != 1 or len(model.blocks) < 2:
             return False
         base = curved[0].A
+        lean = np.zeros(probe.n)
         for blk in model.blocks:
             if blk.kind != "affine":
                 continue
             for i in range(probe.n):
                 pivot = _pivot(base[i])
-                if pivot is None or _multiple(blk.A[i], base[i], pivot) is None:
+                ratio = None if pivot is None else _multiple(blk.A[i], base[i], pivot)
+                if ratio is None:
                     return False
+                lean[i] += blk.weight * ratio
+        leans.append(lean)
+        atom = curved[0]
+    # a tilt that reads no data and keeps every slope on one side of zero (``cp.logistic(z)
+    # + z``, slopes in (1, 2) per unit of z; ``cp.huber(r) + 3 z``): an example with a long
+    # enough row has its extension over R^d unbounded below, whichever rows are long, so
+    # the path is not the form's (a tilt that reads data, ``- y z``, is one-sided only on
+    # some labels, which the extension's model handles)
+    tilts = np.concatenate(leans)
+    assert atom is not None
+    if np.ptp(tilts) <= 1e-12 * max(1.0, float(np.max(np.abs(tilts)))):
+        bottom, top = derivative_range(atom)
+        tilt = float(tilts[0])
+        if atom.weight * bottom + tilt > 0 or atom.weight * top + tilt < 0:
+            return False
     return True
 
 
@@ -1204,25 +1223,39 @@ def _clipped_pieces(
     """Per row, the pieces of ``h [] c |.|`` with ``c`` ``below`` for negative slopes and
     ``above`` for positive ones (each row's slopes reach into ``[-below, above]``): every slope
     clipped, a steeper piece replaced by its tangent line of the bound's slope, and where
-    those touch ``h`` (``t_lo``, ``t_hi``; infinite where no piece is steeper)."""
+    those touch ``h`` (``t_lo``, ``t_hi``; infinite where no piece is steeper).
+
+    The steeper pieces' maximum minus the others' is increasing in ``s`` (decreasing, below),
+    so it crosses zero once, at ``t_hi = max_j min_k`` of the points where a piece ``j`` within
+    the bound meets a steeper piece ``k`` (``t_lo = min_j max_k``, below): for every ``j`` some
+    steeper piece is above it from there on. (The pair attaining ``h``'s conjugate at the
+    bound's slope is not that point where a steeper piece exceeds the bound by a rounding:
+    ``max(0, r - 0.1, -r - 0.1)`` on a row of norm ``1 + 2e-16`` with ``C = 1`` had ``t_hi``
+    at ``-1`` or at ``-0.9`` by the order of its pieces, and the arrowhead rung's certificate
+    missed by 0.002 in one order.)"""
     N = sigma.shape[0]
     new_beta = beta.copy()
     t_hi = np.full(N, np.inf)
     t_lo = np.full(N, -np.inf)
-    rows = np.arange(N)
-    for side, steep, touch in (
-        (above, sigma > above[:, None], t_hi),
-        (-below, sigma < -below[:, None], t_lo),
+    for upper, side, steep, touch in (
+        (True, above, sigma > above[:, None], t_hi),
+        (False, -below, sigma < -below[:, None], t_lo),
     ):
         mask = steep.any(axis=1)
         if not mask.any():
             continue
-        conj, pair, _ = _conjugate_pair(sigma, beta, side)
-        sj, sl = sigma[rows, pair[:, 0]], sigma[rows, pair[:, 1]]
-        bj, bl = beta[rows, pair[:, 0]], beta[rows, pair[:, 1]]
-        width = sl - sj
-        meet = np.where(width != 0, (bj - bl) / np.where(width != 0, width, 1.0), 0.0)
-        touch[mask] = meet[mask]
+        conj, _, _ = _conjugate_pair(sigma, beta, side)
+        s_, b_, k_steep = sigma[mask], beta[mask], steep[mask]
+        # [row, j, k]: where pieces j and k meet (j within the bound, k steeper)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            meet = (b_[:, :, None] - b_[:, None, :]) / (s_[:, None, :] - s_[:, :, None])
+        pairs = ~k_steep[:, :, None] & k_steep[:, None, :]
+        if upper:
+            first = np.where(pairs, meet, np.inf).min(axis=2)
+            touch[mask] = np.where(k_steep, -np.inf, first).max(axis=1)
+        else:
+            last = np.where(pairs, meet, -np.inf).max(axis=2)
+            touch[mask] = np.where(k_steep, np.inf, last).min(axis=1)
         new_beta = np.where(steep, -conj[:, None], new_beta)
     new_sigma = np.clip(sigma, -below[:, None], above[:, None])
     return new_sigma, new_beta, t_lo, t_hi

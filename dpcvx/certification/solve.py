@@ -157,13 +157,16 @@ def certified_solve(
         if not private:
             return run(decl, lam, accuracy)
         if extension is not None:
-            # decided for every dataset alike, before any rung (and before the universe's
-            # cut): no rung may release where a neighbour's program is too large to stamp
+            # decided from the loss's form and n, before any rung (and before the universe's
+            # cut): where no fast rung writes the extension, a dataset of C-Lipschitz examples
+            # must not release on one while a neighbour's program is too large to stamp
             template, plain_template, refused = extension_refusal(
                 decl, template, plain_template, lam=lam, C=float(extension), w_domain=w_domain
             )
             if refused is not None:
-                raise CertificationError(refused)
+                raise CertificationError(
+                    refused + " Nothing was released; a budget reserved for it stays spent."
+                )
         try:
             kept = None if extension is None else universe_indices(decl, extension)
             if kept is None:
@@ -188,9 +191,14 @@ _NO_EXTENSION_PATH = (
     "dpcvx cannot solve the Lipschitz extension of this loss at n = {n}: no path without a "
     "conic program writes the extension of a loss of this form, and its conic program, about "
     "{size:.3g} nonzeros, is more than dpcvx hands to a conic solver (MAX_PROGRAM_NNZ). This "
-    "is decided from n, d, the domain and the loss's form only, the same for every dataset. "
-    "To fix: write the loss as one smooth atom of an affine argument (plus affine terms along "
-    "it) or as a piecewise-linear function, or release on fewer examples."
+    "is decided from n, d, the domain and the loss's form only. To fix: release on fewer "
+    "examples (a subsample), or write the loss in a form whose extension a fast path writes "
+    "(one smooth atom of an affine argument, plus affine terms along it that leave slopes of "
+    "both signs; one maximum of affine pieces with slopes of both signs; squared terms that "
+    "read no data are kept out of the extension). With `strong_convexity` set, the claim is "
+    "enforced on the loss minus its quadratic, whose extension has no fast path unless that "
+    "quadratic reads no data: leave `strong_convexity` at 0 and put the modulus in "
+    "`regularization`."
 )
 
 
@@ -1319,10 +1327,10 @@ def mixed_rung_applies(
     (localized or not), ``d <= NEWTON_MAX_D``, and the plain objective: no Lipschitz
     extension, or one whose every example dpcvx certifies C-Lipschitz on W. The rung has no
     form of the extension, so a neighbour with a steeper example takes the conic program;
-    where that program is too large to stamp, a private solve is refused for every dataset
-    before any rung runs (:func:`writes_extension`), so the path never decides between a
-    release and an abort. ``heavy``: whether it runs on a dataset with an example steeper
-    than C (never)."""
+    where that program is too large to stamp, a private solve is refused before any rung
+    runs, from n and the loss's form (:func:`extension_refusal`), so this rung does not
+    decide between a release and an abort. ``heavy``: whether it runs on a dataset with an
+    example steeper than C (never)."""
     if not _arrowhead_domain(decl, lam, w_domain) or decl.d > NEWTON_MAX_D:
         return False
     if extension is not None and (heavy or not _nearly_light(decl, float(extension))):

@@ -896,8 +896,7 @@ def _certify(
 
 def tilted_refusal(
     decl: Declaration,
-    template: Template,
-    plain_template: Template | None,
+    templates: Callable[[], tuple[Template, Template | None]],
     *,
     tilt: float,
     lam: float,
@@ -907,10 +906,11 @@ def tilted_refusal(
     """Why a private tilted solve of the C-Lipschitz extension on these ``decl.n`` examples is
     refused for every dataset (None: it is not): the smooth path writes no extension of this
     loss's form (:func:`_writes_extension`) and the conic program is over the size limit.
-    Public quantities only (a mechanism asks it before the budget is reserved)."""
+    ``templates`` gives the extension's and the plain loss's templates (compiled only when
+    needed). Public quantities only (a mechanism asks it before the budget is reserved)."""
     if _writes_extension(decl, tilt, lam, accuracy, C):
         return None
-    size = ladder._conic_size(decl.n, template, plain_template)
+    size = ladder._conic_size(decl.n, *templates())
     if size <= ladder.MAX_PROGRAM_NNZ:
         return None
     return ladder._NO_EXTENSION_PATH.format(n=decl.n, size=size)

@@ -34,6 +34,7 @@ __all__ = [
     "SmoothModel",
     "TiltedModel",
     "atom_derivative",
+    "derivative_range",
     "extension_model",
     "gram",
     "recentered",
@@ -723,6 +724,23 @@ def _knots(blk: _Block, s_lo: np.ndarray, s_hi: np.ndarray) -> tuple[np.ndarray,
             lo = np.where(s_lo == bottom, -inf, lo)
             hi = np.where(s_hi == top, inf, hi)
     return lo, hi
+
+
+def derivative_range(blk: _Block) -> tuple[float, float]:
+    """The infimum and supremum of the block's atom's derivative over the real line (of one
+    entry): ``(0, 1)`` for the logistic function, ``(-2 M, 2 M)`` for the Huber function."""
+    kind = blk.kind
+    if kind == "huber":
+        return -2.0 * blk.param, 2.0 * blk.param
+    if kind == "pos_huber":
+        return 0.0, 2.0 * blk.param
+    if kind == "logistic":
+        return 0.0, 1.0
+    if kind in ("exp", "pos_power", "pos_square"):
+        return 0.0, np.inf
+    if kind == "affine":
+        return 1.0, 1.0
+    return -np.inf, np.inf  # square, abs_power, sum_squares, log_sum_exp's entries
 
 
 def _logit(p: np.ndarray) -> np.ndarray:

@@ -1647,3 +1647,42 @@ def test_a_maximum_spelled_max_of_a_stack_runs_on_the_arrowhead_rung(stack):
     for a, b in zip(*out):
         assert np.linalg.norm(a.w - b.w) <= a.distance_bound + b.distance_bound
         assert a.lower <= b.upper and b.lower <= a.upper
+
+
+def test_the_extension_s_knots_do_not_depend_on_the_order_of_the_pieces():
+    """``max(0, r - 0.1, -r - 0.1)`` in its six orders and as ``pos(abs(r) - 0.1)``, on unit
+    rows (norms ``1 +- ulps``, so some slopes pass ``C = 1`` by a rounding) and one row twice
+    as long: the relaxed extension's knots are the same, the independent answer being the
+    envelope's kinks (``t_hi`` where the rising piece takes over, ``t_lo`` the falling one's),
+    and the arrowhead rung certifies 1e-9 in every order (one order missed by 0.002: the
+    knots were where the two sloped pieces meet, below the envelope)."""
+    import itertools
+
+    from dpcvx.certification.arrowhead import extension_pieces, piecewise_model
+    from dpcvx.certification.solve import _pieces_rung
+
+    n, d = 100, 4
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    Y = np.where(rng.standard_normal(n) > 0, 1.0, -1.0)
+    X[0] *= 2
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    r = x @ w - y
+    pieces = [0, r - 0.1, -r - 0.1]
+    spellings = [cp.maximum(*[pieces[i] for i in p]) for p in itertools.permutations(range(3))]
+    spellings.append(cp.pos(cp.abs(r) - 0.1))
+    knots = []
+    for loss in spellings:
+        problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w, 2) <= 20])
+        relaxed = extension_pieces(piecewise_model(problem.declared), 1.0)
+        knots.append(np.stack([relaxed.t_lo, relaxed.t_hi]))
+        sol = _pieces_rung(problem.declared, lam=1e-3, w0=np.zeros(d), accuracy=1e-9, extension=1.0)
+        assert sol.gap <= 1e-9
+    assert all(np.array_equal(k, knots[0]) for k in knots)
+    # along u = x / ||x||, t = u^T w: the pieces meet at t = (y +- 0.1) / ||x||
+    norms = np.linalg.norm(X, axis=1)
+    steep = norms > 1.0
+    assert np.allclose(knots[0][1][steep], ((Y + 0.1) / norms)[steep], rtol=0, atol=1e-12)
+    assert np.allclose(knots[0][0][steep], ((Y - 0.1) / norms)[steep], rtol=0, atol=1e-12)
+    assert np.all(np.isinf(knots[0][:, ~steep]))

@@ -1,7 +1,9 @@
-"""A private solve of a Lipschitz extension never decides between a release and an abort from
-the data: where no fast rung writes the extension of the loss and its conic program is too
-large to stamp, every dataset of that size is refused alike, before any rung runs (and, for
-output perturbation, before the budget is reserved).
+"""A private solve of a Lipschitz extension whose form no fast rung writes does not decide
+between a release and an abort from the data: where its conic program is too large to stamp,
+every dataset of that size is refused alike, before any rung runs (and, for output
+perturbation, before the budget is reserved). (Where a fast rung writes the extension and
+misses its target on some data, the conic program is still the fallback, and above the size
+limit that is an abort: the residual the docs name.)
 
 The negative control is the behaviour before the refusal: a dataset whose every example is
 C-Lipschitz released on a fast rung, and its neighbour with one steeper example aborted (the
@@ -37,6 +39,7 @@ def _losses():
             "hinge + abs": cp.pos(1 - cp.multiply(y, z)) + 0.1 * cp.abs(z),
             "logistic + abs": cp.logistic(-cp.multiply(y, z)) + 0.1 * cp.abs(z),
             "abs + square": cp.abs(r) + cp.square(r),
+            "logistic(r) + 0.2 r": cp.logistic(r) + 0.2 * r,  # slopes on one side of zero
             # the fast rungs write these
             "hinge": cp.pos(1 - cp.multiply(y, z)),
             "logistic": cp.logistic(-cp.multiply(y, z)),

@@ -127,8 +127,8 @@ _BLOCK_W0 = np.array([0.74460275, 1.70566668, -0.13233693, 0.80235074])
 
 
 def _strongly_regularized():
-    """The block's extension problem (on the conic path: the tests below fix
-    ``parallel_affine`` to False, else its loss takes Newton's path)."""
+    """The block's extension problem (on the conic path: its affine term keeps every slope
+    above zero; the tests below also fix ``parallel_affine`` to False)."""
     w, x, y = cp.Variable(4), cp.Parameter(4), cp.Parameter()
     loss = cp.logistic(x @ w - y) + 0.2 * (x @ w - y)
     problem = dpcvx.Problem(
@@ -147,13 +147,15 @@ def test_a_strongly_regularized_block_is_certified_on_scaled_variables(monkeypat
     assert sol.gap <= 3e-8
 
 
-def test_the_block_certifies_on_newton_s_path():
-    """Its loss, ``logistic(r) + 0.2 r``, is one atom plus an affine term along its direction:
-    as written it takes Newton's path, which certifies it below the target too."""
+def test_the_block_certifies_as_written():
+    """Its loss, ``logistic(r) + 0.2 r``, is one atom plus an affine term along its direction
+    that keeps every slope above zero, so its extension is not on Newton's path
+    (``parallel_affine`` is false for that form): as written it takes the conic program,
+    which certifies it below the target."""
     sol = _strongly_regularized().solve(
         regularization=270101.919408819, center=_BLOCK_W0, accuracy=3e-8
     )
-    assert sol.solver_stats["solver"] in solve_module.SMOOTH_METHODS and sol.gap <= 3e-8
+    assert sol.solver_stats["solver"] not in solve_module.SMOOTH_METHODS and sol.gap <= 3e-8
 
 
 def test_negative_control_on_w_itself_the_block_misses(monkeypatch):

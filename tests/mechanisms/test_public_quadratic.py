@@ -99,3 +99,25 @@ def test_the_release_minimizes_the_extension_of_the_data_terms_plus_the_quadrati
     assert np.linalg.norm(result.w - ours) <= 1e-5
     # the negative control: the whole loss's extension has another minimizer
     assert np.linalg.norm(result.w - theirs) > 1e-3
+
+
+def test_a_claimed_strong_convexity_the_public_quadratic_holds_is_folded_too():
+    """With ``strong_convexity`` up to the public quadratic's modulus the claim is enforced on
+    the data terms as well (the planned noise uses the smaller claimed modulus), and the
+    release lands on the same reference minimizer; a larger claim is refused as before."""
+    X, Y = _data()
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    loss = cp.logistic(-y * (x @ w)) + 0.5 * cp.sum_squares(w - A)
+    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= R])
+    mech = dpcvx.OutputPerturbation(
+        lipschitz=C, regularization=LAM, strong_convexity=0.5, accuracy=1e-12
+    )
+    with pytest.warns(dpcvx.LipschitzClaimWarning):
+        result = problem.solve_private(mech, epsilon=1e12, rng=0)
+    assert "read no data" in result.detail["lipschitz_claim"]
+    assert np.linalg.norm(result.w - _reference(X, Y, whole=False)) <= 1e-5
+    with pytest.raises(dpcvx.InvalidParameterError):
+        problem.solve_private(
+            dpcvx.OutputPerturbation(lipschitz=C, regularization=LAM, strong_convexity=1.5),
+            epsilon=1.0,
+        )
