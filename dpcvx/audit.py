@@ -752,6 +752,9 @@ class _MemoizedSource:
         self._removed: dict = {}
         if hasattr(problem, "quadratic_removed"):  # as the pipeline finds it on the Problem
             self.quadratic_removed = self._quadratic_removed
+        if hasattr(problem, "public_quadratic_removed"):
+            self.public_quadratic_removed = self._public_quadratic_removed
+        self._public: list = []  # the memoized answer of public_quadratic_removed, once asked
 
     def _quadratic_removed(self, mu: float, center) -> _MemoizedSource:
         """The memoized source of ``problem.quadratic_removed(mu, center)`` (a strongly convex
@@ -764,6 +767,20 @@ class _MemoizedSource:
                 other = self.partner._quadratic_removed(mu, center)
                 derived.partner, other.partner = other, derived
         return self._removed[key]
+
+    def _public_quadratic_removed(self) -> tuple[_MemoizedSource, float, np.ndarray] | None:
+        """The memoized ``problem.public_quadratic_removed()`` (squared terms that read no data
+        added to every solve, the claim enforced on the rest), its source paired with the
+        partner's, as the pipeline finds it on the Problem."""
+        if not self._public:
+            found = self._problem.public_quadratic_removed()
+            if found is not None:
+                found = (_MemoizedSource(found[0]), found[1], found[2])
+            self._public.append(found)  # before the partner asks back
+            other = None if self.partner is None else self.partner._public_quadratic_removed()
+            if found is not None and other is not None and found[0].partner is None:
+                found[0].partner, other[0].partner = other[0], found[0]
+        return self._public[0]
 
     def release_context(self, *, extension, solver, base: bool = False):
         key = (extension, solver, base)

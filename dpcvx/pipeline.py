@@ -228,15 +228,18 @@ def release(
     if declared is not None and (C is not None or mode == PER_SOLVE):
         # the universe of the loss the solves ran on (without a removed quadratic)
         solved = getattr(target, "declared", None) or declared
-        detail.update(universe=UNIVERSE_TEXT.format(slope=universe_slope(solved)))
+        text = UNIVERSE_TEXT.format(slope=universe_slope(solved))
+        if folded:
+            text += "; the squared terms that read no data stay in every solve"
+        detail.update(universe=text)
     if enforced:
         if target is source:
             claim_text = "enforced by the L-Lipschitz extension"
         elif folded:
             claim_text = (
-                "enforced by the L-Lipschitz extension of the loss's terms that read data; "
-                "its squared terms that read no data, the same for every example, are kept "
-                "as written"
+                "enforced by the L-Lipschitz extension of the loss without its isotropic "
+                "squared terms that read no data (the same for every example), which are "
+                "kept as written in every solve"
             )
         else:
             claim_text = (

@@ -209,3 +209,17 @@ def test_bench_spelling_speed_smoke_runs(tmp_path):
             r for r in rows if r["group"] == row["group"] and r["extension"] == row["extension"]
         )
         assert abs(row["upper"] - first["upper"]) <= 1e-7 * (1 + abs(first["upper"]))
+
+
+def test_bench_public_quadratic_smoke_runs(tmp_path):
+    """A ridge term in the loss and the same ridge as regularization both release (one
+    objective, one plan), each with its time."""
+    out = tmp_path / "quadratic.json"
+    proc = _smoke("bench_public_quadratic.py", "--output", str(out), "--losses", "logistic,hinge")
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["loss"], r["ridge"]) for r in rows} == {
+        (loss, ridge)
+        for loss in ("logistic", "hinge")
+        for ridge in ("regularization", "in the loss")
+    }
+    assert "in the loss" in proc.stdout

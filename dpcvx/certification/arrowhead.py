@@ -563,7 +563,8 @@ def _parallel_affine(decl: Declaration) -> bool:
     # + z``, slopes in (1, 2) per unit of z; ``cp.huber(r) + 3 z``): an example with a long
     # enough row has its extension over R^d unbounded below, whichever rows are long, so
     # the path is not the form's (a tilt that reads data, ``- y z``, is one-sided only on
-    # some labels, which the extension's model handles)
+    # some labels: the extension's model handles such examples, and its rounds can miss
+    # where most of them are, as docs/certificate.md says)
     tilts = np.concatenate(leans)
     assert atom is not None
     if np.ptp(tilts) <= 1e-12 * max(1.0, float(np.max(np.abs(tilts)))):

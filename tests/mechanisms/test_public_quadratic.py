@@ -94,6 +94,7 @@ def test_the_release_minimizes_the_extension_of_the_data_terms_plus_the_quadrati
     with pytest.warns(dpcvx.LipschitzClaimWarning):
         result = problem.solve_private(mech, epsilon=1e12, rng=0)
     assert "read no data" in result.detail["lipschitz_claim"]
+    assert "stay in every solve" in result.detail["universe"]
     ours = _reference(X, Y, whole=False)
     theirs = _reference(X, Y, whole=True)
     assert np.linalg.norm(result.w - ours) <= 1e-5
@@ -121,3 +122,27 @@ def test_a_claimed_strong_convexity_the_public_quadratic_holds_is_folded_too():
             dpcvx.OutputPerturbation(lipschitz=C, regularization=LAM, strong_convexity=1.5),
             epsilon=1.0,
         )
+
+
+def test_the_audit_releases_what_solve_private_releases():
+    """The audit's memoized sources fold the public quadratic as the pipeline does on the
+    Problem (they did not: the audited release was another one, 0.011 away at epsilon =
+    1e12), and a neighbouring pair's folded sources are paired (no recursion)."""
+    from dpcvx.audit import _releaser, _releasers
+
+    X, Y = _data()
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    loss = cp.logistic(-y * (x @ w)) + 0.5 * cp.sum_squares(w)
+    problems = []
+    for flip in (False, True):
+        labels = Y.copy()
+        labels[5] = -labels[5] if flip else labels[5]
+        problems.append(dpcvx.Problem(loss, w, {x: X, y: labels}, [cp.norm(w) <= R]))
+    mech = dpcvx.OutputPerturbation(lipschitz=C, regularization=LAM, accuracy=1e-10)
+    with pytest.warns(dpcvx.LipschitzClaimWarning):
+        direct = problems[0].solve_private(mech, epsilon=1e12, rng=0).w
+        audited = _releaser(mech, problems[0], 1e12, 0.0)(np.random.default_rng(0))
+        assert np.linalg.norm(audited - direct) <= 1e-12
+        pair = _releasers(mech, problems, 1e12, 0.0, adversarial=True)
+        points = [run(np.random.default_rng(0)) for run in pair]
+    assert all(np.all(np.isfinite(p)) for p in points)
