@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RESULTS_ENV", "results_dir", "write_json"]
+__all__ = ["RESULTS_ENV", "add_size_arguments", "results_dir", "save_rows", "write_json"]
 
 #: ``dpcvx bench --out DIR`` sets this variable for the scripts it runs
 RESULTS_ENV = "DPCVX_BENCH_OUT"
@@ -35,3 +36,21 @@ def _json_default(obj):
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     return str(obj)
+
+
+def add_size_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--n`` (1e5), ``--d`` (20), ``--repeat`` (3), ``--smoke`` (n = 2000, one repeat: CI)
+    and ``--output`` (the JSON's path; default under :func:`results_dir`)."""
+    parser.add_argument("--n", type=float, default=1e5)
+    parser.add_argument("--d", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="n = 2000, one repeat (CI)")
+    parser.add_argument("--output", default="")
+
+
+def save_rows(args: argparse.Namespace, script: str, n: int, repeat: int, rows: list) -> None:
+    """Write ``{n, d, repeat, rows}`` to ``--output`` or to ``<script>[_smoke].json`` under
+    :func:`results_dir`."""
+    name = f"{script}_smoke.json" if args.smoke else f"{script}.json"
+    out = args.output or str(results_dir() / name)
+    write_json({"n": n, "d": args.d, "repeat": repeat, "rows": rows}, Path(out))

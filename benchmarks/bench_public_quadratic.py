@@ -27,12 +27,11 @@ import contextlib
 import statistics
 import time
 import warnings
-from pathlib import Path
 from unittest import mock
 
 import cvxpy as cp
 import numpy as np
-from _common import results_dir, write_json
+from _common import add_size_arguments, save_rows
 
 import dpcvx
 
@@ -109,21 +108,15 @@ def report(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=float, default=1e5)
-    parser.add_argument("--d", type=int, default=20)
-    parser.add_argument("--repeat", type=int, default=3)
+    add_size_arguments(parser)
     parser.add_argument("--losses", default="logistic,huber,hinge")
     parser.add_argument("--before", action="store_true", help="also time the unfolded release")
-    parser.add_argument("--smoke", action="store_true", help="n = 2000, one repeat (CI)")
-    parser.add_argument("--output", default="")
     args = parser.parse_args()
     n, repeat = (2000, 1) if args.smoke else (int(args.n), args.repeat)
     rows = run(n, args.d, repeat, args.losses.split(","), args.before)
     print(f"n = {n}, d = {args.d}, lam = {LAM}, ridge {RIDGE}, C = {C}; medians of {repeat}")
     print(report(rows))
-    name = "bench_public_quadratic_smoke.json" if args.smoke else "bench_public_quadratic.json"
-    out = args.output or str(results_dir() / name)
-    write_json({"n": n, "d": args.d, "repeat": repeat, "rows": rows}, Path(out))
+    save_rows(args, "bench_public_quadratic", n, repeat, rows)
 
 
 if __name__ == "__main__":

@@ -28,11 +28,10 @@ import math
 import statistics
 import time
 import warnings
-from pathlib import Path
 
 import cvxpy as cp
 import numpy as np
-from _common import results_dir, write_json
+from _common import add_size_arguments, save_rows
 
 import dpcvx
 
@@ -176,13 +175,9 @@ def report(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=float, default=1e5)
-    parser.add_argument("--d", type=int, default=20)
-    parser.add_argument("--repeat", type=int, default=3)
+    add_size_arguments(parser)
     parser.add_argument("--groups", default="")
     parser.add_argument("--budget", type=float, default=120.0)
-    parser.add_argument("--smoke", action="store_true", help="n = 2000, one repeat (CI)")
-    parser.add_argument("--output", default="")
     args = parser.parse_args()
     n, repeat = (2000, 1) if args.smoke else (int(args.n), args.repeat)
     d_ = args.d
@@ -193,9 +188,7 @@ def main() -> None:
         parser.error(f"unknown groups {unknown}; choose from {every}")
     rows = run(n, args.d, repeat, names, args.budget)
     print(report(rows))
-    name = "bench_spelling_speed_smoke.json" if args.smoke else "bench_spelling_speed.json"
-    out = args.output or str(results_dir() / name)
-    write_json({"n": n, "d": args.d, "repeat": repeat, "rows": rows}, Path(out))
+    save_rows(args, "bench_spelling_speed", n, repeat, rows)
 
 
 if __name__ == "__main__":
