@@ -34,7 +34,12 @@ from dpcvx._validation import check_delta, check_positive
 from dpcvx.accounting.ledger import Accountant
 from dpcvx.certification.lipschitz import lipschitz_bounds, strong_convexity_bound
 from dpcvx.certification.solve import universe_slope
-from dpcvx.errors import InvalidParameterError, LipschitzClaimWarning, PrivacyBudgetError
+from dpcvx.errors import (
+    DpcvxError,
+    InvalidParameterError,
+    LipschitzClaimWarning,
+    PrivacyBudgetError,
+)
 from dpcvx.mechanisms.base import PER_SOLVE, PLAIN, PLANNED, DataAccess, Mechanism, Release
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.results import PrivateResult
@@ -166,7 +171,10 @@ def release(
         # sensitivity holds (a claimed strong convexity up to the quadratic's own modulus
         # included), and the quadratic is neither clipped nor solved n times
         taker = getattr(source, "public_quadratic_removed", None)
-        found = None if taker is None else taker()
+        try:
+            found = None if taker is None else taker()
+        except DpcvxError:  # the rest of the loss is not a problem of its own: no fold
+            found = None
         if found is not None and found[1] >= mu:
             target, mu, shift_center = found
             folded = True
