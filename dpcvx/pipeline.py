@@ -304,10 +304,10 @@ class _StrongContext:
     def prepare(self) -> None:
         self._inner.prepare()
 
-    def refusal(self, lam: float) -> str | None:
+    def refusal(self, lam: float, radius: float | None = None) -> str | None:
         """The inner context's refusal (data free) of solves at ``lam + mu``, or None."""
         ask = getattr(self._inner, "refusal", None)
-        return None if ask is None else ask(float(lam) + self._mu)
+        return None if ask is None else ask(float(lam) + self._mu, radius=radius)
 
     def solver(self, indices: Any = None, C: float | None = None) -> _ShiftedSolve:
         return _ShiftedSolve(self._inner.solver(indices=indices, C=C), self._mu, self._center)

@@ -451,12 +451,13 @@ class ReleaseContext:
             decl, SolveSetup(template, block, plain, self.domain, extension, self._solver)
         )
 
-    def refusal(self, lam: float) -> str | None:
-        """Why a solve on all the examples over W at ``lam`` would be refused on every dataset
-        of this size and form (:func:`~dpcvx.certification.solve.extension_refusal`: the
-        Lipschitz extension of a loss no fast path writes, whose conic program is too large
-        to stamp), or None. Data free (the loss's form on public probe data, ``n`` and the
-        templates): a mechanism asks it before the budget is reserved."""
+    def refusal(self, lam: float, radius: float | None = None) -> str | None:
+        """Why a solve on all the examples over W at ``lam`` (``radius``: over W intersected
+        with a ball of that public radius, as a localized stage solves) would be refused on
+        every dataset of this size and form (:func:`~dpcvx.certification.solve.extension_refusal`:
+        the Lipschitz extension of a loss no fast path writes, whose conic program is too
+        large to stamp), or None. Data free (the loss's form on public probe data, ``n`` and
+        the templates): a mechanism asks it before the budget is reserved."""
         if self.extension is None:
             return None
         self.prepare()
@@ -464,7 +465,11 @@ class ReleaseContext:
         template, _, plain = self._compiled
         decl = self.problem.declaration
         C = float(self.extension)
-        return extension_refusal(decl, template, plain, lam=lam, C=C, w_domain=None)[2]
+        w_domain = None
+        if radius is not None:  # which rungs take a localized domain: its form, not its ball
+            inside = self.project(np.asarray(decl.domain.center, float))  # a public point of W
+            w_domain = LocalizedDomain(decl.domain, inside, radius)
+        return extension_refusal(decl, template, plain, lam=lam, C=C, w_domain=w_domain)[2]
 
     def prepare(self) -> None:
         """Check the templates the solves need (data-independent; done before the budget is

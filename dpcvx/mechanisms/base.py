@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_chec
 import numpy as np
 
 from dpcvx.accounting.ledger import PrivacyEvent
+from dpcvx.errors import InvalidParameterError
 from dpcvx.neighbors import NeighborRelation
 
 if TYPE_CHECKING:
@@ -266,6 +267,19 @@ def noise_event(
             neighbors=guarantee.neighbors,
         ),
     )
+
+
+def refuse_unsolvable(context: Any, lam: float, radius: float | None = None) -> None:
+    """Raise :class:`~dpcvx.InvalidParameterError` (before the budget is reserved: a
+    mechanism's ``preflight``) when the release context would refuse a solve of all its
+    examples at ``lam`` over W (``radius``: over W intersected with a ball of that public
+    radius) on every dataset of this size and form: the Lipschitz extension of a loss no fast
+    path writes, whose conic program is too large to stamp (``ReleaseContext.refusal``). Data
+    free; a context without the question passes."""
+    ask = getattr(context, "refusal", None)
+    refused = None if ask is None else ask(lam, radius=radius)
+    if refused is not None:
+        raise InvalidParameterError(refused + " Nothing was spent.")
 
 
 def single_solve_release(

@@ -50,6 +50,7 @@ from dpcvx.mechanisms.base import (
     PerturbedSolvePlan,
     Release,
     perturb,
+    refuse_unsolvable,
     single_solve_release,
 )
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate
@@ -198,6 +199,16 @@ class _OnExtension:
 
     def _release(self, plan: Any, solve, project, rng, domain: str) -> Release:
         raise NotImplementedError  # pragma: no cover - each stage mechanism defines it
+
+    def preflight(self, plan: Any, context: Any) -> None:
+        """Refuse, before the budget is reserved, a release whose solve over W (and, for the
+        second stage, over W intersected with the public ball) would be refused on every
+        dataset (:func:`~dpcvx.mechanisms.base.refuse_unsolvable`): a stage that is reached
+        or not by the first stage's point and noise must not be the one that refuses."""
+        refuse_unsolvable(context, plan.regularization)
+        radius = getattr(plan, "radius", None)
+        if isinstance(self, DoubleOutputPerturbation) and radius is not None:
+            refuse_unsolvable(context, plan.regularization, radius=float(radius))
 
     @property
     def extension_C(self) -> float | None:

@@ -39,6 +39,7 @@ from dpcvx.mechanisms.base import (
     PerturbedSolvePlan,
     Release,
     perturb,
+    refuse_unsolvable,
     single_solve_release,
 )
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate
@@ -226,10 +227,7 @@ class OutputPerturbation:
         """Refuse, before the budget is reserved, a solve that would be refused on every
         dataset (the Lipschitz extension of a loss no fast path writes, at a size whose conic
         program is too large to stamp: ``ReleaseContext.refusal``). Data free."""
-        ask = getattr(context, "refusal", None)
-        refused = None if ask is None else ask(plan.regularization)
-        if refused is not None:
-            raise InvalidParameterError(refused + " Nothing was spent.")
+        refuse_unsolvable(context, plan.regularization)
 
     # ------------------------------------------------------------------ release
     def release(self, plan: ReleasePlan, context: Any, rng: Any, *args: Any, **kwargs: Any):

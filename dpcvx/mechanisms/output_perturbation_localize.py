@@ -55,7 +55,14 @@ from scipy.stats import gamma
 from dpcvx._validation import check_center, check_positive, check_pure_budget
 from dpcvx.certification.certificate import ReleaseCertificate
 from dpcvx.errors import CertificationError, InvalidParameterError
-from dpcvx.mechanisms.base import PLAIN, ExtensionUse, PerturbedSolvePlan, Release, perturb
+from dpcvx.mechanisms.base import (
+    PLAIN,
+    ExtensionUse,
+    PerturbedSolvePlan,
+    Release,
+    perturb,
+    refuse_unsolvable,
+)
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee, Sensitivity
@@ -349,6 +356,11 @@ class OutputPerturbationLocalize:
             xi=self.xi,
             failure_probability=self.failure_probability,
         )
+
+    def preflight(self, plan: LocalizationPlan, context: Any) -> None:
+        """Refuse, before the budget is reserved, a solve over W that would be refused on
+        every dataset (:func:`~dpcvx.mechanisms.base.refuse_unsolvable`)."""
+        refuse_unsolvable(context, plan.regularization)
 
     def release(self, plan: LocalizationPlan, context: Any, rng: np.random.Generator) -> Release:
         """Localize; returns the centre ``w_loc``, the solve's public certificate and the

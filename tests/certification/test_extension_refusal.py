@@ -228,3 +228,33 @@ def test_a_one_sided_piecewise_loss_ends_alike_on_rows_of_any_length(limit, monk
         outcomes.append(_outcome(problem, mech, dpcvx.Accountant(epsilon=1.0))[0])
     expected = "released" if limit is None else "InvalidParameterError"
     assert outcomes == [expected, expected]
+
+
+@pytest.mark.parametrize("name", ["logistic", "logistic + square", "hinge"])
+def test_double_output_perturbation_refuses_before_either_stage(name, monkeypatch):
+    """Double output perturbation's second stage solves over W intersected with a public
+    ball, which the smooth rung does not take: for a smooth loss past the size limit that
+    solve is refused whenever it is reached, and whether it is reached depends on the first
+    stage's point and noise (its candidate check). Both stages are asked before the budget
+    is reserved, so every dataset is refused alike, nothing spent; a hinge loss, whose
+    localized extension the arrowhead rung writes, releases. OutputPertLocalize (the first
+    stage alone) refuses only the loss no rung extends over W."""
+    monkeypatch.setattr(solve_module, "MAX_PROGRAM_NNZ", 100)
+    for mech in (
+        dpcvx.DoubleOutputPerturbation(C=C, regularization=LAM),
+        dpcvx.OutputPertLocalize(C=C, regularization=LAM),
+    ):
+        outcomes = []
+        for X, Y in _neighbours()[::2]:
+            w, x, y, losses = _losses()
+            problem = dpcvx.Problem(losses[name], w, {x: X, y: Y}, [cp.norm(w) <= 1])
+            accountant = dpcvx.Accountant(epsilon=1.0)
+            outcome = _outcome(problem, mech, accountant)
+            if outcome[0] != "released":
+                assert outcome[0] == "InvalidParameterError" and accountant.spent.epsilon == 0
+            outcomes.append(outcome)
+        assert len(set(outcomes)) == 1, outcomes
+        written_over_w = name != "logistic + square"
+        double = isinstance(mech, dpcvx.DoubleOutputPerturbation)
+        expected = name == "hinge" or (not double and written_over_w)
+        assert (outcomes[0][0] == "released") == expected, (mech, outcomes)
