@@ -1048,17 +1048,12 @@ class ExtensionPieces:
         return self.model.with_terms((out,))
 
 
-def _conjugate_pair(
-    sigma: np.ndarray, beta: np.ndarray, slope: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _conjugate(sigma: np.ndarray, beta: np.ndarray, slope: np.ndarray) -> np.ndarray:
     """Per row, ``h^*(slope)`` for ``h = max_j (sigma_j s + beta_j)`` (``slope`` within the
-    slopes' range), with the pair of pieces ``(j, l)`` and the weight ``lam`` on ``j`` that
-    attain it (``lam sigma_j + (1 - lam) sigma_l = slope``)."""
+    slopes' range): the least ``-(lam beta_j + (1 - lam) beta_l)`` over the pairs of pieces
+    with ``lam sigma_j + (1 - lam) sigma_l = slope``."""
     N, m = sigma.shape
     best = np.full(N, np.inf)
-    bj = np.zeros(N, int)
-    bl = np.zeros(N, int)
-    blam = np.ones(N)
     for j in range(m):
         for k in range(m):
             sj, sk = sigma[:, j], sigma[:, k]
@@ -1067,12 +1062,8 @@ def _conjugate_pair(
             lam = np.where(width > 0, (sk - slope) / np.where(width > 0, width, 1.0), 1.0)
             ok &= (width > 0) | (sj == slope)
             val = -(lam * beta[:, j] + (1 - lam) * beta[:, k])
-            take = ok & (val < best)
-            best = np.where(take, val, best)
-            bj = np.where(take, j, bj)
-            bl = np.where(take, k, bl)
-            blam = np.where(take, lam, blam)
-    return best, np.stack([bj, bl], axis=1), blam
+            best = np.where(ok & (val < best), val, best)
+    return best
 
 
 _EPS = float(np.finfo(float).eps)
@@ -1245,7 +1236,7 @@ def _clipped_pieces(
         mask = steep.any(axis=1)
         if not mask.any():
             continue
-        conj, _, _ = _conjugate_pair(sigma, beta, side)
+        conj = _conjugate(sigma, beta, side)
         s_, b_, k_steep = sigma[mask], beta[mask], steep[mask]
         # [row, j, k]: where pieces j and k meet (j within the bound, k steeper)
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -265,7 +265,6 @@ def _strong_terms(decl: Declaration):
     denominator, ``norm(E, 2)**2``), as ``(term, M, den, capacity)`` with ``capacity = weight
     lambda_min(M^T M) / den``: half the strong-convexity modulus the term contributes for every
     possible example."""
-    leaves = decl.derived_values()
     for term in decl.terms:
         squared_norm = term.kind == "norm2_power" and float(term.param or 0.0) == 2.0
         if term.kind not in ("square", "sum_squares") and not squared_norm:
@@ -276,7 +275,7 @@ def _strong_terms(decl: Declaration):
         if not _public_coefficient(arg, decl.variable):
             continue
         try:
-            _, jac = affine_jet(arg, decl.variable, leaves, decl.n)
+            _, jac = decl.jet(arg)
         except Unsupported:
             continue
         M = np.asarray(jac, float).reshape(decl.n, -1, decl.d)[0]
@@ -369,14 +368,13 @@ def public_quadratic(
     (mu/2)``. Returns ``(mu, a, rest, data)``, ``rest`` the loss's other terms as a CVXPY
     expression and ``data`` what they read, or None when there is no such term or no other
     term. Read from the loss's form and constants only."""
-    leaves = decl.derived_values()
     folded: set[int] = set()
     half = 0.0
     lin = np.zeros(decl.d)
     for term, M, den, _ in _strong_terms(decl):
         if term.expr.parameters():  # reads data (its offset, or a data-dependent weight)
             continue
-        offset, _ = affine_jet(term.args[0], decl.variable, leaves, decl.n)
+        offset, _ = decl.jet(term.args[0])  # the one _strong_terms computed
         b = np.asarray(offset, float).reshape(decl.n, -1)[0]
         gram = M.T @ M
         s = float(np.trace(gram)) / decl.d

@@ -861,12 +861,13 @@ def smooth_rung_applies(
         return False
     if not is_smooth(decl):
         return False
-    if extension is None or (not heavy and _nearly_light(decl, float(extension))):
+    C = _relaxed_C(decl, extension, heavy)
+    if C is None:
         return True
     model = smooth_model(decl) if decl.d <= NEWTON_MAX_D else None
     if model is None:
         return False
-    return extension_model(model, float(extension), parallel_affine(decl)) is not None
+    return extension_model(model, C, parallel_affine(decl)) is not None
 
 
 def _smooth_rung(
@@ -895,13 +896,10 @@ def _smooth_rung(
     w0 = np.asarray(w0, float)
     model = smooth_model(decl) if decl.d <= NEWTON_MAX_D else None
     relaxed = None
-    if extension is not None and not _nearly_light(decl, float(extension)):
+    C = _relaxed_C(decl, extension)
+    if C is not None:
         # examples steeper than C: Newton on the extension's smooth form (slopes clipped)
-        relaxed = (
-            None
-            if model is None
-            else extension_model(model, float(extension), parallel_affine(decl))
-        )
+        relaxed = None if model is None else extension_model(model, C, parallel_affine(decl))
         if relaxed is None:  # pragma: no cover - checked by smooth_rung_applies
             raise SolverError("The extension of this loss has no smooth model.")
         model = relaxed.model
@@ -1202,6 +1200,16 @@ def _nearly_light(decl: Declaration, C: float) -> bool:
     return bool(np.all(_lipschitz_bounds(decl) <= C * (1 + LIGHT_SLACK)))
 
 
+def _relaxed_C(decl: Declaration, extension: float | None, heavy: bool = False) -> float | None:
+    """The ``C`` of the extension a no-program rung must write, or None where it solves ``F``
+    itself: no extension, or one whose every example dpcvx certifies C-Lipschitz on W
+    (``f_C = f``). ``heavy``: asked for a dataset with an example steeper than C (``C``,
+    under an extension)."""
+    if extension is None or (not heavy and _nearly_light(decl, float(extension))):
+        return None
+    return float(extension)
+
+
 #: the name of the arrowhead interior-point rung (piecewise-linear losses)
 ARROWHEAD = "arrowhead IPM"
 
@@ -1240,9 +1248,8 @@ def pieces_rung_applies(
     model = piecewise_model(decl)
     if decl.d > NEWTON_MAX_D or model is None:
         return False
-    if extension is None or (not heavy and _nearly_light(decl, float(extension))):
-        return True
-    return extension_pieces(model, float(extension)) is not None
+    C = _relaxed_C(decl, extension, heavy)
+    return C is None or extension_pieces(model, C) is not None
 
 
 def _pieces_rung(
@@ -1270,8 +1277,9 @@ def _pieces_rung(
     init = _feasible_start(dom, w0)
     target = accuracy if accuracy is not None else SMOOTH_DEFAULT
     relaxed = None
-    if extension is not None and not _nearly_light(decl, float(extension)):
-        relaxed = extension_pieces(model, float(extension))
+    C = _relaxed_C(decl, extension)
+    if C is not None:
+        relaxed = extension_pieces(model, C)
         if relaxed is None:  # pragma: no cover - checked by pieces_rung_applies
             raise SolverError("The extension of this loss has no piecewise-linear form.")
     # the method's model: elements far out where their maximum is one piece moved next to W
@@ -1320,7 +1328,6 @@ def mixed_rung_applies(
     lam: float,
     extension: float | None,
     w_domain: Domain | LocalizedDomain | None,
-    heavy: bool = False,
 ) -> bool:
     """Whether the proximal Newton rung runs (public structure only): both smooth and
     ``abs`` or ``pieces`` terms, each part with its model
@@ -1330,13 +1337,10 @@ def mixed_rung_applies(
     form of the extension, so a neighbour with a steeper example takes the conic program;
     where that program is too large to stamp, a private solve is refused before any rung
     runs, from n and the loss's form (:func:`extension_refusal`), so this rung does not
-    decide between a release and an abort. ``heavy``: whether it runs on a dataset with an
-    example steeper than C (never)."""
+    decide between a release and an abort."""
     if not _arrowhead_domain(decl, lam, w_domain) or decl.d > NEWTON_MAX_D:
         return False
-    if extension is not None and (heavy or not _nearly_light(decl, float(extension))):
-        return False
-    return mixed_model(decl) is not None
+    return _relaxed_C(decl, extension) is None and mixed_model(decl) is not None
 
 
 def _mixed_rung(

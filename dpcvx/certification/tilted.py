@@ -525,7 +525,7 @@ def _solve_extension(
     # the public data universe of extension solves: an example whose loss dpcvx cannot show
     # to be K C-Lipschitz on W enters with the zero loss (an exp(0) term of the tilted sum),
     # as does one with an argument past TILTED_ARGUMENT
-    if not _writes_extension(decl, tilt, lam, accuracy, C):
+    if size > ladder.MAX_PROGRAM_NNZ and not _writes_extension(decl, tilt, lam, accuracy, C):
         # steep examples take the conic program: where it is too large to stamp, refused
         # for every dataset alike (before the universe's cut), never on a neighbour only
         _check_size(size)
@@ -984,8 +984,9 @@ def _smooth_tilted(
     if model is None:
         return None
     relaxed = None
-    if C is not None and not ladder._nearly_light(decl, C):
-        relaxed = extension_model(model, C)
+    steep = ladder._relaxed_C(decl, C)
+    if steep is not None:
+        relaxed = extension_model(model, steep)
         if relaxed is None or ladder._region(dom) is None:
             return None
     start = time.perf_counter()
@@ -1061,8 +1062,9 @@ def _pieces_tilted(
         return None
     model, relaxed = source, None
     dom = decl.domain
-    if C is not None and not ladder._nearly_light(decl, C):
-        relaxed = extension_pieces(source, C)
+    steep = ladder._relaxed_C(decl, C)
+    if steep is not None:
+        relaxed = extension_pieces(source, steep)
         if relaxed is None or ladder._region(dom) is None:
             return None
         model = relaxed.model

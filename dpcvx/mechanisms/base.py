@@ -277,7 +277,12 @@ def refuse_unsolvable(context: Any, lam: float, radius: float | None = None) -> 
     path writes, whose conic program is too large to stamp (``ReleaseContext.refusal``). Data
     free; a context without the question passes."""
     ask = getattr(context, "refusal", None)
-    refused = None if ask is None else ask(lam, radius=radius)
+    raise_refusal(None if ask is None else ask(lam, radius=radius))
+
+
+def raise_refusal(refused: str | None) -> None:
+    """Raise a release context's refusal (see :func:`refuse_unsolvable`), if any, as
+    :class:`~dpcvx.InvalidParameterError` before anything is spent."""
     if refused is not None:
         raise InvalidParameterError(refused + " Nothing was spent.")
 

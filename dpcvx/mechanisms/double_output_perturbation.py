@@ -201,14 +201,9 @@ class _OnExtension:
         raise NotImplementedError  # pragma: no cover - each stage mechanism defines it
 
     def preflight(self, plan: Any, context: Any) -> None:
-        """Refuse, before the budget is reserved, a release whose solve over W (and, for the
-        second stage, over W intersected with the public ball) would be refused on every
-        dataset (:func:`~dpcvx.mechanisms.base.refuse_unsolvable`): a stage that is reached
-        or not by the first stage's point and noise must not be the one that refuses."""
+        """Refuse, before the budget is reserved, a release whose solve over W would be
+        refused on every dataset (:func:`~dpcvx.mechanisms.base.refuse_unsolvable`)."""
         refuse_unsolvable(context, plan.regularization)
-        radius = getattr(plan, "radius", None)
-        if isinstance(self, DoubleOutputPerturbation) and radius is not None:
-            refuse_unsolvable(context, plan.regularization, radius=float(radius))
 
     @property
     def extension_C(self) -> float | None:
@@ -396,6 +391,13 @@ class DoubleOutputPerturbation(_OnExtension):
                 }
             ),
         )
+
+    def preflight(self, plan: DoublePlan, context: Any) -> None:
+        """Stage 1's question (:meth:`_OnExtension.preflight`) and stage 2's, over W
+        intersected with the public ball: a stage that is reached or not by the first
+        stage's point and noise must not be the one that refuses."""
+        _OnExtension.preflight(self, plan, context)  # (slots: no zero-argument super)
+        refuse_unsolvable(context, plan.regularization, radius=float(plan.radius))
 
     def _release(
         self,

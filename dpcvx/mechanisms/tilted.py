@@ -31,7 +31,14 @@ import numpy as np
 from dpcvx._validation import check_center, check_delta, check_positive, check_real
 from dpcvx.certification.certificate import ReleaseCertificate
 from dpcvx.errors import InvalidParameterError
-from dpcvx.mechanisms.base import PLAIN, ExtensionUse, OneEventPlan, Release, perturb
+from dpcvx.mechanisms.base import (
+    PLAIN,
+    ExtensionUse,
+    OneEventPlan,
+    Release,
+    perturb,
+    raise_refusal,
+)
 from dpcvx.mechanisms.noise import NoiseSpec, calibrate
 from dpcvx.neighbors import REPLACE_ONE, NeighborRelation
 from dpcvx.types import Guarantee, Sensitivity
@@ -226,11 +233,8 @@ class TiltedOutputPerturbation:
         dataset (the Lipschitz extension of a loss the smooth path does not write, at a size
         whose conic program is too large to stamp: ``ReleaseContext.tilted_refusal``)."""
         ask = getattr(context, "tilted_refusal", None)
-        if ask is None:
-            return
-        refused = ask(plan.tilt, plan.regularization, plan.accuracy, self.lipschitz)
-        if refused is not None:
-            raise InvalidParameterError(refused + " Nothing was spent.")
+        if ask is not None:
+            raise_refusal(ask(plan.tilt, plan.regularization, plan.accuracy, self.lipschitz))
 
     def release(self, plan: TiltedPlan, context: Any, rng: np.random.Generator) -> Release:
         # the data source enforces the Lipschitz claim (a declared problem: the L-extension)

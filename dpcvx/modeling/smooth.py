@@ -693,16 +693,8 @@ def _knots(blk: _Block, s_lo: np.ndarray, s_hi: np.ndarray) -> tuple[np.ndarray,
             return inverse(s_lo), inverse(s_hi)
         # the atoms whose derivative takes the values between bottom and top (each end
         # attained, flat there, where ``attained``)
-        if kind == "huber":
-            bottom, top, attained = -2 * blk.param, 2 * blk.param, True
-        elif kind == "pos_huber":
-            bottom, top, attained = 0.0, 2 * blk.param, True
-        elif kind in ("pos_power", "pos_square"):
-            bottom, top, attained = 0.0, np.inf, True
-        elif kind == "logistic":
-            bottom, top, attained = 0.0, 1.0, False
-        else:  # exp
-            bottom, top, attained = 0.0, np.inf, False
+        bottom, top = derivative_range(blk)
+        attained = kind not in ("logistic", "exp")
 
         def inverse(s: np.ndarray) -> np.ndarray:  # the v of psi'(v) = s, bottom < s < top
             if kind in ("huber", "pos_huber", "pos_square"):
@@ -715,8 +707,9 @@ def _knots(blk: _Block, s_lo: np.ndarray, s_hi: np.ndarray) -> tuple[np.ndarray,
 
         inside_lo = (s_lo > bottom) & (s_lo < top)
         inside_hi = (s_hi > bottom) & (s_hi < top)
-        at_lo = np.where(inside_lo, s_lo, 0.5 * (bottom + min(top, bottom + 2.0)))
-        at_hi = np.where(inside_hi, s_hi, 0.5 * (bottom + min(top, bottom + 2.0)))
+        middle = 0.5 * (bottom + min(top, bottom + 2.0))  # any value inside (unused there)
+        at_lo = np.where(inside_lo, s_lo, middle)
+        at_hi = np.where(inside_hi, s_hi, middle)
         # lo: no v below the bound's values (-inf), or every v (+inf, the slope below -cap)
         lo = np.where(inside_lo, inverse(at_lo), np.where(s_lo >= top, inf, -inf))
         hi = np.where(inside_hi, inverse(at_hi), np.where(s_hi <= bottom, -inf, inf))
@@ -738,8 +731,6 @@ def derivative_range(blk: _Block) -> tuple[float, float]:
         return 0.0, 1.0
     if kind in ("exp", "pos_power", "pos_square"):
         return 0.0, np.inf
-    if kind == "affine":
-        return 1.0, 1.0
     return -np.inf, np.inf  # square, abs_power, sum_squares, log_sum_exp's entries
 
 
