@@ -288,7 +288,11 @@ def _atom_term(
         if isinstance(expr, Pnorm) and axis_none and float(expr.p) == 2.0:
             return Term("norm2", weight, (a,), whole, atom=expr)
         if isinstance(expr, norm1) and axis_none:
-            return Term("norm1", weight, (a,), whole, atom=expr)
+            # ||E||_1 is sum(abs(E)): the same term, whose entries the piecewise paths (the
+            # arrowhead method, proximal Newton) take one by one; as a norm it went to the
+            # conic program (logistic plus 0.01 norm1(w), n = 1e4: 15 s, as a sum 0.35 s)
+            entries = cp_abs(a)
+            return Term("abs", weight, (a,), whole, atom=entries, summed=True)
         if isinstance(expr, norm_inf) and axis_none:
             return Term("norminf", weight, (a,), whole, atom=expr)
         if isinstance(expr, quad_over_lin) and axis_none:
