@@ -79,7 +79,7 @@ class _Term:
     ``E`` and ``-E``."""
 
     kind: str  # "pieces" or "abs"
-    c: float  # weight / n
+    c: float  # weight / n (a shared term's: its weight)
     A: tuple[np.ndarray | None, ...]  # each (N, d) or None
     b: tuple[np.ndarray, ...]  # each (N,)
     shape: tuple[int, ...]  # the atom's shape per example (k entries)
@@ -96,6 +96,10 @@ class _Term:
     #: when the term stands for several of the declaration's terms of one argument
     #: (:func:`_merged`): which of their pieces each of its pieces sums
     merged: _Merged | None = None
+    #: a term that reads no data (``0.01 * cp.norm1(w)``): the same for every example, so its
+    #: elements are one example's (``k`` rows, not ``n k``) and ``c`` is its weight, the mean
+    #: of its ``n`` equal copies; its multipliers are every example's
+    shared: bool = False
 
     def apply(self, w: np.ndarray) -> np.ndarray:
         """``(N, m)``: ``A_j w`` for every piece ``j``."""
@@ -196,39 +200,49 @@ class PiecewiseModel:
         ``abs``."""
         # per term of the declaration that is not affine: its kind, its weights on its pieces
         # and which of them depend on w
-        parts: list[tuple[str, np.ndarray, tuple[bool, ...], tuple[int, ...]]] = []
+        parts: list[tuple[str, np.ndarray, tuple[bool, ...], tuple[int, ...], bool]] = []
         for term, mu in zip(self.terms, mus):
             weights = mu / term.c
             if term.merged is None:
                 live = tuple(A is not None for A in term.A)
-                parts.append((term.kind, weights, live, term.shape))
+                parts.append((term.kind, weights, live, term.shape, term.shared))
                 continue
             combos = term.merged.combos
             for k, (kind, live) in enumerate(zip(term.merged.kinds, term.merged.live)):
                 own = np.zeros((weights.shape[0], len(live)))
                 for piece, j in enumerate(combos[:, k]):
                     own[:, j] += weights[:, piece]
-                parts.append((kind, own, live, term.shape))
+                parts.append((kind, own, live, term.shape, False))
         out: list[list[np.ndarray | None] | None] = []
         it = iter(parts)
         for kind in self.kinds:
             if kind == "affine":
                 out.append(None)
                 continue
-            kind, weights, live, atom = next(it)
-            shape = (self.n,) + atom
+            kind, weights, live, atom, shared = next(it)
             if kind == "abs":
                 theta = np.clip(weights[:, 0] - weights[:, 1], -1.0, 1.0)
-                out.append([theta.reshape(shape)])
+                out.append([_every(theta, self.n, atom, shared)])
             else:
                 out.append(
-                    [weights[:, j].reshape(shape) if on else None for j, on in enumerate(live)]
+                    [
+                        _every(weights[:, j], self.n, atom, shared) if on else None
+                        for j, on in enumerate(live)
+                    ]
                 )
         return out
 
     def with_terms(self, terms: tuple[_Term, ...]) -> PiecewiseModel:
         """This model with other terms (the same examples, affine part and kinds)."""
         return PiecewiseModel(self.n, self.d, terms, self.linear, self.kinds, self.whole)
+
+
+def _every(v: np.ndarray, n: int, atom: tuple[int, ...], shared: bool) -> np.ndarray:
+    """Per-element multipliers ``v`` in the declaration's shape ``(n, *atom)``: a shared
+    term's one example's are every example's (a read-only view)."""
+    if shared:
+        return np.broadcast_to(v.reshape(atom), (n,) + atom)
+    return v.reshape((n,) + atom)
 
 
 _CACHE: weakref.WeakKeyDictionary[Declaration, PiecewiseModel | None] = weakref.WeakKeyDictionary()
@@ -240,16 +254,27 @@ def piecewise_terms(decl: Declaration, keep: frozenset[int]) -> PiecewiseModel |
     return _build(decl, keep)
 
 
-def piecewise_model(decl: Declaration) -> PiecewiseModel | None:
+def piecewise_model(decl: Declaration, share: bool = True) -> PiecewiseModel | None:
     """The declaration's :class:`PiecewiseModel` (computed once), or None when a term is not
     affine, ``abs`` or a ``pieces`` maximum of at most :data:`MAX_PIECES` affine pieces of the
-    same shape (or scalars)."""
-    return once_per_declaration(_CACHE, decl, _build)
+    same shape (or scalars). ``share``: a term that reads no data is one example's elements
+    (``_Term.shared``); without it, every example's (for a caller that weighs the examples'
+    elements apart, as tilted ERM does)."""
+    if share:
+        return once_per_declaration(_CACHE, decl, _build)
+    return once_per_declaration(_UNSHARED, decl, lambda decl: _build(decl, share=False))
 
 
-def _build(decl: Declaration, keep: frozenset[int] | None = None) -> PiecewiseModel | None:
+_UNSHARED: weakref.WeakKeyDictionary[Declaration, PiecewiseModel | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _build(
+    decl: Declaration, keep: frozenset[int] | None = None, share: bool = True
+) -> PiecewiseModel | None:
     """The model of the declaration's terms (of those whose index is in ``keep``, if given:
-    its ``kinds`` are theirs)."""
+    its ``kinds`` are theirs); ``share``: see :func:`piecewise_model`."""
     n, d = decl.n, decl.d
     leaves = decl.derived_values()
     terms: list[_Term] = []
@@ -297,6 +322,11 @@ def _build(decl: Declaration, keep: frozenset[int] | None = None) -> PiecewiseMo
         if term.kind == "pieces" and not 2 <= len(term.args) <= MAX_PIECES:
             return None
         k = int(np.prod(shape)) if shape else 1
+        # a term of public constants alone is the same for every example: one example's
+        # elements, of weight its own (L1 regularization written into the loss, n = 1e5,
+        # d = 20: two million elements and a 320 MB Jacobian otherwise)
+        shared = share and index in decl.shared_terms
+        rows = 1 if shared else n
         # piece j's Jacobian is scales[j] * A[j]; A[j] is a data array (or a derived value)
         # where the Jacobian is a multiple of one, so the model holds no copy of the data's
         # size (a hinge's -y x is the derived y x negated, pinball's -tau x a multiple of x);
@@ -311,18 +341,19 @@ def _build(decl: Declaration, keep: frozenset[int] | None = None) -> PiecewiseMo
                 return None
             lead = (n,) + (1,) * (len(shape) - len(arg.shape))  # a scalar piece broadcasts
             off = np.broadcast_to(np.asarray(off, float).reshape(lead + arg.shape), (n,) + shape)
-            b.append(np.ascontiguousarray(off).reshape(n * k))
+            b.append(np.ascontiguousarray(off[:rows]).reshape(rows * k))
             if not np.all(np.isfinite(b[-1])):
                 return None
             if not arg.variables():
                 A.append(None)
                 scales.append(0.0)
                 continue
-            jac = np.asarray(jac, float).reshape((n,) + arg.shape + (d,))
-            jac = np.ascontiguousarray(np.broadcast_to(jac, (n,) + shape + (d,))).reshape(n * k, d)
+            jac = np.asarray(jac, float).reshape((n,) + arg.shape + (d,))[:rows]
+            jac = np.broadcast_to(jac, (rows,) + shape + (d,))
+            jac = np.ascontiguousarray(jac).reshape(rows * k, d)
             if not np.all(np.isfinite(jac)):
                 return None
-            mat, scale = _data_multiple(jac, decl, leaves)
+            mat, scale = (jac, 1.0) if shared else _data_multiple(jac, decl, leaves)
             del jac
             A.append(mat)
             scales.append(scale)
@@ -342,8 +373,9 @@ def _build(decl: Declaration, keep: frozenset[int] | None = None) -> PiecewiseMo
             A = [None if a is None else base for a in A]
         else:
             A = [a if a is None or sc == 1.0 else sc * a for a, sc in zip(A, scales)]
+        weight = float(term.weight) / rows
         terms.append(
-            _Term(term.kind, float(term.weight) / n, tuple(A), tuple(b), shape, base, coefs)
+            _Term(term.kind, weight, tuple(A), tuple(b), shape, base, coefs, shared=shared)
         )
         sources.append(term)
     if not has_pieces:
@@ -374,7 +406,7 @@ def _merged(
     one number per example (``(weight / n, offsets, the declaration's term)`` each), where
     every one of them is such a multiple too, are added to every piece (the extension then
     applies to a pinball loss spelled ``0.5 * cp.abs(r) + (tau - 0.5) * r``)."""
-    if not terms or any(t.base is None or t.merged is not None for t in terms):
+    if not terms or any(t.base is None or t.merged is not None or t.shared for t in terms):
         return None
     first = terms[0]
     if any(t.shape != first.shape for t in terms):
@@ -1264,6 +1296,8 @@ def _extension_pieces(model: PiecewiseModel, C: float) -> ExtensionPieces | None
     (term,) = model.terms
     if term.base is None or term.row_coefs is not None or term.b[0].size != model.n:
         return None
+    if term.shared:  # (one example's elements, even where they number n)
+        return None
     coefs = np.asarray(term.coefs, float)
     if coefs.min() > 0 or coefs.max() < 0:
         # every piece rises (or falls) along the direction: an example whose row is long
@@ -1750,7 +1784,12 @@ def _mehrotra(
         infeas = max(
             infeas,
             float(np.linalg.norm(r_w)),
-            max(float(np.abs(r).max(initial=0.0)) for r in r_t) * model.n,
+            # per element, its multipliers' sum less c: relative to the term's weight (a
+            # shared term's c is its weight, the others' the weight over n)
+            max(
+                float(np.abs(r).max(initial=0.0)) * (1.0 if term.shared else model.n)
+                for r, term in zip(r_t, terms)
+            ),
             max(float(np.abs(r).max(initial=0.0)) for r in r_p),
             float(np.abs(r_d).max(initial=0.0)),
         )

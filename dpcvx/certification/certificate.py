@@ -212,9 +212,9 @@ def _minorants(
             beta += gb
             scale += np.abs(gb) + _apply(np.abs(gs)[:, None, :], np.abs(w_hat))[:, 0]
             continue
-        for off, jac in jets:
-            scale += wgt * _sum_elems(np.abs(off) + _apply(np.abs(jac), np.abs(w_hat)), False)
         if term.kind == "affine":
+            for off, jac in jets:
+                scale += wgt * _sum_elems(np.abs(off) + _apply(np.abs(jac), np.abs(w_hat)), False)
             off, jac = jets[0]
             s += wgt * _sum_elems(jac, True)
             beta += wgt * _sum_elems(off, False)
@@ -228,43 +228,78 @@ def _minorants(
                 duals.append(None)
             else:
                 duals.append(_DUAL_SIGN * n_total * _flat_dual(z, r, off.shape[1:]) / wgt)
-        if term.kind == "max_terms":
-            gs, gb = _max_terms_minorant(term, jets, duals, w_hat, center, radius)
-        elif term.kind == "pieces":
-            gs, gb = _pieces(term, jets, duals, w_hat, center, radius)
-        elif term.kind in MONOTONE:
-            gs, gb = _monotone(term, jets, duals, w_hat, center, radius)
-        elif term.kind in ELEMENTWISE:
-            (off, jac), theta = jets[0], duals[0]
-            if theta is None:
-                theta = np.zeros_like(off)
-            theta = clip(term.kind, theta, term.param)
-            gb = _sum_elems(theta * off - conjugate(term.kind, theta, term.param), False)
-            if not theta.any():  # no multipliers (e.g. the smooth path): a flat minorant
-                beta += wgt * gb
-                continue
-            gs = _sum_elems(theta[..., None] * jac, True)
-        else:  # vector atoms
-            (off, jac), theta = jets[0], duals[0]
-            off2 = off.reshape(n, -1)
-            jac2 = jac.reshape(n, -1, d)
-            if term.kind == "norm2_power":
-                # differentiable: its gradient at the point, whatever the duals (any theta
-                # gives a valid bound; this one is exact at the point)
-                theta = _norm_power_slope(off2 + _apply(jac2, w_hat), term.param_value)
-            theta = clip(
-                term.kind,
-                np.zeros_like(off2) if theta is None else theta.reshape(n, -1),
-                term.param,
-            )
-            gs = np.einsum("nk,nkd->nd", theta, jac2)
-            gb = np.einsum("nk,nk->n", theta, off2) - conjugate(term.kind, theta, term.param)
-            if term.kind in ("max", "log_sum_exp"):
-                bound = np.max(_range_bound(off2, jac2, center, radius), axis=1)
-                gb = gb - simplex_defect(theta) * bound
-        s += gs if wgt == 1.0 else wgt * gs
-        beta += wgt * gb
+        if t in decl.shared_terms and n > 1 and all(x is None or _same_rows(x) for x in duals):
+            # a term that reads no data, with one multiplier for every example: every
+            # example's minorant is the first's (the same floats), computed once
+            jets = [(off[:1], jac[:1]) for off, jac in jets]
+            duals = [None if x is None else x[:1] for x in duals]
+        ds, db, scales = _term_minorant(term, jets, duals, w_hat, center, radius, d)
+        for part in scales:  # one per argument, added in turn
+            scale += part
+        if ds is not None:
+            s += ds
+        beta += db
     return s, beta, scale, counts
+
+
+def _same_rows(x: np.ndarray) -> bool:
+    """Whether every row of ``x`` (one per example) is the first."""
+    x = np.asarray(x)
+    return x.shape[0] > 0 and bool(np.all(x == x[:1]))
+
+
+def _term_minorant(
+    term: Term,
+    jets: list[tuple[np.ndarray, np.ndarray]],
+    duals: list[np.ndarray | None],
+    w_hat: np.ndarray,
+    center: np.ndarray,
+    radius: float,
+    d: int,
+) -> tuple[np.ndarray | None, np.ndarray, list[np.ndarray]]:
+    """One non-affine, non-generic term's part of :func:`_minorants` on the rows of its
+    ``jets``: its slopes (None where it has none), intercepts and scales (one per argument),
+    each per row and times the term's weight."""
+    wgt = term.weight
+    n = jets[0][0].shape[0]
+    scale = [
+        wgt * _sum_elems(np.abs(off) + _apply(np.abs(jac), np.abs(w_hat)), False)
+        for off, jac in jets
+    ]
+    if term.kind == "max_terms":
+        gs, gb = _max_terms_minorant(term, jets, duals, w_hat, center, radius)
+    elif term.kind == "pieces":
+        gs, gb = _pieces(term, jets, duals, w_hat, center, radius)
+    elif term.kind in MONOTONE:
+        gs, gb = _monotone(term, jets, duals, w_hat, center, radius)
+    elif term.kind in ELEMENTWISE:
+        (off, jac), theta = jets[0], duals[0]
+        if theta is None:
+            theta = np.zeros_like(off)
+        theta = clip(term.kind, theta, term.param)
+        gb = _sum_elems(theta * off - conjugate(term.kind, theta, term.param), False)
+        if not theta.any():  # no multipliers (e.g. the smooth path): a flat minorant
+            return None, wgt * gb, scale
+        gs = _sum_elems(theta[..., None] * jac, True)
+    else:  # vector atoms
+        (off, jac), theta = jets[0], duals[0]
+        off2 = off.reshape(n, -1)
+        jac2 = jac.reshape(n, -1, d)
+        if term.kind == "norm2_power":
+            # differentiable: its gradient at the point, whatever the duals (any theta
+            # gives a valid bound; this one is exact at the point)
+            theta = _norm_power_slope(off2 + _apply(jac2, w_hat), term.param_value)
+        theta = clip(
+            term.kind,
+            np.zeros_like(off2) if theta is None else theta.reshape(n, -1),
+            term.param,
+        )
+        gs = np.einsum("nk,nkd->nd", theta, jac2)
+        gb = np.einsum("nk,nk->n", theta, off2) - conjugate(term.kind, theta, term.param)
+        if term.kind in ("max", "log_sum_exp"):
+            bound = np.max(_range_bound(off2, jac2, center, radius), axis=1)
+            gb = gb - simplex_defect(theta) * bound
+    return (gs if wgt == 1.0 else wgt * gs), wgt * gb, scale
 
 
 def _norm_power_slope(e: np.ndarray, p: float) -> np.ndarray:

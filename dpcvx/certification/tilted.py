@@ -942,7 +942,7 @@ def _writes_extension(
         return model is not None and extension_model(model, C) is not None
     if accuracy is None or not accuracy > 0:
         return False
-    source = piecewise_model(decl)
+    source = piecewise_model(decl, share=False)
     return source is not None and source.whole and extension_pieces(source, C) is not None
 
 
@@ -1057,7 +1057,7 @@ def _pieces_tilted(
 
     if accuracy is None or not accuracy > 0:
         return None
-    source = piecewise_model(decl)
+    source = piecewise_model(decl, share=False)
     if source is None or not source.whole:
         return None
     model, relaxed = source, None

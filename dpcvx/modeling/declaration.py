@@ -24,7 +24,7 @@ from dpcvx.modeling._expressions import DerivedParameter, Unsupported, affine_je
 from dpcvx.modeling._structure import Term, decompose
 from dpcvx.modeling.domains import Domain
 
-__all__ = ["Declaration", "once_per_declaration"]
+__all__ = ["Declaration", "once_per_declaration", "shared_terms"]
 
 
 def _name(p: cp.Parameter) -> str:
@@ -73,6 +73,22 @@ def once_per_declaration(store: weakref.WeakKeyDictionary, decl: Declaration, co
     except TypeError:  # pragma: no cover - declarations are weakly referenceable
         pass
     return out
+
+
+def shared_terms(terms: tuple[Term, ...]) -> frozenset[int]:
+    """The indices of the terms the same for every example, which the solvers' models hold
+    once instead of once per example: the non-affine terms that read no data (``0.01 *
+    cp.norm1(w)``, ``0.01 * cp.sum_squares(w)`` written into the loss), where another
+    non-affine term reads data. A loss whose only curved or piecewise term reads no data
+    (``cp.abs(w[0]) - y * w[0]``) keeps it per example: with its affine terms it is then each
+    example's one term, the form the Lipschitz extension's fast paths write."""
+    free = frozenset(
+        i
+        for i, term in enumerate(terms)
+        if term.kind != "affine" and not any(arg.parameters() for arg in term.args)
+    )
+    reads = any(t.kind != "affine" and i not in free for i, t in enumerate(terms))
+    return free if reads else frozenset()
 
 
 class _NoJet:
@@ -259,6 +275,7 @@ class Declaration:
         self.lifted = lifted
         self.derived: tuple[DerivedParameter, ...] = derived
         self.terms: tuple[Term, ...] = decompose(lifted, variable)
+        self.shared_terms = shared_terms(self.terms)
         self._derived_values: dict[int, np.ndarray] | None = None
         self.derived_values()  # data-only expressions are checked now, before any release
 

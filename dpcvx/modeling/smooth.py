@@ -78,6 +78,10 @@ class _Block:
     #: :func:`_one_sided`),
     #: whose certificate takes the slope at the point on the active piece itself
     duals: bool = True
+    #: a term that reads no data (``Declaration.shared_terms``): ``A`` and ``b`` hold one
+    #: example's ``k`` rows, the same for every example (the mean of its ``n`` copies is
+    #: itself)
+    shared: bool = False
 
 
 class SmoothModel:
@@ -102,7 +106,7 @@ class SmoothModel:
         with np.errstate(over="ignore", invalid="ignore"):
             for blk in self.blocks:
                 v = self._args(blk, w)
-                out += blk.weight * _psi(blk, v).reshape(self.n, -1).sum(axis=1)
+                out += blk.weight * _psi(blk, v).reshape(_rows(self, blk), -1).sum(axis=1)
         return out
 
     def value_grad(self, w: np.ndarray) -> tuple[float, np.ndarray]:
@@ -112,8 +116,9 @@ class SmoothModel:
         with np.errstate(over="ignore", invalid="ignore"):
             for blk in self.blocks:
                 v = self._args(blk, w)
-                value += blk.weight * float(np.sum(_psi(blk, v)))
-                grad += blk.weight * (blk.A.T @ _dpsi(blk, v))
+                copies = self.n if blk.shared else 1  # a shared block stands for n copies
+                value += copies * blk.weight * float(np.sum(_psi(blk, v)))
+                grad += copies * blk.weight * (blk.A.T @ _dpsi(blk, v))
         return value / self.n, grad / self.n
 
     def multipliers(self, w: np.ndarray) -> list[list[np.ndarray] | None]:
@@ -127,6 +132,8 @@ class SmoothModel:
                     out.append(None)
                     continue
                 theta = _dpsi(blk, self._args(blk, w))
+                if blk.shared:  # one example's derivatives are every example's (a view)
+                    theta = np.broadcast_to(theta.reshape(blk.shape), (self.n,) + blk.shape)
                 out.append([theta.reshape((self.n,) + blk.shape)])
         return out
 
@@ -137,7 +144,7 @@ class SmoothModel:
             for blk in self.blocks:
                 v = self._args(blk, w)
                 rows = blk.A * _dpsi(blk, v)[:, None]
-                G += blk.weight * rows.reshape(self.n, blk.k, self.d).sum(axis=1)
+                G += blk.weight * rows.reshape(_rows(self, blk), blk.k, self.d).sum(axis=1)
         return G
 
     def hessian(self, w: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -159,8 +166,16 @@ class SmoothModel:
                     H -= blk.weight * (G.T @ Gw)
                     continue
                 c = blk.weight * _d2psi(blk, v)
+                if blk.shared:  # its n copies, or their weights' sum
+                    H += (self.n if weights is None else float(np.sum(weights))) * gram(blk.A, c)
+                    continue
                 H += gram(blk.A, c if per_row is None else c * per_row)
         return H / self.n if weights is None else H
+
+
+def _rows(model: SmoothModel, blk: _Block) -> int:
+    """How many examples' rows ``blk`` holds: one for a shared block, ``n`` otherwise."""
+    return 1 if blk.shared else model.n
 
 
 class TiltedModel:
@@ -457,15 +472,24 @@ def _build(decl: Declaration, keep: frozenset[int] | None = None) -> SmoothModel
             return None
         b = np.asarray(offset, float).reshape(n, -1)
         k = b.shape[1]
-        A = np.ascontiguousarray(np.asarray(jac, float).reshape(n * k, d))
+        # a term that reads no data is held once (log-sum-exp's Hessian sums per example)
+        shared = index in decl.shared_terms and kind != "log_sum_exp"
+        if shared:  # the first example's rows (the jet broadcasts them: no copy of n)
+            b = b[:1]
+            A = np.ascontiguousarray(np.asarray(jac, float).reshape((n, k, d))[0])
+        else:
+            A = np.ascontiguousarray(np.asarray(jac, float).reshape(n * k, d))
         if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
             return None
         param = float(term.param) if term.param is not None else 1.0
         if kind == "sum_squares" and not param > 0:
             return None
         shape = tuple(np.shape(offset)[1:])
+        offsets = b.reshape(-1).copy()
         blocks.append(
-            _Block(kind, float(term.weight), param, A, b.reshape(-1).copy(), k, shape, duals=duals)
+            _Block(
+                kind, float(term.weight), param, A, offsets, k, shape, duals=duals, shared=shared
+            )
         )
     return SmoothModel(n, d, tuple(blocks))
 
