@@ -223,3 +223,17 @@ def test_bench_public_quadratic_smoke_runs(tmp_path):
         for ridge in ("regularization", "in the loss")
     }
     assert "in the loss" in proc.stdout
+
+
+def test_bench_penalties_smoke_runs(tmp_path):
+    """Each penalty written into the loss is certified, on a fast rung, with the reference
+    tools' excess over dpcvx's certified lower bound never below zero (to rounding)."""
+    out = tmp_path / "penalties.json"
+    proc = _smoke("bench_penalties.py", "--output", str(out))
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["loss"] for r in rows] == ["logistic+l1", "squared+l1", "hinge+l1", "logistic+ridge"]
+    for row in rows:
+        assert row["gap"] <= 1e-8 and row["path"] != "CLARABEL", row
+        for key in ("sklearn_excess", "cvxpy_excess"):
+            assert row[key] is None or row[key] >= -1e-7, row
+    assert "sklearn_s" in proc.stdout
