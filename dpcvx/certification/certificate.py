@@ -228,8 +228,14 @@ def _minorants(
                 duals.append(None)
             else:
                 duals.append(_DUAL_SIGN * n_total * _flat_dual(z, r, off.shape[1:]) / wgt)
-        if t in decl.shared_terms and n > 1 and all(x is None or _same_rows(x) for x in duals):
-            # a term that reads no data, with one multiplier for every example: every
+        if (
+            t in decl.shared_terms
+            and n > 1
+            and np.ndim(w_hat) == 1
+            and all(x is None or _same_rows(x) for x in duals)
+        ):
+            # a term that reads no data, with one multiplier for every example, at one point
+            # (not a point per example: tilted ERM's, the extension's copies): every
             # example's minorant is the first's (the same floats), computed once
             jets = [(off[:1], jac[:1]) for off, jac in jets]
             duals = [None if x is None else x[:1] for x in duals]

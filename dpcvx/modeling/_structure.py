@@ -62,7 +62,8 @@ class Term:
     ``kind`` is ``"affine"`` (``args == (E,)``, the term is ``weight * sum(E)``), ``"pieces"``
     (``psi = elementwise max over the args``), one of :data:`ELEMENTWISE` or :data:`VECTOR`, or
     ``"generic"`` (``expr`` is certified by tangent cuts). ``expr`` is the whole term without
-    its weight (including an enclosing ``cp.sum``); ``atom`` is the atom node itself. ``param``
+    its weight (including an enclosing ``cp.sum``); ``atom`` is the atom node itself (for a
+    1-norm ``cp.norm1(E)``, read as ``cp.sum(cp.abs(E))``, an ``abs`` node dpcvx builds). ``param``
     holds an atom's constant (the Huber threshold, the quad_over_lin denominator, the exponent
     ``p`` of ``pos_power`` and of ``norm2_power``, ``||E||_2**p``, smooth for ``p >= 2``).
     For the kinds in :data:`MONOTONE`, ``args`` are the affine pieces
