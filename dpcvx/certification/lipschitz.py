@@ -51,11 +51,12 @@ CUBE_VERTICES = 4
 
 def _cube_bound(jac: np.ndarray, norms: np.ndarray, shared: bool) -> np.ndarray:
     """Per example, an upper bound on ``max ||J^T theta||`` over ``theta`` in ``[-1, 1]^k``
-    (a sum of absolute values' or logistic functions' gradients, ``jac`` ``(n, k, d)`` with
-    row norms ``norms``): the smaller of the row norms' sum and the maximum over the cube's
-    vertices (up to :data:`CUBE_VERTICES` entries; ``sqrt(k) ||J||_2`` beyond), rounded up
-    (``0.01 * cp.norm1(w)`` at d = 20: 0.045, where the sum gives 0.2). ``shared``: every
-    example's ``J`` is the first's (a term that reads no data: computed once)."""
+    (a sum of absolute values', logistic or Huber functions' gradients, the last over
+    ``2 M``; ``jac`` ``(n, k, d)`` with row norms ``norms``): the smaller of the row norms'
+    sum and the maximum over the cube's vertices (up to :data:`CUBE_VERTICES` entries;
+    ``sqrt(k) ||J||_2`` beyond), rounded up (``0.01 * cp.norm1(w)`` at d = 20: 0.045, where
+    the sum gives 0.2). ``shared``: every example's ``J`` is the first's (a term that reads
+    no data: computed once)."""
     total = norms.sum(axis=1)
     k = jac.shape[1]
     if k == 1:
@@ -162,8 +163,9 @@ def _bounds(decl: Declaration) -> np.ndarray:
             total += wgt * (slope * _broadcast_max(term, norms, n)).sum(axis=1)
         elif term.kind in ("abs", "logistic"):
             total += wgt * _cube_bound(flat[0][1], norms[0], shared=index in decl.shared_terms)
-        elif term.kind == "huber":
-            total += wgt * 2.0 * term.param_value * norms[0].sum(axis=1)
+        elif term.kind == "huber":  # derivatives in [-2 M, 2 M]: the cube's, scaled
+            shared = index in decl.shared_terms
+            total += wgt * 2.0 * term.param_value * _cube_bound(flat[0][1], norms[0], shared)
         elif term.kind in ("square", "exp"):
             off, jac = flat[0]
             reach = np.abs(off + jac @ c) + norms[0] * R  # max |E_k| over the bounding ball

@@ -442,3 +442,29 @@ def test_the_extension_certifies_with_a_shared_one_sided_penalty():
         brackets.append((sol.lower, sol.upper))
     (lo_a, up_a), (lo_b, up_b) = brackets
     assert lo_a <= up_b + 1e-12 and lo_b <= up_a + 1e-12
+
+
+def test_a_huber_penalty_adds_its_own_lipschitz_constant():
+    """``0.1 * cp.sum(cp.huber(w, 0.3))`` (derivatives in ``[-0.6, 0.6]`` per entry) adds
+    ``0.1 * 0.6 * sqrt(d)`` to each example's bound, not ``0.1 * 0.6 * d``, and the bound
+    still holds: finite-difference gradients at random points of the ball stay below it."""
+    X, Y = _data("reg")
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    loss = cp.abs(x @ w - y) + 0.1 * cp.sum(cp.huber(w, 0.3))
+    decl = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 1]).declaration
+    bounds = lipschitz_bounds(decl)
+    extra = bounds - np.linalg.norm(X, axis=1)
+    np.testing.assert_allclose(extra, 0.06 * np.sqrt(D), rtol=1e-8)
+    rng = np.random.default_rng(3)
+    h = 1e-7
+    for _ in range(20):
+        u = rng.normal(size=D)
+        u *= rng.uniform(0, 1) / np.linalg.norm(u)
+        grad = np.stack(
+            [
+                (decl.loss_values(u + h * e) - decl.loss_values(u - h * e)) / (2 * h)
+                for e in np.eye(D)
+            ],
+            axis=1,
+        )
+        assert np.all(np.linalg.norm(grad, axis=1) <= bounds * (1 + 1e-6))
