@@ -213,8 +213,8 @@ def _minorants(
             scale += np.abs(gb) + _apply(np.abs(gs)[:, None, :], np.abs(w_hat))[:, 0]
             continue
         if term.kind == "affine":
-            for off, jac in jets:
-                scale += wgt * _sum_elems(np.abs(off) + _apply(np.abs(jac), np.abs(w_hat)), False)
+            for part in _scales(wgt, jets, w_hat):
+                scale += part
             off, jac = jets[0]
             s += wgt * _sum_elems(jac, True)
             beta += wgt * _sum_elems(off, False)
@@ -248,6 +248,17 @@ def _minorants(
     return s, beta, scale, counts
 
 
+def _scales(
+    wgt: float, jets: list[tuple[np.ndarray, np.ndarray]], w_hat: np.ndarray
+) -> list[np.ndarray]:
+    """Per argument of a term, ``wgt`` times each row's ``sum |off| + |jac| |w_hat|``: the
+    magnitudes the margins of :func:`_minorants` scale with."""
+    return [
+        wgt * _sum_elems(np.abs(off) + _apply(np.abs(jac), np.abs(w_hat)), False)
+        for off, jac in jets
+    ]
+
+
 def _same_rows(x: np.ndarray) -> bool:
     """Whether every row of ``x`` (one per example) is the first."""
     x = np.asarray(x)
@@ -268,10 +279,7 @@ def _term_minorant(
     each per row and times the term's weight."""
     wgt = term.weight
     n = jets[0][0].shape[0]
-    scale = [
-        wgt * _sum_elems(np.abs(off) + _apply(np.abs(jac), np.abs(w_hat)), False)
-        for off, jac in jets
-    ]
+    scale = _scales(wgt, jets, w_hat)
     if term.kind == "max_terms":
         gs, gb = _max_terms_minorant(term, jets, duals, w_hat, center, radius)
     elif term.kind == "pieces":
