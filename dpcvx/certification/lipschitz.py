@@ -81,14 +81,14 @@ def _quadratic_bound(
     ``2 s (||J c + off|| + s R)`` with ``s`` the Frobenius norm of ``J``, or, for a term
     that reads no data (``shared``: every example's is the first's), its spectral norm (one
     SVD: a ridge penalty on all but an intercept, ``0.01 * cp.sum_squares(w[:-1])`` on a ball
-    of radius 2, adds 0.04 where the Frobenius norm gives 0.76)."""
+    of radius 2, adds 0.04 where the Frobenius norm gives 0.76). Rounded up by 1e-9."""
     if shared:
         s = _spectral(jac[:1])
         reach = np.linalg.norm(off[:1] + jac[:1] @ c, axis=1) * (1 + 1e-9) + s * R
         return np.broadcast_to(2.0 * s * reach * (1 + 1e-9), (off.shape[0],))
     frob = np.linalg.norm(norms, axis=1)
     reach = np.linalg.norm(off + jac @ c, axis=1) + frob * R
-    return 2.0 * frob * reach
+    return 2.0 * frob * reach * (1 + 1e-9)
 
 
 def lipschitz_bounds(decl: Declaration) -> np.ndarray:

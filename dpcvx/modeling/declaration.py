@@ -85,7 +85,8 @@ def shared_terms(terms: tuple[Term, ...]) -> frozenset[int]:
     free = frozenset(
         i
         for i, term in enumerate(terms)
-        if term.kind != "affine" and not any(arg.parameters() for arg in term.args)
+        # a generic term has no arguments apart: its whole expression is asked
+        if term.kind not in ("affine", "generic") and not term.expr.parameters()
     )
     reads = any(t.kind != "affine" and i not in free for i, t in enumerate(terms))
     return free if reads else frozenset()

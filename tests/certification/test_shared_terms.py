@@ -468,3 +468,15 @@ def test_a_huber_penalty_adds_its_own_lipschitz_constant():
             axis=1,
         )
         assert np.all(np.linalg.norm(grad, axis=1) <= bounds * (1 + 1e-6))
+
+
+def test_a_generic_term_reading_data_is_not_shared():
+    """A generic term (certified by tangent cuts) has no arguments apart; whether it reads
+    data is its whole expression's question (a review's case: ``cp.pnorm(w - x, 3)`` was
+    counted as reading no data)."""
+    X, Y = _data("pm")
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    loss = cp.logistic(-cp.multiply(y, x @ w)) + 0.1 * cp.pnorm(w - x, 3)
+    decl = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 1]).declaration
+    assert [t.kind for t in decl.terms] == ["logistic", "generic"]
+    assert decl.shared_terms == frozenset()
