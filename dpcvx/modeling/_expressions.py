@@ -565,6 +565,10 @@ def _jet(
                 return Jet(offset, np.einsum("...mk,...kd->...md", mat, jm))
             if len(a.shape) == 1 and len(b.shape) == 1:
                 return Jet(offset, np.einsum("...k,...kd->...d", mat, jm))
+            if len(a.shape) == 1 and len(b.shape) == 2:  # x @ W, W a matrix of the variable
+                return Jet(offset, np.einsum("...k,...kpd->...pd", mat, jm))
+            if len(a.shape) == 2 and len(b.shape) == 2:
+                return Jet(offset, np.einsum("...mk,...kpd->...mpd", mat, jm))
             raise Unsupported("matmul shape")
         if not b.variables() and len(a.shape) == 1 and len(b.shape) == 1:
             vec = _eval(b, leaves, n)
@@ -573,6 +577,17 @@ def _jet(
             if isinstance(j.jac, str):
                 return Jet(offset, vec)
             return Jet(offset, np.einsum("...kd,...k->...d", _materialize(j.jac, a.shape, d), vec))
+        if not b.variables() and len(a.shape) == 2 and len(b.shape) in (1, 2):
+            # W @ x or W @ B with W a matrix of the variable (``cp.reshape(w, (K, d)) @ x``,
+            # the multinomial scores)
+            mat = _eval(b, leaves, n)
+            j = _jet(a, variable, leaves, n, at)
+            jm = _materialize(j.jac, a.shape, d)
+            if len(b.shape) == 1:
+                offset = np.einsum("...mk,...k->...m", j.offset, mat)
+                return Jet(offset, np.einsum("...mkd,...k->...md", jm, mat))
+            offset = np.einsum("...mk,...kp->...mp", j.offset, mat)
+            return Jet(offset, np.einsum("...mkd,...kp->...mpd", jm, mat))
         raise Unsupported("matmul with the variable on this side")
     if isinstance(expr, index):
         j = _jet(args[0], variable, leaves, n, at)

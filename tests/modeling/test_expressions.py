@@ -76,6 +76,23 @@ EXPRESSIONS = {
     "param-matrix-times-stack": (lambda w, p: p["M"] @ cp.hstack([w[0], w[1], p["y"]]), True),
     "constant-matrix": (lambda w, p: np.arange(6.0).reshape(2, 3) @ w + p["x"][:2], True),
     "variable-left-matmul": (lambda w, p: w @ p["x"] - 2 * (w[1:] @ p["x"][:2]), True),
+    # a matrix of the variable times data: the multinomial scores ``cp.reshape(w, (K, d)) @ x``
+    "reshaped-variable-times-data": (
+        lambda w, p: cp.reshape(cp.hstack([w, 2 * w]), (2, 3), order="C") @ p["x"] - 1,
+        True,
+    ),
+    "reshaped-variable-times-data-matrix": (
+        lambda w, p: cp.reshape(cp.hstack([w, w[::-1]]), (3, 2), order="F") @ p["M"][:, :2].T,
+        True,
+    ),
+    "data-times-reshaped-variable": (
+        lambda w, p: p["x"] @ cp.reshape(cp.hstack([w, w - 1]), (3, 2), order="F"),
+        True,
+    ),
+    "data-matrix-times-reshaped-variable": (
+        lambda w, p: p["M"] @ cp.reshape(cp.hstack([w, -w]), (3, 2), order="C"),
+        True,
+    ),
     "reversed-slice-with-stop": (lambda w, p: w[2:0:-1] - p["x"][-1:-3:-1], True),
     "sum-axis": (
         lambda w, p: cp.sum(cp.reshape(cp.hstack([w, p["x"]]), (2, 3), order="F"), axis=0),
