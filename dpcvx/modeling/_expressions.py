@@ -33,6 +33,7 @@ from cvxpy.atoms.affine.index import index
 from cvxpy.atoms.affine.promote import Promote
 from cvxpy.atoms.affine.reshape import reshape as cp_reshape
 from cvxpy.atoms.affine.sum import Sum
+from cvxpy.atoms.affine.transpose import transpose as cp_transpose
 from cvxpy.atoms.affine.unary_operators import NegExpression
 from cvxpy.atoms.affine.vstack import Vstack
 from cvxpy.atoms.elementwise.abs import abs as cp_abs
@@ -634,6 +635,12 @@ def _jet(
         off = _concat(expr, [j.offset for j in jets], 0)
         jac = _concat(expr, [_materialize(j.jac, a.shape, d) for j, a in zip(jets, args)], 1)
         return Jet(off, jac)
+    if isinstance(expr, cp_transpose) and expr.axes is None and len(args[0].shape) == 2:
+        # W.T of a matrix of the variable (``x @ cp.reshape(w, (K, d)).T``)
+        j = _jet(args[0], variable, leaves, n, at)
+        off = np.swapaxes(np.asarray(j.offset), -1, -2)
+        jac = np.swapaxes(_materialize(j.jac, args[0].shape, d), -2, -3)
+        return Jet(off, jac)
     raise Unsupported(f"affine atom {type(expr).__name__}")
 
 
@@ -652,6 +659,7 @@ _LINEAR = (
     cp_reshape,
     Hstack,
     Vstack,
+    cp_transpose,
 )
 
 

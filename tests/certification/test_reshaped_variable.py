@@ -33,6 +33,8 @@ def _problem(spelling, X, XE):
         scores = cp.reshape(w, (K, D), order="C") @ x
     elif spelling == "x @ reshape F":
         scores = x @ cp.reshape(w, (D, K), order="F")
+    elif spelling == "x @ reshape C .T":
+        scores = x @ cp.reshape(w, (K, D), order="C").T
     else:  # stacked rows, each a slice of w
         scores = cp.hstack([w[k * D : (k + 1) * D] @ x for k in range(K)])
     loss = cp.log_sum_exp(scores) - e @ w
@@ -48,7 +50,7 @@ def _reference(X, labels):
     return ref.value
 
 
-@pytest.mark.parametrize("spelling", ["reshape C", "x @ reshape F", "stacked"])
+@pytest.mark.parametrize("spelling", ["reshape C", "x @ reshape F", "x @ reshape C .T", "stacked"])
 def test_multinomial_scores_with_a_reshaped_variable_take_newton(spelling):
     """Every spelling of the scores: Newton's rung, a certified gap under the target, and the
     reference optimum in the bracket (``x @ reshape(w, (d, K), "F")`` is the same matrix

@@ -99,7 +99,11 @@ EXPRESSIONS = {
         False,
     ),
     "cumsum": (lambda w, p: cp.cumsum(w), False),
-    "transpose-matmul": (lambda w, p: _col(w).T @ p["x"], False),
+    "transpose-matmul": (lambda w, p: _col(w).T @ p["x"], True),
+    "data-times-transposed-reshape": (
+        lambda w, p: p["x"][:2] @ cp.reshape(cp.hstack([w, w + 1]), (3, 2), order="C").T,
+        True,
+    ),
     # non-affine: evaluate only
     "square-plus-abs": (lambda w, p: cp.square(p["x"] @ w - p["y"]) + cp.abs(w[0]), None),
     "log-sum-exp": (lambda w, p: cp.log_sum_exp(cp.hstack([p["x"] @ w, -(p["x"] @ w)])), None),
