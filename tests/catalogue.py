@@ -861,3 +861,15 @@ def by_name(name: str) -> Reference:
         if ref.name == name:
             return ref
     raise KeyError(name)
+
+
+def finite_difference_gradients(decl, u: np.ndarray, h: float) -> np.ndarray:
+    """``(n, d)``: every example's gradient of its loss at ``u`` by central differences of
+    step ``h`` (an independent check of Lipschitz bounds: no dpcvx derivative involved)."""
+    return np.stack(
+        [
+            (decl.loss_values(u + h * e) - decl.loss_values(u - h * e)) / (2 * h)
+            for e in np.eye(u.size)
+        ],
+        axis=1,
+    )
