@@ -659,7 +659,6 @@ _LINEAR = (
     cp_reshape,
     Hstack,
     Vstack,
-    cp_transpose,
 )
 
 

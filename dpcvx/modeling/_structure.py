@@ -144,8 +144,9 @@ def pl_pieces(expr: cp.Expression) -> list[cp.Expression] | None:
         and getattr(expr, "axis", None) is None
         and args[0].size == 1
         and args[0].is_affine()
-    ):  # a norm of one number is its absolute value
-        out = [args[0], -args[0]]
+    ):  # a norm of one number is its absolute value, of the norm's shape (a scalar)
+        one = _scalar(args[0])
+        out = [one, -one]
     elif isinstance(expr, NegExpression) and isinstance(args[0], cp_minimum):
         if all(a.is_affine() for a in args[0].args):
             out = [-a for a in args[0].args]

@@ -128,6 +128,16 @@ SPELLINGS = [
         _REG,
     ),
     Spelling(
+        "square(norm(r)) of a one-entry vector",
+        # a review's case: the pieces r, -r had the vector's shape, the atom a scalar's, and
+        # every solve raised (also cp.reshape(w, (1, d)) @ x - y and A @ w - y of one row)
+        lambda w, p: cp.square(cp.norm(cp.hstack([p["x"] @ w - p["y"]]), 2)),
+        lambda w, z: cp.sum_squares(z["x"] @ w - z["y"]),
+        _regression,
+        "pos_power",
+        _REG,
+    ),
+    Spelling(
         "max(hstack([0, 1 - y x.w]))",
         lambda w, p: cp.max(cp.hstack([0, 1 - p["y"] * (p["x"] @ w)])),
         lambda w, z: cp.sum(cp.pos(1 - cp.multiply(z["y"], z["x"] @ w))),

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpcvx.modeling._expressions import Unsupported, affine_jet, evaluate, lift
+from dpcvx.modeling._expressions import Unsupported, affine_jet, evaluate, lift, subgradient_jet
 
 D, N, K = 3, 5, 2
 
@@ -314,3 +314,26 @@ def test_evaluate_broadcasts_shared_leaves():
     wv = rng.normal(size=D)
     got = evaluate(expr, {p["x"].id: X, w.id: wv.reshape(1, D)}, N)
     np.testing.assert_allclose(got, X @ wv)
+
+
+def test_a_transpose_of_a_nonaffine_expression_keeps_its_gradient():
+    """The transpose's jet rule covers affine matrices only; a transpose of a non-affine
+    expression (of one axis, or with ``axes`` given) still takes the per-atom gradient (a
+    review: listing transposes among the linear atoms had made these raise ``Unsupported``)."""
+    rng = np.random.default_rng(0)
+    w = cp.Variable(6)
+    s = cp.Parameter(2, nonneg=True)
+    W = cp.reshape(w, (2, 3), order="C")
+    data = {s.id: rng.uniform(size=(N, 2))}
+    for expr in (
+        cp.sum(cp.transpose(cp.square(w))),
+        cp.sum(cp.transpose(cp.square(W), axes=(1, 0)) @ s),
+    ):
+        at = rng.normal(size=6)
+        value, grad = subgradient_jet(expr, w, data, N, at)
+        h = 1e-6
+        for i in range(6):
+            e = np.eye(6)[i]
+            up = evaluate(expr, {**data, w.id: (at + h * e)[None]}, N)
+            down = evaluate(expr, {**data, w.id: (at - h * e)[None]}, N)
+            np.testing.assert_allclose(grad[:, i], (up - down) / (2 * h), rtol=1e-6, atol=1e-6)
