@@ -462,9 +462,15 @@ def _build(decl: Declaration, keep: frozenset[int] | None = None) -> SmoothModel
                 return None
             kind, args = found[0], (found[1],)
         duals = term.kind not in ("pos_power", "pos_huber")
+        given = term.param
+        if kind == "norm2_power" and given == 2.0:
+            # ||E||^2 (``cp.norm(w, 2)**2``, ``cp.square(cp.norm(w))``) is E's sum of squares
+            # (the certificate takes its own gradient at the point for its multipliers): it
+            # took the conic program, the logistic loss plus 0.01 norm(w)**2 12.6 s at n = 1e4
+            kind, given = "sum_squares", 1.0
         if kind not in _SCALAR + _VECTOR or len(args) != 1:
             return None
-        if kind in ("huber", "sum_squares") and term.param is None:
+        if kind in ("huber", "sum_squares") and given is None:
             return None
         try:
             offset, jac = affine_jet(args[0], decl.variable, leaves, n)
@@ -481,7 +487,7 @@ def _build(decl: Declaration, keep: frozenset[int] | None = None) -> SmoothModel
             A = np.ascontiguousarray(np.asarray(jac, float).reshape(n * k, d))
         if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
             return None
-        param = float(term.param) if term.param is not None else 1.0
+        param = float(given) if given is not None else 1.0
         if kind == "sum_squares" and not param > 0:
             return None
         shape = tuple(np.shape(offset)[1:])

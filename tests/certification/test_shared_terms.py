@@ -160,6 +160,14 @@ SMOOTH = {
         "pm",
         "Newton",
     ),
+    "logistic + 0.02 norm(w - c)**2": (
+        lambda w, z, y: cp.logistic(-cp.multiply(y, z)) + 0.02 * cp.norm(w - CENTER, 2) ** 2,
+        lambda W, Z, Y: (
+            cp.sum(cp.logistic(-cp.multiply(Y, Z))) + N * 0.02 * cp.sum_squares(W - CENTER)
+        ),
+        "pm",
+        "Newton",
+    ),
     "huber + 0.01 sum(square(w))": (
         lambda w, z, y: cp.huber(z - y, 0.5) + 0.01 * cp.sum(cp.square(w)),
         lambda W, Z, Y: cp.sum(cp.huber(Z - Y, 0.5)) + N * 0.01 * cp.sum_squares(W),
