@@ -9,7 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RESULTS_ENV", "add_size_arguments", "results_dir", "save_rows", "write_json"]
+__all__ = [
+    "RESULTS_ENV",
+    "add_size_arguments",
+    "results_dir",
+    "save_rows",
+    "sizes",
+    "write_json",
+]
 
 #: ``dpcvx bench --out DIR`` sets this variable for the scripts it runs
 RESULTS_ENV = "DPCVX_BENCH_OUT"
@@ -46,6 +53,11 @@ def add_size_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="n = 2000, one repeat (CI)")
     parser.add_argument("--output", default="")
+
+
+def sizes(args: argparse.Namespace) -> tuple[int, int]:
+    """``(n, repeat)`` from :func:`add_size_arguments`' options: ``(2000, 1)`` for ``--smoke``."""
+    return (2000, 1) if args.smoke else (int(args.n), args.repeat)
 
 
 def save_rows(args: argparse.Namespace, script: str, n: int, repeat: int, rows: list) -> None:

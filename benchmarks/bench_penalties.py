@@ -42,7 +42,7 @@ from unittest import mock
 
 import cvxpy as cp
 import numpy as np
-from _common import add_size_arguments, save_rows
+from _common import add_size_arguments, save_rows, sizes
 
 import dpcvx
 import dpcvx.modeling.declaration as declaration_module
@@ -226,7 +226,7 @@ def main() -> None:
     parser.add_argument("--before", action="store_true", help="also time a copy per example")
     parser.add_argument("--cvxpy-max-n", type=int, default=10_000)
     args = parser.parse_args()
-    n, repeat = (2000, 1) if args.smoke else (int(args.n), args.repeat)
+    n, repeat = sizes(args)
     losses = args.losses.split(",")
     rows = run(n, args.d, repeat, losses, args.accuracy, args.before, args.cvxpy_max_n)
     print(

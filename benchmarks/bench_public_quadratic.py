@@ -31,7 +31,7 @@ from unittest import mock
 
 import cvxpy as cp
 import numpy as np
-from _common import add_size_arguments, save_rows
+from _common import add_size_arguments, save_rows, sizes
 
 import dpcvx
 
@@ -112,7 +112,7 @@ def main() -> None:
     parser.add_argument("--losses", default="logistic,huber,hinge")
     parser.add_argument("--before", action="store_true", help="also time the unfolded release")
     args = parser.parse_args()
-    n, repeat = (2000, 1) if args.smoke else (int(args.n), args.repeat)
+    n, repeat = sizes(args)
     rows = run(n, args.d, repeat, args.losses.split(","), args.before)
     print(f"n = {n}, d = {args.d}, lam = {LAM}, ridge {RIDGE}, C = {C}; medians of {repeat}")
     print(report(rows))

@@ -31,7 +31,7 @@ import warnings
 
 import cvxpy as cp
 import numpy as np
-from _common import add_size_arguments, save_rows
+from _common import add_size_arguments, save_rows, sizes
 
 import dpcvx
 
@@ -179,7 +179,7 @@ def main() -> None:
     parser.add_argument("--groups", default="")
     parser.add_argument("--budget", type=float, default=120.0)
     args = parser.parse_args()
-    n, repeat = (2000, 1) if args.smoke else (int(args.n), args.repeat)
+    n, repeat = sizes(args)
     d_ = args.d
     every = list(_groups(cp.Variable(d_), cp.Parameter(d_), cp.Parameter()))
     names = [g for g in args.groups.split(",") if g] or every

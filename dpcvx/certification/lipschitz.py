@@ -126,6 +126,7 @@ def _bounds(decl: Declaration) -> np.ndarray:
     for index, term in enumerate(decl.terms):
         if joint is not None and term.kind == "affine":
             continue  # in the joint term's bound
+        shared = index in decl.shared_terms  # reads no data: its first example's is every one
         try:
             jets = [decl.jet(arg) for arg in term.args]
         except Unsupported:
@@ -162,9 +163,8 @@ def _bounds(decl: Declaration) -> np.ndarray:
                 )
             total += wgt * (slope * _broadcast_max(term, norms, n)).sum(axis=1)
         elif term.kind in ("abs", "logistic"):
-            total += wgt * _cube_bound(flat[0][1], norms[0], shared=index in decl.shared_terms)
+            total += wgt * _cube_bound(flat[0][1], norms[0], shared)
         elif term.kind == "huber":  # derivatives in [-2 M, 2 M]: the cube's, scaled
-            shared = index in decl.shared_terms
             total += wgt * 2.0 * term.param_value * _cube_bound(flat[0][1], norms[0], shared)
         elif term.kind in ("square", "exp"):
             off, jac = flat[0]
@@ -176,7 +176,6 @@ def _bounds(decl: Declaration) -> np.ndarray:
             )
             bound = (slope * norms[0]).sum(axis=1)
             if term.kind == "square" and off.shape[1] > 1:  # the gradient 2 J^T E
-                shared = index in decl.shared_terms
                 bound = np.minimum(bound, _quadratic_bound(off, jac, norms[0], c, R, shared))
             total += wgt * bound
         elif term.kind == "max_terms":  # the largest of the pieces' bounds
@@ -206,7 +205,6 @@ def _bounds(decl: Declaration) -> np.ndarray:
             total += wgt * norms[0].max(axis=1)
         elif term.kind == "sum_squares":
             off, jac = flat[0]
-            shared = index in decl.shared_terms
             bound = _quadratic_bound(off, jac, norms[0], c, R, shared)
             total += wgt * bound / float(term.param or 1.0)
         else:  # a kind without a rule: no bound
