@@ -1,11 +1,14 @@
-"""Penalties written into the loss (L1, elastic net, a ridge), certified by dpcvx next to
+"""Penalties written into the loss (L1, elastic net, a ridge, a group lasso, a sup norm, a
+quadratic form), certified by dpcvx next to
 scikit-learn and plain CVXPY on the same objective, measured side by side in one run.
 
 A Problem's loss is one example's, so a user who wants an L1 penalty writes it there:
 ``cp.logistic(-y x.w) + a * cp.norm1(w)``. Every example then holds the same penalty; dpcvx's
 models hold it once (``Declaration.shared_terms``). ``--before`` also times the solve with
 every example holding its own copy (as dpcvx did before 2026-11-29; the 1-norm is read as a
-sum of absolute values either way).
+sum of absolute values either way), and for the penalties no model holds (the last three
+below) the solve without the rung that takes them, ``proximal Newton + penalty program``
+(``dpcvx.certification.penalized``; before 2026-11-30 they took the conic program).
 
 Objective (seeded data, Gaussian features of norm about one, an l2 ball of radius 100,
 inactive): ``(1/n) sum_i f(w; z_i) + (lam/2) ||w||^2`` with ``lam = 1e-2`` and, per loss:
@@ -18,7 +21,12 @@ inactive): ``(1/n) sum_i f(w; z_i) + (lam/2) ||w||^2`` with ``lam = 1e-2`` and, 
 - ``hinge + L1``: ``max(0, 1 - y x.w) + a ||w||_1``: no scikit-learn estimator has it
   (``LinearSVC``'s L1 penalty takes the squared hinge only); plain CVXPY only;
 - ``logistic + ridge``: ``log(1 + exp(-y x.w)) + (c/2) ||w||^2`` written in the loss
-  (``c = 2e-2``), against ``LogisticRegression(C=1 / (n (lam + c)), tol=1e-8)`` (lbfgs).
+  (``c = 2e-2``), against ``LogisticRegression(C=1 / (n (lam + c)), tol=1e-8)`` (lbfgs);
+- ``logistic + group``: ``log(1 + exp(-y x.w)) + g (||w_A||_2 + ||w_B||_2)``, ``A`` and
+  ``B`` the halves of the coordinates (``g = 2e-2``): no scikit-learn estimator has it;
+- ``squared + linf``: ``0.5 (x.w - y)^2 + a ||w||_inf``: none either;
+- ``logistic + quad_form``: ``log(1 + exp(-y x.w)) + a w^T P w`` with ``P`` the tridiagonal
+  second-difference matrix (a smoothness penalty on neighbouring coefficients): none either.
 
 Plain CVXPY solves the whole-data expression with Clarabel (default tolerances, compile
 included) up to ``--cvxpy-max-n`` examples. dpcvx certifies every solve to ``--accuracy``;
@@ -27,7 +35,7 @@ less dpcvx's certified lower bound (its suboptimality, at least). Medians of ``-
 after one warm-up, each on a freshly built problem; read the ratios.
 
     python benchmarks/bench_penalties.py [--n 100000] [--d 20] [--repeat 3] [--before]
-        [--losses logistic+l1,squared+l1,hinge+l1,logistic+ridge] [--cvxpy-max-n 10000]
+        [--losses logistic+l1,...,logistic+quad_form] [--cvxpy-max-n 10000]
     python benchmarks/bench_penalties.py --smoke     # CI: n = 2000, one repeat
 """
 
@@ -45,10 +53,19 @@ import numpy as np
 from _common import add_size_arguments, save_rows, sizes
 
 import dpcvx
+import dpcvx.certification.solve as solve_module
 import dpcvx.modeling.declaration as declaration_module
 
-LAM, L1, RIDGE, RADIUS = 1e-2, 1e-2, 2e-2, 100.0
-LOSSES = ("logistic+l1", "squared+l1", "hinge+l1", "logistic+ridge")
+LAM, L1, RIDGE, GROUP, RADIUS = 1e-2, 1e-2, 2e-2, 2e-2, 100.0
+#: the penalties the rung for penalties no model holds takes (``--before``: without it)
+PENALIZED = ("logistic+group", "squared+linf", "logistic+quad_form")
+LOSSES = ("logistic+l1", "squared+l1", "hinge+l1", "logistic+ridge", *PENALIZED)
+
+
+def second_difference(d: int) -> np.ndarray:
+    """The tridiagonal ``D^T D`` of the first differences of ``d`` coefficients."""
+    D = np.diff(np.eye(d), axis=0)
+    return D.T @ D
 
 
 def make_data(n: int, d: int, seed: int = 0):
@@ -71,7 +88,31 @@ def _example_loss(name: str, w, z, y):
         return 0.5 * cp.square(z - y) + L1 * cp.norm1(w)
     if name == "hinge+l1":
         return cp.pos(1 - cp.multiply(y, z)) + L1 * cp.norm1(w)
-    return cp.logistic(-cp.multiply(y, z)) + (RIDGE / 2) * cp.sum_squares(w)
+    if name == "logistic+ridge":
+        return cp.logistic(-cp.multiply(y, z)) + (RIDGE / 2) * cp.sum_squares(w)
+    return _data_term(name, z, y) + _penalty(name, w)
+
+
+def _data_term(name: str, z, y):
+    if name.startswith("logistic"):
+        return cp.logistic(-cp.multiply(y, z))
+    if name.startswith("squared"):
+        return 0.5 * cp.square(z - y)
+    return cp.pos(1 - cp.multiply(y, z))
+
+
+def _penalty(name: str, w):
+    """The penalty of ``name`` on the variable ``w`` (a CVXPY expression)."""
+    if name.endswith("ridge"):
+        return RIDGE / 2 * cp.sum_squares(w)
+    if name.endswith("group"):
+        half = w.size // 2
+        return GROUP * (cp.norm(w[:half], 2) + cp.norm(w[half:], 2))
+    if name.endswith("linf"):
+        return L1 * cp.norm_inf(w)
+    if name.endswith("quad_form"):
+        return L1 * cp.quad_form(w, second_difference(w.size))
+    return L1 * cp.norm1(w)
 
 
 def objective(name: str, w: np.ndarray, X, labels) -> float:
@@ -83,21 +124,32 @@ def objective(name: str, w: np.ndarray, X, labels) -> float:
         data = float(np.mean(0.5 * (z - labels) ** 2))
     else:
         data = float(np.mean(np.maximum(0.0, 1.0 - labels * z)))
-    penalty = RIDGE / 2 * float(w @ w) if name.endswith("ridge") else L1 * float(np.abs(w).sum())
+    half = w.size // 2
+    penalty = {
+        "ridge": RIDGE / 2 * float(w @ w),
+        "group": GROUP * float(np.linalg.norm(w[:half]) + np.linalg.norm(w[half:])),
+        "linf": L1 * float(np.abs(w).max()),
+        "quad_form": L1 * float(w @ second_difference(w.size) @ w),
+    }.get(name.split("+")[1], L1 * float(np.abs(w).sum()))
     return data + penalty + LAM / 2 * float(w @ w)
 
 
-def _dpcvx(name: str, X, labels, accuracy: float, shared: bool = True):
+def _dpcvx(name: str, X, labels, accuracy: float, before: bool = False):
+    """``(seconds, solution)``; ``before``: a copy of the penalty per example, or without the
+    penalty rung (:data:`PENALIZED`)."""
     d = X.shape[1]
     w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    copies = before and name not in PENALIZED
     off = mock.patch.object(declaration_module, "shared_terms", lambda terms: frozenset())
-    with off if not shared else contextlib.nullcontext():
+    with off if copies else contextlib.nullcontext():
         problem = dpcvx.Problem(
             _example_loss(name, w, x @ w, y), w, {x: X, y: labels}, [cp.norm(w) <= RADIUS]
         )
-    start = time.perf_counter()
-    sol = problem.solve(regularization=LAM, accuracy=accuracy)
-    return time.perf_counter() - start, sol
+    rung = mock.patch.object(solve_module, "penalized_rung_applies", lambda *a, **k: False)
+    with rung if before and not copies else contextlib.nullcontext():
+        start = time.perf_counter()
+        sol = problem.solve(regularization=LAM, accuracy=accuracy)
+        return time.perf_counter() - start, sol
 
 
 def _sklearn(name: str, X, labels):
@@ -136,13 +188,8 @@ def _cvxpy(name: str, X, labels):
     n, d = X.shape
     W = cp.Variable(d)
     z = X @ W
-    if name.startswith("logistic"):
-        data = cp.sum(cp.logistic(-cp.multiply(labels, z))) / n
-    elif name.startswith("squared"):
-        data = 0.5 * cp.sum_squares(z - labels) / n
-    else:
-        data = cp.sum(cp.pos(1 - cp.multiply(labels, z))) / n
-    penalty = RIDGE / 2 * cp.sum_squares(W) if name.endswith("ridge") else L1 * cp.norm1(W)
+    data = cp.sum(_data_term(name, z, labels)) / n
+    penalty = _penalty(name, W)
     prob = cp.Problem(
         cp.Minimize(data + penalty + LAM / 2 * cp.sum_squares(W)), [cp.norm(W) <= RADIUS]
     )
@@ -168,7 +215,7 @@ def run(
             path, gap, lower = str(sol.solver_stats.get("solver")), sol.gap, sol.lower
             if before:
                 cells.setdefault("before", []).append(
-                    _dpcvx(name, X, labels, accuracy, shared=False)[0]
+                    _dpcvx(name, X, labels, accuracy, before=True)[0]
                 )
             ref = _sklearn(name, X, labels)
             if ref is not None:
@@ -202,7 +249,7 @@ def _cell(value, fmt: str) -> str:
 
 def report(rows: list[dict]) -> str:
     head = (
-        f"{'loss':15s} {'dpcvx_s':>8s} {'before_s':>8s} {'sklearn_s':>9s} {'ratio':>6s} "
+        f"{'loss':18s} {'dpcvx_s':>8s} {'before_s':>8s} {'sklearn_s':>9s} {'ratio':>6s} "
         f"{'cvxpy_s':>8s} {'ratio':>6s} {'sk_excess':>9s} {'cvx_excess':>10s} {'gap':>8s}  path"
     )
     lines = [head]
@@ -210,7 +257,7 @@ def report(rows: list[dict]) -> str:
         sk = None if r["sklearn_s"] is None else r["dpcvx_s"] / r["sklearn_s"]
         cv = None if r["cvxpy_s"] is None else r["dpcvx_s"] / r["cvxpy_s"]
         lines.append(
-            f"{r['loss']:15s} {r['dpcvx_s']:8.3f} {_cell(r['before_s'], '8.3f')} "
+            f"{r['loss']:18s} {r['dpcvx_s']:8.3f} {_cell(r['before_s'], '8.3f')} "
             f"{_cell(r['sklearn_s'], '9.3f')} {_cell(sk, '6.2f')} {_cell(r['cvxpy_s'], '8.3f')} "
             f"{_cell(cv, '6.2f')} {_cell(r['sklearn_excess'], '9.1e')} "
             f"{_cell(r['cvxpy_excess'], '10.1e')} {r['gap']:8.1e}  {r['path']}"

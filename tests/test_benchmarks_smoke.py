@@ -231,9 +231,19 @@ def test_bench_penalties_smoke_runs(tmp_path):
     out = tmp_path / "penalties.json"
     proc = _smoke("bench_penalties.py", "--output", str(out))
     rows = json.loads(out.read_text())["rows"]
-    assert [r["loss"] for r in rows] == ["logistic+l1", "squared+l1", "hinge+l1", "logistic+ridge"]
+    assert [r["loss"] for r in rows] == [
+        "logistic+l1",
+        "squared+l1",
+        "hinge+l1",
+        "logistic+ridge",
+        "logistic+group",
+        "squared+linf",
+        "logistic+quad_form",
+    ]
     for row in rows:
         assert row["gap"] <= 1e-8 and row["path"] != "CLARABEL", row
+        if row["loss"] in ("logistic+group", "squared+linf", "logistic+quad_form"):
+            assert row["path"] == "proximal Newton + penalty program", row
         for key in ("sklearn_excess", "cvxpy_excess"):
             assert row[key] is None or row[key] >= -1e-7, row
     assert "sklearn_s" in proc.stdout

@@ -47,6 +47,7 @@ from dpcvx.certification.copy_blocks import CopyBlocks
 from dpcvx.certification.extension import certify_extension, extension_bounds
 from dpcvx.certification.lipschitz import argument_reach, lipschitz_bounds
 from dpcvx.certification.mixed import mixed_model, proximal_newton
+from dpcvx.certification.penalized import PenaltyStep, penalized_model, penalized_newton
 from dpcvx.certification.stable import STABLE_KINDS, sub_values
 from dpcvx.certification.subgradient import (
     affordable,
@@ -665,6 +666,13 @@ def _certified_solve(
             MIXED,
             mixed_rung_applies,
             lambda: _mixed_rung(
+                decl, lam=lam, w0=w0, accuracy=accuracy, extension=extension, w_domain=w_domain
+            ),
+        ),
+        (
+            PENALIZED,
+            penalized_rung_applies,
+            lambda: _penalized_rung(
                 decl, lam=lam, w0=w0, accuracy=accuracy, extension=extension, w_domain=w_domain
             ),
         ),
@@ -1416,6 +1424,93 @@ def _mixed_rung(
         newton_steps=int(steps),
         seconds=time.perf_counter() - start,
     )
+    return _with_stats(best, stats)
+
+
+#: the name of the rung for smooth losses with penalties that no model holds
+PENALIZED = "proximal Newton + penalty program"
+
+
+def penalized_rung_applies(
+    decl: Declaration,
+    *,
+    lam: float,
+    extension: float | None,
+    w_domain: Domain | LocalizedDomain | None,
+) -> bool:
+    """Whether the penalized proximal Newton rung runs (public structure only): smooth terms
+    that read data and penalties that read no data and that no model holds
+    (:func:`~dpcvx.certification.penalized.penalized_model`), ``lam > 0``, a ball or box
+    domain (localized or not), ``d <= NEWTON_MAX_D``, and the plain objective, as for
+    :func:`mixed_rung_applies` (a neighbour with a steeper example takes the conic program,
+    or is refused before any rung runs, from n and the loss's form)."""
+    if not _arrowhead_domain(decl, lam, w_domain) or decl.d > NEWTON_MAX_D:
+        return False
+    return _relaxed_C(decl, extension) is None and penalized_model(decl) is not None
+
+
+def _penalized_rung(
+    decl: Declaration,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    accuracy: float | None,
+    extension: float | None = None,
+    w_domain: Domain | LocalizedDomain | None = None,
+) -> CertifiedSolution:
+    """Solve a smooth loss with penalties by proximal Newton's method whose steps are small
+    conic programs (:func:`~dpcvx.certification.penalized.penalized_newton`) from ``w0`` made
+    feasible, certifying the point after each full step, and return the best of its
+    certificates."""
+    import time
+
+    start = time.perf_counter()
+    model = penalized_model(decl)
+    if model is None:  # pragma: no cover - checked by penalized_rung_applies
+        raise SolverError("The loss has no smooth part with penalties.")
+    dom = decl.domain
+    w0 = np.asarray(w0, float)
+    init = _feasible_start(dom, w0)
+    smooth = recentered(model.smooth, np.asarray(dom.center, float), float(dom.radius))
+    localized = w_domain if isinstance(w_domain, LocalizedDomain) else None
+    step = PenaltyStep(decl, model, localized)
+    feasible = dom if w_domain is None else w_domain
+    certificates: list[CertifiedSolution] = []
+    judged: list[np.ndarray] = []
+
+    def judge(x: np.ndarray, duals: dict) -> bool:
+        judged[:] = [x]
+        point = feasible.make_feasible(x)
+        stats = {
+            "solver": PENALIZED,
+            "iterations": 0,
+            "status": "converged",
+            "seconds": time.perf_counter() - start,
+        }
+        try:
+            cert = _certify_point(
+                decl,
+                point,
+                lam,
+                w0,
+                accuracy,
+                stats,
+                model.multipliers(point, duals, decl.n),
+                extension,
+                w_domain,
+            )
+        except CertificationError:
+            return False
+        certificates.append(cert)
+        return _meets(cert, accuracy)
+
+    x, duals, steps = penalized_newton(smooth, step, lam, w0, init, judge=judge)
+    if not judged or judged[0] is not x:
+        judge(x, duals)
+    if not certificates:
+        raise CertificationError("The penalized proximal Newton steps certified nothing.")
+    best = min(certificates, key=lambda c: c.gap)
+    stats = dict(best.solver_stats, newton_steps=int(steps), seconds=time.perf_counter() - start)
     return _with_stats(best, stats)
 
 

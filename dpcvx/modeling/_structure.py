@@ -421,6 +421,52 @@ def _scalar(expr: cp.Expression) -> cp.Expression:
     return expr if expr.shape == () else cp.reshape(expr, (), order="C")
 
 
+#: the most groups a sum of norms along an axis is split into (one term each)
+MAX_GROUPS = 1000
+
+
+def _norm1_of_nonneg(expr: cp.Expression) -> bool:
+    """``||E||_1`` (``norm1``, ``pnorm(E, 1)``, no axis) of a non-affine ``E`` whose entries
+    CVXPY knows to be nonnegative (norms, squares): the same as ``sum(E)``."""
+    if isinstance(expr, Pnorm):
+        if float(expr.p) != 1.0:
+            return False
+    elif not isinstance(expr, norm1):
+        return False
+    inner = expr.args[0]
+    return getattr(expr, "axis", None) is None and not inner.is_affine() and inner.is_nonneg()
+
+
+def _summands(inner: cp.Expression) -> list[cp.Expression] | None:
+    """The parts whose sum is ``sum(inner)``, where each is a term of its own: the entries of
+    a stack (``cp.sum(cp.hstack([cp.norm(w[:5]), cp.norm(w[5:])]))``) and the norms of the
+    columns or rows of a norm along an axis (``cp.sum(cp.norm(W, 2, axis=0))``, a group
+    lasso); None for anything else. As one generic term these had only a tangent cut, which
+    cannot hold a group at zero: with a penalty large enough to zero a group, no solve met
+    even 1e-8 (a gap of 2.45 for the logistic loss)."""
+    if isinstance(inner, (Hstack, Vstack)) and not inner.is_affine():
+        parts = []
+        for a in inner.args:
+            if isinstance(a, Reshape) and a.args[0].shape == ():  # a number, stacked as (1,)
+                a = a.args[0]
+            parts.append(a if a.shape == () else cp.sum(a))
+        return parts
+    if (
+        isinstance(inner, Pnorm)
+        and float(inner.p) == 2.0
+        and getattr(inner, "axis", None) in (0, 1)
+        and inner.args[0].ndim == 2
+        and inner.args[0].is_affine()
+    ):
+        X = inner.args[0]
+        axis = inner.axis
+        count = X.shape[1 - axis]
+        if count > MAX_GROUPS:
+            return None
+        return [cp.norm(X[:, j] if axis == 0 else X[j, :], 2) for j in range(count)]
+    return None
+
+
 def decompose(loss: cp.Expression, variable: cp.Variable) -> tuple[Term, ...]:
     """Split ``loss`` into :class:`Term` objects whose sum is ``loss``."""
     terms: list[Term] = []
@@ -448,8 +494,18 @@ def decompose(loss: cp.Expression, variable: cp.Variable) -> tuple[Term, ...]:
             if val is not None and val > 0:
                 visit(expr.args[0], weight / val)
                 return
+        if _norm1_of_nonneg(expr):
+            # ||E||_1 of entries that are never negative is their sum: the norms of the
+            # groups of cp.mixed_norm(X, 2, 1) (a group lasso), each a term of its own
+            visit(cp.sum(expr.args[0]), weight)
+            return
         if isinstance(expr, Sum) and expr.axis is None:
             inner = expr.args[0]
+            parts = _summands(inner)
+            if parts is not None:
+                for part in parts:
+                    visit(part, weight)
+                return
             term = _atom_term(inner, weight, summed=True, whole=expr)
             if term is not None:
                 terms.append(term)

@@ -483,3 +483,34 @@ def test_a_generic_term_reading_data_is_not_shared():
     decl = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 1]).declaration
     assert [t.kind for t in decl.terms] == ["logistic", "generic"]
     assert decl.shared_terms == frozenset()
+
+
+BOUNDED_PENALTIES = {
+    **PENALTIES,
+    "group": lambda w: cp.norm(w[:2], 2) + cp.norm(w[2:], 2),
+    "norm_inf": lambda w: cp.norm_inf(w),
+    "huber": lambda w: cp.sum(cp.huber(w, 0.5)),
+    "norm power": lambda w: cp.power(cp.norm(w - 0.1, 2), 3),
+    "exp": lambda w: cp.sum(cp.exp(w)),
+}
+
+
+@pytest.mark.parametrize("penalty", list(BOUNDED_PENALTIES))
+def test_lipschitz_bounds_of_a_shared_term_match_every_example_s(penalty, monkeypatch):
+    """A term that reads no data is bounded once, on its first example, and that bound is
+    every example's: each example's bound equals, bit for bit, its bound alone (a declaration
+    of that one example), and, where the bound's formula does not change for a shared term
+    (the spectral norm for squares and for sums of more than four entries), the bound of the
+    same declaration with nothing shared."""
+    X, Y = _data("pm")
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    loss = cp.logistic(-cp.multiply(y, x @ w)) + 0.5 * BOUNDED_PENALTIES[penalty](w)
+    decl = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 2]).declaration
+    assert decl.shared_terms
+    shared = lipschitz_bounds(decl)
+    assert shared.shape == (decl.n,) and np.all(np.isfinite(shared))
+    for i in (0, 1, decl.n - 1):
+        np.testing.assert_array_equal(shared[i : i + 1], lipschitz_bounds(decl.subset([i])))
+    if penalty not in ("square", "abs", "huber"):
+        monkeypatch.setattr(decl, "shared_terms", frozenset())
+        np.testing.assert_array_equal(shared, lipschitz_bounds(decl))

@@ -1,0 +1,263 @@
+"""Smooth losses plus penalties that no model holds: a group lasso (``cp.norm(w, 2)``, or norms
+of blocks of ``w``), ``cp.norm_inf(w)``, ``cp.quad_form(w, P)``, any convex term that reads no
+data, beside terms that read data and are smooth (the logistic, squared, Huber losses).
+
+Proximal Newton's method whose every step is one small conic program in ``d`` variables: the
+smooth terms' second-order model at the current point, the regularization and the penalties
+as the user wrote them (CVXPY and Clarabel, compiled once per solve, re-solved with new
+parameters). The data enters only through the model's gradient and Hessian, so a step costs
+one pass over the data however many examples there are, where the joint conic program held
+every example (the logistic loss plus ``0.01 * cp.norm(w, 2)`` at n = 1e4, d = 20: 15 s).
+
+Each step backtracks along the program's answer until the objective falls by a quarter of
+the model's prediction. Every point goes to dpcvx's certificate with the smooth terms'
+derivatives at the point, the step program's multipliers of the penalties' arguments (the
+duals of ``z == E(w)``, the penalty written on ``z``), and a tangent cut of its own for a
+penalty of no catalogue form: as on every path, the method only proposes points.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from dataclasses import dataclass
+
+import cvxpy as cp
+import numpy as np
+
+from dpcvx.modeling._expressions import evaluate, substitute
+from dpcvx.modeling.declaration import Declaration, once_per_declaration
+from dpcvx.modeling.localized import LocalizedDomain
+from dpcvx.modeling.smooth import SmoothModel, smooth_terms
+
+__all__ = ["PenalizedModel", "PenaltyStep", "penalized_model", "penalized_newton"]
+
+#: the penalty kinds whose certificate takes multipliers of the argument (one affine argument,
+#: a catalogue conjugate): the step program writes them on a copy ``z`` of the argument
+MULTIPLIED = ("abs", "norm2", "norminf", "max", "log_sum_exp")
+#: the penalty kinds the step program writes as the user did (the certificate takes a tangent
+#: cut of them at the point: no multipliers)
+AS_WRITTEN = ("generic",)
+
+
+@dataclass(frozen=True)
+class PenalizedModel:
+    """The declaration's smooth and affine terms (``smooth``) and its penalties (``penalty``:
+    the indices of the terms that read no data and that no smooth model holds), and which of
+    the declaration's terms the smooth model holds (``in_smooth``, in the declaration's
+    order)."""
+
+    smooth: SmoothModel
+    penalty: tuple[int, ...]
+    in_smooth: tuple[bool, ...]
+
+    def multipliers(self, w: np.ndarray, duals: dict[int, np.ndarray], n: int) -> list:
+        """The certificate's multipliers per term of the declaration: the smooth terms'
+        derivatives at ``w``, and each multiplied penalty's step multipliers (the same for
+        every example: a view), None for a penalty written as it was."""
+        smooth = iter(self.smooth.multipliers(w))
+        out: list = []
+        for index, held in enumerate(self.in_smooth):
+            if held:
+                out.append(next(smooth))
+            elif index in duals:
+                theta = duals[index]
+                out.append([np.broadcast_to(theta, (n,) + theta.shape)])
+            else:
+                out.append(None)
+        return out
+
+
+_CACHE: weakref.WeakKeyDictionary[Declaration, PenalizedModel | None] = weakref.WeakKeyDictionary()
+
+
+def penalized_model(decl: Declaration) -> PenalizedModel | None:
+    """The declaration's :class:`PenalizedModel` (computed once), or None where it has no
+    penalty, where a term that reads data is not smooth, or where a penalty is of a kind the
+    method does not take (:data:`MULTIPLIED`, :data:`AS_WRITTEN`). Decided from the loss's
+    form and constants only."""
+    return once_per_declaration(_CACHE, decl, _build)
+
+
+def _reads_data(term) -> bool:
+    return bool(term.expr.parameters())
+
+
+def _build(decl: Declaration) -> PenalizedModel | None:
+    penalty = []
+    for index, term in enumerate(decl.terms):
+        if term.kind == "affine" or _reads_data(term):
+            continue
+        if term.kind in MULTIPLIED + AS_WRITTEN:
+            penalty.append(index)
+    if not penalty or not any(_reads_data(t) for t in decl.terms):
+        return None
+    keep = frozenset(range(len(decl.terms))) - frozenset(penalty)
+    for index in penalty:
+        term = decl.terms[index]
+        if term.kind in MULTIPLIED and (
+            len(term.args) != 1 or term.atom is None or len(term.atom.args) != 1
+        ):
+            return None
+    smooth = smooth_terms(decl, keep)
+    if smooth is None:
+        return None
+    in_smooth = tuple(index in keep for index in range(len(decl.terms)))
+    return PenalizedModel(smooth, tuple(penalty), in_smooth)
+
+
+class PenaltyStep:
+    """The step program ``min_v (1/2) ||R v||^2 + q^T v + sum_k P_k(v)`` over the domain
+    (``R``, ``q`` parameters: ``R^T R`` the smooth model's Hessian plus ``lam I``), compiled
+    once; one per solve (its variables hold the last answer, so it is not shared between
+    threads)."""
+
+    def __init__(
+        self,
+        decl: Declaration,
+        model: PenalizedModel,
+        w_domain: LocalizedDomain | None,
+    ) -> None:
+        d = decl.d
+        self.d = d
+        v = cp.Variable(d)
+        self.v = v
+        self.R = cp.Parameter((d, d))
+        self.q = cp.Parameter(d)
+        constraints = [substitute(c, decl.variable, v) for c in decl.domain.constraints]
+        if w_domain is not None:
+            center = np.asarray(w_domain.ball_center, float)
+            constraints.append(cp.norm(v - center, 2) <= float(w_domain.ball_radius))
+        pieces = []
+        self.links: list[tuple[int, cp.Constraint, float, tuple[int, ...]]] = []
+        self.values: list[tuple[float, cp.Expression]] = []  # each penalty on w (its value)
+        for index in model.penalty:
+            term = decl.terms[index]
+            self.values.append((float(term.weight), term.expr))
+            if term.kind in MULTIPLIED:
+                arg = substitute(term.args[0], decl.variable, v)
+                z = cp.Variable(arg.shape)
+                link = z == arg
+                constraints.append(link)
+                assert term.atom is not None  # (penalized_model's condition)
+                inner = term.atom.copy([z])
+                piece = cp.sum(inner) if term.summed else inner
+                self.links.append((index, link, float(term.weight), arg.shape))
+            else:
+                piece = substitute(term.expr, decl.variable, v)
+            pieces.append(float(term.weight) * piece)
+        objective = 0.5 * cp.sum_squares(self.R @ v) + self.q @ v
+        for piece in pieces:
+            objective = objective + piece
+        self.problem = cp.Problem(cp.Minimize(objective), constraints)
+        self._variable_id = decl.variable.id
+
+    def penalty_value(self, w: np.ndarray) -> float:
+        """The penalties' sum at ``w`` (the user's expressions, dpcvx's evaluator)."""
+        leaves = {self._variable_id: np.asarray(w, float)[None, :]}
+        total = 0.0
+        for weight, expr in self.values:
+            total += weight * float(np.sum(evaluate(expr, leaves, 1)))
+        return total
+
+    def solve(self, H: np.ndarray, lin: np.ndarray, lam: float) -> tuple[np.ndarray, dict]:
+        """The step program's answer for the quadratic ``(1/2) v^T H v + lin^T v + (lam/2)
+        ||v||^2`` and each multiplied penalty's multipliers (index: the atom's slope at the
+        answer, shaped as its argument)."""
+        M = H + lam * np.eye(self.d)
+        M = (M + M.T) / 2
+        try:
+            R = np.linalg.cholesky(M).T
+        except np.linalg.LinAlgError:
+            vals, vecs = np.linalg.eigh(M)
+            R = np.sqrt(np.maximum(vals, 0.0))[:, None] * vecs.T
+        self.R.value = R
+        self.q.value = lin
+        with warnings.catch_warnings():  # an inaccurate status: the certificate judges
+            warnings.simplefilter("ignore")
+            self.problem.solve(
+                solver=cp.CLARABEL,
+                tol_gap_abs=1e-12,
+                tol_gap_rel=1e-12,
+                tol_feas=1e-12,
+                tol_ktratio=1e-10,
+                max_iter=200,
+            )
+        x = self.v.value
+        if x is None:
+            raise ValueError(f"the step program gave no point ({self.problem.status})")
+        duals = {}
+        for index, link, weight, shape in self.links:
+            y = link.dual_value
+            if y is None:
+                continue
+            # the Lagrangian holds y^T (z - E): at the answer weight * atom'(z) = -y
+            duals[index] = np.asarray(-np.asarray(y, float) / weight).reshape(shape)
+        return np.asarray(x, float).reshape(self.d), duals
+
+
+#: the most proximal Newton steps
+PENALIZED_STEPS = 30
+
+
+def penalized_newton(
+    smooth: SmoothModel,
+    step: PenaltyStep,
+    lam: float,
+    w0: np.ndarray,
+    start: np.ndarray,
+    *,
+    judge,
+) -> tuple[np.ndarray, dict, int]:
+    """Proximal Newton's method on ``smooth + penalties + (lam / 2) ||w - w0||^2`` over the
+    step program's domain from ``start``: each step solves :class:`PenaltyStep` with the smooth
+    part's second-order model at the current point, then backtracks along it until the
+    objective decreases by a quarter of the model's prediction. ``judge(x, duals)`` is called
+    after each full step and returns True to stop. Returns the last point, its multipliers
+    and the steps taken."""
+    w0 = np.asarray(w0, float)
+
+    def objective(v: np.ndarray) -> float:
+        value, _ = smooth.value_grad(v)
+        diff = v - w0
+        return value + step.penalty_value(v) + lam / 2 * float(diff @ diff)
+
+    x = np.asarray(start, float)
+    f = objective(x)
+    duals: dict = {}
+    steps = 0
+    for steps in range(1, PENALIZED_STEPS + 1):  # noqa: B007 - the count is returned
+        value, grad = smooth.value_grad(x)
+        H = smooth.hessian(x)
+        trial, duals = step.solve(H, grad - H @ x - lam * w0, lam)
+        if not np.all(np.isfinite(trial)):
+            break
+        direction = trial - x
+        model_trial = (
+            value
+            + float(grad @ direction)
+            + 0.5 * float(direction @ (H @ direction))
+            + step.penalty_value(trial)
+            + lam / 2 * float((trial - w0) @ (trial - w0))
+        )
+        predicted = f - model_trial
+        tiny = 1e-12 * (1.0 + abs(f))
+        if predicted < -tiny:
+            break  # the program's answer is worse than x: x stays (the caller judges it)
+        t = 1.0
+        while True:
+            point = x + t * direction if t < 1.0 else trial
+            f_new = objective(point)
+            if not np.isfinite(f_new):
+                f_new = np.inf
+            if predicted <= tiny or f_new <= f - 0.25 * t * predicted:
+                break
+            t /= 2
+            if t < 1e-10:
+                return x, duals, steps
+        x, f = point, f_new
+        if t == 1.0 and judge(x, duals):
+            break
+        if predicted <= tiny:
+            break
+    return x, duals, steps
