@@ -32,7 +32,7 @@ import numpy as np
 
 from dpcvx._validation import check_delta, check_positive
 from dpcvx.accounting.ledger import Accountant
-from dpcvx.certification.lipschitz import lipschitz_bounds, strong_convexity_bound
+from dpcvx.certification.lipschitz import enforceable, lipschitz_bounds, strong_convexity_bound
 from dpcvx.certification.solve import universe_slope
 from dpcvx.errors import (
     DpcvxError,
@@ -155,12 +155,7 @@ def release(
         domain=domain,
     )
     C = _extension_of(mechanism, mode, plan.extension_C, extension)
-    enforced = (
-        claim is not None
-        and C is None
-        and declared is not None
-        and not any(t.kind == "generic" for t in declared.terms)
-    )
+    enforced = claim is not None and C is None and declared is not None and enforceable(declared)
     mu = float(getattr(mechanism, "strong_convexity", 0.0) or 0.0)
     target: Any = source
     folded = False

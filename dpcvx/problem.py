@@ -15,7 +15,7 @@ from dpcvx._validation import check_nonnegative, check_positive
 from dpcvx.accounting.ledger import Accountant
 from dpcvx.certification.certificate import CertifiedSolution, still_certified
 from dpcvx.certification.extension import ExtensionValues, extension_bounds
-from dpcvx.certification.lipschitz import public_quadratic, remove_quadratic
+from dpcvx.certification.lipschitz import enforceable, public_quadratic, remove_quadratic
 from dpcvx.certification.solve import certified_solve, extension_refusal
 from dpcvx.certification.tilted import certified_tilted_solve, tilted_refusal
 from dpcvx.compilation.solvers import check_solver, solve_program
@@ -495,7 +495,7 @@ class ReleaseContext:
         every dataset of this size and form (:func:`~dpcvx.certification.tilted.tilted_refusal`),
         or None. Data free: a mechanism asks it before the budget is reserved."""
         decl = self.problem.declaration
-        if lipschitz is None or any(t.kind == "generic" for t in decl.terms):
+        if lipschitz is None or not enforceable(decl):
             return None
         L = float(lipschitz)
 
@@ -508,11 +508,12 @@ class ReleaseContext:
         """``solve(lam, w0, alpha)``: the certified tilted-ERM solve (always private). With
         ``lipschitz=L`` the claim is enforced as for output perturbation: examples dpcvx cannot
         certify L-Lipschitz on W are solved on the L-Lipschitz extension of their loss (losses
-        with generic terms keep the plain program and the claim is trusted)."""
+        with generic terms dpcvx cannot bound keep the plain program and the claim is
+        trusted: :func:`~dpcvx.certification.lipschitz.enforceable`)."""
         template, block = self.problem._compiled(None)
         decl = self.problem.declaration
         L = None if lipschitz is None else float(lipschitz)
-        enforce = L is not None and not any(t.kind == "generic" for t in decl.terms)
+        enforce = L is not None and enforceable(decl)
         ext_template = self.problem._compiled(L)[0] if enforce else None
 
         def solve(lam: float, w0: np.ndarray, alpha: float) -> CertifiedSolution:

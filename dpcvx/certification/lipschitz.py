@@ -9,7 +9,8 @@ domain's bounding ball for squares and exponentials; for ``psi(max_j E_j)`` with
 nondecreasing (``max(v, 0)**p``, one-sided Huber) the slope ``psi'`` at the largest value of
 ``max_j E_j`` over the bounding ball times ``max_j ||J_j||``; for ``||E||_2**p`` the slope
 ``p R_E**(p - 1)`` at the largest norm ``R_E`` of ``E`` over the ball times ``||J||_2``).
-Generic terms get ``inf``. The affine part is bounded jointly with the first maximum-type term
+Generic terms get ``inf``, but for a quadratic form that reads no data (``cp.quad_form(w, P)``,
+``2 ||P_s|| ||J|| max ||E||``). The affine part is bounded jointly with the first maximum-type term
 (a maximum or log-sum-exp of one vector, a scalar maximum of affine pieces):
 ``max_j ||weight J_j + g||`` over its pieces, ``g`` the affine part's gradient, exact for the
 multinomial loss ``lse(scores) - <x_y, w>`` (``sqrt(2) ||x||``).
@@ -36,7 +37,14 @@ from dpcvx.modeling.domains import row_norms
 if TYPE_CHECKING:
     import cvxpy as cp
 
-__all__ = ["argument_reach", "lipschitz_bounds", "remove_quadratic", "strong_convexity_bound"]
+__all__ = [
+    "argument_reach",
+    "bounded_quadratic",
+    "enforceable",
+    "lipschitz_bounds",
+    "remove_quadratic",
+    "strong_convexity_bound",
+]
 
 
 def _spectral(jac: np.ndarray) -> np.ndarray:
@@ -100,10 +108,57 @@ def lipschitz_bounds(decl: Declaration) -> np.ndarray:
         return _bounds(decl)
 
 
+def bounded_quadratic(term: Term) -> tuple[np.ndarray, cp.Expression] | None:
+    """``(P_s, E)`` for a generic term ``x^T P x`` (``cp.quad_form(E, P)``) that reads no
+    data, ``P`` a constant and ``E`` affine, with ``P_s = (P + P^T) / 2``; None otherwise."""
+    from cvxpy.atoms.quad_form import QuadForm
+
+    expr = term.expr
+    if term.kind != "generic" or not isinstance(expr, QuadForm) or expr.parameters():
+        return None
+    E, P = expr.args
+    if not E.is_affine() or P.variables() or P.value is None:
+        return None
+    P = np.atleast_2d(np.asarray(P.value, float))
+    if P.shape != (E.size, E.size) or not np.all(np.isfinite(P)):
+        return None
+    return (P + P.T) / 2.0, E
+
+
+def enforceable(decl: Declaration) -> bool:
+    """Whether dpcvx bounds every term of the loss (:func:`lipschitz_bounds` is finite on
+    finite data), so that a Lipschitz claim can be enforced on it: every generic term is a
+    quadratic form that reads no data (:func:`bounded_quadratic`). Form only."""
+    return all(t.kind != "generic" or bounded_quadratic(t) is not None for t in decl.terms)
+
+
+def _quadratic_form_bound(
+    decl: Declaration, term: Term, c: np.ndarray, R: float
+) -> np.ndarray | None:
+    """``(1,)``: an upper bound on ``||2 J^T P_s (J w + b)||`` over the ball ``B(c, R)``, the
+    gradient of ``weight^-1`` times the term :func:`bounded_quadratic` reads, ``2 ||P_s||_2
+    ||J||_2 (||J c + b|| + ||J||_2 R)``, each factor rounded up by 1e-9; None where the
+    argument has no jet."""
+    found = bounded_quadratic(term)
+    if found is None:
+        return None
+    P, E = found
+    try:
+        off, jac = decl.jet(E)
+    except Unsupported:
+        return None
+    d = decl.d
+    off = np.asarray(off, float)[:1].reshape(1, -1)
+    jac = np.asarray(jac, float)[:1].reshape(1, -1, d)
+    spec = _spectral(jac)
+    reach = np.linalg.norm(off + jac @ c, axis=1) * (1 + 1e-9) + spec * R
+    return 2.0 * _spectral(P[None]) * spec * reach * (1 + 1e-9)
+
+
 def _bounds(decl: Declaration) -> np.ndarray:
     n, d = decl.n, decl.d
     c, R = np.asarray(decl.domain.center, float), float(decl.domain.radius)
-    if any(term.kind == "generic" for term in decl.terms):
+    if not enforceable(decl):
         return np.full(n, np.inf)
     # the affine part's gradient is joined with the first term whose subgradients are convex
     # combinations of its pieces' gradients (a maximum, log-sum-exp, a scalar maximum of
@@ -126,6 +181,12 @@ def _bounds(decl: Declaration) -> np.ndarray:
     for index, term in enumerate(decl.terms):
         if joint is not None and term.kind == "affine":
             continue  # in the joint term's bound
+        if term.kind == "generic":  # a quadratic form that reads no data (enforceable)
+            bound = _quadratic_form_bound(decl, term, c, R)
+            if bound is None:
+                return np.full(n, np.inf)
+            total += abs(float(term.weight)) * bound
+            continue
         shared = index in decl.shared_terms  # reads no data: its first example's is every one
         try:
             jets = [decl.jet(arg) for arg in term.args]
@@ -235,11 +296,13 @@ def argument_reach(decl: Declaration) -> dict[str, tuple[np.ndarray, ...]] | Non
     ball in units of its spread. None where an argument has no affine jet (generic terms)."""
     n, d = decl.n, decl.d
     c, R = np.asarray(decl.domain.center, float), float(decl.domain.radius)
-    if any(term.kind == "generic" for term in decl.terms):
+    if not enforceable(decl):
         return None
     out: dict[str, tuple[np.ndarray, ...]] = {}
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for term in decl.terms:
+            if term.kind == "generic":
+                continue  # a quadratic form that reads no data: the same for every example
             try:
                 jets = [decl.jet(arg) for arg in term.args]
             except Unsupported:

@@ -1,13 +1,15 @@
 """Smooth losses plus penalties that no model holds: a group lasso (``cp.norm(w, 2)``, or norms
-of blocks of ``w``), ``cp.norm_inf(w)``, ``cp.quad_form(w, P)``, any convex term that reads no
-data, beside terms that read data and are smooth (the logistic, squared, Huber losses).
+of blocks of ``w``), ``cp.norm_inf(w)``, ``cp.quad_form(w, P)``, maxima of affine pieces and
+generic convex terms, each reading no data, beside terms that read data and are smooth (the
+logistic, squared, Huber losses). A penalty of another kind (a maximum of curved pieces,
+``max_terms``) keeps the loss off this rung.
 
 Proximal Newton's method whose every step is one small conic program in ``d`` variables: the
 smooth terms' second-order model at the current point, the regularization and the penalties
-as the user wrote them (CVXPY and Clarabel, compiled once per solve, re-solved with new
-parameters). The data enters only through the model's gradient and Hessian, so a step costs
-one pass over the data however many examples there are, where the joint conic program held
-every example (the logistic loss plus ``0.01 * cp.norm(w, 2)`` at n = 1e4, d = 20: 15 s).
+as the user wrote them (built by CVXPY for each step, solved by Clarabel). The data enters
+only through the model's gradient and Hessian, so a step costs one pass over the data however
+many examples there are, where the joint conic program held every example (the logistic loss
+plus ``0.01 * cp.norm(w, 2)`` at n = 1e4, d = 20: 15 s).
 
 Each step backtracks along the program's answer until the objective falls by a quarter of
 the model's prediction. Every point goes to dpcvx's certificate with the smooth terms'
@@ -32,9 +34,10 @@ from dpcvx.modeling.smooth import SmoothModel, smooth_terms
 
 __all__ = ["PenalizedModel", "PenaltyStep", "penalized_model", "penalized_newton"]
 
-#: the penalty kinds whose certificate takes multipliers of the argument (one affine argument,
-#: a catalogue conjugate): the step program writes them on a copy ``z`` of the argument
-MULTIPLIED = ("abs", "norm2", "norminf", "max", "log_sum_exp")
+#: the penalty kinds whose certificate takes multipliers of their arguments (affine arguments,
+#: a catalogue conjugate; a ``pieces`` term is the elementwise maximum of its arguments): the
+#: step program writes them on a copy ``z`` of each argument
+MULTIPLIED = ("abs", "norm2", "norminf", "max", "log_sum_exp", "pieces")
 #: the penalty kinds the step program writes as the user did (the certificate takes a tangent
 #: cut of them at the point: no multipliers)
 AS_WRITTEN = ("generic",)
@@ -51,7 +54,7 @@ class PenalizedModel:
     penalty: tuple[int, ...]
     in_smooth: tuple[bool, ...]
 
-    def multipliers(self, w: np.ndarray, duals: dict[int, np.ndarray], n: int) -> list:
+    def multipliers(self, w: np.ndarray, duals: dict[int, list[np.ndarray | None]], n: int) -> list:
         """The certificate's multipliers per term of the declaration: the smooth terms'
         derivatives at ``w``, and each multiplied penalty's step multipliers (the same for
         every example: a view), None for a penalty written as it was."""
@@ -61,8 +64,12 @@ class PenalizedModel:
             if held:
                 out.append(next(smooth))
             elif index in duals:
-                theta = duals[index]
-                out.append([np.broadcast_to(theta, (n,) + theta.shape)])
+                out.append(
+                    [
+                        None if t is None else np.broadcast_to(t, (n,) + t.shape)
+                        for t in duals[index]
+                    ]
+                )
             else:
                 out.append(None)
         return out
@@ -95,8 +102,10 @@ def _build(decl: Declaration) -> PenalizedModel | None:
     keep = frozenset(range(len(decl.terms))) - frozenset(penalty)
     for index in penalty:
         term = decl.terms[index]
-        if term.kind in MULTIPLIED and (
-            len(term.args) != 1 or term.atom is None or len(term.atom.args) != 1
+        if (
+            term.kind in MULTIPLIED
+            and term.kind != "pieces"
+            and (len(term.args) != 1 or term.atom is None or len(term.atom.args) != 1)
         ):
             return None
     smooth = smooth_terms(decl, keep)
@@ -107,10 +116,12 @@ def _build(decl: Declaration) -> PenalizedModel | None:
 
 
 class PenaltyStep:
-    """The step program ``min_v (1/2) ||R v||^2 + q^T v + sum_k P_k(v)`` over the domain
-    (``R``, ``q`` parameters: ``R^T R`` the smooth model's Hessian plus ``lam I``), compiled
-    once; one per solve (its variables hold the last answer, so it is not shared between
-    threads)."""
+    """The step program ``min_v (1/2) v^T M v + q^T v + sum_k P_k(v)`` over the domain, ``M``
+    the smooth model's Hessian plus ``lam I``: the penalties and the domain written once, the
+    program built anew for each step with ``M`` and ``q`` as constants (7 ms at d = 20, 24 ms
+    at d = 100, 0.2 s at d = 400; a ``(d, d)`` parameter instead made CVXPY's compiled
+    program hold about ``d^3`` numbers, 4.6 GB at d = 400). One per solve: its variables
+    hold the last answer, so it is not shared between threads."""
 
     def __init__(
         self,
@@ -122,34 +133,38 @@ class PenaltyStep:
         self.d = d
         v = cp.Variable(d)
         self.v = v
-        self.R = cp.Parameter((d, d))
-        self.q = cp.Parameter(d)
         constraints = [substitute(c, decl.variable, v) for c in decl.domain.constraints]
         if w_domain is not None:
             center = np.asarray(w_domain.ball_center, float)
             constraints.append(cp.norm(v - center, 2) <= float(w_domain.ball_radius))
         pieces = []
-        self.links: list[tuple[int, cp.Constraint, float, tuple[int, ...]]] = []
+        #: per multiplied penalty: its index, weight, and each argument's link and shape
+        self.links: list[tuple[int, float, list[tuple[cp.Constraint | None, tuple[int, ...]]]]] = []
         self.values: list[tuple[float, cp.Expression]] = []  # each penalty on w (its value)
         for index in model.penalty:
             term = decl.terms[index]
             self.values.append((float(term.weight), term.expr))
             if term.kind in MULTIPLIED:
-                arg = substitute(term.args[0], decl.variable, v)
-                z = cp.Variable(arg.shape)
-                link = z == arg
-                constraints.append(link)
-                assert term.atom is not None  # (penalized_model's condition)
-                inner = term.atom.copy([z])
+                args = [substitute(a, decl.variable, v) for a in term.args]
+                # a copy of each argument with the variable (a constant piece has none: its
+                # multiplier is what the others leave, as in the conic program's certificate)
+                zs = [cp.Variable(a.shape) if a.variables() else a for a in args]
+                links = [z == a if a.variables() else None for z, a in zip(zs, args)]
+                constraints.extend(link for link in links if link is not None)
+                if term.kind == "pieces":  # the elementwise maximum of its pieces
+                    inner = cp.maximum(*zs) if len(zs) > 1 else zs[0]
+                else:
+                    assert term.atom is not None  # (penalized_model's condition)
+                    inner = term.atom.copy([zs[0]])
                 piece = cp.sum(inner) if term.summed else inner
-                self.links.append((index, link, float(term.weight), arg.shape))
+                shapes = [a.shape for a in args]
+                self.links.append((index, float(term.weight), list(zip(links, shapes))))
             else:
                 piece = substitute(term.expr, decl.variable, v)
             pieces.append(float(term.weight) * piece)
-        objective = 0.5 * cp.sum_squares(self.R @ v) + self.q @ v
-        for piece in pieces:
-            objective = objective + piece
-        self.problem = cp.Problem(cp.Minimize(objective), constraints)
+        self.pieces = pieces
+        self.constraints = constraints
+        self.status = ""
         self._variable_id = decl.variable.id
 
     def penalty_value(self, w: np.ndarray) -> float:
@@ -162,20 +177,17 @@ class PenaltyStep:
 
     def solve(self, H: np.ndarray, lin: np.ndarray, lam: float) -> tuple[np.ndarray, dict]:
         """The step program's answer for the quadratic ``(1/2) v^T H v + lin^T v + (lam/2)
-        ||v||^2`` and each multiplied penalty's multipliers (index: the atom's slope at the
-        answer, shaped as its argument)."""
+        ||v||^2`` and each multiplied penalty's multipliers (index: per argument, the
+        atom's slope at the answer, shaped as the argument)."""
         M = H + lam * np.eye(self.d)
         M = (M + M.T) / 2
-        try:
-            R = np.linalg.cholesky(M).T
-        except np.linalg.LinAlgError:
-            vals, vecs = np.linalg.eigh(M)
-            R = np.sqrt(np.maximum(vals, 0.0))[:, None] * vecs.T
-        self.R.value = R
-        self.q.value = lin
+        objective = 0.5 * cp.quad_form(self.v, cp.psd_wrap(M)) + lin @ self.v
+        for piece in self.pieces:
+            objective = objective + piece
+        problem = cp.Problem(cp.Minimize(objective), self.constraints)
         with warnings.catch_warnings():  # an inaccurate status: the certificate judges
             warnings.simplefilter("ignore")
-            self.problem.solve(
+            problem.solve(
                 solver=cp.CLARABEL,
                 tol_gap_abs=1e-12,
                 tol_gap_rel=1e-12,
@@ -183,16 +195,23 @@ class PenaltyStep:
                 tol_ktratio=1e-10,
                 max_iter=200,
             )
+        self.status = str(problem.status)
         x = self.v.value
         if x is None:
-            raise ValueError(f"the step program gave no point ({self.problem.status})")
+            raise ValueError(f"the step program gave no point ({problem.status})")
         duals = {}
-        for index, link, weight, shape in self.links:
-            y = link.dual_value
-            if y is None:
-                continue
-            # the Lagrangian holds y^T (z - E): at the answer weight * atom'(z) = -y
-            duals[index] = np.asarray(-np.asarray(y, float) / weight).reshape(shape)
+        for index, weight, links in self.links:
+            thetas: list[np.ndarray | None] = []
+            for link, shape in links:
+                y = None if link is None else link.dual_value
+                if link is not None and y is None:
+                    break
+                # the Lagrangian holds y^T (z - E): at the answer weight * atom'(z) = -y
+                thetas.append(
+                    None if y is None else np.asarray(-np.asarray(y, float) / weight).reshape(shape)
+                )
+            else:
+                duals[index] = thetas
         return np.asarray(x, float).reshape(self.d), duals
 
 

@@ -45,7 +45,7 @@ from dpcvx.certification.box import BalanceMemo, BoxRegion, at_bounds, balanced_
 from dpcvx.certification.certificate import CertifiedSolution, _minorants, certify
 from dpcvx.certification.copy_blocks import CopyBlocks
 from dpcvx.certification.extension import certify_extension, extension_bounds
-from dpcvx.certification.lipschitz import argument_reach, lipschitz_bounds
+from dpcvx.certification.lipschitz import argument_reach, enforceable, lipschitz_bounds
 from dpcvx.certification.mixed import mixed_model, proximal_newton
 from dpcvx.certification.penalized import PenaltyStep, penalized_model, penalized_newton
 from dpcvx.certification.stable import STABLE_KINDS, sub_values
@@ -331,7 +331,7 @@ def universe_indices(
     within :data:`UNIVERSE_ARGUMENT` (by kind, and at most ``argument``) on the domain's
     bounding ball (``exp``'s at most :data:`UNIVERSE_EXP` upward), and for the curved kinds
     :data:`UNIVERSE_FAR` and those without a stable gap not far from it."""
-    if any(term.kind == "generic" for term in decl.terms):
+    if not enforceable(decl):
         return None  # no structural bound: every example stays (documented)
     bounds = _lipschitz_bounds(decl)
     keep = np.isfinite(bounds) & (bounds <= universe_slope(decl) * C)

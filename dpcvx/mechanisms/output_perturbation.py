@@ -105,7 +105,9 @@ class OutputPerturbation:
         (``c`` the domain's center; for ``0.5 ||w - x||^2`` that is ``||x - c|| <= L``), and
         ``(mu/2)||w - c||^2`` is kept as an exact regularizer, so the objective stays
         ``(lam + mu)``-strongly convex. The claim is trusted (not enforced) for losses with
-        generic terms; clip or normalize features with public bounds there.
+        generic terms other than a quadratic form that reads no data
+        (:func:`~dpcvx.certification.lipschitz.enforceable`); clip or normalize features with
+        public bounds there.
     regularization : float
         ``lam >= 0``, the strong-convexity modulus added as ``(lam/2) ||w - center||^2``
         (Algorithm 6). May be 0 when ``strong_convexity > 0``.

@@ -190,11 +190,52 @@ def _push_weight(factor: cp.Expression, expr: cp.Expression) -> cp.Expression | 
     return None
 
 
+def _data_only(expr: cp.Expression, params: frozenset[int]) -> bool:
+    return not expr.variables() and _has_params(expr, params)
+
+
+def _bilinear(a: cp.Expression, b: cp.Expression, params: frozenset[int]) -> cp.Expression | None:
+    """``a @ b`` where one side is a data vector ``l`` and the other a product of a matrix
+    ``M`` affine in the variable and free of data with a data vector (``y @ (W @ x)``,
+    ``y @ W @ x``, ``(W @ x) @ y``, ``x @ (W.T @ y)``: the one-hot label's score in a
+    multinomial loss): the number ``u^T M v`` (``u`` the vector that meets ``M``'s rows, ``v``
+    its columns), written ``sum(multiply(outer(u, v), M))``, whose data ``outer(u, v)`` is one
+    derived parameter (DPP); None otherwise."""
+    for vec, prod in ((a, b), (b, a)):
+        if not (
+            _data_only(vec, params)
+            and vec.ndim == 1
+            and isinstance(prod, MulExpression)
+            and len(prod.args) == 2
+        ):
+            continue
+        p, q = prod.args
+        if p.ndim == 1 and q.ndim == 2:  # (u @ M), met by v
+            u, M, v = p, q, vec
+        elif p.ndim == 2 and q.ndim == 1:  # (M @ v), met by u
+            u, M, v = vec, p, q
+        else:
+            continue
+        if (
+            _data_only(u, params)
+            and _data_only(v, params)
+            and M.is_affine()
+            and M.variables()
+            and not _has_params(M, params)
+        ):
+            return cp.sum(cp.multiply(cp.outer(u, v), M))
+    return None
+
+
 def _distribute(expr: cp.Expression, params: frozenset[int]) -> cp.Expression:
     """Push scalar data factors into the affine expressions they multiply, bottom-up."""
     if not expr.args:
         return expr
     args = [_distribute(a, params) for a in expr.args]
+    if isinstance(expr, MulExpression) and len(args) == 2:
+        found = _bilinear(args[0], args[1], params)
+        if found is not None:
+            return found
     if isinstance(expr, (multiply, MulExpression)) and len(args) == 2:
         a, b = args
         for fac, other in ((a, b), (b, a)):

@@ -441,9 +441,10 @@ def _summands(inner: cp.Expression) -> list[cp.Expression] | None:
     """The parts whose sum is ``sum(inner)``, where each is a term of its own: the entries of
     a stack (``cp.sum(cp.hstack([cp.norm(w[:5]), cp.norm(w[5:])]))``) and the norms of the
     columns or rows of a norm along an axis (``cp.sum(cp.norm(W, 2, axis=0))``, a group
-    lasso); None for anything else. As one generic term these had only a tangent cut, which
-    cannot hold a group at zero: with a penalty large enough to zero a group, no solve met
-    even 1e-8 (a gap of 2.45 for the logistic loss)."""
+    lasso; ``inf`` likewise; ``1``: one sum of absolute values); None for anything else. As
+    one generic term these had only a tangent cut, which cannot hold a group at zero: with a
+    penalty large enough to zero a group, no solve met even 1e-8 (a gap of 2.45 for the
+    logistic loss)."""
     if isinstance(inner, (Hstack, Vstack)) and not inner.is_affine():
         parts = []
         for a in inner.args:
@@ -451,19 +452,33 @@ def _summands(inner: cp.Expression) -> list[cp.Expression] | None:
                 a = a.args[0]
             parts.append(a if a.shape == () else cp.sum(a))
         return parts
-    if (
-        isinstance(inner, Pnorm)
-        and float(inner.p) == 2.0
-        and getattr(inner, "axis", None) in (0, 1)
-        and inner.args[0].ndim == 2
-        and inner.args[0].is_affine()
-    ):
-        X = inner.args[0]
-        axis = inner.axis
-        count = X.shape[1 - axis]
-        if count > MAX_GROUPS:
-            return None
-        return [cp.norm(X[:, j] if axis == 0 else X[j, :], 2) for j in range(count)]
+    kind = _axis_norm(inner)
+    if kind is None:
+        return None
+    X, axis = inner.args[0], inner.axis
+    if kind == 1.0:  # the columns' (rows') 1-norms add up to every entry's absolute value
+        return [cp.sum(cp.abs(X))]
+    count = X.shape[1 - axis]
+    if count > MAX_GROUPS:
+        return None
+    groups = [X[:, j] if axis == 0 else X[j, :] for j in range(count)]
+    return [cp.norm(g, 2) if kind == 2.0 else cp.norm_inf(g) for g in groups]
+
+
+def _axis_norm(expr: cp.Expression) -> float | None:
+    """``p`` (1, 2 or inf) of ``cp.norm(X, p, axis=0 or 1)`` of an affine matrix ``X`` (the
+    norms of its columns or rows), or None."""
+    if getattr(expr, "axis", None) not in (0, 1) or not expr.args:
+        return None
+    X = expr.args[0]
+    if X.ndim != 2 or not X.is_affine() or not X.variables():
+        return None
+    if isinstance(expr, norm1):
+        return 1.0
+    if isinstance(expr, norm_inf):
+        return math.inf
+    if isinstance(expr, Pnorm) and float(expr.p) in (1.0, 2.0):
+        return float(expr.p)
     return None
 
 
@@ -494,6 +509,18 @@ def decompose(loss: cp.Expression, variable: cp.Variable) -> tuple[Term, ...]:
             if val is not None and val > 0:
                 visit(expr.args[0], weight / val)
                 return
+        if (
+            isinstance(expr, cp_max)
+            and getattr(expr, "axis", None) is None
+            and isinstance(expr.args[0], cp_abs)
+            and _affine_in(expr.args[0].args[0])
+            and expr.args[0].args[0].variables()
+        ):
+            # the largest absolute value is the sup norm (cp.max(cp.abs(w))): one norminf
+            # term with its conjugate, where a generic term's tangent cut could not hold a
+            # kink
+            visit(cp.norm_inf(expr.args[0].args[0]), weight)
+            return
         if _norm1_of_nonneg(expr):
             # ||E||_1 of entries that are never negative is their sum: the norms of the
             # groups of cp.mixed_norm(X, 2, 1) (a group lasso), each a term of its own
