@@ -119,7 +119,10 @@ def bounded_quadratic(term: Term) -> tuple[np.ndarray, cp.Expression] | None:
     E, P = expr.args
     if not E.is_affine() or P.variables() or P.value is None:
         return None
-    P = np.atleast_2d(np.asarray(P.value, float))
+    value = P.value.toarray() if hasattr(P.value, "toarray") else P.value  # a sparse P
+    if np.iscomplexobj(value):
+        return None
+    P = np.atleast_2d(np.asarray(value, float))
     if P.shape != (E.size, E.size) or not np.all(np.isfinite(P)):
         return None
     return (P + P.T) / 2.0, E

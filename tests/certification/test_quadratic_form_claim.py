@@ -114,3 +114,23 @@ def test_a_claim_on_a_loss_with_a_quadratic_form_is_enforced():
     assert np.linalg.norm(ext[0].w - ext[1].w) <= bound + slack
     plain = [p.solve(regularization=lam, accuracy=1e-8) for p in (honest, steep)]
     assert np.linalg.norm(plain[0].w - plain[1].w) > bound + slack  # the negative control
+
+
+def test_the_quadratic_form_s_jet_is_cvxpy_s_gradient_at_every_point():
+    """The tangent cuts of a quadratic form at a point per example (the extension's copies,
+    tilted ERM) are taken for all examples at once: the same values and gradients as
+    CVXPY's own rule, one example at a time."""
+    from dpcvx.modeling._expressions import subgradient_jet
+
+    rng = np.random.default_rng(4)
+    w = cp.Variable(D)
+    A = rng.normal(size=(D, D))
+    for expr in (cp.quad_form(w - 1, A @ A.T), cp.quad_form(2 * w[1:] + 0.5, P[1:, 1:])):
+        at = rng.normal(size=(7, D))
+        value, jac = subgradient_jet(expr, w, {}, 7, at)
+        for i, point in enumerate(at):
+            w.value = point
+            grad = expr.grad[w]
+            grad = np.asarray(grad.toarray() if hasattr(grad, "toarray") else grad).ravel()
+            np.testing.assert_allclose(np.ravel(value)[i], expr.value, rtol=1e-13)
+            np.testing.assert_allclose(np.asarray(jac)[i], grad, rtol=1e-12, atol=1e-12)

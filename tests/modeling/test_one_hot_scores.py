@@ -99,3 +99,93 @@ def test_data_on_both_sides_of_a_data_matrix_is_still_refused():
     loss = cp.log_sum_exp(W @ x) - y @ (cp.multiply(s, W) @ x)
     with pytest.raises(ModelingError, match="not DPP"):
         dpcvx.Problem(loss, w, {x: X, y: Yh, s: np.ones(N)}, [cp.norm(w) <= 5])
+
+
+def _term_values(decl, point):
+    """Each example's loss as the sum of its declared terms' own values at ``point`` (what
+    the solvers and the certificate read), next to the user's loss (``loss_values``)."""
+    from dpcvx.modeling._expressions import evaluate
+
+    leaves = dict(decl.derived_values())
+    leaves[decl.variable.id] = np.repeat(point[None], decl.n, axis=0)
+    total = np.zeros(decl.n)
+    for t in decl.terms:
+        vals = np.asarray(evaluate(t.expr, leaves, decl.n), float).reshape(decl.n, -1)
+        total += t.weight * vals.sum(axis=1)
+    return total
+
+
+OVR = {
+    "logistic, multiply(y, W @ x)": lambda y, W, x: cp.sum(cp.logistic(-cp.multiply(y, W @ x))),
+    "logistic, multiply(x @ W.T, y)": lambda y, W, x: cp.sum(cp.logistic(-cp.multiply(x @ W.T, y))),
+    "hinge, multiply(W @ x, y)": lambda y, W, x: cp.sum(cp.pos(1 - cp.multiply(W @ x, y))),
+}
+
+
+@pytest.mark.parametrize("name", list(OVR))
+def test_one_vs_rest_scores_are_their_own_vector(name):
+    """``cp.multiply(y, W @ x)`` with labels ``y`` in {-1, 1}^K is the vector of one-vs-rest
+    margins, ``sum(multiply(outer(y, x), W), axis=1)``: the declared terms add up to the
+    user's loss (an earlier rewrite took it for the one-hot score ``y^T W x``, a number, and
+    certified a bound above the optimum), and the solve brackets the matrix form."""
+    rng = np.random.default_rng(2)
+    X, _ = _data(4)
+    Ypm = np.sign(X @ rng.normal(size=(D, K)) + 0.3 * rng.normal(size=(N, K)))
+    w, x, y = cp.Variable(K * D), cp.Parameter(D), cp.Parameter(K)
+    W = cp.reshape(w, (K, D), order="C")
+    problem = dpcvx.Problem(OVR[name](y, W, x), w, {x: X, y: Ypm}, [cp.norm(w) <= 3])
+    decl = problem.declaration
+    for _ in range(3):
+        point = rng.normal(size=K * D)
+        np.testing.assert_allclose(
+            _term_values(decl, point), decl.loss_values(point), rtol=1e-12, atol=1e-12
+        )
+    sol = problem.solve(regularization=LAM, accuracy=1e-9)
+    assert sol.gap <= 1e-9 and sol.solver_stats["solver"] != "CLARABEL"
+    Wv = cp.Variable((K, D))
+    margins = cp.multiply(Ypm, X @ Wv.T)
+    data = cp.logistic(-margins) if name.startswith("logistic") else cp.pos(1 - margins)
+    ref = cp.Problem(
+        cp.Minimize(cp.sum(data) / N + LAM / 2 * cp.sum_squares(Wv)),
+        [cp.norm(cp.vec(Wv, order="C")) <= 3],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    assert sol.lower <= ref.value + 1e-9 and ref.value <= sol.upper + 1e-9
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+def test_one_hot_terms_add_up_to_the_loss(spelling):
+    X, Yh = _data(5)
+    decl = _problem(spelling, X, Yh, 0.01).declaration
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        point = rng.normal(size=K * D)
+        np.testing.assert_allclose(
+            _term_values(decl, point), decl.loss_values(point), rtol=1e-12, atol=1e-12
+        )
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, -2])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_the_affine_jet_of_a_sum_along_an_axis(axis, keepdims):
+    """A sum along one axis of an affine matrix that reads data has an exact affine jet
+    (before: only the subgradient jets had one): offset plus Jacobian times the point is the
+    expression's value, example by example."""
+    from dpcvx.modeling._expressions import affine_jet, evaluate
+
+    rng = np.random.default_rng(7)
+    n = 5
+    w, s = cp.Variable(6), cp.Parameter((2, 3))
+    expr = cp.sum(
+        cp.multiply(s, cp.reshape(w, (2, 3), order="F")) + 1.0, axis=axis, keepdims=keepdims
+    )
+    leaves = {s.id: rng.normal(size=(n, 2, 3))}
+    off, jac = affine_jet(expr, w, leaves, n)
+    point = rng.normal(size=6)
+    full = dict(leaves)
+    full[w.id] = np.repeat(point[None], n, axis=0)
+    value = np.asarray(evaluate(expr, full, n), float).reshape((n,) + expr.shape)
+    jet = np.asarray(off).reshape((-1,) + expr.shape) + np.asarray(jac) @ point
+    np.testing.assert_allclose(np.broadcast_to(jet, value.shape), value, rtol=1e-12, atol=1e-12)
