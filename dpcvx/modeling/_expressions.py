@@ -503,23 +503,11 @@ def _vectorized(expr: cp.Expression, vals: list[np.ndarray], nd: int) -> np.ndar
     if isinstance(expr, cp_reshape):
         return _reshape(vals[0], args[0].shape, expr.shape, expr.order, 0)
     if getattr(expr, "axis", 0) is None and len(args) >= 1:
-        flat = vals[0].reshape(vals[0].shape[0], -1)
-        if isinstance(expr, norm1):
-            return np.abs(flat).sum(axis=1)
-        if isinstance(expr, norm_inf):
-            return np.abs(flat).max(axis=1)
-        if isinstance(expr, Pnorm):
-            p = float(expr.p)
-            if p == 2.0:
-                return np.linalg.norm(flat, axis=1)
-            if p >= 1.0:
-                return np.sum(np.abs(flat) ** p, axis=1) ** (1.0 / p)
-        if isinstance(expr, quad_over_lin):
-            return np.sum(flat**2, axis=1) / vals[1].reshape(-1)
-        if isinstance(expr, cp_max):
-            return flat.max(axis=1)
-        if isinstance(expr, log_sum_exp):
-            return logsumexp(flat, axis=1)
+        reduced = _reduction(expr, vals)
+        if reduced is not None:
+            # shaped as the atom (``keepdims=True`` keeps a one-entry axis per dimension:
+            # a flat (n,) broadcast against an (n, 1) operand to (n, n), summing examples)
+            return reduced.reshape(reduced.shape[:1] + expr.shape)
     if isinstance(expr, Elementwise):
         shaped = [_pad(v, len(a.shape), nd) for a, v in zip(args, vals)]
         b = np.broadcast_shapes(*(s.shape for s in shaped))
@@ -527,6 +515,29 @@ def _vectorized(expr: cp.Expression, vals: list[np.ndarray], nd: int) -> np.ndar
         if out.shape != b:
             raise Unsupported("elementwise numeric changed the shape")
         return out
+    return None
+
+
+def _reduction(expr: cp.Expression, vals: list[np.ndarray]) -> np.ndarray | None:
+    """``(n,)``: a reduction of its whole argument (a norm, a maximum, log-sum-exp), per
+    example; None for another atom."""
+    flat = vals[0].reshape(vals[0].shape[0], -1)
+    if isinstance(expr, norm1):
+        return np.abs(flat).sum(axis=1)
+    if isinstance(expr, norm_inf):
+        return np.abs(flat).max(axis=1)
+    if isinstance(expr, Pnorm):
+        p = float(expr.p)
+        if p == 2.0:
+            return np.linalg.norm(flat, axis=1)
+        if p >= 1.0:
+            return np.sum(np.abs(flat) ** p, axis=1) ** (1.0 / p)
+    if isinstance(expr, quad_over_lin):
+        return np.sum(flat**2, axis=1) / vals[1].reshape(-1)
+    if isinstance(expr, cp_max):
+        return flat.max(axis=1)
+    if isinstance(expr, log_sum_exp):
+        return logsumexp(flat, axis=1)
     return None
 
 

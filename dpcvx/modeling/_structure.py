@@ -24,6 +24,7 @@ import numpy as np
 from cvxpy.atoms.affine.add_expr import AddExpression
 from cvxpy.atoms.affine.binary_operators import DivExpression, MulExpression, multiply
 from cvxpy.atoms.affine.hstack import Hstack
+from cvxpy.atoms.affine.promote import Promote
 from cvxpy.atoms.affine.reshape import reshape as Reshape
 from cvxpy.atoms.affine.sum import Sum
 from cvxpy.atoms.affine.unary_operators import NegExpression
@@ -445,6 +446,15 @@ def _summands(inner: cp.Expression) -> list[cp.Expression] | None:
     one generic term these had only a tangent cut, which cannot hold a group at zero: with a
     penalty large enough to zero a group, no solve met even 1e-8 (a gap of 2.45 for the
     logistic loss)."""
+    if isinstance(inner, AddExpression) and not inner.is_affine():
+        # sum(A + B) = sum(A) + sum(B), each part counted as often as broadcasting repeats
+        # its entries (a number added to a vector: once per entry)
+        parts = []
+        for a in inner.args:
+            if isinstance(a, Promote):  # a number spread over the entries
+                a = a.args[0]
+            parts.append(a if a.size == inner.size == 1 else (inner.size // a.size) * cp.sum(a))
+        return parts
     if isinstance(inner, (Hstack, Vstack)) and not inner.is_affine():
         parts = []
         for a in inner.args:
@@ -534,6 +544,10 @@ def decompose(loss: cp.Expression, variable: cp.Variable) -> tuple[Term, ...]:
                     visit(part, weight)
                 return
             term = _atom_term(inner, weight, summed=True, whole=expr)
+            if term is None and inner.size == 1:
+                # the sum of one entry is the entry: a reduction kept as a one-entry array
+                # (``cp.max(E, keepdims=True)``) is the atom itself
+                term = _atom_term(inner, weight, summed=False, whole=expr)
             if term is not None:
                 terms.append(term)
                 return
