@@ -8,7 +8,7 @@ models hold it once (``Declaration.shared_terms``). ``--before`` also times the 
 every example holding its own copy (as dpcvx did before 2026-11-29; the 1-norm is read as a
 sum of absolute values either way), and for the penalties no model holds (the last three
 below) the solve without the rung that takes them, ``proximal Newton + penalty program``
-(``dpcvx.certification.penalized``; before 2026-11-30 they took the conic program).
+(``dpcvx.certification.penalized``; before 2026-11-29 they took the conic program).
 
 Objective (seeded data, Gaussian features of norm about one, an l2 ball of radius 100,
 inactive): ``(1/n) sum_i f(w; z_i) + (lam/2) ||w||^2`` with ``lam = 1e-2`` and, per loss:
