@@ -873,3 +873,38 @@ def finite_difference_gradients(decl, u: np.ndarray, h: float) -> np.ndarray:
         ],
         axis=1,
     )
+
+
+def rung_data(kind: str, n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Student-t(5) features scaled by ``1/sqrt(d)`` and labels of a random linear model:
+    signs for ``kind == "pm"``, values with noise otherwise (the fast rungs' test data)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_t(5, size=(n, d)) / np.sqrt(d)
+    z = X @ rng.normal(size=d)
+    if kind == "pm":
+        return X, np.sign(z + 0.3 * rng.normal(size=n))
+    return X, 0.3 * z + 0.3 * rng.normal(size=n)
+
+
+def rung_domain(kind: str, w) -> list:
+    """A ball at the origin, a small ball off it, or a box (the fast rungs' domains)."""
+    return {
+        "ball": [cp.norm(w) <= 1],
+        "small ball": [cp.norm(w - 0.1) <= 0.2],
+        "box": [cp.abs(w) <= 0.3],
+    }[kind]
+
+
+def term_values(decl, point: np.ndarray) -> np.ndarray:
+    """``(n,)``: each example's loss as the sum of its declared terms' own values at
+    ``point`` (what the solvers and the certificate read), to set beside the user's loss
+    (``decl.loss_values``)."""
+    from dpcvx.modeling._expressions import evaluate
+
+    leaves = dict(decl.derived_values())
+    leaves[decl.variable.id] = np.repeat(np.asarray(point, float)[None], decl.n, axis=0)
+    total = np.zeros(decl.n)
+    for t in decl.terms:
+        vals = np.asarray(evaluate(t.expr, leaves, decl.n), float).reshape(decl.n, -1)
+        total += t.weight * vals.sum(axis=1)
+    return total

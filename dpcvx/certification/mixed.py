@@ -22,6 +22,7 @@ method only proposes points.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,7 @@ from dpcvx.certification.arrowhead import PiecewiseModel, arrowhead_ipm, piecewi
 from dpcvx.modeling.declaration import Declaration, once_per_declaration
 from dpcvx.modeling.smooth import SmoothModel, smooth_terms
 
-__all__ = ["MixedModel", "mixed_model", "pieces_values", "proximal_newton"]
+__all__ = ["MixedModel", "backtracked", "mixed_model", "pieces_values", "proximal_newton"]
 
 #: the declaration's term kinds that go to the piecewise-linear part (the others are smooth)
 PIECEWISE_KINDS = ("affine", "abs", "pieces")
@@ -89,6 +90,32 @@ def pieces_values(model: PiecewiseModel, w: np.ndarray) -> float:
             V += np.stack(term.b, axis=1)
             total += term.c * float(np.sum(np.max(V, axis=1)))
     return total
+
+
+def backtracked(
+    objective: Callable[[np.ndarray], float],
+    x: np.ndarray,
+    trial: np.ndarray,
+    f: float,
+    predicted: float,
+    tiny: float,
+) -> tuple[np.ndarray, float, float] | None:
+    """``(point, its objective, step)`` along ``x -> trial`` from the full step, halved until
+    the objective falls by a quarter of the model's ``predicted`` decrease times the step
+    (near the answer, a prediction within ``tiny`` of rounding takes the full step, and the
+    certificate judges it); None below a step of 1e-10."""
+    direction = trial - x
+    t = 1.0
+    while True:
+        point = x + t * direction if t < 1.0 else trial
+        f_new = objective(point)
+        if not np.isfinite(f_new):
+            f_new = np.inf
+        if predicted <= tiny or f_new <= f - 0.25 * t * predicted:
+            return point, f_new, t
+        t /= 2
+        if t < 1e-10:
+            return None
 
 
 #: the most proximal Newton steps (each one solve of the arrowhead method)
@@ -150,22 +177,12 @@ def proximal_newton(
         tiny = 1e-12 * (1.0 + abs(f))
         if predicted < -tiny:
             break  # the model's solve came back worse than x: x stays (the caller judges it)
-        t = 1.0
-        while True:
-            point = x + t * direction if t < 1.0 else trial
-            f_new = objective(point)
-            if not np.isfinite(f_new):
-                f_new = np.inf
-            # near the answer the decrease is below rounding: the full step is taken, and
-            # the certificate judges it
-            if predicted <= tiny or f_new <= f - 0.25 * t * predicted:
-                break
-            t /= 2
-            if t < 1e-10:
-                return x, mus, steps, iterations
+        found = backtracked(objective, x, trial, f, predicted, tiny)
+        if found is None:
+            return x, mus, steps, iterations
         # after a shortened step the multipliers are the trial point's: valid for the
         # certificate at x, looser (the next full step's are x's own)
-        x, f = point, f_new
+        x, f, t = found
         if t == 1.0 and judge(x, mus):
             break
         if predicted <= tiny:

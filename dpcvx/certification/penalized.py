@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import cvxpy as cp
 import numpy as np
 
+from dpcvx.certification.mixed import backtracked
 from dpcvx.modeling._expressions import evaluate, substitute
 from dpcvx.modeling.declaration import Declaration, once_per_declaration
 from dpcvx.modeling.localized import LocalizedDomain
@@ -263,18 +264,10 @@ def penalized_newton(
         tiny = 1e-12 * (1.0 + abs(f))
         if predicted < -tiny:
             break  # the program's answer is worse than x: x stays (the caller judges it)
-        t = 1.0
-        while True:
-            point = x + t * direction if t < 1.0 else trial
-            f_new = objective(point)
-            if not np.isfinite(f_new):
-                f_new = np.inf
-            if predicted <= tiny or f_new <= f - 0.25 * t * predicted:
-                break
-            t /= 2
-            if t < 1e-10:
-                return x, duals, steps
-        x, f = point, f_new
+        found = backtracked(objective, x, trial, f, predicted, tiny)
+        if found is None:
+            return x, duals, steps
+        x, f, t = found
         if t == 1.0 and judge(x, duals):
             break
         if predicted <= tiny:

@@ -1379,45 +1379,22 @@ def _mixed_rung(
     pieces = recentered_pieces(model.pieces, center, radius)
     smooth = recentered(model.smooth, center, radius)
     bounds = _bounds(dom, w_domain)
-    feasible = dom if w_domain is None else w_domain
     tol = min(target, 1e-6) * 1e-3
-    certificates: list[CertifiedSolution] = []
-    judged: list[np.ndarray] = []  # the last point judged
-
-    def judge(x: np.ndarray, mus: list[np.ndarray]) -> bool:
-        judged[:] = [x]
-        point = feasible.make_feasible(x)
-        stats = {
-            "solver": MIXED,
-            "iterations": 0,
-            "status": "converged",
-            "seconds": time.perf_counter() - start,
-        }
-        try:
-            cert = _certify_point(
-                decl,
-                point,
-                lam,
-                w0,
-                accuracy,
-                stats,
-                model.multipliers(mus, point),
-                extension,
-                w_domain,
-            )
-        except CertificationError:
-            return False
-        certificates.append(cert)
-        return _meets(cert, accuracy)
-
+    judge = _PointJudge(
+        decl,
+        lam=lam,
+        w0=w0,
+        accuracy=accuracy,
+        extension=extension,
+        w_domain=w_domain,
+        name=MIXED,
+        start=start,
+        multipliers=lambda point, mus: model.multipliers(mus, point),
+    )
     x, mus, steps, iterations = proximal_newton(
         pieces, smooth, lam, w0, init, tol=tol, bounds=bounds, judge=judge
     )
-    if not judged or judged[0] is not x:
-        judge(x, mus)  # the last point, after a shortened step
-    if not certificates:
-        raise CertificationError("The proximal Newton steps certified nothing.")
-    best = min(certificates, key=lambda c: c.gap)
+    best = judge.best(x, mus, "The proximal Newton steps certified nothing.")
     stats = dict(
         best.solver_stats,
         iterations=int(iterations),
@@ -1474,44 +1451,85 @@ def _penalized_rung(
     smooth = recentered(model.smooth, np.asarray(dom.center, float), float(dom.radius))
     localized = w_domain if isinstance(w_domain, LocalizedDomain) else None
     step = PenaltyStep(decl, model, localized)
-    feasible = dom if w_domain is None else w_domain
-    certificates: list[CertifiedSolution] = []
-    judged: list[np.ndarray] = []
+    judge = _PointJudge(
+        decl,
+        lam=lam,
+        w0=w0,
+        accuracy=accuracy,
+        extension=extension,
+        w_domain=w_domain,
+        name=PENALIZED,
+        start=start,
+        multipliers=lambda point, duals: model.multipliers(point, duals, decl.n),
+    )
+    x, duals, steps = penalized_newton(smooth, step, lam, w0, init, judge=judge)
+    best = judge.best(x, duals, "The penalized proximal Newton steps certified nothing.")
+    stats = dict(best.solver_stats, newton_steps=int(steps), seconds=time.perf_counter() - start)
+    return _with_stats(best, stats)
 
-    def judge(x: np.ndarray, duals: dict) -> bool:
-        judged[:] = [x]
-        point = feasible.make_feasible(x)
+
+class _PointJudge:
+    """The ``judge`` of a proximal Newton method (:func:`proximal_newton`,
+    :func:`penalized_newton`): certifies each point it proposes, made feasible, with the
+    rung's multipliers (``multipliers(point, method's multipliers)``), keeps every
+    certificate, and answers True once one meets the target."""
+
+    def __init__(
+        self,
+        decl: Declaration,
+        *,
+        lam: float,
+        w0: np.ndarray,
+        accuracy: float | None,
+        extension: float | None,
+        w_domain: Domain | LocalizedDomain | None,
+        name: str,
+        start: float,
+        multipliers: Callable[[np.ndarray, Any], list],
+    ) -> None:
+        self.decl, self.lam, self.w0, self.accuracy = decl, lam, w0, accuracy
+        self.extension, self.w_domain, self.name = extension, w_domain, name
+        self.start, self.multipliers = start, multipliers
+        self.feasible = decl.domain if w_domain is None else w_domain
+        self.certificates: list[CertifiedSolution] = []
+        self.last: np.ndarray | None = None  # the last point judged
+
+    def __call__(self, x: np.ndarray, found: Any) -> bool:
+        import time
+
+        self.last = x
+        point = self.feasible.make_feasible(x)
         stats = {
-            "solver": PENALIZED,
+            "solver": self.name,
             "iterations": 0,
             "status": "converged",
-            "seconds": time.perf_counter() - start,
+            "seconds": time.perf_counter() - self.start,
         }
         try:
             cert = _certify_point(
-                decl,
+                self.decl,
                 point,
-                lam,
-                w0,
-                accuracy,
+                self.lam,
+                self.w0,
+                self.accuracy,
                 stats,
-                model.multipliers(point, duals, decl.n),
-                extension,
-                w_domain,
+                self.multipliers(point, found),
+                self.extension,
+                self.w_domain,
             )
         except CertificationError:
             return False
-        certificates.append(cert)
-        return _meets(cert, accuracy)
+        self.certificates.append(cert)
+        return _meets(cert, self.accuracy)
 
-    x, duals, steps = penalized_newton(smooth, step, lam, w0, init, judge=judge)
-    if not judged or judged[0] is not x:
-        judge(x, duals)
-    if not certificates:
-        raise CertificationError("The penalized proximal Newton steps certified nothing.")
-    best = min(certificates, key=lambda c: c.gap)
-    stats = dict(best.solver_stats, newton_steps=int(steps), seconds=time.perf_counter() - start)
-    return _with_stats(best, stats)
+    def best(self, x: np.ndarray, found: Any, message: str) -> CertifiedSolution:
+        """The best certificate, the method's last point ``x`` judged too (after a shortened
+        step it was not); ``CertificationError(message)`` where none was certified."""
+        if self.last is not x:
+            self(x, found)
+        if not self.certificates:
+            raise CertificationError(message)
+        return min(self.certificates, key=lambda c: c.gap)
 
 
 def _feasible_start(dom: Domain, w0: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
+from catalogue import rung_data, rung_domain
 
 import dpcvx
 import dpcvx.certification.solve as solve_module
@@ -36,21 +37,7 @@ LOSSES = {
 }
 
 
-def _data(kind, n, d, seed):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_t(5, size=(n, d)) / np.sqrt(d)
-    z = X @ rng.normal(size=d)
-    if kind == "pm":
-        return X, np.sign(z + 0.3 * rng.normal(size=n))
-    return X, 0.3 * z + 0.3 * rng.normal(size=n)
-
-
-def _domain(kind, w):
-    return {
-        "ball": [cp.norm(w) <= 1],
-        "small ball": [cp.norm(w - 0.1) <= 0.2],
-        "box": [cp.abs(w) <= 0.3],
-    }[kind]
+_data, _domain = rung_data, rung_domain
 
 
 def _reference(loss, X, Y, domain, w0):

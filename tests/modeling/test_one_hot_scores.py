@@ -11,6 +11,7 @@ import warnings
 import cvxpy as cp
 import numpy as np
 import pytest
+from catalogue import term_values
 
 import dpcvx
 from dpcvx.errors import ModelingError
@@ -101,20 +102,6 @@ def test_data_on_both_sides_of_a_data_matrix_is_still_refused():
         dpcvx.Problem(loss, w, {x: X, y: Yh, s: np.ones(N)}, [cp.norm(w) <= 5])
 
 
-def _term_values(decl, point):
-    """Each example's loss as the sum of its declared terms' own values at ``point`` (what
-    the solvers and the certificate read), next to the user's loss (``loss_values``)."""
-    from dpcvx.modeling._expressions import evaluate
-
-    leaves = dict(decl.derived_values())
-    leaves[decl.variable.id] = np.repeat(point[None], decl.n, axis=0)
-    total = np.zeros(decl.n)
-    for t in decl.terms:
-        vals = np.asarray(evaluate(t.expr, leaves, decl.n), float).reshape(decl.n, -1)
-        total += t.weight * vals.sum(axis=1)
-    return total
-
-
 OVR = {
     "logistic, multiply(y, W @ x)": lambda y, W, x: cp.sum(cp.logistic(-cp.multiply(y, W @ x))),
     "logistic, multiply(x @ W.T, y)": lambda y, W, x: cp.sum(cp.logistic(-cp.multiply(x @ W.T, y))),
@@ -138,7 +125,7 @@ def test_one_vs_rest_scores_are_their_own_vector(name):
     for _ in range(3):
         point = rng.normal(size=K * D)
         np.testing.assert_allclose(
-            _term_values(decl, point), decl.loss_values(point), rtol=1e-12, atol=1e-12
+            term_values(decl, point), decl.loss_values(point), rtol=1e-12, atol=1e-12
         )
     sol = problem.solve(regularization=LAM, accuracy=1e-9)
     assert sol.gap <= 1e-9 and sol.solver_stats["solver"] != "CLARABEL"
@@ -163,7 +150,7 @@ def test_one_hot_terms_add_up_to_the_loss(spelling):
     for _ in range(3):
         point = rng.normal(size=K * D)
         np.testing.assert_allclose(
-            _term_values(decl, point), decl.loss_values(point), rtol=1e-12, atol=1e-12
+            term_values(decl, point), decl.loss_values(point), rtol=1e-12, atol=1e-12
         )
 
 

@@ -14,9 +14,9 @@ import warnings
 import cvxpy as cp
 import numpy as np
 import pytest
+from catalogue import term_values
 
 import dpcvx
-from dpcvx.modeling._expressions import evaluate
 
 N, D, LAM = 40, 4, 0.05
 
@@ -51,16 +51,6 @@ def _cvxpy_values(loss, w, x, y, X, Y, point):
     return np.array(out)
 
 
-def _term_values(decl, point):
-    leaves = dict(decl.derived_values())
-    leaves[decl.variable.id] = np.repeat(point[None], decl.n, axis=0)
-    total = np.zeros(decl.n)
-    for t in decl.terms:
-        vals = np.asarray(evaluate(t.expr, leaves, decl.n), float).reshape(decl.n, -1)
-        total += t.weight * vals.sum(axis=1)
-    return total
-
-
 @pytest.mark.parametrize("name", list(LOSSES))
 def test_terms_add_up_and_the_solve_brackets_the_reference(name):
     X, Y = _data()
@@ -76,7 +66,7 @@ def test_terms_add_up_and_the_solve_brackets_the_reference(name):
         point = rng.normal(size=D)
         truth = _cvxpy_values(loss, w, x, y, X, Y, point)
         np.testing.assert_allclose(decl.loss_values(point), truth, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(_term_values(decl, point), truth, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(term_values(decl, point), truth, rtol=1e-12, atol=1e-12)
     sol = problem.solve(regularization=LAM, accuracy=1e-8)
     assert sol.gap <= 1e-8
     W = cp.Variable(D)
