@@ -39,6 +39,20 @@ def _offending_term(expr: cp.Expression) -> cp.Expression:
     return expr
 
 
+def _quad_form_of_data(expr: cp.Expression, params: frozenset[int]) -> cp.Expression | None:
+    """The first ``cp.quad_form(E, P)`` in ``expr`` whose ``E`` or ``P`` reads the per-example
+    parameters ``params``, or None."""
+    from cvxpy.atoms.quad_form import QuadForm
+
+    if isinstance(expr, QuadForm) and any(p.id in params for p in expr.parameters()):
+        return expr
+    for a in expr.args:
+        found = _quad_form_of_data(a, params)
+        if found is not None:
+            return found
+    return None
+
+
 def _freeze(expr: cp.Expression, constants: dict[int, cp.Parameter]) -> cp.Expression:
     """``expr`` with each parameter of ``constants`` replaced by a constant holding a copy of
     its current value (later changes to the parameter cannot reach the declared problem)."""
@@ -257,6 +271,17 @@ class Declaration:
                 "`s * loss` is accepted when the loss is built from maximum/abs/pos/norms and "
                 "squares of affine expressions (not logistic, huber or exp). Write data only in "
                 "affine positions (e.g. `cp.pos(1 - (y * x) @ w)`)."
+            )
+        quad = _quad_form_of_data(loss, frozenset(arrays))
+        if quad is not None:
+            # CVXPY cannot write such a form as a parametrized program (every solve stopped
+            # in the template's compile with "unspecified parameters"): refused here, before
+            # any solve or release
+            raise ModelingError(
+                f"The loss has a quadratic form of data, `cp.quad_form({quad.args[0]}, P)` "
+                "(data in its argument or its matrix): CVXPY cannot compile a quadratic form of "
+                "a parameter. Write it as a sum of squares of a factor, `cp.sum_squares(L.T @ "
+                "E)` with `P = L @ L.T` (e.g. `L = np.linalg.cholesky(P)`)."
             )
         for con in lifted.domain:
             if not _trivially_true(con) and not _variable_attribute(con, variable):

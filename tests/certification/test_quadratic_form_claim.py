@@ -41,7 +41,6 @@ def _data(n, seed=0):
     [
         (lambda w, x, y: 0.05 * cp.quad_form(w, P), True),
         (lambda w, x, y: 0.05 * cp.quad_form(w[1:] - 1.0, P[1:, 1:]), True),
-        (lambda w, x, y: 0.05 * cp.quad_form(cp.multiply(x, w), P), False),  # reads data
         (lambda w, x, y: 0.05 * cp.pnorm(w, 3), False),  # generic, not a quadratic form
     ],
 )
@@ -134,3 +133,24 @@ def test_the_quadratic_form_s_jet_is_cvxpy_s_gradient_at_every_point():
             grad = np.asarray(grad.toarray() if hasattr(grad, "toarray") else grad).ravel()
             np.testing.assert_allclose(np.ravel(value)[i], expr.value, rtol=1e-13)
             np.testing.assert_allclose(np.asarray(jac)[i], grad, rtol=1e-12, atol=1e-12)
+
+
+def test_a_quadratic_form_of_data_is_refused_with_its_factored_spelling():
+    """``cp.quad_form(w - x, P)`` (a Mahalanobis distance to each example) was accepted and
+    then stopped every solve in CVXPY's compile ("unspecified parameters"). It is refused when
+    the problem is built, and the spelling the message gives certifies the same objective."""
+    from dpcvx.errors import ModelingError
+
+    X, _ = _data(50, 5)
+    S = P + np.eye(D)  # positive definite
+    w, x = cp.Variable(D), cp.Parameter(D)
+    with pytest.raises(ModelingError, match="sum_squares"):
+        dpcvx.Problem(cp.quad_form(w - x, S), w, {x: X}, [cp.norm(w) <= 2])
+    L = np.linalg.cholesky(S)
+    problem = dpcvx.Problem(cp.sum_squares(L.T @ (w - x)), w, {x: X}, [cp.norm(w) <= 2])
+    sol = problem.solve(regularization=LAM, accuracy=1e-9)
+    W = cp.Variable(D)
+    obj = sum(cp.quad_form(W - X[i], S) for i in range(50)) / 50 + LAM / 2 * cp.sum_squares(W)
+    ref = cp.Problem(cp.Minimize(obj), [cp.norm(W) <= 2])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    assert sol.lower <= ref.value + 1e-8 and ref.value <= sol.upper + 1e-8
