@@ -275,6 +275,14 @@ def _distribute(expr: cp.Expression, params: frozenset[int]) -> cp.Expression:
     if not expr.args:
         return expr
     args = [_distribute(a, params) for a in expr.args]
+    if (
+        isinstance(expr, Pnorm)
+        and getattr(expr, "keepdims", False)
+        and getattr(expr, "axis", 0) is None
+    ):
+        # CVXPY's compiler asserts a 2-norm kept as a one-entry array is a number: the norm,
+        # reshaped
+        return cp.reshape(cp.pnorm(args[0], float(expr.p)), expr.shape, order="F")
     if type(expr) is multiply and len(args) == 2 and expr.ndim == 1:
         found = _scaled_scores(args[0], args[1], params)
         if found is not None:

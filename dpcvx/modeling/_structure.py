@@ -426,6 +426,29 @@ def _scalar(expr: cp.Expression) -> cp.Expression:
 MAX_GROUPS = 1000
 
 
+def _unkept(expr: cp.Expression) -> cp.Expression | None:
+    """A whole reduction kept as a one-entry array (``cp.max(E, keepdims=True)``, norms,
+    log-sum-exp) as the same reduction to a number, or None. (CVXPY's own compiler stops at
+    ``cp.norm(E, 2, keepdims=True)``, and as a generic term such a maximum could not be
+    certified at a kink.)"""
+    if isinstance(expr, Reshape) and expr.args[0].shape == () and not expr.is_affine():
+        return expr.args[0]  # a number reshaped to one entry (see _expressions.lift)
+    if not getattr(expr, "keepdims", False) or getattr(expr, "axis", 0) is not None:
+        return None
+    (arg,) = expr.args[:1]
+    if isinstance(expr, Pnorm):
+        return cp.pnorm(arg, float(expr.p))
+    if isinstance(expr, norm1):
+        return cp.norm1(arg)
+    if isinstance(expr, norm_inf):
+        return cp.norm_inf(arg)
+    if isinstance(expr, cp_max):
+        return cp.max(arg)
+    if isinstance(expr, cp_lse):
+        return cp.log_sum_exp(arg)
+    return None
+
+
 def _norm1_of_nonneg(expr: cp.Expression) -> bool:
     """``||E||_1`` (``norm1``, ``pnorm(E, 1)``, no axis) of a non-affine ``E`` whose entries
     CVXPY knows to be nonnegative (norms, squares): the same as ``sum(E)``."""
@@ -538,6 +561,10 @@ def decompose(loss: cp.Expression, variable: cp.Variable) -> tuple[Term, ...]:
             return
         if isinstance(expr, Sum) and expr.axis is None:
             inner = expr.args[0]
+            whole = _unkept(inner)
+            if whole is not None:  # the sum of a reduction kept as one entry is the reduction
+                visit(whole, weight)
+                return
             parts = _summands(inner)
             if parts is not None:
                 for part in parts:
