@@ -270,6 +270,43 @@ def _scaled_scores(
     return None
 
 
+def _over_a_sum(
+    expr: cp.Expression, args: list[cp.Expression], params: frozenset[int]
+) -> cp.Expression | None:
+    """A one-hot or one-vs-rest score with a bias, ``y @ (W @ x + b)`` or ``cp.multiply(y, W @ x
+    + b)`` (``y`` a data vector, the sum reading both the variable and data): the product
+    distributed over the sum, each part read again (:func:`_bilinear`,
+    :func:`_scaled_scores`); None otherwise. Exact: both products are linear in each side."""
+    scalar_matmul = type(expr) is MulExpression and expr.shape == ()
+    vector_multiply = type(expr) is multiply and expr.ndim == 1
+    if len(args) != 2 or not (scalar_matmul or vector_multiply):
+        return None
+    for vec, total, first in ((args[0], args[1], True), (args[1], args[0], False)):
+        if not (
+            _data_only(vec, params)
+            and vec.ndim == 1
+            and isinstance(total, AddExpression)
+            and total.variables()
+            and _has_params(total, params)
+            and total.shape == vec.shape
+        ):
+            continue
+        parts = []
+        for part in total.args:
+            if part.shape != total.shape:  # a number added to a vector: spread it
+                part = part + np.zeros(total.shape)
+            if scalar_matmul:
+                product = vec @ part if first else part @ vec
+            else:
+                product = cp.multiply(vec, part) if first else cp.multiply(part, vec)
+            parts.append(_distribute(product, params))
+        out = parts[0]
+        for part in parts[1:]:
+            out = out + part
+        return out
+    return None
+
+
 def _distribute(expr: cp.Expression, params: frozenset[int]) -> cp.Expression:
     """Push scalar data factors into the affine expressions they multiply, bottom-up."""
     if not expr.args:
@@ -283,6 +320,9 @@ def _distribute(expr: cp.Expression, params: frozenset[int]) -> cp.Expression:
         # CVXPY's compiler asserts a 2-norm kept as a one-entry array is a number: the norm,
         # reshaped
         return cp.reshape(cp.pnorm(args[0], float(expr.p)), expr.shape, order="F")
+    split = _over_a_sum(expr, args, params)
+    if split is not None:
+        return split
     if type(expr) is multiply and len(args) == 2 and expr.ndim == 1:
         found = _scaled_scores(args[0], args[1], params)
         if found is not None:

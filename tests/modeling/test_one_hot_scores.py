@@ -176,3 +176,59 @@ def test_the_affine_jet_of_a_sum_along_an_axis(axis, keepdims):
     value = np.asarray(evaluate(expr, full, n), float).reshape((n,) + expr.shape)
     jet = np.asarray(off).reshape((-1,) + expr.shape) + np.asarray(jac) @ point
     np.testing.assert_allclose(np.broadcast_to(jet, value.shape), value, rtol=1e-12, atol=1e-12)
+
+
+BIASED = {
+    "one-hot, y @ (W @ x + b)": lambda y, W, b, x: cp.log_sum_exp(W @ x + b) - y @ (W @ x + b),
+    "one-hot, (W @ x + b + 1) @ y": lambda y, W, b, x: (
+        cp.log_sum_exp(W @ x + b) - (W @ x + b + 1) @ y
+    ),
+    "one-vs-rest, multiply(y, W @ x + b)": lambda y, W, b, x: cp.sum(
+        cp.logistic(-cp.multiply(y, W @ x + b))
+    ),
+    "one-vs-rest hinge, a shared bias": lambda y, W, b, x: cp.sum(
+        cp.pos(1 - cp.multiply(W @ x + b[0], y))
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BIASED))
+def test_scores_with_a_bias(name):
+    """Scores with an intercept, ``W @ x + b`` (``b`` part of the variable), were refused as
+    not DPP: the label's product is distributed over the sum, each part read as above. The
+    terms add up to the user's loss, which matches CVXPY's own value per example."""
+    X, Yh = _data(8)
+    Y = Yh if name.startswith("one-hot") else 2 * Yh - 1
+    w, x, y = cp.Variable(K * D + K), cp.Parameter(D), cp.Parameter(K)
+    W = cp.reshape(w[: K * D], (K, D), order="C")
+    loss = BIASED[name](y, W, w[K * D :], x)
+    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w) <= 3])
+    decl = problem.declaration
+    assert all(t.kind != "generic" for t in decl.terms)
+    rng = np.random.default_rng(9)
+    point = rng.normal(size=K * D + K)
+    np.testing.assert_allclose(
+        term_values(decl, point), decl.loss_values(point), rtol=1e-12, atol=1e-12
+    )
+    w.value = point
+    for i in range(5):
+        x.value, y.value = X[i], Y[i]
+        np.testing.assert_allclose(decl.loss_values(point)[i], loss.value, rtol=1e-12)
+    sol = problem.solve(regularization=LAM, accuracy=1e-9)
+    assert sol.gap <= 1e-9 and sol.solver_stats["solver"] != "CLARABEL"
+
+
+def test_a_centred_linear_term_of_data():
+    """``x @ (w - x0)`` with ``x0`` per example too (data on both sides of a difference) was
+    refused as not DPP; it is ``x @ w - x @ x0``."""
+    rng = np.random.default_rng(10)
+    X, X0 = rng.normal(size=(N, D)), rng.normal(size=(N, D))
+    w, x, x0 = cp.Variable(D), cp.Parameter(D), cp.Parameter(D)
+    loss = cp.abs(x @ (w - x0))
+    problem = dpcvx.Problem(loss, w, {x: X, x0: X0}, [cp.norm(w) <= 1])
+    point = rng.normal(size=D)
+    expected = np.abs(np.einsum("nd,nd->n", X, point - X0))
+    np.testing.assert_allclose(problem.declaration.loss_values(point), expected, rtol=1e-12)
+    np.testing.assert_allclose(
+        term_values(problem.declaration, point), expected, rtol=1e-12, atol=1e-12
+    )
