@@ -31,7 +31,14 @@ from dpcvx.certification.arrowhead import PiecewiseModel, arrowhead_ipm, piecewi
 from dpcvx.modeling.declaration import Declaration, once_per_declaration
 from dpcvx.modeling.smooth import SmoothModel, smooth_terms
 
-__all__ = ["MixedModel", "backtracked", "mixed_model", "pieces_values", "proximal_newton"]
+__all__ = [
+    "MixedModel",
+    "backtracked",
+    "mixed_model",
+    "pieces_values",
+    "predicted_decrease",
+    "proximal_newton",
+]
 
 #: the declaration's term kinds that go to the piecewise-linear part (the others are smooth)
 PIECEWISE_KINDS = ("affine", "abs", "pieces")
@@ -90,6 +97,32 @@ def pieces_values(model: PiecewiseModel, w: np.ndarray) -> float:
             V += np.stack(term.b, axis=1)
             total += term.c * float(np.sum(np.max(V, axis=1)))
     return total
+
+
+def predicted_decrease(
+    f: float,
+    value: float,
+    grad: np.ndarray,
+    H: np.ndarray,
+    x: np.ndarray,
+    trial: np.ndarray,
+    rest: float,
+    lam: float,
+    w0: np.ndarray,
+) -> tuple[float, float]:
+    """``(predicted, tiny)``: the objective ``f`` at ``x`` less the proximal Newton model at
+    ``trial`` (the smooth part's second-order model, ``value`` and ``grad`` at ``x`` with
+    Hessian ``H``, plus ``rest``, the other part's value at ``trial``, plus the
+    regularization), and the rounding below which a decrease is not resolved."""
+    direction = trial - x
+    model_trial = (
+        value
+        + float(grad @ direction)
+        + 0.5 * float(direction @ (H @ direction))
+        + rest
+        + lam / 2 * float((trial - w0) @ (trial - w0))
+    )
+    return f - model_trial, 1e-12 * (1.0 + abs(f))
 
 
 def backtracked(
@@ -164,17 +197,9 @@ def proximal_newton(
         iterations += int(more)
         if not np.all(np.isfinite(trial)):
             break
-        direction = trial - x
-        # the model's decrease: its value at x (the objective there, f) less at the trial point
-        model_trial = (
-            value
-            + float(grad @ direction)
-            + 0.5 * float(direction @ (H @ direction))
-            + pieces_values(pieces, trial)
-            + lam / 2 * float((trial - w0) @ (trial - w0))
+        predicted, tiny = predicted_decrease(
+            f, value, grad, H, x, trial, pieces_values(pieces, trial), lam, w0
         )
-        predicted = f - model_trial
-        tiny = 1e-12 * (1.0 + abs(f))
         if predicted < -tiny:
             break  # the model's solve came back worse than x: x stays (the caller judges it)
         found = backtracked(objective, x, trial, f, predicted, tiny)

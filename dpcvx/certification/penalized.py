@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import cvxpy as cp
 import numpy as np
 
-from dpcvx.certification.mixed import backtracked
+from dpcvx.certification.mixed import backtracked, predicted_decrease
 from dpcvx.modeling._expressions import evaluate, substitute
 from dpcvx.modeling.declaration import Declaration, once_per_declaration
 from dpcvx.modeling.localized import LocalizedDomain
@@ -252,16 +252,9 @@ def penalized_newton(
         trial, duals = step.solve(H, grad - H @ x - lam * w0, lam)
         if not np.all(np.isfinite(trial)):
             break
-        direction = trial - x
-        model_trial = (
-            value
-            + float(grad @ direction)
-            + 0.5 * float(direction @ (H @ direction))
-            + step.penalty_value(trial)
-            + lam / 2 * float((trial - w0) @ (trial - w0))
+        predicted, tiny = predicted_decrease(
+            f, value, grad, H, x, trial, step.penalty_value(trial), lam, w0
         )
-        predicted = f - model_trial
-        tiny = 1e-12 * (1.0 + abs(f))
         if predicted < -tiny:
             break  # the program's answer is worse than x: x stays (the caller judges it)
         found = backtracked(objective, x, trial, f, predicted, tiny)

@@ -195,78 +195,50 @@ def _data_only(expr: cp.Expression, params: frozenset[int]) -> bool:
     return not expr.variables() and _has_params(expr, params)
 
 
-def _bilinear(a: cp.Expression, b: cp.Expression, params: frozenset[int]) -> cp.Expression | None:
-    """``a @ b`` where one side is a data vector ``l`` and the other a product of a matrix
-    ``M`` affine in the variable and free of data with a data vector (``y @ (W @ x)``,
-    ``y @ W @ x``, ``(W @ x) @ y``, ``x @ (W.T @ y)``: the one-hot label's score in a
-    multinomial loss): the number ``u^T M v`` (``u`` the vector that meets ``M``'s rows, ``v``
-    its columns), written ``sum(multiply(outer(u, v), M))``, whose data ``outer(u, v)`` is one
-    derived parameter (DPP); None otherwise."""
-    for vec, prod in ((a, b), (b, a)):
-        # matrix products only: an elementwise ``cp.multiply`` is a subclass of MulExpression
-        # (``cp.multiply(y, W @ x)`` is a vector, one-vs-rest, not the label's score)
-        if not (
-            _data_only(vec, params)
-            and vec.ndim == 1
-            and type(prod) is MulExpression
-            and len(prod.args) == 2
-        ):
-            continue
-        p, q = prod.args
-        if p.ndim == 1 and q.ndim == 2:  # (u @ M), met by v
-            u, M, v = p, q, vec
-        elif p.ndim == 2 and q.ndim == 1:  # (M @ v), met by u
-            u, M, v = vec, p, q
-        else:
-            continue
-        if (
-            u.shape == (M.shape[0],)
-            and v.shape == (M.shape[1],)
-            and _data_only(u, params)
-            and _data_only(v, params)
-            and M.is_affine()
-            and M.variables()
-            and not _has_params(M, params)
-        ):
-            return cp.sum(cp.multiply(cp.outer(u, v), M))
-    return None
+def _data_matmul(
+    prod: cp.Expression, params: frozenset[int]
+) -> tuple[cp.Expression, cp.Expression, bool] | None:
+    """``(M, v, rows)`` for a matrix product of a matrix ``M`` affine in the variable and free
+    of data with a data vector ``v``: ``rows`` True for ``M @ v`` (the product runs over
+    ``M``'s rows), False for ``v @ M`` (over its columns); None otherwise. An elementwise
+    ``cp.multiply`` is a subclass of MulExpression, and no matrix product."""
+    if type(prod) is not MulExpression or len(prod.args) != 2:
+        return None
+    p, q = prod.args
+    if p.ndim == 2 and q.ndim == 1:
+        M, v, rows = p, q, True
+    elif p.ndim == 1 and q.ndim == 2:
+        v, M, rows = p, q, False
+    else:
+        return None
+    if not (_data_only(v, params) and M.is_affine() and M.variables()):
+        return None
+    return None if _has_params(M, params) else (M, v, rows)
 
 
-def _scaled_scores(
-    a: cp.Expression, b: cp.Expression, params: frozenset[int]
+def _scores(
+    a: cp.Expression, b: cp.Expression, params: frozenset[int], elementwise: bool
 ) -> cp.Expression | None:
-    """``cp.multiply(u, M @ v)`` (or ``cp.multiply(u, v @ N)``) with ``u``, ``v`` data vectors
-    and ``M`` a matrix affine in the variable and free of data: the vector ``u_k (M v)_k``
-    of one-vs-rest scores with labels ``u`` in {-1, 1}^K (``cp.logistic(-cp.multiply(y, W @
-    x))``), written ``sum(multiply(outer(u, v), M), axis=1)`` (``axis=0`` for ``v @ N``), its
-    data one derived parameter (DPP); None otherwise."""
-    for u, prod in ((a, b), (b, a)):
-        if not (
-            _data_only(u, params)
-            and u.ndim == 1
-            and type(prod) is MulExpression
-            and len(prod.args) == 2
-        ):
+    """A data vector ``u`` times the scores ``M @ v`` (or ``v @ M``) of :func:`_data_matmul`:
+    as a matrix product (``elementwise`` False), the number ``u^T M v``, the one-hot label's
+    score in a multinomial loss (``y @ W @ x``, ``y @ (W @ x)``, ``(W @ x) @ y``, ``x @ (W.T @
+    y)``), written ``sum(multiply(outer(u, v), M))``; elementwise (``cp.multiply(y, W @ x)``,
+    one-vs-rest margins with labels in {-1, 1}^K), the vector ``u_k (M v)_k``, written
+    ``sum(multiply(outer(u, v), M), axis=1)`` (``outer(v, u)`` and ``axis=0`` for ``v @ M``).
+    The data ``outer(...)`` is one derived parameter (DPP). None otherwise."""
+    for vec, prod in ((a, b), (b, a)):
+        if not (_data_only(vec, params) and vec.ndim == 1):
             continue
-        p, q = prod.args
-        if p.ndim == 2 and q.ndim == 1:  # M @ v
-            M, v, outer, axis = p, q, None, 1
-            fits = M.shape == (u.size, v.size)
-        elif p.ndim == 1 and q.ndim == 2:  # v @ N
-            v, M, outer, axis = p, q, None, 0
-            fits = M.shape == (v.size, u.size)
-        else:
+        found = _data_matmul(prod, params)
+        if found is None:
             continue
-        if not (
-            fits
-            and _data_only(v, params)
-            and M.is_affine()
-            and M.variables()
-            and not _has_params(M, params)
-        ):
+        M, v, rows = found
+        if vec.shape != ((M.shape[0],) if rows else (M.shape[1],)):
             continue
-        outer = cp.outer(u, v) if axis == 1 else cp.outer(v, u)
-        return cp.sum(cp.multiply(outer, M), axis=axis)
+        weighted = cp.multiply(cp.outer(vec, v) if rows else cp.outer(v, vec), M)
+        if not elementwise:
+            return cp.sum(weighted)
+        return cp.sum(weighted, axis=1 if rows else 0)
     return None
 
 
@@ -275,8 +247,8 @@ def _over_a_sum(
 ) -> cp.Expression | None:
     """A one-hot or one-vs-rest score with a bias, ``y @ (W @ x + b)`` or ``cp.multiply(y, W @ x
     + b)`` (``y`` a data vector, the sum reading both the variable and data): the product
-    distributed over the sum, each part read again (:func:`_bilinear`,
-    :func:`_scaled_scores`); None otherwise. Exact: both products are linear in each side."""
+    distributed over the sum, each part read again (:func:`_scores`); None otherwise. Exact:
+    both products are linear in each side."""
     scalar_matmul = type(expr) is MulExpression and expr.shape == ()
     vector_multiply = type(expr) is multiply and expr.ndim == 1
     if len(args) != 2 or not (scalar_matmul or vector_multiply):
@@ -323,12 +295,9 @@ def _distribute(expr: cp.Expression, params: frozenset[int]) -> cp.Expression:
     split = _over_a_sum(expr, args, params)
     if split is not None:
         return split
-    if type(expr) is multiply and len(args) == 2 and expr.ndim == 1:
-        found = _scaled_scores(args[0], args[1], params)
-        if found is not None:
-            return found
-    if type(expr) is MulExpression and expr.shape == () and len(args) == 2:
-        found = _bilinear(args[0], args[1], params)
+    elementwise = type(expr) is multiply and expr.ndim == 1
+    if len(args) == 2 and (elementwise or (type(expr) is MulExpression and expr.shape == ())):
+        found = _scores(args[0], args[1], params, elementwise)
         if found is not None:
             return found
     if isinstance(expr, (multiply, MulExpression)) and len(args) == 2:

@@ -462,8 +462,9 @@ def _norm1_of_nonneg(expr: cp.Expression) -> bool:
 
 
 def _summands(inner: cp.Expression) -> list[cp.Expression] | None:
-    """The parts whose sum is ``sum(inner)``, where each is a term of its own: the entries of
-    a stack (``cp.sum(cp.hstack([cp.norm(w[:5]), cp.norm(w[5:])]))``) and the norms of the
+    """The parts whose sum is ``sum(inner)``, where each is a term of its own: the parts of a
+    sum (``cp.sum(A + B)``, each part counted as often as broadcasting repeats it), the entries
+    of a stack (``cp.sum(cp.hstack([cp.norm(w[:5]), cp.norm(w[5:])]))``) and the norms of the
     columns or rows of a norm along an axis (``cp.sum(cp.norm(W, 2, axis=0))``, a group
     lasso; ``inf`` likewise; ``1``: one sum of absolute values); None for anything else. As
     one generic term these had only a tangent cut, which cannot hold a group at zero: with a
@@ -479,12 +480,8 @@ def _summands(inner: cp.Expression) -> list[cp.Expression] | None:
             parts.append(a if a.size == inner.size == 1 else (inner.size // a.size) * cp.sum(a))
         return parts
     if isinstance(inner, (Hstack, Vstack)) and not inner.is_affine():
-        parts = []
-        for a in inner.args:
-            if isinstance(a, Reshape) and a.args[0].shape == ():  # a number, stacked as (1,)
-                a = a.args[0]
-            parts.append(a if a.shape == () else cp.sum(a))
-        return parts
+        # (a number stacked as (1,) is its sum, which :func:`_unkept` reads as the number)
+        return [a if a.shape == () else cp.sum(a) for a in inner.args]
     kind = _axis_norm(inner)
     if kind is None:
         return None
