@@ -800,7 +800,7 @@ def _tangent_cut(decl: Declaration, term: Term, w_hat: np.ndarray) -> tuple[np.n
     examples at once (:func:`subgradient_jet`); atoms without a rule there fall back to CVXPY's
     own gradient rules, example by example (the slow path)."""
     n, d = decl.n, decl.d
-    if n > 1 and np.ndim(w_hat) == 1 and not term.expr.parameters():
+    if n > 1 and np.ndim(w_hat) == 1 and not term.reads_data:
         # a term that reads no data, at one point: every example's cut is the first's (the
         # same floats), taken once (``cp.quad_form(w, P)`` beside the logistic loss: CVXPY's
         # gradient rule n times was 1.5 s of a 1.6 s solve at n = 1e4)

@@ -114,7 +114,7 @@ def bounded_quadratic(term: Term) -> tuple[np.ndarray, cp.Expression] | None:
     from cvxpy.atoms.quad_form import QuadForm
 
     expr = term.expr
-    if term.kind != "generic" or not isinstance(expr, QuadForm) or expr.parameters():
+    if term.kind != "generic" or not isinstance(expr, QuadForm) or term.reads_data:
         return None
     E, P = expr.args
     if not E.is_affine() or P.variables() or P.value is None:
@@ -492,7 +492,7 @@ def public_quadratic(
     half = 0.0
     lin = np.zeros(decl.d)
     for term, M, den, _ in _strong_terms(decl):
-        if term.expr.parameters():  # reads data (its offset, or a data-dependent weight)
+        if term.reads_data:  # its offset, or a data-dependent weight
             continue
         offset, _ = decl.jet(term.args[0])  # the one _strong_terms computed
         b = np.asarray(offset, float).reshape(decl.n, -1)[0]

@@ -87,18 +87,14 @@ def penalized_model(decl: Declaration) -> PenalizedModel | None:
     return once_per_declaration(_CACHE, decl, _build)
 
 
-def _reads_data(term) -> bool:
-    return bool(term.expr.parameters())
-
-
 def _build(decl: Declaration) -> PenalizedModel | None:
     penalty = []
     for index, term in enumerate(decl.terms):
-        if term.kind == "affine" or _reads_data(term):
+        if term.kind == "affine" or term.reads_data:
             continue
         if term.kind in MULTIPLIED + AS_WRITTEN:
             penalty.append(index)
-    if not penalty or not any(_reads_data(t) for t in decl.terms):
+    if not penalty or not any(t.reads_data for t in decl.terms):
         return None
     keep = frozenset(range(len(decl.terms))) - frozenset(penalty)
     for index in penalty:

@@ -95,6 +95,12 @@ class Term:
         return float(self.param)
 
     @property
+    def reads_data(self) -> bool:
+        """Whether the term reads a parameter (per-example data: public constants are frozen
+        into the loss when it is declared)."""
+        return bool(self.expr.parameters())
+
+    @property
     def atom_shape(self) -> tuple[int, ...]:
         """The shape of the term's atom (of its expression when it has no atom)."""
         return tuple((self.atom if self.atom is not None else self.expr).shape)

@@ -100,7 +100,7 @@ def shared_terms(terms: tuple[Term, ...]) -> frozenset[int]:
         i
         for i, term in enumerate(terms)
         # a generic term has no arguments apart: its whole expression is asked
-        if term.kind not in ("affine", "generic") and not term.expr.parameters()
+        if term.kind not in ("affine", "generic") and not term.reads_data
     )
     reads = any(t.kind != "affine" and i not in free for i, t in enumerate(terms))
     return free if reads else frozenset()
