@@ -26,7 +26,11 @@ inactive): ``(1/n) sum_i f(w; z_i) + (lam/2) ||w||^2`` with ``lam = 1e-2`` and, 
   ``B`` the halves of the coordinates (``g = 2e-2``): no scikit-learn estimator has it;
 - ``squared + linf``: ``0.5 (x.w - y)^2 + a ||w||_inf``: none either;
 - ``logistic + quad_form``: ``log(1 + exp(-y x.w)) + a w^T P w`` with ``P`` the tridiagonal
-  second-difference matrix (a smoothness penalty on neighbouring coefficients): none either.
+  second-difference matrix (a smoothness penalty on neighbouring coefficients): none either;
+- ``hinge + group``: ``max(0, 1 - y x.w) + g (||w_A||_2 + ||w_B||_2)``: no fast rung holds
+  a piecewise data term with a group lasso, so it takes the conic program, which holds the
+  penalty once (``Template.held``); ``--before``: a copy of the penalty's cones per example
+  (as dpcvx did before 2026-11-29). Plain CVXPY only.
 
 Plain CVXPY solves the whole-data expression with Clarabel (default tolerances, compile
 included) up to ``--cvxpy-max-n`` examples. dpcvx certifies every solve to ``--accuracy``;
@@ -59,7 +63,7 @@ import dpcvx.modeling.declaration as declaration_module
 LAM, L1, RIDGE, GROUP, RADIUS = 1e-2, 1e-2, 2e-2, 2e-2, 100.0
 #: the penalties the rung for penalties no model holds takes (``--before``: without it)
 PENALIZED = ("logistic+group", "squared+linf", "logistic+quad_form")
-LOSSES = ("logistic+l1", "squared+l1", "hinge+l1", "logistic+ridge", *PENALIZED)
+LOSSES = ("logistic+l1", "squared+l1", "hinge+l1", "logistic+ridge", *PENALIZED, "hinge+group")
 
 
 def second_difference(d: int) -> np.ndarray:

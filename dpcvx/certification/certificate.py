@@ -224,10 +224,10 @@ def _minorants(
         for j, ((off, _), r) in enumerate(zip(jets, rows)):
             if thetas is not None:
                 duals.append(None if thetas[t] is None else thetas[t][j])
-            elif r is None or z is None:
+            elif r is None or z is None or prog is None:
                 duals.append(None)
             else:
-                duals.append(_DUAL_SIGN * n_total * _flat_dual(z, r, off.shape[1:]) / wgt)
+                duals.append(_split_duals(prog, t, z, r, off.shape[1:], n, n_total, wgt))
         if (
             t in decl.shared_terms
             and n > 1
@@ -405,9 +405,31 @@ def _term_duals(
             # the argument's own shape: that of its affine jet's per-example offset (no jet
             # is formed, so an affine atom without a jet rule cannot fail here)
             shape = tuple(arg.shape)
-            duals.append(_DUAL_SIGN * n_total * _flat_dual(z, r, shape) / term.weight)
+            duals.append(_split_duals(prog, t, z, r, shape, n, n_total, term.weight))
         out.append(duals)
     return out
+
+
+def _split_duals(
+    prog: StampedProgram,
+    t: int,
+    z: np.ndarray,
+    rows: np.ndarray,
+    shape: tuple[int, ...],
+    n: int,
+    n_total: int,
+    weight: float,
+) -> np.ndarray:
+    """The multipliers of one split argument of term ``t`` from the solver's duals ``z``, per
+    example ``(n, *shape)``: ``n_total`` times the duals over the term's weight (the
+    objective averages the examples' blocks), or, for a term the program holds once
+    (:attr:`~dpcvx.compilation.stamp.StampedProgram.held`: its objective weighs
+    ``held_weight``, the part's share of the examples), its one block's duals over that
+    weight and the term's, every example's (a read-only view)."""
+    if t in prog.held:
+        one = _DUAL_SIGN * _flat_dual(z, rows, shape) / (prog.held_weight * weight)
+        return np.broadcast_to(one, (n,) + one.shape[1:])
+    return _DUAL_SIGN * n_total * _flat_dual(z, rows, shape) / weight
 
 
 def _pieces(

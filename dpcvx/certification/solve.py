@@ -451,7 +451,7 @@ def recentered_program(
         for t, term in enumerate(part_decl.terms):
             if term.kind not in ("abs", "huber", "pieces", "exp", "logistic", *MONOTONE):
                 continue
-            if t >= len(view.split_rows):
+            if t >= len(view.split_rows) or t in view.held:  # held once: reads no data
                 continue
             rows = view.split_rows[t]
             if term.kind in ("abs", "huber") and rows[0] is None:
@@ -590,15 +590,29 @@ def _program(
     """The stamped program, and the example groups of a mixed extension program (copies for
     the examples steeper than ``extension``, or for those of the mask ``lifted``)."""
     values = decl.derived_values()
+    if extension is None and template.held is not None:
+        # the terms that read no data held once, not once per example
+        per, shared = template.held
+        theta = per.theta(values, decl.n)
+        parts = [(per, theta)]
+        prog = stamp_parts(parts, domain_block, d=decl.d, lam=lam, w0=w0, once=(0, shared))[0]
+        return prog, None
     if extension is None or plain_template is None:
         theta = template.theta(values, decl.n)
         return stamp(template, domain_block, theta, d=decl.d, lam=lam, w0=w0), None
     # classification only decides speed: the certificate is valid for every example either way
     light = _lipschitz_bounds(decl) <= extension * (1 + 1e-12) if lifted is None else ~lifted
-    groups = [(np.flatnonzero(light), plain_template), (np.flatnonzero(~light), template)]
+    # the light examples' terms that read no data held once (in the extension's blocks each
+    # copy y_i carries the whole loss)
+    held = plain_template.held
+    groups = [
+        (np.flatnonzero(light), plain_template if held is None else held[0]),
+        (np.flatnonzero(~light), template),
+    ]
+    once = None if held is None or not groups[0][0].size else (0, held[1])
     groups = [(idx, tmpl) for idx, tmpl in groups if idx.size]
     parts = [(tmpl, tmpl.theta(values, decl.n)[idx]) for idx, tmpl in groups]
-    prog, views = stamp_parts(parts, domain_block, d=decl.d, lam=lam, w0=w0)
+    prog, views = stamp_parts(parts, domain_block, d=decl.d, lam=lam, w0=w0, once=once)
     part_decls = [decl if idx.size == decl.n else decl.subset(idx) for idx, _ in groups]
     return prog, list(zip(part_decls, views))
 
@@ -697,7 +711,12 @@ def _certified_solve(
         plain_template = plain_template()
     # a conic program too large for the machine is not stamped (a public decision: n and
     # the templates, every example counted with the larger pattern)
-    size = _conic_size(decl.n if public_n is None else public_n, template, plain_template)
+    size = _conic_size(
+        decl.n if public_n is None else public_n,
+        template,
+        plain_template,
+        held=extension is None,
+    )
     fits = size <= MAX_PROGRAM_NNZ
     if not fits:
         attempts.append({"solver": "conic program", "tight": False, "error": _TOO_LARGE % size})
@@ -832,11 +851,16 @@ _TOO_LARGE = (
 )
 
 
-def _conic_size(n: int, template: Template, plain_template: Template | None) -> int:
+def _conic_size(
+    n: int, template: Template, plain_template: Template | None, held: bool = False
+) -> int:
     """The nonzeros of the examples' blocks of the program stamped for ``n`` examples, at
     most, from public quantities only: every example counted with the larger of the
-    templates' patterns (the domain's and the objective's few rows left out)."""
+    templates' patterns (the domain's and the objective's few rows left out). ``held``: the
+    plain program of :func:`_program`, whose terms held once count once."""
     per = max(t.A_rows.size for t in (template, plain_template) if t is not None)
+    if held and template.held is not None:
+        return n * int(template.held[0].A_rows.size) + int(template.held[1].A_rows.size)
     return n * int(per)
 
 

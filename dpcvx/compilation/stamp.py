@@ -47,6 +47,11 @@ class StampedProgram:
     #: per-example objective ``C_obj[i] @ u + c0_obj[i]`` (the averaged objective is their mean)
     C_obj: sp.csr_matrix | None = None
     c0_obj: np.ndarray | None = None
+    #: the terms held once (``stamp_parts``'s ``once``): their ``split_rows`` are ``(1, size)``,
+    #: the rows of the one block every example of the part shares, whose objective weighs
+    #: ``held_weight`` (the part's share of the examples) instead of ``1 / n`` per example
+    held: frozenset[int] = frozenset()
+    held_weight: float = 1.0
 
 
 def segments(layout: ConeLayout) -> list[tuple[str, int, int]]:
@@ -93,6 +98,7 @@ def stamp_parts(
     lam: float,
     w0: np.ndarray,
     per_example_objective: bool = False,
+    once: tuple[int, Template] | None = None,
 ) -> tuple[StampedProgram, tuple[StampedProgram, ...]]:
     """One program for several groups of examples, each stamped from its own template (e.g.
     the plain loss for some examples and the Lipschitz extension for the others), sharing
@@ -101,8 +107,25 @@ def stamp_parts(
     Returns the whole program and, per part, a *view*: the same program whose ``split_rows``,
     ``y_cols``, ``soc_rows`` and ``n`` are those of the part (global indices).
     ``per_example_objective`` also stores each example's objective row (``C_obj``, ``c0_obj``).
+
+    ``once`` ``(k, block)``: the terms every example of part ``k`` has the same (they read no
+    data; the second of :attr:`~dpcvx.compilation.template.Template.held`), stamped once with
+    the objective weight ``n_k / n`` (the mean over the part's examples of equal copies),
+    where part ``k``'s template leaves them out (the first of ``held``); that part's view
+    then has the once block's ``split_rows`` for them, ``(1, size)``
+    (:attr:`StampedProgram.held`).
     """
+    if once is not None and per_example_objective:
+        raise ValueError("A block held once goes with the averaged objective.")
     n_total = sum(theta.shape[0] for _, theta in parts)
+    # the once block is stamped as a part of one example, weighted as the part's examples
+    weights = [1.0 / n_total] * len(parts)
+    holder, held_weight = -1, 1.0
+    if once is not None:
+        holder, block = once
+        held_weight = parts[holder][1].shape[0] / n_total
+        parts = parts + [(block, np.ones((1, 1)))]
+        weights.append(held_weight)
     a0 = domain.n_cols - int(np.sum(domain.w_cols >= 0))
     # --- column maps: w columns go to w, each example's auxiliaries to their own range
     dom_cols = np.where(domain.w_cols >= 0, domain.w_cols, d + np.cumsum(domain.w_cols < 0) - 1)
@@ -156,8 +179,8 @@ def stamp_parts(
         cols.append(ex_cols[part][:, template.A_cols].ravel())
         vals.append((theta @ template.A_map).ravel())  # (n, nnz)
         b[row_global[part].ravel()] = (theta @ template.b_map).ravel()
-        np.add.at(q, ex_cols[part].ravel(), (c_part / n_total).ravel())
-        q0 += float(np.sum(c0_part) / n_total)
+        np.add.at(q, ex_cols[part].ravel(), (c_part * weights[part]).ravel())
+        q0 += float(np.sum(c0_part) * weights[part])
         objective.append((ex_cols[part], c_part, c0_part))
     A = sp.csc_matrix(
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, n_var)
@@ -196,11 +219,25 @@ def stamp_parts(
             shape=(n_total, n_var),
         )
         c0_obj = np.concatenate([c0 for _, _, c0 in objective])
+    held: frozenset[int] = frozenset()
+    if once is not None:
+        parts = parts[:-1]
+        held = frozenset(
+            t for t, rows_t in enumerate(once[1].split_rows) if any(r is not None for r in rows_t)
+        )
     views = []
     for part, (template, theta) in enumerate(parts):
+        mine = held if part == holder else frozenset()
         split_rows = tuple(
-            tuple(None if r is None else row_global[part][:, r] for r in rows_t)
-            for rows_t in template.split_rows
+            tuple(
+                None if r is None else row_global[-1 if t in mine else part][:, r] for r in rows_t
+            )
+            for t, rows_t in enumerate(
+                [
+                    once[1].split_rows[t] if once is not None and t in mine else rows_t
+                    for t, rows_t in enumerate(template.split_rows)
+                ]
+            )
         )
         y_cols = None if template.y_cols is None else ex_cols[part][:, template.y_cols]
         soc_rows = None if template.soc_rows is None else row_global[part][:, template.soc_rows]
@@ -219,6 +256,8 @@ def stamp_parts(
                 soc_rows=soc_rows,
                 C_obj=C_obj,
                 c0_obj=c0_obj,
+                held=mine,
+                held_weight=held_weight if mine else 1.0,
             )
         )
     if len(parts) == 1:

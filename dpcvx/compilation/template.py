@@ -82,6 +82,10 @@ class Template:
     param_layout: tuple[tuple[int, int, tuple[int, ...]], ...]  # (param id, offset, shape)
     split_rows: tuple[tuple[np.ndarray | None, ...], ...]
     extension: float | None = None
+    #: plain ERM whose loss has terms that read no data (``Declaration.shared_terms``): the
+    #: block without them and their own block, which the conic program holds once instead of
+    #: once per example (:func:`~dpcvx.compilation.stamp.stamp_parts`'s ``once``)
+    held: tuple[Template, Template] | None = None
     #: Lipschitz extension only: block columns of y, and the rows of ``(t, w - y) in SOC``
     y_cols: np.ndarray | None = None
     soc_rows: np.ndarray | None = None
@@ -248,6 +252,8 @@ class CanonicalTemplate:
     split_cons: list[list[cp.Constraint | None]]
     d: int
     extension: float | None
+    #: the canonical forms of :attr:`Template.held`
+    held: tuple[CanonicalTemplate, CanonicalTemplate] | None = None
 
     @property
     def probe_entries(self) -> float:
@@ -262,9 +268,13 @@ class CanonicalTemplate:
         return float(self.total + 1) * float(nonzeros)
 
 
-def canonical_template(decl: Declaration, extension: float | None = None) -> CanonicalTemplate:
+def canonical_template(
+    decl: Declaration, extension: float | None = None, skip: frozenset[int] = frozenset()
+) -> CanonicalTemplate:
     """The block's conic form and its cones (a few milliseconds: CVXPY's canonicalization),
-    the part of :func:`compile_template` that rejects a loss dpcvx cannot compile."""
+    the part of :func:`compile_template` that rejects a loss dpcvx cannot compile. The terms
+    ``skip`` (by index) are left out of the block (their split rows None). A plain block whose
+    loss has terms that read no data also gets the blocks of :attr:`Template.held`."""
     orig = decl.variable
     w = _plain(orig)  # attribute bounds live in the domain's rows, not in every block
     objective = 0
@@ -279,11 +289,14 @@ def canonical_template(decl: Declaration, extension: float | None = None) -> Can
         constraints.append(soc)
         constraints += [substitute(c, orig, at) for c in decl.domain.constraints]
         objective = extension * t
-    for term in decl.terms:
+    for index, term in enumerate(decl.terms):
         if w is not orig:
             term = _term_at(term, orig, w)
         if extension is not None:
             term = _term_at(term, w, at)
+        if index in skip:
+            split_cons.append([None] * len(term.args))
+            continue
         splits: list[cp.Variable | None] = []
         cons: list[cp.Constraint | None] = []
         structured = term.kind not in ("affine", "generic")
@@ -316,6 +329,12 @@ def canonical_template(decl: Declaration, extension: float | None = None) -> Can
     total = int(sum(int(np.prod(s)) if s else 1 for _, _, s in param_layout))
     if any(off + (int(np.prod(s)) if s else 1) > total for _, off, s in param_layout):
         raise ModelingError("Internal: unexpected parameter layout.")  # pragma: no cover
+    held = None
+    shared = decl.shared_terms
+    if extension is None and not skip and shared:
+        once = canonical_template(decl, skip=frozenset(range(len(decl.terms))) - shared)
+        if once.total == 0:  # reads no parameter (public values are constants by now)
+            held = (canonical_template(decl, skip=shared), once)
     return CanonicalTemplate(
         pp,
         layout,
@@ -328,6 +347,7 @@ def canonical_template(decl: Declaration, extension: float | None = None) -> Can
         split_cons,
         decl.d,
         None if extension is None else float(extension),
+        held,
     )
 
 
@@ -381,7 +401,9 @@ def finish_template(canonical: CanonicalTemplate) -> Template:
         t_col = int(pp.var_id_to_col[t.id])
         if not np.isclose(c_map[0, t_col], extension) or np.any(c_map[1:, t_col]):
             raise ModelingError("Internal: unexpected objective on the extension's t.")
+    held = canonical.held
     return Template(
+        held=None if held is None else (finish_template(held[0]), finish_template(held[1])),
         extension=None if extension is None else float(extension),
         y_cols=y_cols,
         soc_rows=soc_rows,
