@@ -451,8 +451,11 @@ def recentered_program(
         for t, term in enumerate(part_decl.terms):
             if term.kind not in ("abs", "huber", "pieces", "exp", "logistic", *MONOTONE):
                 continue
-            if t >= len(view.split_rows) or t in view.held:  # held once: reads no data
+            if t >= len(view.split_rows):
                 continue
+            # a term held once (it reads no data) is one block: its first example's row is
+            # every example's, and its one row of the program moves
+            m = 1 if t in view.held else n
             rows = view.split_rows[t]
             if term.kind in ("abs", "huber") and rows[0] is None:
                 continue
@@ -460,15 +463,16 @@ def recentered_program(
                 jets = [affine_jet(arg, part_decl.variable, leaves, n) for arg in term.args]
             except Unsupported:
                 continue
+            jets = [(np.asarray(off)[:m], np.asarray(jac)[:m]) for off, jac in jets]
             flat = []  # per argument: (offset, J c, spread over the ball, program rows)
             size = max((r.shape[1] for r in rows if r is not None), default=0)
             for (off, jac), r in zip(jets, rows):
-                off = np.asarray(off, float).reshape(n, -1, order="F")
-                jac = np.asarray(jac, float).reshape(n, off.shape[1], -1, order="F")
+                off = np.asarray(off, float).reshape(m, -1, order="F")
+                jac = np.asarray(jac, float).reshape(m, off.shape[1], -1, order="F")
                 if off.shape[1] not in (1, size):
                     break
-                off = np.broadcast_to(off, (n, size))
-                jac = np.broadcast_to(jac, (n, size, jac.shape[-1]))
+                off = np.broadcast_to(off, (m, size))
+                jac = np.broadcast_to(jac, (m, size, jac.shape[-1]))
                 flat.append((off, jac @ c, np.linalg.norm(jac, axis=-1) * R, r))
             else:
                 V = np.stack([off + jc for off, jc, _, _ in flat], axis=-1)
@@ -477,7 +481,7 @@ def recentered_program(
                 targets = term_targets(term.kind, V, P, movable, term.param)
                 if targets is None:
                     continue
-                if keep is not None:
+                if keep is not None and m == n:  # (tilted ERM's program holds nothing once)
                     held = keep[rows_of].reshape((n,) + (1,) * (targets[0].ndim - 1))
                     targets = [np.where(held, np.nan, k) for k in targets]
                 # a piece of one row per example broadcast over a vector argument (the 0 of

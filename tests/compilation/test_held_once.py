@@ -244,3 +244,27 @@ def test_the_extension_s_light_examples_hold_the_penalty_once(conic_only):
     assert sol.gap <= 1e-9
     assert sol.lower - slack <= ref <= sol.upper + slack
     assert np.linalg.norm(sol.w - w_ref) <= sol.distance_bound + 1e-5
+
+
+@pytest.mark.parametrize("far", ["abs", "huber"])
+def test_a_held_term_far_from_the_domain_is_moved_next_to_it(far, conic_only):
+    """A held term whose argument keeps far from zero on the domain (``|w_0 - 1e8|``, affine
+    there) has its one block's offset moved next to the domain, as every example's copy was:
+    the solver cannot resolve 1e8 to the target (its certificate missed by 0.5 when the held
+    block kept it). The minimizer is that of the objective with the term's affine form."""
+    X, Y = _data("pm")
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    term = cp.abs(w[0] - 1e8) if far == "abs" else cp.huber(w[0] - 1e8, 1.0)
+    slope = 0.05 * (1.0 if far == "abs" else 2.0)  # of 0.05 * term in -w_0, on the ball
+    problem = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)) + 0.05 * term, w, {x: X, y: Y}, [cp.norm(w, 2) <= 2]
+    )
+    sol = problem.solve(regularization=LAM, center=W0, accuracy=1e-9)
+    assert sol.solver_stats["solver"] == "CLARABEL" and sol.gap <= 1e-9
+    v = cp.Variable(D)
+    hinge = cp.sum(cp.pos(1 - cp.multiply(Y, X @ v))) / N
+    ref = cp.Problem(
+        cp.Minimize(hinge - slope * v[0] + LAM / 2 * cp.sum_squares(v - W0)), [cp.norm(v) <= 2]
+    )
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    assert np.linalg.norm(sol.w - v.value) <= sol.distance_bound + 1e-5
