@@ -27,10 +27,10 @@ inactive): ``(1/n) sum_i f(w; z_i) + (lam/2) ||w||^2`` with ``lam = 1e-2`` and, 
 - ``squared + linf``: ``0.5 (x.w - y)^2 + a ||w||_inf``: none either;
 - ``logistic + quad_form``: ``log(1 + exp(-y x.w)) + a w^T P w`` with ``P`` the tridiagonal
   second-difference matrix (a smoothness penalty on neighbouring coefficients): none either;
-- ``hinge + group``: ``max(0, 1 - y x.w) + g (||w_A||_2 + ||w_B||_2)``: no fast rung holds
-  a piecewise data term with a group lasso, so it takes the conic program, which holds the
-  penalty once (``Template.held``); ``--before``: a copy of the penalty's cones per example
-  (as dpcvx did before 2026-11-29). Plain CVXPY only.
+- ``hinge + group``: ``max(0, 1 - y x.w) + g (||w_A||_2 + ||w_B||_2)``: each norm is a
+  second-order cone of the arrowhead method (``dpcvx.certification.penalty_cones``);
+  ``--before``: a copy of the penalty per example, which took the conic program (as dpcvx
+  did before 2026-11-29). Plain CVXPY only.
 
 Plain CVXPY solves the whole-data expression with Clarabel (default tolerances, compile
 included) up to ``--cvxpy-max-n`` examples. dpcvx certifies every solve to ``--accuracy``;

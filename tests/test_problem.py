@@ -280,10 +280,10 @@ def test_the_conic_template_is_compiled_only_when_the_ladder_needs_it():
     assert smooth._templates == {}
     ext = smooth.lipschitz_extension(1.0).solve(regularization=0.1)
     assert ext.gap <= 1e-6 and smooth._templates == {}
-    # a loss none of the structured rungs takes (the Euclidean norm of w itself) goes to the conic
-    # program: compiled there, then reused
+    # a loss none of the structured rungs takes (the sup norm of w beside an absolute loss)
+    # goes to the conic program: compiled there, then reused
     conic = dpcvx.Problem(
-        cp.abs(x @ w - y) + 0.1 * cp.norm(w, 2),
+        cp.abs(x @ w - y) + 0.1 * cp.norm_inf(w),
         w,
         {x: X, y: y_lab},
         [cp.norm(w) <= 10],

@@ -41,6 +41,7 @@ from dpcvx.certification._rows import row_chunks
 from dpcvx.certification.ball import KINK, BallCopies, BallRegion, Pieces1D, dual_at_w
 from dpcvx.certification.box import BoxRegion
 from dpcvx.certification.copy_blocks import CopyBlocks
+from dpcvx.certification.penalty_cones import NormCone, PenaltyCones
 from dpcvx.modeling._expressions import Unsupported
 from dpcvx.modeling.declaration import Declaration, once_per_declaration
 from dpcvx.modeling.domains import row_norms
@@ -182,22 +183,29 @@ class PiecewiseModel:
         linear: np.ndarray,
         kinds: tuple[str, ...],
         whole: bool | None = None,
+        cones: tuple[NormCone, ...] = (),
     ) -> None:
         self.n = n
         self.d = d
         self.terms = terms
         self.linear = linear  # the mean gradient of the affine terms not in a term's pieces
         self.kinds = kinds  # every term's kind, in the declaration's order
+        #: the norm penalties that read no data (``piecewise_model(..., cones=True)``), each a
+        #: second-order cone of the method's program (:class:`PenaltyCones`)
+        self.cones = cones
         #: every term of the declaration is in ``terms`` (no affine part apart; by default,
         #: where the declaration has no affine term)
         self.whole = "affine" not in kinds if whole is None else whole
 
-    def multipliers(self, mus: list[np.ndarray]) -> list[list[np.ndarray | None] | None]:
+    def multipliers(
+        self, mus: list[np.ndarray], cones: list[np.ndarray] | None = None
+    ) -> list[list[np.ndarray | None] | None]:
         """The certificate's multipliers (per term of the declaration, per argument, in the
         atom's own units) from the method's ``mu`` (per term, ``(N, m)``): simplex weights
         for a ``pieces`` term (None for a piece constant in ``w``, whose weight the
         certificate completes to one), the derivative ``mu_1 - mu_2`` in ``[-1, 1]`` for
-        ``abs``."""
+        ``abs``; for the norm penalties of :attr:`cones`, ``cones`` (per cone, its
+        :meth:`PenaltyCones.thetas`), every example's (None without them)."""
         # per term of the declaration that is not affine: its kind, its weights on its pieces
         # and which of them depend on w
         parts: list[tuple[str, np.ndarray, tuple[bool, ...], tuple[int, ...], bool]] = []
@@ -215,9 +223,18 @@ class PiecewiseModel:
                 parts.append((kind, own, live, term.shape, False))
         out: list[list[np.ndarray | None] | None] = []
         it = iter(parts)
+        held = iter(range(len(self.cones)))
         for kind in self.kinds:
             if kind == "affine":
                 out.append(None)
+                continue
+            if kind == "norm2":
+                k = next(held)
+                if cones is None:
+                    out.append(None)
+                    continue
+                theta = np.asarray(cones[k], float)
+                out.append([np.broadcast_to(theta, (self.n,) + theta.shape)])
                 continue
             kind, weights, live, atom, shared = next(it)
             if kind == "abs":
@@ -233,8 +250,10 @@ class PiecewiseModel:
         return out
 
     def with_terms(self, terms: tuple[_Term, ...]) -> PiecewiseModel:
-        """This model with other terms (the same examples, affine part and kinds)."""
-        return PiecewiseModel(self.n, self.d, terms, self.linear, self.kinds, self.whole)
+        """This model with other terms (the same examples, affine part, kinds and cones)."""
+        return PiecewiseModel(
+            self.n, self.d, terms, self.linear, self.kinds, self.whole, self.cones
+        )
 
 
 def _every(v: np.ndarray, n: int, atom: tuple[int, ...], shared: bool) -> np.ndarray:
@@ -254,12 +273,19 @@ def piecewise_terms(decl: Declaration, keep: frozenset[int]) -> PiecewiseModel |
     return _build(decl, keep)
 
 
-def piecewise_model(decl: Declaration, share: bool = True) -> PiecewiseModel | None:
+def piecewise_model(
+    decl: Declaration, share: bool = True, cones: bool = False
+) -> PiecewiseModel | None:
     """The declaration's :class:`PiecewiseModel` (computed once), or None when a term is not
     affine, ``abs`` or a ``pieces`` maximum of at most :data:`MAX_PIECES` affine pieces of the
     same shape (or scalars). ``share``: a term that reads no data is one example's elements
     (``_Term.shared``); without it, every example's (for a caller that weighs the examples'
-    elements apart, as tilted ERM does)."""
+    elements apart, as tilted ERM does). ``cones``: a Euclidean norm that reads no data (a
+    group lasso written into the loss) is allowed too, as one of the model's
+    :attr:`~PiecewiseModel.cones` (only a caller that hands them to the method as
+    :class:`PenaltyCones` asks for them; the model has none without one)."""
+    if cones:
+        return once_per_declaration(_CONED, decl, lambda decl: _build(decl, cones=True))
     if share:
         return once_per_declaration(_CACHE, decl, _build)
     return once_per_declaration(_UNSHARED, decl, lambda decl: _build(decl, share=False))
@@ -268,13 +294,15 @@ def piecewise_model(decl: Declaration, share: bool = True) -> PiecewiseModel | N
 _UNSHARED: weakref.WeakKeyDictionary[Declaration, PiecewiseModel | None] = (
     weakref.WeakKeyDictionary()
 )
+_CONED: weakref.WeakKeyDictionary[Declaration, PiecewiseModel | None] = weakref.WeakKeyDictionary()
 
 
 def _build(
-    decl: Declaration, keep: frozenset[int] | None = None, share: bool = True
+    decl: Declaration, keep: frozenset[int] | None = None, share: bool = True, cones: bool = False
 ) -> PiecewiseModel | None:
     """The model of the declaration's terms (of those whose index is in ``keep``, if given:
-    its ``kinds`` are theirs); ``share``: see :func:`piecewise_model`."""
+    its ``kinds`` are theirs); ``share`` and ``cones``: see :func:`piecewise_model` (a model
+    asked with ``cones`` that has none is None: the one without is the same)."""
     n, d = decl.n, decl.d
     leaves = decl.derived_values()
     terms: list[_Term] = []
@@ -286,12 +314,20 @@ def _build(
     linear = np.zeros(d)
     others = np.zeros(d)  # the affine terms' part of linear but theirs
     has_pieces = False
+    norm_cones: list[NormCone] = []
     for index, term in enumerate(decl.terms):
         if keep is not None and index not in keep:
             continue
-        if term.kind not in ("affine", "abs", "pieces"):
-            return None
         if term.kind != "affine" and not term.weight > 0:
+            return None
+        if cones and term.kind == "norm2" and index in decl.shared_terms:
+            cone = _norm_cone(decl, index)
+            if cone is None:
+                return None
+            norm_cones.append(cone)
+            kinds.append(term.kind)
+            continue
+        if term.kind not in ("affine", "abs", "pieces"):
             return None
         if term.kind == "affine":
             try:
@@ -378,17 +414,36 @@ def _build(
             _Term(term.kind, weight, tuple(A), tuple(b), shape, base, coefs, shared=shared)
         )
         sources.append(term)
-    if not has_pieces:
+    if not has_pieces or (cones and not norm_cones):
         return None
+    held = tuple(norm_cones)
     single = _merged(decl, terms, sources, [a[:3] for a in affine])
     if single is None:
-        return PiecewiseModel(n, d, tuple(terms), linear, tuple(kinds))
+        return PiecewiseModel(n, d, tuple(terms), linear, tuple(kinds), cones=held)
     # the affine terms are in the term's pieces now, if it took them
     assert single.merged is not None
     if single.merged.affine:  # every affine term of one number per example
         linear = others
     whole = single.merged.affine == kinds.count("affine")
-    return PiecewiseModel(n, d, (single,), linear, tuple(kinds), whole)
+    return PiecewiseModel(n, d, (single,), linear, tuple(kinds), whole, held)
+
+
+def _norm_cone(decl: Declaration, index: int) -> NormCone | None:
+    """The term ``index`` (a Euclidean norm that reads no data) as a :class:`NormCone`: its
+    argument's jet on the first example (every example's), its entries in the order of the
+    certificate's (the jet's offsets flattened row-major), or None where it has none or is
+    not finite."""
+    term = decl.terms[index]
+    try:
+        off, jac = decl.jet(term.args[0])
+    except Unsupported:
+        return None
+    d = decl.d
+    b = np.array(np.asarray(off, float)[:1].reshape(-1))
+    A = np.array(np.asarray(jac, float)[:1].reshape(b.size, d))
+    if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
+        return None
+    return NormCone(index, float(term.weight), A, b)
 
 
 def _merged(
@@ -1564,7 +1619,7 @@ def arrowhead_ipm(
     bounds: Bounds | None = None,
     quad: tuple[np.ndarray, np.ndarray] | None = None,
     domain_out: list | None = None,
-    blocks: CopyBlocks | None = None,
+    blocks: CopyBlocks | PenaltyCones | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray], int]:
     """Mehrotra's predictor-corrector on the quadratic program of the module docstring, from
     ``start``; stops when the complementarity and the residuals are below ``tol`` (relative
@@ -1578,7 +1633,9 @@ def arrowhead_ipm(
     empty arrays without ``bounds``). ``blocks`` adds the Lipschitz extension's copies of
     some examples, each a block of its own that couples to ``w`` only
     (:class:`~dpcvx.certification.copy_blocks.CopyBlocks`, built at ``start`` made interior:
-    ``bounds.interior(start)``); each step eliminates them into the Schur complement.
+    ``bounds.interior(start)``); each step eliminates them into the Schur complement. Norm
+    penalties that read no data (:class:`~dpcvx.certification.penalty_cones.PenaltyCones`)
+    are such blocks too.
 
     Division by zero and invalid operations raise no floating-point warning inside the
     method (a slack that underflows to zero, a non-finite iterate): the step-length rule
@@ -1728,7 +1785,7 @@ def _mehrotra(
     bounds: Bounds | None,
     quad: tuple[np.ndarray, np.ndarray] | None,
     domain_out: list | None = None,
-    blocks: CopyBlocks | None = None,
+    blocks: CopyBlocks | PenaltyCones | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray], int]:
     """:func:`arrowhead_ipm`'s steps."""
     d = model.d
@@ -1951,7 +2008,7 @@ def _max_step(
     slacks: list[np.ndarray],
     mults: list[np.ndarray],
     parts: list[tuple],
-    blocks: CopyBlocks | None = None,
+    blocks: CopyBlocks | PenaltyCones | None = None,
 ) -> float:
     """The longest step in ``[0, 1]`` that keeps every slack and multiplier nonnegative
     (and the copies' slacks and multipliers in their cones)."""

@@ -48,6 +48,7 @@ from dpcvx.certification.extension import certify_extension, extension_bounds
 from dpcvx.certification.lipschitz import argument_reach, enforceable, lipschitz_bounds
 from dpcvx.certification.mixed import mixed_model, proximal_newton
 from dpcvx.certification.penalized import PenaltyStep, penalized_model, penalized_newton
+from dpcvx.certification.penalty_cones import PenaltyCones
 from dpcvx.certification.stable import STABLE_KINDS, sub_values
 from dpcvx.certification.subgradient import (
     affordable,
@@ -1278,14 +1279,18 @@ def pieces_rung_applies(
     ball or box domain (localized or not), and a loss whose extension, if any, it can write
     down (:func:`~dpcvx.certification.arrowhead.extension_pieces`) or whose every example
     dpcvx certifies C-Lipschitz on W. ``heavy``: whether it runs on a dataset with an example
-    steeper than C."""
+    steeper than C. Euclidean norms that read no data (a group lasso) are the method's cones
+    (:class:`~dpcvx.certification.penalty_cones.PenaltyCones`); such a loss has no written
+    extension."""
     if not _arrowhead_domain(decl, lam, w_domain):
         return False
     model = piecewise_model(decl)
+    if model is None:
+        model = piecewise_model(decl, cones=True)
     if decl.d > NEWTON_MAX_D or model is None:
         return False
     C = _relaxed_C(decl, extension, heavy)
-    return C is None or extension_pieces(model, C) is not None
+    return C is None or (not model.cones and extension_pieces(model, C) is not None)
 
 
 def _pieces_rung(
@@ -1305,7 +1310,7 @@ def _pieces_rung(
     import time
 
     start = time.perf_counter()
-    model = piecewise_model(decl)
+    model = piecewise_model(decl) or piecewise_model(decl, cones=True)
     if model is None:  # pragma: no cover - checked by pieces_rung_applies
         raise SolverError("The loss is not piecewise linear.")
     dom = decl.domain
@@ -1315,7 +1320,7 @@ def _pieces_rung(
     relaxed = None
     C = _relaxed_C(decl, extension)
     if C is not None:
-        relaxed = extension_pieces(model, C)
+        relaxed = None if model.cones else extension_pieces(model, C)
         if relaxed is None:  # pragma: no cover - checked by pieces_rung_applies
             raise SolverError("The extension of this loss has no piecewise-linear form.")
     # the method's model: elements far out where their maximum is one piece moved next to W
@@ -1325,7 +1330,17 @@ def _pieces_rung(
     feasible = dom if w_domain is None else w_domain
     tol = min(target, 1e-6) * 1e-3
     slacks: list = []
-    x, mus, steps = arrowhead_ipm(solved, lam, w0, init, tol=tol, bounds=bounds, domain_out=slacks)
+    # the norm penalties' cones, at the method's first point (relaxed is None with them)
+    cones = None
+    if model.cones:
+        cones = PenaltyCones(model.cones, bounds.interior(init))
+        x, mus, steps = arrowhead_ipm(
+            solved, lam, w0, init, tol=tol, bounds=bounds, domain_out=slacks, blocks=cones
+        )
+    else:
+        x, mus, steps = arrowhead_ipm(
+            solved, lam, w0, init, tol=tol, bounds=bounds, domain_out=slacks
+        )
     if not np.all(np.isfinite(x)):
         raise SolverError("The arrowhead method returned a non-finite point.")
     x = feasible.make_feasible(x)
@@ -1350,7 +1365,7 @@ def _pieces_rung(
         return _certify_point(
             decl, x, lam, w0, accuracy, stats, thetas, relaxed.C, w_domain, copies=Y
         )
-    thetas = model.multipliers(mus)
+    thetas = model.multipliers(mus, None if cones is None else cones.thetas())
     return _certify_point(decl, x, lam, w0, accuracy, stats, thetas, extension, w_domain)
 
 
