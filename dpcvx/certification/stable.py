@@ -94,17 +94,8 @@ VECTOR_GAPS = ("norm2", "norm1", "norminf", "max", "log_sum_exp", "sum_squares")
 
 def _stable(term: Term) -> bool:
     """Whether the stable gap takes ``term``: its kind is in :data:`STABLE_KINDS`, or it is
-    a vector atom of :data:`VECTOR_GAPS` or a generic convex term (``cp.quad_form(w, P)``,
-    :func:`_generic`) that reads no data."""
-    return term.kind in STABLE_KINDS or (
-        term.kind in (*VECTOR_GAPS, "generic") and not term.reads_data
-    )
-
-
-#: the relative allowance for the rounding of a generic term's tangent cut (its value and
-#: subgradient from CVXPY's rules), the value-based certificate's
-#: (:data:`~dpcvx.certification.certificate.ROUNDING`)
-GENERIC_ROUNDING = 1e-12
+    a vector atom of :data:`VECTOR_GAPS` that reads no data."""
+    return term.kind in STABLE_KINDS or (term.kind in VECTOR_GAPS and not term.reads_data)
 
 
 def _sp(x: np.ndarray) -> np.ndarray:
@@ -479,14 +470,6 @@ def _per_example(
 
     for term, theta_t in zip(decl.terms, thetas):
         wgt = float(term.weight)
-        if term.kind == "generic":  # reads no data (_stable): its tangent cut at the point
-            fy, err, g = _generic(decl, term, pts, center, dom_radius)
-            summands += 1
-            fy_sum += fy
-            err_sum += err
-            slope = _accumulate(slope, 1.0, g, owned=False)
-            slope_abs = _accumulate(slope_abs, 1.0, np.abs(g))
-            continue
         args = _arguments(decl, term, leaves, pts)
         if args is None:
             return None
@@ -623,8 +606,6 @@ def per_example_values(
     summands = 0
     for term in decl.terms:
         wgt = float(term.weight)
-        if term.kind == "generic":  # reads no data (_stable): its value, from CVXPY's rules
-            return None
         args = _arguments(decl, term, leaves, pts)
         if args is None:
             return None
@@ -712,35 +693,6 @@ def _term_value(
         M = float(param)  # type: ignore[arg-type]
         rounding = rounding + 8 * _EPS * (2.0 * M * np.abs(e) + M * M)
     return val, slope * err * (1 + 16 * _EPS) + rounding
-
-
-def _generic(
-    decl: Declaration,
-    term: Term,
-    pts: np.ndarray,
-    center: np.ndarray,
-    dom_radius: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per example, for a generic convex term that reads no data (its weight included): the
-    Fenchel-Young gap of its tangent cut at the example's point, ``q(w) - [q(w) + <g, w -
-    w>] = 0``, the cut's allowance and its slope ``g`` (the value-based certificate's cut,
-    :func:`~dpcvx.certification.certificate._tangent_cut`). The value ``q(w)`` never enters;
-    the allowance is :data:`GENERIC_ROUNDING` of the cut's value and of its slope's reach over
-    the domain, ``|g| (|w| + |center| + radius)``: the rounding of a subgradient from CVXPY's
-    rules, which the value-based certificate charges relative to the same numbers."""
-    from dpcvx.certification.certificate import _tangent_cut  # (a cycle at import)
-
-    n = decl.n
-    gs, gb = _tangent_cut(decl, term, pts)
-    gs = np.asarray(gs, float).reshape(n, -1)
-    gb = np.asarray(gb, float).reshape(n)
-    reach = np.abs(pts) + np.abs(center) + dom_radius  # (d,) or (n, d)
-    size = np.abs(gb) + np.sum(np.abs(gs) * reach, axis=-1)
-    value = gb + np.sum(gs * pts, axis=-1)
-    err = GENERIC_ROUNDING * (size + np.abs(value))
-    if not (np.all(np.isfinite(err))):
-        err = np.full(n, np.inf)
-    return np.zeros(n), err, gs
 
 
 def _vector(
