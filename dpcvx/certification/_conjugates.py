@@ -26,8 +26,16 @@ __all__ = ["clip", "conjugate", "monotone_multipliers", "simplex_defect"]
 
 
 def _project_rows_simplex(theta: np.ndarray) -> np.ndarray:
-    """Row-wise Euclidean projection onto the probability simplex."""
+    """Row-wise Euclidean projection onto the probability simplex. A row with an entry over
+    one in size is shifted by its largest entry first (the projection is the same for
+    ``theta + c 1``): past ``2^53`` the ``- 1`` of the threshold was lost to rounding, and a
+    row of multipliers of 1e104 (a tilted example of weight about zero, its duals divided by
+    it) came back summing to 1e104, which the certificates charged as the defect."""
     n, k = theta.shape
+    big = np.max(np.abs(theta), axis=1, initial=0.0) > 1.0
+    if big.any():
+        theta = theta.copy()
+        theta[big] -= np.max(theta[big], axis=1, keepdims=True)
     srt = -np.sort(-theta, axis=1)
     css = np.cumsum(srt, axis=1) - 1.0
     idx = np.arange(1, k + 1)

@@ -179,3 +179,50 @@ def test_a_huge_label_beside_a_penalty_certifies_to_a_private_target(penalty):
         warnings.simplefilter("ignore")
         ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
     assert np.linalg.norm(sol.w - v.value) <= sol.distance_bound + 1e-5
+
+
+def test_the_simplex_projection_holds_huge_multipliers():
+    """Multipliers of 1e104 (a tilted example of weight about zero, its duals divided by
+    it) project onto the simplex: the largest entry far ahead takes all the weight. Before,
+    the threshold's ``- 1`` was lost to rounding past ``2^53`` and the row summed to 1e104,
+    which the certificates charged as the defect (a gap of 2e105). Rows within one keep the
+    same floats."""
+    from dpcvx.certification._conjugates import _project_rows_simplex
+
+    huge = np.array([[3.8e104, 1e104, 4.3e104], [-1e300, 5e299, 5e299], [1e17, 1e17 + 64, 0.0]])
+    out = _project_rows_simplex(huge)
+    assert np.all(out >= 0) and np.allclose(out.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    assert out[0].tolist() == [0.0, 0.0, 1.0]
+    assert np.allclose(out[1], [0.0, 0.5, 0.5])
+    rng = np.random.default_rng(3)
+    small = rng.uniform(-1, 1, size=(50, 4))
+
+    def before(theta):  # the projection without the shift
+        n, k = theta.shape
+        srt = -np.sort(-theta, axis=1)
+        css = np.cumsum(srt, axis=1) - 1.0
+        cond = srt - css / np.arange(1, k + 1) > 0
+        rho = k - 1 - np.argmax(cond[:, ::-1], axis=1)
+        tau = css[np.arange(n), rho] / (rho + 1)
+        return np.maximum(theta - tau[:, None], 0.0)
+
+    assert np.array_equal(_project_rows_simplex(small), before(small))
+
+
+def test_a_tilted_release_with_a_huge_label_beside_log_sum_exp_releases():
+    """The abort search's case: the absolute loss plus ``0.05 log_sum_exp(w)`` with one
+    label of 1e8 under tilted output perturbation aborted (its multipliers of 1e104)."""
+    rng = np.random.default_rng(0)
+    n, d = 60, 3
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    R = np.clip(X @ np.array([0.6, -0.5, 0.4]) + 0.2 * rng.normal(size=n), -1, 1)
+    R[0] = 1e8
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    loss = cp.abs(x @ w - y) + 0.05 * cp.log_sum_exp(w)
+    problem = dpcvx.Problem(loss, w, {x: X, y: R}, [cp.norm(w) <= 1])
+    mech = dpcvx.TiltedOutputPerturbation(lipschitz=1.0, regularization=0.1, tilt=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = problem.solve_private(mech, epsilon=1.0, rng=0)
+    assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
