@@ -292,8 +292,11 @@ def _atom_term(
             return None
         axis_none = getattr(expr, "axis", None) is None
         if isinstance(expr, (Pnorm, norm1, norm_inf)) and axis_none and a.size == 1:
-            # any norm of one number is its absolute value (norm1(r), norm(r, 2) of scalar r)
-            return Term("abs", weight, (a,), whole, atom=expr)
+            # any norm of one number is its absolute value (norm1(r), norm(r, 2) of scalar r;
+            # of a slice of one entry, cp.norm(w[:1]), that entry as a scalar: the shape of
+            # the atom, as the piecewise paths need)
+            one = a if a.shape == () else cp.reshape(a, (), order="C")
+            return Term("abs", weight, (one,), whole, atom=expr.copy([one] + expr.args[1:]))
         if isinstance(expr, Pnorm) and axis_none and float(expr.p) == 2.0:
             return Term("norm2", weight, (a,), whole, atom=expr)
         if isinstance(expr, norm1) and axis_none:

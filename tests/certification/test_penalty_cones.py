@@ -177,3 +177,26 @@ def test_a_steep_example_under_an_extension_takes_the_conic_program():
     steep = dpcvx.Problem(expr, w, {x: X, y: Y}, [cp.norm(w) <= 2])
     sol = steep.lipschitz_extension(1.2).solve(regularization=LAM, accuracy=1e-9)
     assert sol.solver_stats["solver"] == "CLARABEL" and sol.gap <= 1e-9
+
+
+def test_a_group_of_one_entry_is_its_absolute_value_on_the_arrowhead_rung():
+    """``cp.norm(w[:1])`` is the absolute value of that entry, written as a scalar (the
+    atom's shape): with groups of other sizes the loss takes the arrowhead method (before, an
+    argument of shape (1,) under a scalar atom sent it to the conic program), and the
+    certificate brackets the reference."""
+    X, Y = _data("pm")
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    penalty = 0.05 * (cp.norm(w[:1]) + cp.norm(w[1:3]) + cp.norm(w[3:]))
+    problem = dpcvx.Problem(cp.pos(1 - y * (x @ w)) + penalty, w, {x: X, y: Y}, [cp.norm(w) <= 2])
+    kinds = [t.kind for t in problem.declaration.terms]
+    assert kinds.count("abs") == 1 and kinds.count("norm2") == 2
+    sol = problem.solve(regularization=LAM, center=W0, accuracy=1e-9)
+    assert sol.solver_stats["solver"] == solve_module.ARROWHEAD and sol.gap <= 1e-9
+    v = cp.Variable(D)
+    hinge = cp.sum(cp.pos(1 - cp.multiply(Y, X @ v))) / N
+    pen = 0.05 * (cp.abs(v[0]) + cp.norm(v[1:3]) + cp.norm(v[3:]))
+    ref = cp.Problem(cp.Minimize(hinge + pen + LAM / 2 * cp.sum_squares(v - W0)), [cp.norm(v) <= 2])
+    ref.solve(solver=cp.CLARABEL, tol_gap_abs=1e-9, tol_gap_rel=1e-9, tol_feas=1e-9)
+    slack = 1e-8 * (1 + abs(ref.value))
+    assert sol.lower - slack <= ref.value <= sol.upper + slack
+    assert np.linalg.norm(sol.w - v.value) <= sol.distance_bound + 1e-5
