@@ -123,6 +123,8 @@ def _loss(name: str, w, x, y):
         return cp.maximum(0.5 * (y - x @ w), -0.5 * (y - x @ w))
     if name in LABEL_LOSSES:
         return LABEL_LOSSES[name](x @ w - y, x @ w, y)
+    if name in PENALTY_LOSSES:
+        return PENALTY_LOSSES[name](x @ w - y, w)
     raise ValueError(name)
 
 
@@ -156,6 +158,19 @@ LABEL_LOSSES: dict[str, Callable] = {
     "max3": lambda r, m, y: cp.maximum(r, 0.5 * m - 1, 0),
     "lse3": lambda r, m, y: cp.log_sum_exp(cp.hstack([y, m, 0.5 * m - y])),
     "huber3_plus_abs": lambda r, m, y: cp.huber(3 * (y - m) + 0.1, 1.0) + cp.abs(r),
+}
+#: losses with a penalty that reads no data (``w`` its variable), for the same labels: such a
+#: penalty (a norm, a maximum, ``log_sum_exp`` or a quadratic form of ``w``) sent the whole
+#: loss to the value-based certificate until 2026-11-29, whose margin relative to the label's
+#: value missed the targets
+PENALTY_LOSSES: dict[str, Callable] = {
+    "abs_r+group": lambda r, w: cp.abs(r) + 0.05 * (cp.norm(w[:1]) + cp.norm(w[1:])),
+    "pinball_r+norm": lambda r, w: cp.maximum(0.3 * r, -0.7 * r) + 0.05 * cp.norm(w - 0.2),
+    "abs_r+norm_inf": lambda r, w: cp.abs(r) + 0.05 * cp.norm_inf(w),
+    "abs_r+log_sum_exp": lambda r, w: cp.abs(r) + 0.05 * cp.log_sum_exp(w),
+    "huber_r+quad_form": lambda r, w: (
+        cp.huber(r, 1.0) + 0.05 * cp.quad_form(w, np.diag([1.0, 2.0, 3.0]))
+    ),
 }
 #: up to the largest float: past 1e16 the rounding of a label exceeds the margins of the
 #: moves next to the domain, and past 1e100 the example leaves the argument universe
@@ -317,7 +332,7 @@ def cells(smoke: bool, n: int, seed: int, mechanisms: tuple[str, ...]) -> list[C
                 lambda w: [cp.abs(w) <= 0.5],
             )
         )
-        for loss in LABEL_LOSSES:
+        for loss in (*LABEL_LOSSES, *PENALTY_LOSSES):
             X, Y = base_data(loss, n, seed)
             for label in LABELS:
                 Yl = Y.copy()
