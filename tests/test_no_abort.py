@@ -302,15 +302,7 @@ _PENALTIES = {
     "norm of w - c": lambda w: 0.05 * cp.norm(w - 0.2),
     "log_sum_exp": lambda w: 0.05 * cp.log_sum_exp(w),
     "maximum": lambda w: 0.05 * cp.max(w),
-    "quadratic form": pytest.param(
-        lambda w: 0.05 * cp.quad_form(w, np.diag([1.0, 2.0, 3.0])),
-        marks=pytest.mark.xfail(
-            strict=False,  # the pinball loss's label of 1e8 releases even so
-            reason="a known abort: a generic term keeps the value-based certificate (a "
-            "tangent cut whose subgradient's rounding dpcvx cannot bound; a review found a "
-            "stable gap from it 1e8 times too small on an ill-conditioned quadratic form)",
-        ),
-    ),
+    "quadratic form": lambda w: 0.05 * cp.quad_form(w, np.diag([1.0, 2.0, 3.0])),
 }
 
 
@@ -319,11 +311,10 @@ _PENALTIES = {
 @pytest.mark.parametrize("penalty", list(_PENALTIES.values()), ids=list(_PENALTIES))
 def test_one_huge_label_beside_a_penalty_releases(penalty, loss, label):
     """A penalty that reads no data beside one huge label: before 2026-11-29 such a penalty
-    (a norm, a maximum, ``log_sum_exp`` of ``w``) sent the whole loss to the value-based
-    certificate, whose margin relative to the label's value missed the private target, and
-    the release aborted where the dataset without the label released (a review's case; 30
-    of these 36 aborted, the quadratic form's included). The stable gap takes the vector
-    atoms now; the quadratic form, a generic term, still aborts."""
+    (a norm, a maximum, ``log_sum_exp`` or a quadratic form of ``w``) sent the whole loss to
+    the value-based certificate, whose margin relative to the label's value missed the
+    private target, and the release aborted where the dataset without the label released
+    (a review's case; 30 of these 36 aborted). The stable gap takes such penalties now."""
     base = _LABEL_LOSSES[loss]
     problem = _labelled(None, label, full=lambda x, w, y: base(x @ w - y) + penalty(w))
     _release_all(problem, errors=False)

@@ -31,7 +31,7 @@ from numpy.typing import ArrayLike
 
 from dpcvx.certification._conjugates import clip, conjugate, monotone_multipliers, simplex_defect
 from dpcvx.certification._rows import CHUNK_ENTRIES, take_rows
-from dpcvx.certification.stable import max_terms_weights, part_values, stable_gap
+from dpcvx.certification.stable import max_terms_weights, part_values, quadratic_cut, stable_gap
 from dpcvx.compilation.stamp import StampedProgram
 from dpcvx.errors import CertificationError
 from dpcvx.modeling._expressions import VALUE_LOCK, Unsupported, subgradient_jet
@@ -197,7 +197,13 @@ def _minorants(
             cut = (
                 None if mixes is None or t not in mixes else _mixed_cut(decl, term, w_hat, mixes[t])
             )
-            gs, gb = _tangent_cut(decl, term, w_hat) if cut is None else cut
+            quad = quadratic_cut(decl, term, w_hat) if cut is None else None
+            if quad is not None:  # a quadratic form that reads no data: its rounding charged
+                gs, gb, value_error = quad
+                # the margins are ROUNDING times the scale: its value's error, in full
+                scale += value_error / ROUNDING
+            else:
+                gs, gb = _tangent_cut(decl, term, w_hat) if cut is None else cut
             s += gs
             beta += gb
             scale += np.abs(gb) + _apply(np.abs(gs)[:, None, :], np.abs(w_hat))[:, 0]

@@ -37,7 +37,7 @@ release at its target aborted where the dataset without it released).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from scipy.special import expit, xlogy
@@ -68,6 +68,7 @@ __all__ = [
     "stable_from_sums",
     "stable_gap",
     "per_example_values",
+    "quadratic_cut",
     "stable_sums",
 ]
 
@@ -94,8 +95,24 @@ VECTOR_GAPS = ("norm2", "norm1", "norminf", "max", "log_sum_exp", "sum_squares")
 
 def _stable(term: Term) -> bool:
     """Whether the stable gap takes ``term``: its kind is in :data:`STABLE_KINDS`, or it is
-    a vector atom of :data:`VECTOR_GAPS` that reads no data."""
-    return term.kind in STABLE_KINDS or (term.kind in VECTOR_GAPS and not term.reads_data)
+    a vector atom of :data:`VECTOR_GAPS` or a quadratic form (:func:`_quadratic`) that reads
+    no data."""
+    if term.kind in VECTOR_GAPS and not term.reads_data:
+        return True
+    return term.kind in STABLE_KINDS or _quadratic(term) is not None
+
+
+def _quadratic(term: Term) -> tuple[np.ndarray, object] | None:
+    """``(P, E)`` for a generic term ``cp.quad_form(E, P)`` that reads no data, ``P`` a
+    constant as written (not symmetrized) and ``E`` affine; None otherwise."""
+    from dpcvx.certification.lipschitz import bounded_quadratic  # (a cycle at import)
+
+    found = bounded_quadratic(term)
+    if found is None:
+        return None
+    E, P = term.expr.args
+    value = P.value.toarray() if hasattr(P.value, "toarray") else P.value
+    return np.atleast_2d(np.asarray(value, float)), found[1]
 
 
 def _sp(x: np.ndarray) -> np.ndarray:
@@ -470,6 +487,17 @@ def _per_example(
 
     for term, theta_t in zip(decl.terms, thetas):
         wgt = float(term.weight)
+        if term.kind == "generic":  # a quadratic form that reads no data (_stable)
+            quad = _quadratic_gap(decl, term, leaves, pts, center, dom_radius)
+            if quad is None:
+                return None
+            fy, err, g, gabs, count = quad
+            summands += count
+            fy_sum += wgt * fy
+            err_sum += wgt * err
+            slope = _accumulate(slope, wgt, g)
+            slope_abs = _accumulate(slope_abs, wgt, gabs)
+            continue
         args = _arguments(decl, term, leaves, pts)
         if args is None:
             return None
@@ -606,6 +634,16 @@ def per_example_values(
     summands = 0
     for term in decl.terms:
         wgt = float(term.weight)
+        if term.kind == "generic":  # a quadratic form that reads no data (_stable)
+            found = _quadratic_value(decl, term, leaves, pts)
+            if found is None:
+                return None
+            v, e_ = found
+            summands += int(np.size(v) // n)
+            value += wgt * v
+            error += abs(wgt) * e_
+            mag += abs(wgt) * np.abs(v)
+            continue
         args = _arguments(decl, term, leaves, pts)
         if args is None:
             return None
@@ -693,6 +731,128 @@ def _term_value(
         M = float(param)  # type: ignore[arg-type]
         rounding = rounding + 8 * _EPS * (2.0 * M * np.abs(e) + M * M)
     return val, slope * err * (1 + 16 * _EPS) + rounding
+
+
+def _quadratic_gap(
+    decl: Declaration,
+    term: Term,
+    leaves: dict,
+    pts: np.ndarray,
+    center: np.ndarray,
+    dom_radius: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """Per example, for ``q(E) = E^T P E`` (:func:`_quadratic`) at the example's point:
+    the gap of the cut ``q(e0) + <theta, J (w - w_hat)>`` less the allowance ``V`` that makes
+    it a minorant on the domain, ``V`` itself (``q(e0)``, the exact value at ``e0 = E(w_hat)``,
+    never enters), an error of zero, the slope ``J^T theta`` and the sum of absolute values
+    behind it, and the number of products in each slope; None where ``P``, the argument or
+    the bound is not finite.
+
+    ``theta = (P + P^T) E_hat`` in floats is off the exact gradient ``(P + P^T) e0`` by at
+    most ``delta = (m + 2) eps (|P| + |P^T|) |E_hat| + (|P| + |P^T|) err`` (the sum's and the
+    product's rounding, and the argument's own error ``err``), entrywise. On the domain
+    ``q(E(w)) - [q(e0) + <theta, J (w - w_hat)>] >= (e - e0)^T P (e - e0) - <delta, |J (w -
+    w_hat)|>``, and ``|J (w - w_hat)| <= r = |J| |w_hat - c| + ||J_j|| R`` (the ball of radius
+    ``R`` about ``c`` that holds the domain). With ``mu`` a bound on ``P``'s negative
+    curvature (zero for a positive semidefinite ``P``, beyond the eigenvalues' rounding),
+    ``V = <delta, r> + mu ||r||^2``: a subgradient whose rounding cancels (an ill-conditioned
+    ``P`` far from the origin) is charged its whole error, where a margin relative to the
+    computed slope missed it by 1e8 (a review's case)."""
+    from types import SimpleNamespace
+
+    found = _quadratic(term)
+    if found is None:
+        return None
+    P, E = found
+    n, d = decl.n, decl.d
+    args = _arguments(decl, cast(Term, SimpleNamespace(args=(E,))), leaves, pts)
+    if args is None:
+        return None
+    off, jac, val, err, _ = args[0]
+    m = int(np.prod(val.shape[1:])) if val.ndim > 1 else 1
+    Eh = np.asarray(val, float).reshape(n, m)
+    R = np.asarray(err, float).reshape(n, m)
+    J = np.asarray(jac, float).reshape(n, m, d)
+    A = np.abs(P) + np.abs(P.T)
+    theta = Eh @ (P + P.T).T  # (P + P^T) E_hat per example
+    gamma = (m + 2) * _EPS * 1.01
+    delta = gamma * (np.abs(Eh) @ A.T) + (R @ A.T) * (1 + 4 * _EPS)
+    pts2 = np.broadcast_to(pts, (n, d))
+    reach = (
+        np.einsum("nmd,nd->nm", np.abs(J), np.abs(pts2 - center))
+        + np.linalg.norm(J, axis=2) * dom_radius
+    )
+    reach *= 1 + (d + 4) * _EPS
+    # negative curvature: the smallest eigenvalue of (P + P^T) / 2, less its rounding
+    # (eigvalsh's backward error, a few eps times the matrix's Frobenius norm)
+    sym = (P + P.T) / 2.0
+    low = float(np.linalg.eigvalsh(sym)[0]) if m else 0.0
+    slack = 16 * m * _EPS * float(np.linalg.norm(A))
+    mu = max(0.0, slack - low)
+    V = np.sum(delta * reach, axis=1) + mu * np.sum(reach * reach, axis=1)
+    V = V * (1 + 4 * (m + 2) * _EPS)
+    if not np.all(np.isfinite(V)) or not np.all(np.isfinite(theta)):
+        return None
+    g = np.einsum("nm,nmd->nd", theta, J)
+    gabs = np.einsum("nm,nmd->nd", np.abs(theta), np.abs(J))
+    return V, np.zeros(n), g, gabs, m
+
+
+def quadratic_cut(
+    decl: Declaration, term: Term, pts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The value-based certificate's minorant of a quadratic form that reads no data
+    (:func:`_quadratic`), weight included, per example at its point: slopes ``J^T theta``
+    and intercepts ``q_lo - <J^T theta, w_hat> - V``, with ``q_lo`` the value at the point
+    less its error (:func:`_quadratic_value`) and ``V`` the allowance of
+    :func:`_quadratic_gap`, so that it is a minorant on the domain whatever the rounding of
+    the slope (CVXPY's tangent cut, charged relative to the computed slope, was not: a
+    review's ill-conditioned form far from the origin certified 1.9e-9 where the true gap
+    was 2.9e-5); and the value's error bound, which the certificate's upper bound adds (a
+    value that cancels is off by far more than a margin relative to it). None where
+    :func:`_quadratic_gap` is."""
+    leaves = decl.derived_values()
+    dom = decl.domain
+    center = np.asarray(dom.center, float)
+    pts = np.asarray(pts, float)
+    gap = _quadratic_gap(decl, term, leaves, pts, center, float(dom.radius))
+    val = _quadratic_value(decl, term, leaves, pts)
+    if gap is None or val is None:
+        return None
+    V, _, g, _, _ = gap
+    value, error = val
+    at = np.broadcast_to(pts, g.shape)
+    wgt = float(term.weight)
+    intercept = value - error - V - np.sum(g * at, axis=1)
+    return wgt * g, wgt * intercept, abs(wgt) * error
+
+
+def _quadratic_value(
+    decl: Declaration, term: Term, leaves: dict, pts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per example, ``E^T P E`` (:func:`_quadratic`) at the example's point and a bound on
+    that value's error: the argument's error through ``|P| + |P^T|``, and the products' and
+    sums' rounding."""
+    from types import SimpleNamespace
+
+    found = _quadratic(term)
+    if found is None:
+        return None
+    P, E = found
+    n = decl.n
+    args = _arguments(decl, cast(Term, SimpleNamespace(args=(E,))), leaves, pts)
+    if args is None:
+        return None
+    _, _, val, err, _ = args[0]
+    Eh = np.asarray(val, float).reshape(n, -1)
+    R = np.asarray(err, float).reshape(n, -1)
+    m = Eh.shape[1]
+    A = np.abs(P) + np.abs(P.T)
+    absP = np.abs(P)
+    value = np.sum(Eh * (Eh @ P.T), axis=1)
+    error = np.sum(R * (np.abs(Eh) @ A.T), axis=1) + np.sum(R * (R @ absP.T), axis=1)
+    error += 2 * (m + 2) * _EPS * 1.01 * np.sum(np.abs(Eh) * (np.abs(Eh) @ absP.T), axis=1)
+    return value, error * (1 + 8 * _EPS)
 
 
 def _vector(

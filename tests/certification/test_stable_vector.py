@@ -148,6 +148,8 @@ PENALTIES = {
     "max": lambda w: 0.02 * cp.max(w),
     "log_sum_exp": lambda w: 0.02 * cp.log_sum_exp(w),
     "quad_over_lin": lambda w: 0.02 * cp.quad_over_lin(w, 2.0),
+    # a generic term: the cut of stable._quadratic_gap
+    "quad_form": lambda w: 0.02 * cp.quad_form(w, np.diag(np.arange(1.0, w.size + 1))),
 }
 
 
@@ -226,3 +228,56 @@ def test_a_tilted_release_with_a_huge_label_beside_log_sum_exp_releases():
         warnings.simplefilter("ignore")
         res = problem.solve_private(mech, epsilon=1.0, rng=0)
     assert np.all(np.isfinite(res.w)) and problem.domain.contains(res.w)
+
+
+def test_a_quadratic_form_whose_slope_cancels_is_charged_its_rounding():
+    """A review's case: ``cp.quad_form(w, P)`` with ``P = 1e8 u u^T`` (exactly positive
+    definite as floats, eigenvalues 2e8 and 2.7e-9) on a ball of radius 10 about a centre of
+    size 1e6 near ``P``'s near-null direction. The slope ``2 P w`` there cancels: its error
+    (about 0.05) is far over a margin relative to the computed slope, and the certificate
+    claimed a gap of 1.9e-9 (and met a target of 1e-9) where the true gap was 2.9e-5. Now
+    every certificate's gap is at least the true one (the minimizer and ``F*`` in
+    rationals: an interior minimizer of a quadratic), and its lower bound is at most F*."""
+    d, n, lam, R = 2, 3, 1.0, 10.0
+    b = 1.0 + 2.0**-20 * 3
+    u = np.array([1.0, -b])
+    P = 1e8 * np.outer(u, u)
+    P = (P + P.T) / 2
+    ctr = np.array([1e6, 1e6 / b])
+    rng = np.random.default_rng(0)
+    X = 1e-3 * rng.normal(size=(n, d))
+    Y = X @ ctr + 1e-3 * rng.normal(size=n)
+    w, x, y = cp.Variable(d), cp.Parameter(d), cp.Parameter()
+    loss = cp.square(x @ w - y) + cp.quad_form(w, P)
+    problem = dpcvx.Problem(loss, w, {x: X, y: Y}, [cp.norm(w - ctr) <= R])
+    Pf = [[Fraction(P[i, j]) for j in range(d)] for i in range(d)]
+    Xf = [[Fraction(v) for v in r] for r in X]
+    Yf = [Fraction(v) for v in Y]
+    cf = [Fraction(v) for v in ctr]
+
+    def F(wv):
+        wv = [Fraction(float(v)) for v in wv]
+        data = sum((sum(Xf[i][j] * wv[j] for j in range(d)) - Yf[i]) ** 2 for i in range(n))
+        quad = sum(wv[i] * Pf[i][j] * wv[j] for i in range(d) for j in range(d))
+        return data / n + quad + Fraction(lam) / 2 * sum((wv[j] - cf[j]) ** 2 for j in range(d))
+
+    H = [
+        [
+            sum(2 * Xf[i][a] * Xf[i][c] for i in range(n)) / n
+            + 2 * Pf[a][c]
+            + (Fraction(lam) if a == c else 0)
+            for c in range(d)
+        ]
+        for a in range(d)
+    ]
+    r = [sum(2 * Xf[i][a] * Yf[i] for i in range(n)) / n + Fraction(lam) * cf[a] for a in range(d)]
+    det = H[0][0] * H[1][1] - H[0][1] * H[1][0]
+    ws = [(H[1][1] * r[0] - H[0][1] * r[1]) / det, (H[0][0] * r[1] - H[1][0] * r[0]) / det]
+    data = sum((sum(Xf[i][j] * ws[j] for j in range(d)) - Yf[i]) ** 2 for i in range(n)) / n
+    quad = sum(ws[i] * Pf[i][j] * ws[j] for i in range(d) for j in range(d))
+    f_star = data + quad + Fraction(lam) / 2 * sum((ws[j] - cf[j]) ** 2 for j in range(d))
+    sol = problem.solve(regularization=lam)  # the first certificate, whatever its gap
+    assert Fraction(sol.gap) >= F(sol.w) - f_star
+    assert Fraction(sol.lower) <= f_star
+    with pytest.raises(dpcvx.CertificationError):  # 1e-9 cannot be shown here
+        problem.solve(regularization=lam, accuracy=1e-9)
