@@ -94,7 +94,9 @@ def test_the_tightest_certificate_without_a_target():
         (lambda z, y: cp.logistic(z) + cp.abs(z) - y * z, True),
         (lambda z, y: cp.abs(z - y), False),  # piecewise only: the arrowhead rung
         (lambda z, y: cp.square(z - y) + 0.1 * (z - y), False),  # smooth only: Newton
-        (lambda z, y: cp.norm(cp.hstack([z - y]), 2) + cp.square(z), False),  # an SOC term
+        (lambda z, y: cp.norm(cp.hstack([z - y, z]), 2) + cp.square(z), False),  # an SOC term
+        # a norm of one entry is its absolute value (a scalar: the piecewise model takes it)
+        (lambda z, y: cp.norm(cp.hstack([z - y]), 2) + cp.square(z), True),
     ],
 )
 def test_the_loss_s_form_decides_the_rung(loss, mixed):
