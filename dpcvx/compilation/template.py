@@ -332,9 +332,12 @@ def canonical_template(
     held = None
     shared = decl.shared_terms
     if extension is None and not skip and shared:
-        once = canonical_template(decl, skip=frozenset(range(len(decl.terms))) - shared)
-        if once.total == 0:  # reads no parameter (public values are constants by now)
-            held = (canonical_template(decl, skip=shared), once)
+        try:  # the whole block compiled: a part that does not (never seen) holds nothing once
+            once = canonical_template(decl, skip=frozenset(range(len(decl.terms))) - shared)
+            if once.total == 0:  # reads no parameter (public values are constants by now)
+                held = (canonical_template(decl, skip=shared), once)
+        except ModelingError:  # pragma: no cover - the whole block's compile passed
+            held = None
     return CanonicalTemplate(
         pp,
         layout,
@@ -402,8 +405,14 @@ def finish_template(canonical: CanonicalTemplate) -> Template:
         if not np.isclose(c_map[0, t_col], extension) or np.any(c_map[1:, t_col]):
             raise ModelingError("Internal: unexpected objective on the extension's t.")
     held = canonical.held
+    parts = None
+    if held is not None:
+        try:
+            parts = (finish_template(held[0]), finish_template(held[1]))
+        except ModelingError:  # pragma: no cover - as canonical_template's
+            parts = None
     return Template(
-        held=None if held is None else (finish_template(held[0]), finish_template(held[1])),
+        held=parts,
         extension=None if extension is None else float(extension),
         y_cols=y_cols,
         soc_rows=soc_rows,
