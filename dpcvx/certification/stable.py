@@ -36,6 +36,8 @@ release at its target aborted where the dataset without it released).
 
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -495,8 +497,9 @@ def _per_example(
             summands += count
             fy_sum += wgt * fy
             err_sum += wgt * err
-            slope = _accumulate(slope, wgt, g)
-            slope_abs = _accumulate(slope_abs, wgt, gabs)
+            # (views of one row for every example at one point: not owned)
+            slope = _accumulate(slope, wgt, g, owned=False)
+            slope_abs = _accumulate(slope_abs, wgt, gabs, owned=False)
             continue
         args = _arguments(decl, term, leaves, pts)
         if args is None:
@@ -733,6 +736,50 @@ def _term_value(
     return val, slope * err * (1 + 16 * _EPS) + rounding
 
 
+@functools.lru_cache(maxsize=64)
+def _lowest_eigenvalue(data: bytes, shape: tuple[int, ...]) -> float:
+    """The smallest eigenvalue of ``(P + P^T) / 2`` for the matrix ``P`` of these bytes
+    (once per matrix: a certificate asks for it on every row chunk)."""
+    P = np.frombuffer(data, dtype=float).reshape(shape)
+    return float(np.linalg.eigvalsh((P + P.T) / 2.0)[0])
+
+
+def _argument_rows(
+    decl: Declaration, E: object, leaves: dict, pts: np.ndarray, rows: int
+) -> tuple | None:
+    """:func:`_arguments` of the one argument ``E`` of a term that reads no data, on the
+    first ``rows`` examples (one where every example has the same point)."""
+    from types import SimpleNamespace
+
+    key = None
+    if rows == 1:  # one point: the same numbers on every row chunk of a certificate
+        key = (id(E), id(decl.variable), np.asarray(pts, float).tobytes())
+        with _ONE_ROW_LOCK:
+            hit = _ONE_ROW.get(key)
+        if hit is not None and hit[0] is E:
+            return hit[1]
+    part = decl if rows == decl.n else decl.subset(np.arange(rows))
+    found = _arguments(
+        part,
+        cast(Term, SimpleNamespace(args=(E,))),
+        leaves if rows == decl.n else part.derived_values(),
+        pts,
+    )
+    out = None if found is None else found[0]
+    if key is not None:
+        with _ONE_ROW_LOCK:
+            if len(_ONE_ROW) >= 16:
+                _ONE_ROW.pop(next(iter(_ONE_ROW)))
+            _ONE_ROW[key] = (E, out)  # (E kept alive: its id is not reused while cached)
+    return out
+
+
+#: :func:`_argument_rows` at one point, the last few (keyed by the argument's and the
+#: variable's identity and the point)
+_ONE_ROW: dict[tuple, tuple] = {}
+_ONE_ROW_LOCK = threading.Lock()
+
+
 def _quadratic_gap(
     decl: Declaration,
     term: Term,
@@ -753,48 +800,56 @@ def _quadratic_gap(
     product's rounding, and the argument's own error ``err``), entrywise. On the domain
     ``q(E(w)) - [q(e0) + <theta, J (w - w_hat)>] >= (e - e0)^T P (e - e0) - <delta, |J (w -
     w_hat)|>``, and ``|J (w - w_hat)| <= r = |J| |w_hat - c| + ||J_j|| R`` (the ball of radius
-    ``R`` about ``c`` that holds the domain). With ``mu`` a bound on ``P``'s negative
-    curvature (zero for a positive semidefinite ``P``, beyond the eigenvalues' rounding),
+    ``R`` about ``c`` that holds the domain). With ``mu`` ``P``'s negative curvature (zero
+    for a positive semidefinite ``P``, as CVXPY checks it or ``psd_wrap`` asserts it),
     ``V = <delta, r> + mu ||r||^2``: a subgradient whose rounding cancels (an ill-conditioned
     ``P`` far from the origin) is charged its whole error, where a margin relative to the
     computed slope missed it by 1e8 (a review's case)."""
-    from types import SimpleNamespace
 
     found = _quadratic(term)
     if found is None:
         return None
     P, E = found
     n, d = decl.n, decl.d
-    args = _arguments(decl, cast(Term, SimpleNamespace(args=(E,))), leaves, pts)
+    # at one point for every example (the term reads no data) the first example's numbers
+    # are every one's: computed on it once, then broadcast
+    rows = 1 if np.ndim(pts) == 1 else n
+    args = _argument_rows(decl, E, leaves, pts, rows)
     if args is None:
         return None
-    off, jac, val, err, _ = args[0]
+    off, jac, val, err, _ = args
     m = int(np.prod(val.shape[1:])) if val.ndim > 1 else 1
-    Eh = np.asarray(val, float).reshape(n, m)
-    R = np.asarray(err, float).reshape(n, m)
-    J = np.asarray(jac, float).reshape(n, m, d)
+    Eh = np.asarray(val, float).reshape(rows, m)
+    R = np.asarray(err, float).reshape(rows, m)
+    J = np.asarray(jac, float).reshape(rows, m, d)
     A = np.abs(P) + np.abs(P.T)
     theta = Eh @ (P + P.T).T  # (P + P^T) E_hat per example
     gamma = (m + 2) * _EPS * 1.01
     delta = gamma * (np.abs(Eh) @ A.T) + (R @ A.T) * (1 + 4 * _EPS)
-    pts2 = np.broadcast_to(pts, (n, d))
+    pts2 = np.broadcast_to(pts, (rows, d))
     reach = (
         np.einsum("nmd,nd->nm", np.abs(J), np.abs(pts2 - center))
         + np.linalg.norm(J, axis=2) * dom_radius
     )
     reach *= 1 + (d + 4) * _EPS
-    # negative curvature: the smallest eigenvalue of (P + P^T) / 2, less its rounding
-    # (eigvalsh's backward error, a few eps times the matrix's Frobenius norm)
-    sym = (P + P.T) / 2.0
-    low = float(np.linalg.eigvalsh(sym)[0]) if m else 0.0
-    slack = 16 * m * _EPS * float(np.linalg.norm(A))
-    mu = max(0.0, slack - low)
+    # negative curvature: the smallest eigenvalue of (P + P^T) / 2 where it is negative. A
+    # P that CVXPY compiled is positive semidefinite to its own check (or asserted with
+    # psd_wrap), on which the whole certificate rests, as for every convex term; within the
+    # eigenvalues' rounding it is taken as such (charging that rounding, 16 m eps |P|, times
+    # the reach squared cost a singular P = D^T D on a ball of radius 100 a gap of 1e-9)
+    mu = max(0.0, -_lowest_eigenvalue(P.tobytes(), P.shape)) if m else 0.0
     V = np.sum(delta * reach, axis=1) + mu * np.sum(reach * reach, axis=1)
     V = V * (1 + 4 * (m + 2) * _EPS)
     if not np.all(np.isfinite(V)) or not np.all(np.isfinite(theta)):
         return None
     g = np.einsum("nm,nmd->nd", theta, J)
     gabs = np.einsum("nm,nmd->nd", np.abs(theta), np.abs(J))
+    if rows < n:
+        V, g, gabs = (
+            np.broadcast_to(V, (n,)),
+            np.broadcast_to(g, (n, d)),
+            np.broadcast_to(gabs, (n, d)),
+        )
     return V, np.zeros(n), g, gabs, m
 
 
@@ -833,26 +888,27 @@ def _quadratic_value(
     """Per example, ``E^T P E`` (:func:`_quadratic`) at the example's point and a bound on
     that value's error: the argument's error through ``|P| + |P^T|``, and the products' and
     sums' rounding."""
-    from types import SimpleNamespace
 
     found = _quadratic(term)
     if found is None:
         return None
     P, E = found
     n = decl.n
-    args = _arguments(decl, cast(Term, SimpleNamespace(args=(E,))), leaves, pts)
+    rows = 1 if np.ndim(pts) == 1 else n  # one point: every example's, computed once
+    args = _argument_rows(decl, E, leaves, pts, rows)
     if args is None:
         return None
-    _, _, val, err, _ = args[0]
-    Eh = np.asarray(val, float).reshape(n, -1)
-    R = np.asarray(err, float).reshape(n, -1)
+    _, _, val, err, _ = args
+    Eh = np.asarray(val, float).reshape(rows, -1)
+    R = np.asarray(err, float).reshape(rows, -1)
     m = Eh.shape[1]
     A = np.abs(P) + np.abs(P.T)
     absP = np.abs(P)
     value = np.sum(Eh * (Eh @ P.T), axis=1)
     error = np.sum(R * (np.abs(Eh) @ A.T), axis=1) + np.sum(R * (R @ absP.T), axis=1)
     error += 2 * (m + 2) * _EPS * 1.01 * np.sum(np.abs(Eh) * (np.abs(Eh) @ absP.T), axis=1)
-    return value, error * (1 + 8 * _EPS)
+    error = error * (1 + 8 * _EPS)
+    return np.broadcast_to(value, (n,)), np.broadcast_to(error, (n,))
 
 
 def _vector(
