@@ -1437,14 +1437,13 @@ def _mixed_rung(
     x, mus, steps, iterations = proximal_newton(
         pieces, smooth, lam, w0, init, tol=tol, bounds=bounds, judge=judge
     )
-    best = judge.best(x, mus, "The proximal Newton steps certified nothing.")
-    stats = dict(
-        best.solver_stats,
+    return judge.finish(
+        x,
+        mus,
+        "The proximal Newton steps certified nothing.",
         iterations=int(iterations),
         newton_steps=int(steps),
-        seconds=time.perf_counter() - start,
     )
-    return _with_stats(best, stats)
 
 
 #: the name of the rung for smooth losses with penalties that no model holds
@@ -1506,9 +1505,9 @@ def _penalized_rung(
         multipliers=lambda point, duals: model.multipliers(point, duals, decl.n),
     )
     x, duals, steps = penalized_newton(smooth, step, lam, w0, init, judge=judge)
-    best = judge.best(x, duals, "The penalized proximal Newton steps certified nothing.")
-    stats = dict(best.solver_stats, newton_steps=int(steps), seconds=time.perf_counter() - start)
-    return _with_stats(best, stats)
+    return judge.finish(
+        x, duals, "The penalized proximal Newton steps certified nothing.", newton_steps=int(steps)
+    )
 
 
 class _PointJudge:
@@ -1565,14 +1564,19 @@ class _PointJudge:
         self.certificates.append(cert)
         return _meets(cert, self.accuracy)
 
-    def best(self, x: np.ndarray, found: Any, message: str) -> CertifiedSolution:
+    def finish(self, x: np.ndarray, found: Any, message: str, **counts: int) -> CertifiedSolution:
         """The best certificate, the method's last point ``x`` judged too (after a shortened
-        step it was not); ``CertificationError(message)`` where none was certified."""
+        step it was not), with the method's ``counts`` and the rung's whole time in its
+        stats; ``CertificationError(message)`` where none was certified."""
+        import time
+
         if self.last is not x:
             self(x, found)
         if not self.certificates:
             raise CertificationError(message)
-        return min(self.certificates, key=lambda c: c.gap)
+        best = min(self.certificates, key=lambda c: c.gap)
+        stats = dict(best.solver_stats, **counts, seconds=time.perf_counter() - self.start)
+        return _with_stats(best, stats)
 
 
 def _feasible_start(dom: Domain, w0: np.ndarray) -> np.ndarray:

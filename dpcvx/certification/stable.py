@@ -490,7 +490,8 @@ def _per_example(
     for term, theta_t in zip(decl.terms, thetas):
         wgt = float(term.weight)
         if term.kind == "generic":  # a quadratic form that reads no data (_stable)
-            quad = _quadratic_gap(decl, term, leaves, pts, center, dom_radius)
+            form = _quadratic_rows(decl, term, leaves, pts)
+            quad = None if form is None else _quadratic_gap(form, pts, center, dom_radius)
             if quad is None:
                 return None
             fy, err, g, gabs, count = quad
@@ -638,10 +639,10 @@ def per_example_values(
     for term in decl.terms:
         wgt = float(term.weight)
         if term.kind == "generic":  # a quadratic form that reads no data (_stable)
-            found = _quadratic_value(decl, term, leaves, pts)
-            if found is None:
+            form = _quadratic_rows(decl, term, leaves, pts)
+            if form is None:
                 return None
-            v, e_ = found
+            v, e_ = _quadratic_value(form)
             summands += int(np.size(v) // n)
             value += wgt * v
             error += abs(wgt) * e_
@@ -780,13 +781,49 @@ _ONE_ROW: dict[tuple, tuple] = {}
 _ONE_ROW_LOCK = threading.Lock()
 
 
+@dataclass(frozen=True)
+class _QuadraticRows:
+    """A quadratic form ``E^T P E`` that reads no data (:func:`_quadratic`) at the
+    examples' points: ``P``, the ``n`` examples, and on the first ``rows`` of them (one at a
+    single point, where every example's numbers are the first's) the argument ``Eh``, its
+    rounding ``R`` and its Jacobian ``J``."""
+
+    P: np.ndarray
+    n: int
+    rows: int
+    Eh: np.ndarray  # (rows, m)
+    R: np.ndarray  # (rows, m)
+    J: np.ndarray  # (rows, m, d)
+
+
+def _quadratic_rows(
+    decl: Declaration, term: Term, leaves: dict, pts: np.ndarray
+) -> _QuadraticRows | None:
+    """:class:`_QuadraticRows` of ``term`` at ``pts``, or None where it is not such a form
+    or its argument has no jet."""
+    found = _quadratic(term)
+    if found is None:
+        return None
+    P, E = found
+    n, d = decl.n, decl.d
+    rows = 1 if np.ndim(pts) == 1 else n
+    args = _argument_rows(decl, E, leaves, pts, rows)
+    if args is None:
+        return None
+    _, jac, val, err, _ = args
+    m = int(np.prod(val.shape[1:])) if val.ndim > 1 else 1
+    return _QuadraticRows(
+        P,
+        n,
+        rows,
+        np.asarray(val, float).reshape(rows, m),
+        np.asarray(err, float).reshape(rows, m),
+        np.asarray(jac, float).reshape(rows, m, d),
+    )
+
+
 def _quadratic_gap(
-    decl: Declaration,
-    term: Term,
-    leaves: dict,
-    pts: np.ndarray,
-    center: np.ndarray,
-    dom_radius: float,
+    q: _QuadraticRows, pts: np.ndarray, center: np.ndarray, dom_radius: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None:
     """Per example, for ``q(E) = E^T P E`` (:func:`_quadratic`) at the example's point:
     the gap of the cut ``q(e0) + <theta, J (w - w_hat)>`` less the allowance ``V`` that makes
@@ -804,24 +841,10 @@ def _quadratic_gap(
     for a positive semidefinite ``P``, as CVXPY checks it or ``psd_wrap`` asserts it),
     ``V = <delta, r> + mu ||r||^2``: a subgradient whose rounding cancels (an ill-conditioned
     ``P`` far from the origin) is charged its whole error, where a margin relative to the
-    computed slope missed it by 1e8 (a review's case)."""
-
-    found = _quadratic(term)
-    if found is None:
-        return None
-    P, E = found
-    n, d = decl.n, decl.d
-    # at one point for every example (the term reads no data) the first example's numbers
-    # are every one's: computed on it once, then broadcast
-    rows = 1 if np.ndim(pts) == 1 else n
-    args = _argument_rows(decl, E, leaves, pts, rows)
-    if args is None:
-        return None
-    off, jac, val, err, _ = args
-    m = int(np.prod(val.shape[1:])) if val.ndim > 1 else 1
-    Eh = np.asarray(val, float).reshape(rows, m)
-    R = np.asarray(err, float).reshape(rows, m)
-    J = np.asarray(jac, float).reshape(rows, m, d)
+    computed slope missed it by 1e8 (a review's case). At one point for every example the
+    first example's numbers are every one's: computed on it once, then broadcast."""
+    P, n, rows, Eh, R, J = q.P, q.n, q.rows, q.Eh, q.R, q.J
+    m, d = J.shape[1], J.shape[2]
     A = np.abs(P) + np.abs(P.T)
     theta = Eh @ (P + P.T).T  # (P + P^T) E_hat per example
     gamma = (m + 2) * _EPS * 1.01
@@ -866,14 +889,15 @@ def quadratic_cut(
     was 2.9e-5); and the value's error bound, which the certificate's upper bound adds (a
     value that cancels is off by far more than a margin relative to it). None where
     :func:`_quadratic_gap` is."""
-    leaves = decl.derived_values()
     dom = decl.domain
-    center = np.asarray(dom.center, float)
     pts = np.asarray(pts, float)
-    gap = _quadratic_gap(decl, term, leaves, pts, center, float(dom.radius))
-    val = _quadratic_value(decl, term, leaves, pts)
-    if gap is None or val is None:
+    q = _quadratic_rows(decl, term, decl.derived_values(), pts)
+    if q is None:
         return None
+    gap = _quadratic_gap(q, pts, np.asarray(dom.center, float), float(dom.radius))
+    if gap is None:
+        return None
+    val = _quadratic_value(q)
     V, _, g, _, _ = gap
     value, error = val
     at = np.broadcast_to(pts, g.shape)
@@ -882,25 +906,11 @@ def quadratic_cut(
     return wgt * g, wgt * intercept, abs(wgt) * error
 
 
-def _quadratic_value(
-    decl: Declaration, term: Term, leaves: dict, pts: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
+def _quadratic_value(q: _QuadraticRows) -> tuple[np.ndarray, np.ndarray]:
     """Per example, ``E^T P E`` (:func:`_quadratic`) at the example's point and a bound on
     that value's error: the argument's error through ``|P| + |P^T|``, and the products' and
     sums' rounding."""
-
-    found = _quadratic(term)
-    if found is None:
-        return None
-    P, E = found
-    n = decl.n
-    rows = 1 if np.ndim(pts) == 1 else n  # one point: every example's, computed once
-    args = _argument_rows(decl, E, leaves, pts, rows)
-    if args is None:
-        return None
-    _, _, val, err, _ = args
-    Eh = np.asarray(val, float).reshape(rows, -1)
-    R = np.asarray(err, float).reshape(rows, -1)
+    P, n, Eh, R = q.P, q.n, q.Eh, q.R
     m = Eh.shape[1]
     A = np.abs(P) + np.abs(P.T)
     absP = np.abs(P)
