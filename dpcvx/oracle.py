@@ -44,6 +44,7 @@ from dpcvx.certification.first_order import (
     adaptive_projected_subgradient,
     biased_projected_subgradient,
 )
+from dpcvx.certification.solve import penalty_slope
 from dpcvx.errors import CertificationError, DataError, InvalidParameterError, ModelingError
 from dpcvx.modeling.domains import Domain
 from dpcvx.modeling.localized import EXACT_PROJECTION, LocalizedDomain, inexact_projection
@@ -676,7 +677,9 @@ def structured_solve(
     ``lam (w - w0)`` is a ``B``-approximate subgradient of ``G`` with ``B = mean(B_i)`` (plus
     an allowance for the rounding of the average) and norm at most
     ``L = C + lam max_{w in K} ||w - w0||`` (``C + lam D`` when ``w0`` is in K; the paper's
-    ``L`` with Prop D.6's oracle), which is also a Lipschitz constant of ``G`` on K.
+    ``L`` with Prop D.6's oracle), which is also a Lipschitz constant of ``G`` on K; a
+    penalty written into the loss, which the folded extension keeps exact, adds its slope on
+    W to ``C`` (:func:`~dpcvx.certification.solve.penalty_slope`).
     ``T = ceil((4 D L / alpha)^2)`` (data-independent), ``eta = D/(L sqrt T)``, projections to
     within ``min{D, alpha eta/(6D)}`` (exact ``Pi_W``; Lemma C.6 for ``W0``). See
     :func:`~dpcvx.certification.first_order.biased_projected_subgradient`.
@@ -729,6 +732,8 @@ def structured_solve(
     if K.contains(w0):
         reach = min(reach, D)
     C, n = extension.C, extension.n
+    # a penalty the folded extension keeps exact adds its own slope (folded_terms)
+    C += penalty_slope(problem.declaration, C)
     # ||g|| <= C + lam reach; the tiny inflation covers the rounding of the average of the g_i
     L = (C + lam * reach) * (1.0 + 1e-13)
     bias_rounding = 1e-13 * (C + lam * reach) * D

@@ -33,7 +33,7 @@ import numpy as np
 from dpcvx._validation import check_delta, check_positive
 from dpcvx.accounting.ledger import Accountant
 from dpcvx.certification.lipschitz import enforceable, lipschitz_bounds, strong_convexity_bound
-from dpcvx.certification.solve import universe_slope
+from dpcvx.certification.solve import folded_terms, universe_slope
 from dpcvx.errors import (
     DpcvxError,
     InvalidParameterError,
@@ -250,7 +250,12 @@ def release(
                 "quadratic (mu/2)||w - c||^2, c the domain's center; the quadratic is kept"
             )
         detail.update(lipschitz_claim=claim_text)
-        _warn_if_claim_unverified(target.declared, float(claim))  # type: ignore[arg-type]
+        # (tilted ERM extends each example's whole loss: its penalty counts there)
+        _warn_if_claim_unverified(
+            target.declared,
+            float(claim),  # type: ignore[arg-type]
+            folded="tilted_solver" not in mechanism.requirements,
+        )
     return PrivateResult(
         w=np.asarray(out.w, float),
         epsilon=epsilon,
@@ -387,9 +392,14 @@ def _check_strong_convexity(declared, mechanism: Mechanism) -> None:
         )
 
 
-def _warn_if_claim_unverified(declared, lipschitz: float) -> None:
+def _warn_if_claim_unverified(declared, lipschitz: float, folded: bool = True) -> None:
     """Tell the curator (a warning, not part of the release) when some examples could not be
-    shown to be ``lipschitz``-Lipschitz on the domain by dpcvx's structural bounds."""
+    shown to be ``lipschitz``-Lipschitz on the domain by dpcvx's structural bounds (their
+    terms that read data: a penalty written into the loss is kept exact, see
+    :func:`~dpcvx.certification.solve.folded_terms`; with ``folded`` False, the whole loss)."""
+    fold = folded_terms(declared, lipschitz) if folded else frozenset()
+    if fold:
+        declared = declared.with_terms(frozenset(range(len(declared.terms))) - fold)
     bounds = lipschitz_bounds(declared)
     count = int(np.sum(~(bounds <= lipschitz * (1 + 1e-12))))
     if not count:
@@ -400,7 +410,13 @@ def _warn_if_claim_unverified(declared, lipschitz: float) -> None:
         warnings.simplefilter("always", LipschitzClaimWarning)
         warnings.warn(
             f"{count} of {declared.n} examples could not be shown to have a loss that is "
-            f"{lipschitz:g}-Lipschitz on the domain (the claimed `lipschitz`). The release is "
+            f"{lipschitz:g}-Lipschitz on the domain (the claimed `lipschitz`"
+            + (
+                "; a penalty written into the loss, which reads no data, is not counted"
+                if fold
+                else ""
+            )
+            + "). The release is "
             "private anyway: dpcvx ran those examples on the L-Lipschitz extension of their "
             "loss. Check the claim (clip or normalize features with public bounds) if this is "
             "unexpected; this warning is for the curator and is not part of the release.",

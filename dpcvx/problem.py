@@ -14,9 +14,14 @@ from dpcvx._batching import SMALL_D
 from dpcvx._validation import check_nonnegative, check_positive
 from dpcvx.accounting.ledger import Accountant
 from dpcvx.certification.certificate import CertifiedSolution, still_certified
-from dpcvx.certification.extension import ExtensionValues, extension_bounds
+from dpcvx.certification.extension import ExtensionValues, extension_bounds, folded_values
 from dpcvx.certification.lipschitz import enforceable, public_quadratic, remove_quadratic
-from dpcvx.certification.solve import certified_solve, extension_refusal
+from dpcvx.certification.solve import (
+    certified_solve,
+    extension_refusal,
+    folded_program,
+    folded_terms,
+)
 from dpcvx.certification.tilted import certified_tilted_solve, tilted_refusal
 from dpcvx.compilation.solvers import check_solver, solve_program
 from dpcvx.compilation.stamp import stamp
@@ -154,7 +159,11 @@ class Problem(DeclaredSource):
         """The problem whose per-example loss is the Lipschitz extension
         ``f_C(w, z) = min_{y in W} f(y, z) + C ||w - y||`` (paper 000, eq. (5)): convex,
         C-Lipschitz on the domain for every example, and below ``f``. Output perturbation
-        with ``lipschitz=C`` on it is private on every dataset, whatever the data."""
+        with ``lipschitz=C`` on it is private on every dataset, whatever the data. A penalty
+        written into the loss (terms that read no data) is kept exact: the per-example loss
+        is ``g_C + P``, ``g`` the terms that read data and ``P`` the penalty
+        (:func:`~dpcvx.certification.solve.folded_terms`; neighbours still differ in one
+        C-Lipschitz ``g_C``)."""
         return LipschitzExtension(self, C)
 
     # ------------------------------------------------------------------ solving
@@ -601,7 +610,9 @@ class LipschitzExtension:
 
     def evaluate(self, w, solver: str | None = None) -> ExtensionValues:
         """Certified per-example values of ``f_C(w, z_i)`` (``lower <= f_C <= upper``), with
-        certified ``B``-approximate subgradients of norm at most ``C``."""
+        certified ``B``-approximate subgradients of norm at most ``C`` (plus the slope on W of
+        a penalty written into the loss, which the folded extension adds to every example:
+        :func:`~dpcvx.certification.solve.penalty_slope`)."""
         decl = self.problem.declaration
         point = np.asarray(w, dtype=float)
         if point.shape != (self.d,) or not np.all(np.isfinite(point)):
@@ -612,7 +623,6 @@ class LipschitzExtension:
             raise InvalidParameterError(
                 "`w` must lie in the domain (f_C is defined and C-Lipschitz on the domain)."
             )
-        template, _ = self.problem._compiled(self.C)
         fixed = DomainBlock(
             cones=ConeLayout(zero=self.d, nonneg=0, soc=(), exp=0),
             n_cols=self.d,
@@ -620,6 +630,22 @@ class LipschitzExtension:
             A=sp.identity(self.d, format="csc"),
             b=point.copy(),
         )
+        fold = folded_terms(decl, self.C)
+        if fold:  # the penalty written into the loss kept exact (see folded_terms)
+            prog, parts, indices = folded_program(
+                decl,
+                self.C,
+                fixed,
+                lam=0.0,
+                w0=np.zeros(self.d),
+                plain_template=lambda: self.problem._compiled()[0],
+            )
+            raw = solve_program(prog, solver, tight=True)
+            upper, lower, g = folded_values(decl, parts, indices, raw.x, raw.z, point, self.C, fold)
+            return ExtensionValues(
+                w=point, C=self.C, upper=upper, lower=lower, subgradients=g, B=upper - lower
+            )
+        template, _ = self.problem._compiled(self.C)
         theta = template.theta(decl.derived_values(), self.n)
         prog = stamp(template, fixed, theta, d=self.d, lam=0.0, w0=np.zeros(self.d))
         raw = solve_program(prog, solver, tight=True)

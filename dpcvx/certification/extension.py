@@ -17,6 +17,8 @@ the joint regularized program of Lemma 2.7 a certified gap.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -39,8 +41,8 @@ from dpcvx.certification.certificate import (
     lower_from_gap,
     matching_mixes,
 )
-from dpcvx.certification.stable import stable_extension_gap
-from dpcvx.compilation.stamp import StampedProgram
+from dpcvx.certification.stable import StableSums, stable_extension_gap, stable_extension_sums
+from dpcvx.compilation.stamp import StampedProgram, terms_view
 from dpcvx.errors import CertificationError
 from dpcvx.modeling._expressions import evaluate
 from dpcvx.modeling.declaration import Declaration
@@ -56,6 +58,7 @@ __all__ = [
     "certify_extension",
     "extension_bounds",
     "extension_value_bounds",
+    "folded_values",
     "finish_extension",
 ]
 
@@ -227,21 +230,32 @@ def _bounds(
     prog: StampedProgram | None,
     z: np.ndarray | None,
     w: np.ndarray,
-    C: float,
+    C: float | None,
     n_total: int,
     thetas: list | None,
     Y_hat: np.ndarray,
     slopes: np.ndarray | None,
 ) -> tuple[np.ndarray, ...]:
     """:func:`extension_bounds` at the feasible copies ``Y_hat``: rows ``(n, d)``, or the
-    single point ``w`` for every example (``Y_hat`` of shape ``(d,)``; then ``w - y_i = 0``)."""
+    single point ``w`` for every example (``Y_hat`` of shape ``(d,)``; then ``w - y_i = 0``).
+    ``C`` None: bounds of the terms themselves at ``w`` (no extension: the minorant's slope
+    unclipped), for the penalty the folded extension keeps exact."""
     n = decl.n
     dom = decl.domain
     single = Y_hat.ndim == 1
     f_vals = _loss_at(decl, Y_hat[None, :] if single else Y_hat)
     dist = np.zeros(n) if single else row_norms(w[None, :] - Y_hat)
-    upper = f_vals + C * dist * (1 + (w.size + 4) * _EPS)  # row_norms: (d / 2 + 1) eps
     s, beta, scale, _ = _minorants(decl, prog, z, Y_hat, n_total, thetas=thetas)
+    if C is None:
+        # terms the extension does not take (the folded penalty, at w itself): their own
+        # minorant, unclipped
+        assert single and (prog is None or prog.soc_rows is None)
+        mag = 1.0 + np.abs(f_vals) + np.abs(beta) + scale + np.abs(s) @ np.abs(w)
+        phi = beta - support_rows(dom, s, s, None, None)
+        lower = s @ w + phi
+        hints = np.broadcast_to(Y_hat, s.shape)
+        return f_vals + ROUNDING * mag, lower - ROUNDING * mag, s, hints, mag, phi
+    upper = f_vals + C * dist * (1 + (w.size + 4) * _EPS)  # row_norms: (d / 2 + 1) eps
     if prog is None or prog.soc_rows is None:
         g = s
         if slopes is not None:
@@ -327,15 +341,21 @@ def extension_value_bounds(
     lam: float,
     w0: np.ndarray,
     w_hat: np.ndarray,
+    once: ExtensionSums | None = None,
 ) -> tuple[float, float, float, float]:
     """``(upper, lower, gap, margin)`` of the joint program of Lemma 2.7 from the sums of every
-    example (``w`` ranging over ``dom``); the gap is ``inf`` where it overflowed."""
+    example (``w`` ranging over ``dom``); the gap is ``inf`` where it overflowed. ``once``:
+    the bounds of the penalty the folded extension keeps exact, weighted one (not averaged)."""
     n = sums.n
     reg = lam / 2 * float(np.sum((w_hat - w0) ** 2))
-    q_min = dom.min_linear_quadratic(sums.g / n, lam, w0, hint=w_hat)
-    margin = ROUNDING * (sums.mag / n + reg + abs(q_min))
-    upper = sums.upper / n + reg + margin
-    lower = sums.phi / n + q_min - margin
+    slope, o_upper, o_phi, o_mag = sums.g / n, 0.0, 0.0, 0.0
+    if once is not None:
+        slope = slope + once.g
+        o_upper, o_phi, o_mag = once.upper, once.phi, once.mag
+    q_min = dom.min_linear_quadratic(slope, lam, w0, hint=w_hat)
+    margin = ROUNDING * (sums.mag / n + o_mag + reg + abs(q_min))
+    upper = sums.upper / n + o_upper + reg + margin
+    lower = sums.phi / n + o_phi + q_min - margin
     gap = upper - lower
     if not np.isfinite(gap):  # garbage duals overflowing a bound: the stable path may still
         gap = np.inf  # certify the point (it recomputes its multipliers)
@@ -374,6 +394,7 @@ def certify_extension(
     copies: np.ndarray | None = None,
     slopes: np.ndarray | None = None,
     derivatives: bool = False,
+    fold: frozenset[int] = frozenset(),
 ) -> CertifiedSolution:
     """Certify the joint program of Lemma 2.7:
     ``min_{w in W0} (1/n) sum_i f_C(w, z_i) + (lam/2) ||w - w0||^2`` where ``W0`` is
@@ -390,7 +411,13 @@ def certify_extension(
     ``slopes`` their cone duals ``g_i`` (NaN rows: the minorant's slope clipped to the C-ball;
     see :func:`extension_bounds`). ``derivatives``: ``thetas`` are the loss's own derivatives
     at each example's point, the multipliers the stable gap takes too (the smooth path's), so
-    that the two gaps are the same sum but for rounding (see :data:`STABLE_FAR`)."""
+    that the two gaps are the same sum but for rounding (see :data:`STABLE_FAR`).
+
+    ``fold``: the terms (by index) the folded extension keeps exact, weighted one
+    (:func:`~dpcvx.certification.solve.certified_solve`): the program is then
+    ``(1/n) sum_i g_C(w, z_i) + P(w) + (lam/2)||w - w0||^2`` with ``g`` the other terms and
+    ``P`` these. ``P`` is bounded once at ``w`` with its own minorant (from the program's
+    block held once, or from ``thetas``), the examples' bounds are ``g``'s."""
     import time
 
     start = time.perf_counter()
@@ -399,6 +426,17 @@ def certify_extension(
     groups: list[tuple[Declaration, StampedProgram | None]] = (
         list(parts) if parts else [(decl, prog)]
     )
+    once = once_stable = None
+    if fold:
+        penalty = _folded_penalty(decl, groups, z, w_hat, fold, thetas)
+        once = ExtensionSums.of(penalty[0])
+        once_stable = penalty[1]
+        keep = frozenset(range(len(decl.terms))) - fold
+        groups = [
+            (part_decl.with_terms(keep), None if view is None else terms_view(view, keep))
+            for part_decl, view in groups
+        ]
+        thetas = None if thetas is None else [thetas[t] for t in sorted(keep)]
     pieces = [
         extension_bounds(
             part_decl, view, x, z, w_hat, C, decl.n, thetas=thetas, copies=copies, slopes=slopes
@@ -409,7 +447,9 @@ def certify_extension(
     for piece in pieces[1:]:
         total = total.plus(ExtensionSums.of(piece))
     w0 = np.asarray(w0, float)
-    upper, lower, gap, margin = extension_value_bounds(total, dom, lam=lam, w0=w0, w_hat=w_hat)
+    upper, lower, gap, margin = extension_value_bounds(
+        total, dom, lam=lam, w0=w0, w_hat=w_hat, once=once
+    )
     # the same gap as a sum of duality gaps computed stably (free of the losses' values)
     radius = (
         float(np.sqrt(2 * gap / lam)) if lam > 0 else 1e-6 * (1.0 + float(np.linalg.norm(w_hat)))
@@ -450,7 +490,14 @@ def certify_extension(
             None
             if meets or misses
             else stable_extension_gap(
-                stable_parts, w_hat, C=C, lam=lam, w0=w0, radius=radius, w_domain=dom
+                stable_parts,
+                w_hat,
+                C=C,
+                lam=lam,
+                w0=w0,
+                radius=radius,
+                w_domain=dom,
+                once=once_stable(radius) if once_stable is not None else None,
             )
         )
     except Exception:  # noqa: BLE001
@@ -460,6 +507,72 @@ def certify_extension(
     return finish_extension(
         w_hat, (upper, lower, gap, margin), direct, lam=lam, w0=w0, accuracy=accuracy, stats=stats
     )
+
+
+def folded_values(
+    decl: Declaration,
+    parts: list[tuple[Declaration, StampedProgram]],
+    indices: list[np.ndarray],
+    x: np.ndarray,
+    z: np.ndarray,
+    w: np.ndarray,
+    C: float,
+    fold: frozenset[int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per example, ``(upper, lower, g)`` of the folded extension's term
+    ``g_C(w, z_i) + P(w)`` (see :func:`certify_extension`'s ``fold``) from its program's
+    solution (``parts`` and their example ``indices``: :func:`~dpcvx.certification.solve.
+    folded_program`): ``g``'s extension bounded at each example's copy, the penalty once at
+    ``w`` and added to every example (its margins, relative ``ROUNDING``, cover the
+    additions' rounding); ``g_i`` is the sum of both slopes."""
+    n, d = decl.n, decl.d
+    penalty = _folded_penalty(decl, parts, z, w, fold, None)[0]
+    up_p, lo_p, s_p = float(penalty[0][0]), float(penalty[1][0]), penalty[2][0]
+    keep = frozenset(range(len(decl.terms))) - fold
+    upper, lower, g = np.empty(n), np.empty(n), np.empty((n, d))
+    for (part_decl, view), idx in zip(parts, indices):
+        piece = extension_bounds(
+            part_decl.with_terms(keep), terms_view(view, keep), x, z, w, C, decl.n
+        )
+        upper[idx] = piece[0] + up_p
+        lower[idx] = piece[1] + lo_p
+        g[idx] = piece[2] + s_p
+    return upper, lower, g
+
+
+def _folded_penalty(
+    decl: Declaration,
+    groups: Sequence[tuple[Declaration, StampedProgram | None]],
+    z: np.ndarray | None,
+    w_hat: np.ndarray,
+    fold: frozenset[int],
+    thetas: list | None,
+) -> tuple[tuple[np.ndarray, ...], Callable[[float], StableSums | None]]:
+    """The folded extension's penalty (the terms ``fold``, read no data) bounded once at
+    ``w_hat``: :func:`_bounds`'s one-row piece, unclipped, and a function of the stable gap's
+    polishing radius giving its stable sums (None where they fail). Its multipliers come from
+    the program's block held once (the view holding ``fold``), or from ``thetas`` (their
+    first example's: the same for every example)."""
+    one = decl.rows(0, 1).with_terms(fold)
+    view = None
+    if z is not None:
+        holders = [v for _, v in groups if v is not None and fold <= v.held]
+        if not holders:
+            raise CertificationError("Internal: no block holds the folded penalty once.")
+        view = dataclasses.replace(terms_view(holders[0], fold), y_cols=None, soc_rows=None, n=1)
+        mults = _term_duals(one, view, z, 1)
+    else:
+        mults = (
+            [None] * len(fold)
+            if thetas is None
+            else take_rows([thetas[t] for t in sorted(fold)], np.arange(1), decl.n)
+        )
+    piece = _bounds(one, view, z, w_hat, None, 1, mults if view is None else None, w_hat, None)
+
+    def stable(radius: float) -> StableSums | None:
+        return stable_extension_sums(one, None, None, mults, w_hat, C=None, radius=radius)
+
+    return piece, stable
 
 
 def finish_extension(

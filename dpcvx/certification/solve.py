@@ -58,7 +58,13 @@ from dpcvx.certification.subgradient import (
 )
 from dpcvx.compilation.solvers import SOLVERS, RawSolution, check_solver, solve_program
 from dpcvx.compilation.stamp import StampedProgram, stamp, stamp_parts
-from dpcvx.compilation.template import DomainBlock, Template
+from dpcvx.compilation.template import (
+    DomainBlock,
+    Template,
+    canonical_template,
+    compile_template,
+    finish_template,
+)
 from dpcvx.errors import CertificationError, SolverError
 from dpcvx.modeling._expressions import Unsupported, affine_jet
 from dpcvx.modeling._structure import MONOTONE
@@ -141,6 +147,27 @@ def certified_solve(
         def run(
             part: Declaration, lam_part: float, target: float | None, **extra: Any
         ) -> CertifiedSolution:
+            if extension is not None and folded_light(part, extension):
+                # every example's terms that read data are C-Lipschitz on W: there g_C = g,
+                # and the folded program is plain ERM (its rungs hold the penalty once)
+                cert = _certified_solve(
+                    part,
+                    plain_template
+                    if plain_template is not None
+                    else lambda: compile_template(part),
+                    domain_block,
+                    lam=lam_part,
+                    w0=w0,
+                    accuracy=target,
+                    solver=solver,
+                    private=private,
+                    extension=None,
+                    w_domain=w_domain,
+                    **extra,
+                )
+                stats = dict(cert.solver_stats)
+                stats.update(extension_C=float(extension), extension_copies=0)
+                return _with_stats(cert, stats)
             return _certified_solve(
                 part,
                 template,
@@ -170,16 +197,40 @@ def certified_solve(
                     refused + " Nothing was released; a budget reserved for it stays spent."
                 )
         try:
-            kept = None if extension is None else universe_indices(decl, extension)
+            fold = folded_terms(decl, extension)
+            data = decl if not fold else decl.with_terms(_rest(decl, fold))
+            kept = None if extension is None else universe_indices(data, extension)
             if kept is None:
                 return run(decl, lam, accuracy)
+            if kept.size == 0 and fold:
+                # only the penalty the folded extension keeps exact is left
+                alone = decl.rows(0, 1).with_terms(fold)
+                return _certified_solve(
+                    alone,
+                    lambda: compile_template(alone),
+                    domain_block,
+                    lam=lam,
+                    w0=w0,
+                    accuracy=accuracy,
+                    solver=solver,
+                    private=private,
+                    extension=None,
+                    w_domain=w_domain,
+                )
             if kept.size == 0:
                 return _regularizer_only(decl, lam=lam, w0=w0, accuracy=accuracy, w_domain=w_domain)
             # (1/n) sum_{kept} f_i + (lam/2)||w - w0||^2 = (k/n) [(1/k) sum_{kept} f_i +
             # (lam n / k)/2 ||w - w0||^2]: the same minimizer, gaps scaled by k/n
             scale = decl.n / kept.size
+            part = decl.subset(kept)
+            if fold:
+                # the penalty kept exact weighs one in F, so n / k in the kept examples' F_k:
+                # the templates of the reweighted loss are compiled for it
+                part = part.with_terms(frozenset(range(len(decl.terms))), scale)
+                template = lambda: compile_template(part, extension)  # noqa: E731
+                plain_template = lambda: compile_template(part)  # noqa: E731
             cert = run(
-                decl.subset(kept),
+                part,
                 lam * scale,
                 None if accuracy is None else accuracy * scale,
                 public_n=decl.n,  # the size limit counts every example, kept or not
@@ -213,6 +264,8 @@ def writes_extension(
     rungs' conditions evaluated on public probe data of the data's shapes
     (:func:`~dpcvx.certification.arrowhead._probe`; no probe, a data expression that is not
     rational: False), with ``d``, the domain and ``lam``."""
+    if folded_terms(decl, C):  # the folded extension takes the conic program
+        return False
     probe = _probe(decl)
     return probe is not None and any(
         applies(probe, lam=lam, extension=C, w_domain=w_domain, heavy=True)
@@ -238,6 +291,11 @@ def extension_refusal(
     example abort: the solve is refused for both instead. Public quantities only."""
     if writes_extension(decl, lam=lam, C=C, w_domain=w_domain):
         return template, plain_template, None
+    if folded_terms(decl, C):
+        size = _folded_size(decl.n, _folded_templates(decl, C, plain_template))
+        if size <= MAX_PROGRAM_NNZ:
+            return template, plain_template, None
+        return template, plain_template, _NO_EXTENSION_PATH.format(n=decl.n, size=size)
     if callable(template):
         template = template()
     if callable(plain_template):
@@ -268,6 +326,73 @@ def universe_slope(decl: Declaration) -> float:
     """The public factor of the universe for this loss (a function of its structure only)."""
     curved = any(term.kind in _CURVED for term in decl.terms)
     return UNIVERSE_SLOPE_CURVED if curved else UNIVERSE_SLOPE
+
+
+def folded_terms(decl: Declaration, extension: float | None) -> frozenset[int]:
+    """The terms the folded Lipschitz extension keeps exact (empty without an extension): the
+    penalties written into the loss, terms that read no data (:attr:`~dpcvx.modeling.
+    declaration.Declaration.shared_terms`: not affine, not generic) beside terms that do. With
+    an extension ``C`` the program is ``(1/n) sum_i g_C(w, z_i) + P(w) + (lam/2)||w - w0||^2``,
+    ``g`` the loss's other terms and ``P`` these: neighbours differ in one example's ``g_C``,
+    which is C-Lipschitz, and ``P`` is public and convex, so the sensitivity ``2 C / (lam n)``
+    holds as for the extension of the whole loss; an example is extended only where its terms
+    that read data are steeper than C, and the penalty is held once, never extended. Decided
+    from the loss's form only."""
+    return decl.shared_terms if extension is not None else frozenset()
+
+
+def penalty_slope(decl: Declaration, C: float) -> float:
+    """A bound on the Lipschitz constant on W of the penalty the folded extension keeps
+    exact (:func:`folded_terms`; 0 without one), from the loss's form and constants only:
+    the folded extension's per-example terms ``g_C + P`` are ``C`` plus this Lipschitz."""
+    fold = folded_terms(decl, C)
+    if not fold:
+        return 0.0
+    return float(lipschitz_bounds(decl.rows(0, 1).with_terms(fold))[0])
+
+
+def folded_light(decl: Declaration, C: float) -> bool:
+    """Whether the folded extension (:func:`folded_terms`) extends no example: every example's
+    terms that read data certified C-Lipschitz on W (its bound rounded up), where
+    ``g_C = g`` and the program is plain ERM. False without a penalty to fold."""
+    fold = folded_terms(decl, C)
+    if not fold:
+        return False
+    rest = decl.with_terms(_rest(decl, fold))
+    return bool(np.all(_lipschitz_bounds(rest) <= C * (1 + 1e-12)))
+
+
+def _rest(decl: Declaration, fold: frozenset[int]) -> frozenset[int]:
+    """The terms of ``decl`` other than ``fold`` (those the folded extension extends)."""
+    return frozenset(range(len(decl.terms))) - fold
+
+
+#: the folded extension's blocks, per loss, domain and C (:func:`_folded_templates`)
+_FOLDED: dict[tuple, tuple] = {}
+_FOLDED_KEEP = 8
+
+
+def _folded_templates(
+    decl: Declaration, C: float, plain_template: Template | Callable[[], Template] | None
+) -> tuple[Template, Template, Template]:
+    """The folded extension's blocks ``(light, heavy, once)``: the loss without its penalty
+    (an example C-Lipschitz on W), its extension without the penalty (one steeper), and the
+    penalty (held once, weighted one). Compiled once per loss, domain and C."""
+    key = (id(decl.lifted), id(decl.domain), float(C))
+    found = _FOLDED.get(key)
+    if found is not None and found[0] is decl.lifted and found[1] is decl.domain:
+        return found[2]
+    plain = plain_template() if callable(plain_template) else plain_template
+    if plain is None:
+        plain = compile_template(decl)
+    if plain.held is None:
+        raise SolverError("The penalty written into the loss does not compile as one block.")
+    heavy = finish_template(canonical_template(decl, C, skip=decl.shared_terms))
+    blocks = (plain.held[0], heavy, plain.held[1])
+    if len(_FOLDED) >= _FOLDED_KEEP:
+        _FOLDED.pop(next(iter(_FOLDED)))
+    _FOLDED[key] = (decl.lifted, decl.domain, blocks)
+    return blocks
 
 
 #: every declaration's structural bounds, computed once (a private block solve asks up to
@@ -591,10 +716,18 @@ def _program(
     extension: float | None,
     plain_template: Template | None,
     lifted: np.ndarray | None = None,
+    fold: frozenset[int] = frozenset(),
 ) -> tuple[StampedProgram, list[tuple[Declaration, StampedProgram]] | None]:
     """The stamped program, and the example groups of a mixed extension program (copies for
-    the examples steeper than ``extension``, or for those of the mask ``lifted``)."""
+    the examples steeper than ``extension``, or for those of the mask ``lifted``). ``fold``:
+    the folded extension's penalty (:func:`folded_terms`), held once with weight one."""
     values = decl.derived_values()
+    if fold:
+        assert extension is not None
+        prog, groups_of, _ = folded_program(
+            decl, extension, domain_block, lam=lam, w0=w0, plain_template=plain_template
+        )
+        return prog, groups_of
     if extension is None and template.held is not None:
         # the terms that read no data held once, not once per example
         per, shared = template.held
@@ -640,10 +773,11 @@ def _certified_solve(
     """:func:`certified_solve`'s ladder on ``decl``; ``public_n``: the number of examples of
     the declaration ``decl`` was taken from (for the program's size limit, which must not
     depend on which examples were kept), ``decl.n`` by default."""
+    fold = folded_terms(decl, extension)
     best: CertifiedSolution | None = None
     attempts: list[dict] = []
     rounds: list = []  # the extension's rounds, of the rung that ran them (if one did)
-    if smooth_rung_applies(decl, lam=lam, extension=extension, w_domain=w_domain):
+    if not fold and smooth_rung_applies(decl, lam=lam, extension=extension, w_domain=w_domain):
         try:
             cert = _smooth_rung(
                 decl, lam=lam, w0=w0, accuracy=accuracy, extension=extension, rounds_out=rounds
@@ -697,7 +831,9 @@ def _certified_solve(
         ),
     )
     for name, applies, run in structured:
-        if best is not None or not applies(decl, lam=lam, extension=extension, w_domain=w_domain):
+        if fold or best is not None:  # (no fast rung writes the folded extension)
+            continue
+        if not applies(decl, lam=lam, extension=extension, w_domain=w_domain):
             continue
         try:
             cert = run()
@@ -716,11 +852,18 @@ def _certified_solve(
         plain_template = plain_template()
     # a conic program too large for the machine is not stamped (a public decision: n and
     # the templates, every example counted with the larger pattern)
-    size = _conic_size(
-        decl.n if public_n is None else public_n,
-        template,
-        plain_template,
-        held=extension is None,
+    size = (
+        _folded_size(
+            decl.n if public_n is None else public_n,
+            _folded_templates(decl, float(extension or 0.0), plain_template),
+        )
+        if fold
+        else _conic_size(
+            decl.n if public_n is None else public_n,
+            template,
+            plain_template,
+            held=extension is None,
+        )
     )
     fits = size <= MAX_PROGRAM_NNZ
     if not fits:
@@ -760,7 +903,9 @@ def _certified_solve(
     parts: list[tuple[Declaration, StampedProgram]] | None = None
     steps = refinement_ladder(solver, accuracy) if fits else []
     if fits:
-        prog, parts = _program(decl, template, domain_block, lam, w0, extension, plain_template)
+        prog, parts = _program(
+            decl, template, domain_block, lam, w0, extension, plain_template, fold=fold
+        )
         solved = _recentered(prog, parts or [(decl, prog)])
     for step, (name, tight) in enumerate(steps):
         # every rung is guarded: whatever goes wrong inside one (a solver crash, inf duals
@@ -797,6 +942,7 @@ def _certified_solve(
                     solver_stats=stats,
                     w_domain=w_domain,
                     parts=parts,
+                    fold=fold,
                 )
         except Exception as exc:  # noqa: BLE001 - recorded, then the next rung
             attempts.append({"solver": name, "tight": tight, "error": _describe(exc)})
@@ -818,7 +964,7 @@ def _certified_solve(
             out = dict(chosen.solver_stats)
             out.update(refinement_step=step if chosen is cert else -1, attempts=tuple(attempts))
             return _with_stats(chosen, out)
-    if private:
+    if private and not fold:
         fallback = _analytic_rung(
             decl, parts, lam=lam, w0=w0, accuracy=accuracy, extension=extension, w_domain=w_domain
         )
@@ -867,6 +1013,46 @@ def _conic_size(
     if held and template.held is not None:
         return n * int(template.held[0].A_rows.size) + int(template.held[1].A_rows.size)
     return n * int(per)
+
+
+def folded_groups(decl: Declaration, C: float) -> list[tuple[int, np.ndarray]]:
+    """The folded extension's examples by block: ``(0, light)``, those whose terms that read
+    data dpcvx certifies C-Lipschitz on W (their plain block, without the penalty), then
+    ``(1, heavy)``, the others (the extension's block without the penalty)."""
+    rest = decl.with_terms(_rest(decl, folded_terms(decl, C)))
+    light = _lipschitz_bounds(rest) <= C * (1 + 1e-12)
+    return [(0, np.flatnonzero(light)), (1, np.flatnonzero(~light))]
+
+
+def folded_program(
+    decl: Declaration,
+    C: float,
+    domain_block: DomainBlock,
+    *,
+    lam: float,
+    w0: np.ndarray,
+    plain_template: Template | Callable[[], Template] | None,
+) -> tuple[StampedProgram, list[tuple[Declaration, StampedProgram]], list[np.ndarray]]:
+    """The folded extension's program (:func:`folded_terms`): the examples of each group of
+    :func:`folded_groups` in their block, the penalty in one block held once with weight one.
+    Returns the program, the groups' ``(declaration, view)`` and their indices (the empty
+    groups left out)."""
+    blocks = _folded_templates(decl, C, plain_template)
+    groups = [(idx, blocks[k]) for k, idx in folded_groups(decl, C) if idx.size]
+    values = decl.derived_values()
+    stamped = [(tmpl, tmpl.theta(values, decl.n)[idx]) for idx, tmpl in groups]
+    prog, views = stamp_parts(
+        stamped, domain_block, d=decl.d, lam=lam, w0=w0, once=(0, blocks[2]), once_weight=1.0
+    )
+    part_decls = [decl if idx.size == decl.n else decl.subset(idx) for idx, _ in groups]
+    return prog, list(zip(part_decls, views)), [idx for idx, _ in groups]
+
+
+def _folded_size(n: int, blocks: tuple[Template, Template, Template]) -> int:
+    """:func:`_conic_size` of the folded extension's program (every example counted with the
+    larger of its two blocks, the penalty once)."""
+    light, heavy, once = blocks
+    return n * int(max(light.A_rows.size, heavy.A_rows.size)) + int(once.A_rows.size)
 
 
 #: the name of the smooth path's attempt in ``solver_stats["attempts"]`` (its method, Newton or

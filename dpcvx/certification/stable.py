@@ -1378,16 +1378,27 @@ def stable_from_sums(
     w0: np.ndarray,
     domain: Domain | LocalizedDomain,
     w_domain: Domain | LocalizedDomain,
+    once: StableSums | None = None,
 ) -> float | None:
     """The stable gap from the sums of all examples (``domain`` bounds the slopes' reach,
-    ``w_domain`` is where ``w`` ranges)."""
+    ``w_domain`` is where ``w`` ranges); ``once``: sums weighted one, not averaged (the
+    folded extension's penalty)."""
     d = w_hat.size
     slope_bar, slope_err = _mean_from_sums(sums.slope, sums.slope_abs, sums.n)
-    gap = sums.total / sums.n + _q_gap(
-        slope_bar, slope_err, w_hat, lam, np.asarray(w0, float), domain, w_domain
+    extra, count = 0.0, sums.n
+    if once is not None:
+        o_bar, o_err = _mean_from_sums(once.slope, once.slope_abs, once.n, float(once.n))
+        slope_bar = slope_bar + o_bar * once.n
+        # (the sum's rounding, and the one block's mean times its count: exact for one)
+        slope_err = slope_err + o_err * once.n + 2 * _EPS * np.abs(slope_bar)
+        extra, count = once.total, sums.n + once.n
+    gap = (
+        sums.total / sums.n
+        + extra
+        + _q_gap(slope_bar, slope_err, w_hat, lam, np.asarray(w0, float), domain, w_domain)
     )
     # the per-example gaps are nonnegative: their sum errs by at most n eps of itself
-    gap *= 1.0 + 8 * (sums.n + d + 8) * _EPS
+    gap *= 1.0 + 8 * (count + d + 8) * _EPS
     return float(gap) if np.isfinite(gap) else None
 
 
@@ -1475,6 +1486,7 @@ def stable_extension_gap(
     w0: np.ndarray,
     radius: float,
     w_domain: Domain | LocalizedDomain,
+    once: StableSums | None = None,
 ) -> float | None:
     """A certified bound on ``F_C(w_hat) - F_C*`` for the Lipschitz extension's joint program
     (paper 000, Lemma 2.7), computed as a sum of stable duality gaps, or None.
@@ -1485,7 +1497,8 @@ def stable_extension_gap(
     clipped to the C-ball is used) and the solver's multipliers of its terms. Per example,
     ``f_C(w) - [<g_i, w> + phi_i]`` is at most the sum of the Fenchel-Young gaps of its terms
     at ``y_i``, the support gap ``sigma_W(g_i - s_i) - <g_i - s_i, y_i>`` and the cone gap
-    ``C ||w - y_i|| - <g_i, w - y_i>``, all nonnegative and free of the losses' values."""
+    ``C ||w - y_i|| - <g_i, w - y_i>``, all nonnegative and free of the losses' values.
+    ``once``: the sums of the penalty the folded extension keeps exact, weighted one."""
     w_hat = np.asarray(w_hat, float)
     total: StableSums | None = None
     for decl, Y, g, thetas in parts:
@@ -1495,7 +1508,9 @@ def stable_extension_gap(
         total = part if total is None else total.plus(part)
     if total is None:
         return None
-    return stable_from_sums(total, w_hat, lam=lam, w0=w0, domain=w_domain, w_domain=w_domain)
+    return stable_from_sums(
+        total, w_hat, lam=lam, w0=w0, domain=w_domain, w_domain=w_domain, once=once
+    )
 
 
 def stable_extension_sums(
@@ -1505,14 +1520,16 @@ def stable_extension_sums(
     thetas: list,
     w_hat: np.ndarray,
     *,
-    C: float,
+    C: float | None,
     radius: float,
 ) -> StableSums | None:
     """:func:`stable_extension_gap`'s sums over the examples of one group. As for the
     extension's value bounds (:func:`~dpcvx.certification.extension.extension_bounds`), on
     many examples those whose point is ``w_hat`` itself (all of them for ``Y`` None) run at
     that one point and the few that moved at their own rows of ``Y``, both over row chunks;
-    the sums add whatever the grouping (:func:`_mean_from_sums`)."""
+    the sums add whatever the grouping (:func:`_mean_from_sums`). ``C`` None: the terms'
+    own gaps at ``w_hat`` (``Y`` None), their slopes unclipped (the folded extension's
+    penalty, :func:`~dpcvx.certification.extension.certify_extension`)."""
     n, d = decl.n, w_hat.size
     gs = None if g is None else np.asarray(g, float)
     rad, moved, at_own = radius, None, False
@@ -1571,7 +1588,7 @@ def _stable_rows(
     g: np.ndarray | None,
     thetas: list,
     w_hat: np.ndarray,
-    C: float,
+    C: float | None,
     rad: float,
     skip: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -1584,7 +1601,10 @@ def _stable_rows(
     if out is None:
         return None
     fy, err, s, s_abs = out
-    if g is None:
+    live: np.ndarray | None
+    if g is None and C is None:  # terms the extension does not take: their own slope
+        g, live = s, np.zeros(0, int)
+    elif g is None:
         nrm = row_norms(s)[:, None]
         factor = np.minimum(1.0, C / np.maximum(nrm * (1 + (d + 8) * _EPS), 1e-300))
         g = s * factor

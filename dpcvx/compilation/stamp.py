@@ -14,6 +14,7 @@ broadcasting, and the per-example values are one matrix product ``[1, theta] @ m
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,18 @@ class StampedProgram:
     #: ``held_weight`` (the part's share of the examples) instead of ``1 / n`` per example
     held: frozenset[int] = frozenset()
     held_weight: float = 1.0
+
+
+def terms_view(view: StampedProgram, keep: frozenset[int]) -> StampedProgram:
+    """``view`` for the declaration of the terms ``keep`` only
+    (:meth:`~dpcvx.modeling.declaration.Declaration.with_terms`): their split rows, renumbered
+    in order, and which of them the program holds once."""
+    order = sorted(keep)
+    return dataclasses.replace(
+        view,
+        split_rows=tuple(view.split_rows[t] for t in order),
+        held=frozenset(k for k, t in enumerate(order) if t in view.held),
+    )
 
 
 def segments(layout: ConeLayout) -> list[tuple[str, int, int]]:
@@ -99,6 +112,7 @@ def stamp_parts(
     w0: np.ndarray,
     per_example_objective: bool = False,
     once: tuple[int, Template] | None = None,
+    once_weight: float | None = None,
 ) -> tuple[StampedProgram, tuple[StampedProgram, ...]]:
     """One program for several groups of examples, each stamped from its own template (e.g.
     the plain loss for some examples and the Lipschitz extension for the others), sharing
@@ -113,7 +127,9 @@ def stamp_parts(
     the objective weight ``n_k / n`` (the mean over the part's examples of equal copies),
     where part ``k``'s template leaves them out (the first of ``held``); that part's view
     then has the once block's ``split_rows`` for them, ``(1, size)``
-    (:attr:`StampedProgram.held`).
+    (:attr:`StampedProgram.held`). ``once_weight``: the once block's objective weight
+    instead (the folded extension's penalty, weighted one whatever the part:
+    :func:`dpcvx.certification.solve.certified_solve`).
     """
     if once is not None and per_example_objective:
         raise ValueError("A block held once goes with the averaged objective.")
@@ -123,7 +139,9 @@ def stamp_parts(
     holder, held_weight = -1, 1.0
     if once is not None:
         holder, block = once
-        held_weight = parts[holder][1].shape[0] / n_total
+        held_weight = (
+            parts[holder][1].shape[0] / n_total if once_weight is None else float(once_weight)
+        )
         parts = parts + [(block, np.ones((1, 1)))]
         weights.append(held_weight)
     a0 = domain.n_cols - int(np.sum(domain.w_cols >= 0))

@@ -96,7 +96,10 @@ class OutputPerturbation:
         ``w`` in the domain and **every possible example** (the data universe, not just the data
         at hand), i.e. ``|f(u, z) - f(v, z)| <= L ||u - v||_2`` for all ``u, v in W`` and all
         ``z``. For ``hinge``/``logistic`` with ``||x|| <= B`` and ``|y| <= 1`` that is ``B``.
-        On a :class:`~dpcvx.Problem` the claim is **enforced**: examples dpcvx cannot certify
+        A penalty written into the loss (terms that read no data: ``0.01 * cp.norm1(w)``) is
+        the same for every example and is not counted: every solve keeps it exact, once
+        (:func:`~dpcvx.certification.solve.folded_terms`), and the claim bounds the other
+        terms. On a :class:`~dpcvx.Problem` the claim is **enforced**: examples dpcvx cannot certify
         ``L``-Lipschitz on ``W`` are solved on the ``L``-Lipschitz extension of their loss
         (paper 000, eq. (5)), the others keep their plain block, so the release is private
         whatever the data and a true claim costs nothing; a

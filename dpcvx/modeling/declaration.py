@@ -10,6 +10,7 @@ the parameter.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import weakref
 from collections.abc import Callable, Mapping
@@ -72,6 +73,8 @@ def _freeze(expr: cp.Expression, constants: dict[int, cp.Parameter]) -> cp.Expre
 JET_ENTRIES = 1 << 18
 
 _JETS: weakref.WeakKeyDictionary[Declaration, dict[int, tuple]] = weakref.WeakKeyDictionary()
+#: the parts of a declaration's loss (:meth:`Declaration.with_terms`), once per declaration
+_PARTS: weakref.WeakKeyDictionary[Declaration, dict] = weakref.WeakKeyDictionary()
 
 
 def once_per_declaration(store: weakref.WeakKeyDictionary, decl: Declaration, compute: Callable):
@@ -413,6 +416,41 @@ class Declaration:
         out.data = MappingProxyType(data)
         out._derived_values = None
         out.derived_values()
+        return out
+
+    def with_terms(self, keep: frozenset[int], scale: float = 1.0) -> Declaration:
+        """The same declaration with only the terms ``keep`` of its loss (by index), those that
+        read no data (:attr:`shared_terms`) weighted ``scale`` times: its data, derived values
+        and domain shared, its loss the kept terms' sum as :attr:`terms` hold them (data-only
+        subtrees as their derived parameters, whose values join :attr:`data`). The folded
+        Lipschitz extension's parts: the terms that read data, whose extension it takes, and
+        the penalty it keeps exact (:func:`dpcvx.certification.solve.certified_solve`)."""
+        keep = frozenset(int(i) for i in keep)
+        key = (keep, float(scale))
+        store = _PARTS.setdefault(self, {})
+        if key in store:
+            return store[key]
+        if not keep or not keep <= frozenset(range(len(self.terms))):
+            raise ModelingError("Internal: a part of the loss needs some of its terms.")
+        terms = tuple(
+            dataclasses.replace(term, weight=float(term.weight) * float(scale))
+            if scale != 1.0 and index in self.shared_terms
+            else term
+            for index, term in enumerate(self.terms)
+            if index in keep
+        )
+        expr = terms[0].weight * terms[0].expr
+        for term in terms[1:]:
+            expr = expr + term.weight * term.expr
+        out = object.__new__(Declaration)
+        out.__dict__.update(self.__dict__)
+        out.terms = terms
+        out.shared_terms = shared_terms(terms)
+        out.loss = out.lifted = expr
+        data = dict(self.data)
+        data.update(self.derived_values())
+        out.data = MappingProxyType(data)
+        store[key] = out
         return out
 
     def loss_values(self, w: np.ndarray) -> np.ndarray:
