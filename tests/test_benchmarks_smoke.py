@@ -225,6 +225,22 @@ def test_bench_public_quadratic_smoke_runs(tmp_path):
     assert "in the loss" in proc.stdout
 
 
+def test_bench_folded_smoke_runs(tmp_path):
+    """Each penalty written into the loss releases under an enforced claim: on unit rows no
+    example is extended (the penalty kept exact, not counted toward the claim), on the
+    neighbour with one longer row that one only."""
+    out = tmp_path / "folded.json"
+    _smoke("bench_folded.py", "--output", str(out), "--losses", "logistic+l1,hinge+l1")
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["loss"], r["data"], r["extended"]) for r in rows] == [
+        ("logistic+l1", "unit rows", 0),
+        ("logistic+l1", "one row x3", 1),
+        ("hinge+l1", "unit rows", 0),
+        ("hinge+l1", "one row x3", 1),
+    ]
+    assert all(r["release_s"] > 0 and r["plain_s"] > 0 for r in rows)
+
+
 def test_bench_penalties_smoke_runs(tmp_path):
     """Each penalty written into the loss is certified, on a fast rung, with the reference
     tools' excess over dpcvx's certified lower bound never below zero (to rounding)."""

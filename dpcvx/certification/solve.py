@@ -709,7 +709,7 @@ def _value_change(
 
 def _program(
     decl: Declaration,
-    template: Template,
+    template: Template | None,
     domain_block: DomainBlock,
     lam: float,
     w0: np.ndarray,
@@ -728,6 +728,7 @@ def _program(
             decl, extension, domain_block, lam=lam, w0=w0, plain_template=plain_template
         )
         return prog, groups_of
+    assert template is not None  # (only the folded program has none)
     if extension is None and template.held is not None:
         # the terms that read no data held once, not once per example
         per, shared = template.held
@@ -846,25 +847,20 @@ def _certified_solve(
             out = dict(cert.solver_stats)
             out.update(refinement_step=-1, attempts=tuple(attempts))
             return _with_stats(cert, out)
-    if callable(template):  # compiled only now: the paths above need no conic program
-        template = template()
+    # compiled only now: the paths above need no conic program (the folded extension's
+    # program has blocks of its own)
+    whole = None if fold else template() if callable(template) else template
     if callable(plain_template):
         plain_template = plain_template()
     # a conic program too large for the machine is not stamped (a public decision: n and
     # the templates, every example counted with the larger pattern)
-    size = (
-        _folded_size(
-            decl.n if public_n is None else public_n,
-            _folded_templates(decl, float(extension or 0.0), plain_template),
-        )
-        if fold
-        else _conic_size(
-            decl.n if public_n is None else public_n,
-            template,
-            plain_template,
-            held=extension is None,
-        )
-    )
+    public = decl.n if public_n is None else public_n
+    if fold:
+        assert extension is not None
+        size = _folded_size(public, _folded_templates(decl, extension, plain_template))
+    else:
+        assert whole is not None
+        size = _conic_size(public, whole, plain_template, held=extension is None)
     fits = size <= MAX_PROGRAM_NNZ
     if not fits:
         attempts.append({"solver": "conic program", "tight": False, "error": _TOO_LARGE % size})
@@ -881,7 +877,7 @@ def _certified_solve(
                 rounds[0],
                 best.w,
                 best.gap,
-                (template, plain_template, domain_block),
+                (whole, plain_template, domain_block),
                 lam=lam,
                 w0=w0,
                 accuracy=accuracy,
@@ -904,7 +900,7 @@ def _certified_solve(
     steps = refinement_ladder(solver, accuracy) if fits else []
     if fits:
         prog, parts = _program(
-            decl, template, domain_block, lam, w0, extension, plain_template, fold=fold
+            decl, whole, domain_block, lam, w0, extension, plain_template, fold=fold
         )
         solved = _recentered(prog, parts or [(decl, prog)])
     for step, (name, tight) in enumerate(steps):
