@@ -486,20 +486,22 @@ def certify_extension(
         and gap > STABLE_MARGINS * margin
     )
     try:  # an internal failure here only forgoes the tighter bound
-        direct = (
-            None
-            if meets or misses
-            else stable_extension_gap(
-                stable_parts,
-                w_hat,
-                C=C,
-                lam=lam,
-                w0=w0,
-                radius=radius,
-                w_domain=dom,
-                once=once_stable(radius) if once_stable is not None else None,
-            )
-        )
+        direct = None
+        if not (meets or misses):
+            # a folded penalty without stable sums (a generic term): no stable gap at all
+            # (without its share the sum would miss the penalty's own gap)
+            held = None if once_stable is None else once_stable(radius)
+            if once_stable is None or held is not None:
+                direct = stable_extension_gap(
+                    stable_parts,
+                    w_hat,
+                    C=C,
+                    lam=lam,
+                    w0=w0,
+                    radius=radius,
+                    w_domain=dom,
+                    once=held,
+                )
     except Exception:  # noqa: BLE001
         direct = None
     stats = dict(solver_stats or {})
@@ -556,7 +558,9 @@ def _folded_penalty(
     one = decl.rows(0, 1).with_terms(fold)
     view = None
     if z is not None:
-        holders = [v for _, v in groups if v is not None and fold <= v.held]
+        # (affine and generic terms have no split rows: no view holds them, none needs to)
+        split = frozenset(t for t in fold if decl.terms[t].kind not in ("affine", "generic"))
+        holders = [v for _, v in groups if v is not None and split <= v.held]
         if not holders:
             raise CertificationError("Internal: no block holds the folded penalty once.")
         view = dataclasses.replace(terms_view(holders[0], fold), y_cols=None, soc_rows=None, n=1)

@@ -329,16 +329,23 @@ def universe_slope(decl: Declaration) -> float:
 
 
 def folded_terms(decl: Declaration, extension: float | None) -> frozenset[int]:
-    """The terms the folded Lipschitz extension keeps exact (empty without an extension): the
-    penalties written into the loss, terms that read no data (:attr:`~dpcvx.modeling.
-    declaration.Declaration.shared_terms`: not affine, not generic) beside terms that do. With
+    """The terms the folded Lipschitz extension keeps exact (empty without an extension): a
+    penalty written into the loss, every term that reads no data (affine and generic ones
+    included), where some curved or piecewise term reads no data and another reads data. With
     an extension ``C`` the program is ``(1/n) sum_i g_C(w, z_i) + P(w) + (lam/2)||w - w0||^2``,
-    ``g`` the loss's other terms and ``P`` these: neighbours differ in one example's ``g_C``,
-    which is C-Lipschitz, and ``P`` is public and convex, so the sensitivity ``2 C / (lam n)``
-    holds as for the extension of the whole loss; an example is extended only where its terms
-    that read data are steeper than C, and the penalty is held once, never extended. Decided
-    from the loss's form only."""
-    return decl.shared_terms if extension is not None else frozenset()
+    ``g`` the terms that read data and ``P`` the others: neighbours differ in one example's
+    ``g_C``, which is C-Lipschitz, and ``P`` is public and convex, so the sensitivity
+    ``2 C / (lam n)`` holds as for the extension of the whole loss; an example is extended
+    only where its terms that read data are steeper than C, and the penalty is held once,
+    never extended. A loss whose only curved or piecewise term reads no data
+    (``cp.abs(w[0]) - y * w[0]``) is extended whole. Decided from the loss's form only."""
+    if extension is None:
+        return frozenset()
+    terms = decl.terms
+    free = frozenset(i for i, t in enumerate(terms) if not t.reads_data)
+    curved_free = any(terms[i].kind != "affine" for i in free)
+    curved_data = any(t.kind != "affine" and i not in free for i, t in enumerate(terms))
+    return free if curved_free and curved_data else frozenset()
 
 
 def penalty_slope(decl: Declaration, C: float) -> float:
@@ -377,18 +384,29 @@ def _folded_templates(
 ) -> tuple[Template, Template, Template]:
     """The folded extension's blocks ``(light, heavy, once)``: the loss without its penalty
     (an example C-Lipschitz on W), its extension without the penalty (one steeper), and the
-    penalty (held once, weighted one). Compiled once per loss, domain and C."""
+    penalty (held once, weighted one): the plain template's :attr:`~dpcvx.compilation.
+    template.Template.held` where the penalty is the terms models hold once, else compiled
+    here. Compiled once per loss, domain and C."""
     key = (id(decl.lifted), id(decl.domain), float(C))
     found = _FOLDED.get(key)
     if found is not None and found[0] is decl.lifted and found[1] is decl.domain:
         return found[2]
-    plain = plain_template() if callable(plain_template) else plain_template
-    if plain is None:
-        plain = compile_template(decl)
-    if plain.held is None:
-        raise SolverError("The penalty written into the loss does not compile as one block.")
-    heavy = finish_template(canonical_template(decl, C, skip=decl.shared_terms))
-    blocks = (plain.held[0], heavy, plain.held[1])
+    fold = folded_terms(decl, C)
+    rest = _rest(decl, fold)
+    if fold == decl.shared_terms:
+        plain = plain_template() if callable(plain_template) else plain_template
+        if plain is None:
+            plain = compile_template(decl)
+        if plain.held is None:
+            raise SolverError("The penalty written into the loss does not compile as one block.")
+        light, once = plain.held
+    else:
+        light = finish_template(canonical_template(decl, skip=fold))
+        once = finish_template(canonical_template(decl, skip=rest))
+        if once.A_map.shape[0] != 1:  # (p + 1 rows: the penalty reads no parameter)
+            raise SolverError("The penalty written into the loss reads a parameter.")
+    heavy = finish_template(canonical_template(decl, C, skip=fold))
+    blocks = (light, heavy, once)
     if len(_FOLDED) >= _FOLDED_KEEP:
         _FOLDED.pop(next(iter(_FOLDED)))
     _FOLDED[key] = (decl.lifted, decl.domain, blocks)

@@ -48,6 +48,18 @@ CASES = {
         lambda v: 0.3 * cp.norm_inf(v),
         "real",
     ),
+    # an affine part of the penalty is folded with it (it reads no data either)
+    "hinge+affine+max": (
+        lambda v, xi, yi: cp.pos(1 - yi * (xi @ v)),
+        lambda v: 0.1 * cp.sum(v) + 0.2 * cp.maximum(v[0], v[1] - 0.5, 0),
+        "sign",
+    ),
+    # a generic penalty: no stable sums of its own, so the value bounds certify alone
+    "logistic+pnorm": (
+        lambda v, xi, yi: cp.logistic(-yi * (xi @ v)),
+        lambda v: 0.1 * cp.pnorm(v - 0.3, 3),
+        "sign",
+    ),
 }
 
 
