@@ -733,7 +733,15 @@ def structured_solve(
         reach = min(reach, D)
     C, n = extension.C, extension.n
     # a penalty the folded extension keeps exact adds its own slope (folded_terms)
-    C += penalty_slope(problem.declaration, C)
+    slope = penalty_slope(problem.declaration, C)
+    if not np.isfinite(slope):
+        raise InvalidParameterError(
+            f"`{owner}` needs a bound on the slope of the loss's terms that read no data (a "
+            "penalty, kept exact by the folded extension: it adds its slope to every "
+            "example's), and dpcvx has none for this one (a generic term, e.g. `cp.pnorm`). "
+            "Use the interior-point path `LipschitzExtension.solve`."
+        )
+    C += slope
     # ||g|| <= C + lam reach; the tiny inflation covers the rounding of the average of the g_i
     L = (C + lam * reach) * (1.0 + 1e-13)
     bias_rounding = 1e-13 * (C + lam * reach) * D

@@ -226,7 +226,7 @@ def certified_solve(
             if fold:
                 # the penalty kept exact weighs one in F, so n / k in the kept examples' F_k:
                 # the templates of the reweighted loss are compiled for it
-                part = part.with_terms(frozenset(range(len(decl.terms))), scale)
+                part = part.with_terms(frozenset(range(len(decl.terms))), scale, fold)
                 template = lambda: compile_template(part, extension)  # noqa: E731
                 plain_template = lambda: compile_template(part)  # noqa: E731
             cert = run(

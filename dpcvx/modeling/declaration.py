@@ -418,15 +418,18 @@ class Declaration:
         out.derived_values()
         return out
 
-    def with_terms(self, keep: frozenset[int], scale: float = 1.0) -> Declaration:
-        """The same declaration with only the terms ``keep`` of its loss (by index), those that
-        read no data (:attr:`shared_terms`) weighted ``scale`` times: its data, derived values
-        and domain shared, its loss the kept terms' sum as :attr:`terms` hold them (data-only
-        subtrees as their derived parameters, whose values join :attr:`data`). The folded
-        Lipschitz extension's parts: the terms that read data, whose extension it takes, and
-        the penalty it keeps exact (:func:`dpcvx.certification.solve.certified_solve`)."""
+    def with_terms(
+        self, keep: frozenset[int], scale: float = 1.0, scaled: frozenset[int] = frozenset()
+    ) -> Declaration:
+        """The same declaration with only the terms ``keep`` of its loss (by index), those of
+        ``scaled`` weighted ``scale`` times: its data, derived values and domain shared, its
+        loss the kept terms' sum as :attr:`terms` hold them (data-only subtrees as their
+        derived parameters, whose values join :attr:`data`). The folded Lipschitz extension's
+        parts: the terms that read data, whose extension it takes, and the penalty it keeps
+        exact (:func:`dpcvx.certification.solve.certified_solve`)."""
         keep = frozenset(int(i) for i in keep)
-        key = (keep, float(scale))
+        scaled = frozenset(int(i) for i in scaled) if scale != 1.0 else frozenset()
+        key = (keep, float(scale), scaled)
         store = _PARTS.setdefault(self, {})
         if key in store:
             return store[key]
@@ -434,7 +437,7 @@ class Declaration:
             raise ModelingError("Internal: a part of the loss needs some of its terms.")
         terms = tuple(
             dataclasses.replace(term, weight=float(term.weight) * float(scale))
-            if scale != 1.0 and index in self.shared_terms
+            if index in scaled
             else term
             for index, term in enumerate(self.terms)
             if index in keep

@@ -271,3 +271,70 @@ def test_no_penalty_no_fold():
     alone = dpcvx.Problem(cp.abs(w[0]) - y * w[0], w, {y: Y}, [cp.norm(w) <= R])
     assert not folded_terms(alone.declaration, C)
     assert not folded_terms(_problem("logistic+l1", X, Y).declaration, None)
+
+
+def _private_solve(problem: dpcvx.Problem, lam: float = LAM):
+    return certified_solve(
+        problem.declaration,
+        lambda: problem._compiled(C)[0],
+        problem._domain(),
+        lam=lam,
+        w0=np.zeros(D),
+        accuracy=1e-10,
+        private=True,
+        extension=C,
+        plain_template=lambda: problem._compiled()[0],
+    )
+
+
+@pytest.mark.parametrize(
+    "penalty",
+    [
+        lambda v: 0.05 * cp.norm1(v),
+        lambda v: 1.5 * cp.sum(v) + 0.05 * cp.norm1(v) + 3.0,  # affine and constant parts
+        lambda v: 0.75 * cp.pnorm(v - 3, 3) + 0.05 * cp.norm1(v),  # a generic part
+    ],
+    ids=["norm1", "affine+constant", "generic"],
+)
+def test_universe_cut_weighs_every_part_of_the_penalty_one(penalty):
+    """A review's case: neighbours whose only difference is one example, a row of zeros on one
+    and a row of 1e6 (outside the public slope universe) on the other. Both give that example
+    a constant data term, so their private minimizers coincide; a penalty part weighted k/n
+    instead of one (its affine, constant or generic part) moved them 0.098 apart, over
+    ``2C/(lam n) = 0.067``."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(N, D)) / np.sqrt(D)
+    Y = np.sign(rng.normal(size=N))
+    X[5] = 0.0
+    X2 = X.copy()
+    X2[5, 0] = 1e6
+    sols = []
+    for rows in (X, X2):
+        w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+        loss = cp.logistic(-y * (x @ w)) + penalty(w)
+        problem = dpcvx.Problem(loss, w, {x: rows, y: Y}, [cp.norm(w) <= 10.0])
+        sols.append(_private_solve(problem, lam=1.0))
+    slack = sols[0].distance_bound + sols[1].distance_bound
+    assert np.linalg.norm(sols[0].w - sols[1].w) <= slack + 1e-9
+
+
+def test_reference_first_order_path_needs_the_penalty_slope():
+    """``structured_solve``'s step count needs a bound on every example's slope: the folded
+    penalty's is added (a norm's here), and a generic penalty without one is refused before
+    any data is read, with the interior-point path named."""
+    from dpcvx.oracle import structured_solve
+
+    X, Y = _data(10, "sign")
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    ok = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)) + 0.5 * cp.norm1(w), w, {x: X[:8], y: Y[:8]}, [cp.norm(w) <= R]
+    )
+    assert 0.5 * np.sqrt(D) <= penalty_slope(ok.declaration, C) <= 0.5 * np.sqrt(D) * (1 + 1e-8)
+    generic = dpcvx.Problem(
+        cp.pos(1 - y * (x @ w)) + 0.1 * cp.pnorm(w - 0.3, 3),
+        w,
+        {x: X[:8], y: Y[:8]},
+        [cp.norm(w) <= R],
+    )
+    with pytest.raises(dpcvx.InvalidParameterError, match="LipschitzExtension.solve"):
+        structured_solve(generic.lipschitz_extension(C), 0.1, None, 0.5)
