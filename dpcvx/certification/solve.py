@@ -46,8 +46,13 @@ from dpcvx.certification.certificate import CertifiedSolution, _minorants, certi
 from dpcvx.certification.copy_blocks import CopyBlocks
 from dpcvx.certification.extension import certify_extension, extension_bounds
 from dpcvx.certification.lipschitz import argument_reach, enforceable, lipschitz_bounds
-from dpcvx.certification.mixed import mixed_model, proximal_newton
-from dpcvx.certification.penalized import PenaltyStep, penalized_model, penalized_newton
+from dpcvx.certification.mixed import MixedModel, mixed_model, proximal_newton
+from dpcvx.certification.penalized import (
+    PenalizedModel,
+    PenaltyStep,
+    penalized_model,
+    penalized_newton,
+)
 from dpcvx.certification.penalty_cones import PenaltyCones
 from dpcvx.certification.stable import STABLE_KINDS, sub_values
 from dpcvx.certification.subgradient import (
@@ -850,8 +855,8 @@ def _certified_solve(
         ),
     )
     for name, applies, run in structured:
-        if fold or best is not None:  # (no fast rung writes the folded extension)
-            continue
+        if best is not None or (fold and name == ARROWHEAD):  # (the folded extension: the
+            continue  # proximal Newton rungs only)
         if not applies(decl, lam=lam, extension=extension, w_domain=w_domain):
             continue
         try:
@@ -1591,7 +1596,28 @@ def mixed_rung_applies(
     decide between a release and an abort."""
     if not _arrowhead_domain(decl, lam, w_domain) or decl.d > NEWTON_MAX_D:
         return False
+    if folded_terms(decl, extension):
+        assert extension is not None
+        return _folded_mixed(decl, extension) is not None
     return _relaxed_C(decl, extension) is None and mixed_model(decl) is not None
+
+
+def _folded_mixed(decl: Declaration, C: float) -> tuple[MixedModel, SmoothExtension] | None:
+    """The mixed rung's models of the folded extension (:func:`folded_terms`), or None: the
+    loss's piecewise-linear part is the penalty (it reads no data) and its smooth part the
+    terms that read data, whose extension the relaxed smooth model writes (one smooth atom of
+    an affine argument per example: :func:`~dpcvx.modeling.smooth.extension_model`, slopes
+    clipped at C). Public structure only."""
+    fold = folded_terms(decl, C)
+    model = mixed_model(decl)
+    if not fold or model is None:
+        return None
+    pieces = frozenset(t for t, p in enumerate(model.in_pieces) if p)
+    if not pieces <= fold or (fold - pieces) or decl.d > NEWTON_MAX_D:
+        return None
+    rest = decl.with_terms(_rest(decl, fold))
+    relaxed = extension_model(model.smooth, C, parallel_affine(rest))
+    return None if relaxed is None else (model, relaxed)
 
 
 def _mixed_rung(
@@ -1614,15 +1640,33 @@ def _mixed_rung(
     model = mixed_model(decl)
     if model is None:  # pragma: no cover - checked by mixed_rung_applies
         raise SolverError("The loss has no smooth and piecewise-linear parts.")
+    fold = folded_terms(decl, extension)
+    relaxed = None
+    if fold:  # the folded extension: the data terms' relaxed extension, the penalty exact
+        assert extension is not None
+        found = _folded_mixed(decl, extension)
+        if found is None:  # pragma: no cover - checked by mixed_rung_applies
+            raise SolverError("The folded extension of this loss has no mixed model.")
+        relaxed = found[1]
     dom = decl.domain
     w0 = np.asarray(w0, float)
     init = _feasible_start(dom, w0)
     target = accuracy if accuracy is not None else SMOOTH_DEFAULT
     center, radius = np.asarray(dom.center, float), float(dom.radius)
     pieces = recentered_pieces(model.pieces, center, radius)
-    smooth = recentered(model.smooth, center, radius)
+    smooth = recentered(model.smooth if relaxed is None else relaxed.model, center, radius)
     bounds = _bounds(dom, w_domain)
     tol = min(target, 1e-6) * 1e-3
+
+    def multipliers(point: np.ndarray, mus: Any) -> list:
+        if relaxed is None:
+            return model.multipliers(mus, point)
+        # the smooth terms' multipliers: the atom's derivatives at each example's copy,
+        # which are the relaxed model's at the point
+        by_pieces = iter(model.pieces.multipliers(mus))
+        by_smooth = iter(relaxed.model.multipliers(point))
+        return [next(by_pieces) if p else next(by_smooth) for p in model.in_pieces]
+
     judge = _PointJudge(
         decl,
         lam=lam,
@@ -1632,7 +1676,9 @@ def _mixed_rung(
         w_domain=w_domain,
         name=MIXED,
         start=start,
-        multipliers=lambda point, mus: model.multipliers(mus, point),
+        multipliers=multipliers,
+        copies=None if relaxed is None else relaxed.copies,
+        fold=fold,
     )
     x, mus, steps, iterations = proximal_newton(
         pieces, smooth, lam, w0, init, tol=tol, bounds=bounds, judge=judge
@@ -1665,7 +1711,24 @@ def penalized_rung_applies(
     or is refused before any rung runs, from n and the loss's form)."""
     if not _arrowhead_domain(decl, lam, w_domain) or decl.d > NEWTON_MAX_D:
         return False
+    if folded_terms(decl, extension):
+        assert extension is not None
+        return _folded_penalized(decl, extension) is not None
     return _relaxed_C(decl, extension) is None and penalized_model(decl) is not None
+
+
+def _folded_penalized(decl: Declaration, C: float) -> tuple[PenalizedModel, SmoothExtension] | None:
+    """The penalized rung's models of the folded extension (:func:`folded_terms`), or None:
+    the rung's penalties are the folded terms, and its smooth part, the terms that read data,
+    has a relaxed extension model (as :func:`_folded_mixed`), which replaces it."""
+    fold = folded_terms(decl, C)
+    model = penalized_model(decl)
+    if not fold or model is None or frozenset(model.penalty) != fold:
+        return None
+    relaxed = extension_model(model.smooth, C, parallel_affine(decl.with_terms(_rest(decl, fold))))
+    if relaxed is None:
+        return None
+    return dataclasses.replace(model, smooth=relaxed.model), relaxed
 
 
 def _penalized_rung(
@@ -1687,6 +1750,14 @@ def _penalized_rung(
     model = penalized_model(decl)
     if model is None:  # pragma: no cover - checked by penalized_rung_applies
         raise SolverError("The loss has no smooth part with penalties.")
+    fold = folded_terms(decl, extension)
+    relaxed = None
+    if fold:  # the folded extension: the data terms' relaxed extension, the penalties exact
+        assert extension is not None
+        found = _folded_penalized(decl, extension)
+        if found is None:  # pragma: no cover - checked by penalized_rung_applies
+            raise SolverError("The folded extension of this loss has no penalized model.")
+        model, relaxed = found
     dom = decl.domain
     w0 = np.asarray(w0, float)
     init = _feasible_start(dom, w0)
@@ -1703,6 +1774,8 @@ def _penalized_rung(
         name=PENALIZED,
         start=start,
         multipliers=lambda point, duals: model.multipliers(point, duals, decl.n),
+        copies=None if relaxed is None else relaxed.copies,
+        fold=fold,
     )
     x, duals, steps = penalized_newton(smooth, step, lam, w0, init, judge=judge)
     return judge.finish(
@@ -1714,7 +1787,8 @@ class _PointJudge:
     """The ``judge`` of a proximal Newton method (:func:`proximal_newton`,
     :func:`penalized_newton`): certifies each point it proposes, made feasible, with the
     rung's multipliers (``multipliers(point, method's multipliers)``), keeps every
-    certificate, and answers True once one meets the target."""
+    certificate, and answers True once one meets the target. Under the folded extension
+    (``fold``), ``copies(point)`` are the examples' copies of its relaxed form."""
 
     def __init__(
         self,
@@ -1728,10 +1802,13 @@ class _PointJudge:
         name: str,
         start: float,
         multipliers: Callable[[np.ndarray, Any], list],
+        copies: Callable[[np.ndarray], np.ndarray] | None = None,
+        fold: frozenset[int] = frozenset(),
     ) -> None:
         self.decl, self.lam, self.w0, self.accuracy = decl, lam, w0, accuracy
         self.extension, self.w_domain, self.name = extension, w_domain, name
         self.start, self.multipliers = start, multipliers
+        self.copies, self.fold = copies, fold
         self.feasible = decl.domain if w_domain is None else w_domain
         self.certificates: list[CertifiedSolution] = []
         self.last: np.ndarray | None = None  # the last point judged
@@ -1758,6 +1835,8 @@ class _PointJudge:
                 self.multipliers(point, found),
                 self.extension,
                 self.w_domain,
+                copies=None if self.copies is None else self.copies(point),
+                fold=self.fold,
             )
         except CertificationError:
             return False
@@ -3072,6 +3151,7 @@ def _certify_point(
     copies: np.ndarray | None = None,
     slopes: np.ndarray | None = None,
     derivatives: bool = False,
+    fold: frozenset[int] = frozenset(),
 ) -> CertifiedSolution:
     """Certify a point found without a program: for ``F``, or, under an extension, for
     ``F_C`` (as a plain block, or at the examples' ``copies`` of the extension's relaxed
@@ -3108,6 +3188,7 @@ def _certify_point(
         copies=copies,
         slopes=slopes,
         derivatives=derivatives,
+        fold=fold,
     )
 
 

@@ -338,3 +338,44 @@ def test_reference_first_order_path_needs_the_penalty_slope():
     )
     with pytest.raises(dpcvx.InvalidParameterError, match="LipschitzExtension.solve"):
         structured_solve(generic.lipschitz_extension(C), 0.1, None, 0.5)
+
+
+#: the proximal Newton rungs that write the folded extension, by penalty
+PROXIMAL = {
+    "l1": (lambda v: 0.05 * cp.norm1(v), "proximal Newton + arrowhead IPM"),
+    "group": (
+        lambda v: 0.1 * (cp.norm(v[:2]) + cp.norm(v[2:])),
+        "proximal Newton + penalty program",
+    ),
+}
+
+
+@pytest.mark.parametrize("penalty", sorted(PROXIMAL))
+@pytest.mark.parametrize("steep, radius", [(3.0, R), (10.0, R), (10.0, 0.3), (30.0, 5.0)])
+def test_proximal_newton_rungs_write_the_folded_extension(penalty, steep, radius, solve_paths):
+    """The logistic loss plus a 1-norm or a group-lasso penalty with examples steeper than C:
+    proximal Newton on the logistic term's relaxed extension (slopes clipped at C) with the
+    penalty exact, each steep example at its copy; against the reference, whichever rung
+    certified (in a small ball the copies may leave W, and the conic program takes over)."""
+    X, Y = _data(11, "sign", steep=steep)
+    write, path = PROXIMAL[penalty]
+    w, x, y = cp.Variable(D), cp.Parameter(D), cp.Parameter()
+    problem = dpcvx.Problem(
+        cp.logistic(-y * (x @ w)) + write(w), w, {x: X, y: Y}, [cp.norm(w) <= radius]
+    )
+    cert = problem.lipschitz_extension(C).solve(regularization=LAM, accuracy=1e-9)
+    # the reference on this ball
+    n = X.shape[0]
+    v, copies, t = cp.Variable(D), cp.Variable((n, D)), cp.Variable(n)
+    cons = [
+        cp.norm(v) <= radius,
+        cp.norm(copies, axis=1) <= radius,
+        cp.norm(v[None, :] - copies, axis=1) <= t,
+    ]
+    margins = cp.multiply(Y, cp.sum(cp.multiply(X, copies), axis=1))
+    objective = cp.sum(cp.logistic(-margins) + C * t) / n + write(v) + LAM / 2 * cp.sum_squares(v)
+    F_star = _tight(cp.Problem(cp.Minimize(objective), cons))
+    assert cert.lower <= F_star + TOL and F_star <= cert.upper + TOL
+    assert cert.gap <= 1e-9
+    if radius == R:  # the copies stay in the unit ball here
+        assert solve_paths == [path]
