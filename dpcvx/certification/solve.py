@@ -1658,13 +1658,13 @@ def _mixed_rung(
     bounds = _bounds(dom, w_domain)
     tol = min(target, 1e-6) * 1e-3
 
-    def multipliers(point: np.ndarray, mus: Any) -> list:
+    def multipliers(point: np.ndarray, mus: Any, data: list | None = None) -> list:
         if relaxed is None:
             return model.multipliers(mus, point)
         # the smooth terms' multipliers: the atom's derivatives at each example's copy,
-        # which are the relaxed model's at the point
+        # which are the relaxed model's at the point (or ``data``, at the copies in W)
         by_pieces = iter(model.pieces.multipliers(mus))
-        by_smooth = iter(relaxed.model.multipliers(point))
+        by_smooth = iter(relaxed.model.multipliers(point) if data is None else data)
         return [next(by_pieces) if p else next(by_smooth) for p in model.in_pieces]
 
     judge = _PointJudge(
@@ -1683,6 +1683,15 @@ def _mixed_rung(
     x, mus, steps, iterations = proximal_newton(
         pieces, smooth, lam, w0, init, tol=tol, bounds=bounds, judge=judge
     )
+    if relaxed is not None and not judge.met:
+
+        def again(model: Any, start: np.ndarray) -> tuple[np.ndarray, Any]:
+            out = proximal_newton(
+                pieces, model, lam, w0, start, tol=tol, bounds=bounds, judge=judge
+            )
+            return out[0], out[1]
+
+        x, mus = _folded_rounds(decl, relaxed, float(extension or 0.0), judge, x, mus, again)
     return judge.finish(
         x,
         mus,
@@ -1764,6 +1773,12 @@ def _penalized_rung(
     smooth = recentered(model.smooth, np.asarray(dom.center, float), float(dom.radius))
     localized = w_domain if isinstance(w_domain, LocalizedDomain) else None
     step = PenaltyStep(decl, model, localized)
+
+    def penalized_multipliers(point: np.ndarray, duals: Any, data: list | None = None) -> list:
+        # (``data``: the data terms' multipliers at the copies in W, :func:`_folded_rounds`)
+        use = model if data is None else _with_smooth(model, data)
+        return use.multipliers(point, duals, decl.n)
+
     judge = _PointJudge(
         decl,
         lam=lam,
@@ -1773,14 +1788,77 @@ def _penalized_rung(
         w_domain=w_domain,
         name=PENALIZED,
         start=start,
-        multipliers=lambda point, duals: model.multipliers(point, duals, decl.n),
+        multipliers=penalized_multipliers,
         copies=None if relaxed is None else relaxed.copies,
         fold=fold,
     )
     x, duals, steps = penalized_newton(smooth, step, lam, w0, init, judge=judge)
+    if relaxed is not None and not judge.met:
+
+        def again(smooth_model: Any, start_at: np.ndarray) -> tuple[np.ndarray, Any]:
+            out = penalized_newton(smooth_model, step, lam, w0, start_at, judge=judge)
+            return out[0], out[1]
+
+        x, duals = _folded_rounds(decl, relaxed, float(extension or 0.0), judge, x, duals, again)
     return judge.finish(
         x, duals, "The penalized proximal Newton steps certified nothing.", newton_steps=int(steps)
     )
+
+
+class _GivenMultipliers:
+    """A smooth model whose ``multipliers`` are given (the certificate's at the copies in W,
+    :func:`_folded_rounds`), for :meth:`PenalizedModel.multipliers`."""
+
+    def __init__(self, thetas: list) -> None:
+        self.thetas = thetas
+
+    def multipliers(self, w: np.ndarray) -> list:
+        return self.thetas
+
+
+def _with_smooth(model: PenalizedModel, thetas: list) -> PenalizedModel:
+    """``model`` whose smooth part's multipliers are ``thetas``."""
+    return dataclasses.replace(model, smooth=_GivenMultipliers(thetas))  # type: ignore[arg-type]
+
+
+#: the most rounds of :func:`_folded_rounds`
+FOLDED_ROUNDS = 6
+
+
+def _folded_rounds(
+    decl: Declaration,
+    relaxed: SmoothExtension,
+    C: float,
+    judge: _PointJudge,
+    x: np.ndarray,
+    found: Any,
+    again: Callable[[Any, np.ndarray], tuple[np.ndarray, Any]],
+) -> tuple[np.ndarray, Any]:
+    """The folded extension on a proximal Newton rung whose relaxed copies (over ``R^d``)
+    leave W (a ball or a box): each round puts those examples' copies in W exactly
+    (:func:`~dpcvx.certification.ball.smooth_copies_in`), certifies the point there, and,
+    while that misses the target, solves again (``again(model, x)``) with those examples'
+    terms replaced by a second-order model of their extensions at the point (the others keep
+    their relaxed form), as the smooth rung's rounds do. Up to :data:`FOLDED_ROUNDS`; the
+    judge keeps every certificate. Returns the last point and the method's multipliers."""
+    dom = decl.domain
+    region = _region(dom)
+    if region is None:
+        return x, found
+    moved = recentered(relaxed.model, np.asarray(dom.center, float), float(dom.radius))
+    out: np.ndarray | None = None
+    for _ in range(FOLDED_ROUNDS):
+        point = judge.feasible.make_feasible(x)
+        fix = smooth_copies_in(relaxed, C, point, region, out)
+        if fix is None:  # every relaxed copy lies in W: the judge's certificates are exact
+            break
+        if judge.judge(point, found, data=fix.thetas, copies=fix.Y, slopes=fix.slopes):
+            break
+        out = fix.rows
+        x, found = again(_Replaced(moved, fix.rows, fix.quad), x)
+        if judge.met:
+            break
+    return x, found
 
 
 class _PointJudge:
@@ -1801,7 +1879,7 @@ class _PointJudge:
         w_domain: Domain | LocalizedDomain | None,
         name: str,
         start: float,
-        multipliers: Callable[[np.ndarray, Any], list],
+        multipliers: Callable[..., list],
         copies: Callable[[np.ndarray], np.ndarray] | None = None,
         fold: frozenset[int] = frozenset(),
     ) -> None:
@@ -1812,12 +1890,32 @@ class _PointJudge:
         self.feasible = decl.domain if w_domain is None else w_domain
         self.certificates: list[CertifiedSolution] = []
         self.last: np.ndarray | None = None  # the last point judged
+        self.met = False  # whether a certificate met the target
 
     def __call__(self, x: np.ndarray, found: Any) -> bool:
-        import time
-
         self.last = x
         point = self.feasible.make_feasible(x)
+        copies = None if self.copies is None else self.copies(point)
+        return self.judge(point, found, copies=copies)
+
+    def judge(
+        self,
+        point: np.ndarray,
+        found: Any,
+        *,
+        data: list | None = None,
+        copies: np.ndarray | None = None,
+        slopes: np.ndarray | None = None,
+    ) -> bool:
+        """Certify the feasible ``point`` with the method's multipliers ``found`` (and, under
+        the folded extension, the data terms' ``data`` multipliers at the examples'
+        ``copies``, with their cone duals ``slopes``); True once a certificate meets the
+        target."""
+        import time
+
+        thetas = (
+            self.multipliers(point, found) if data is None else self.multipliers(point, found, data)  # type: ignore[call-arg]
+        )
         stats = {
             "solver": self.name,
             "iterations": 0,
@@ -1832,15 +1930,17 @@ class _PointJudge:
                 self.w0,
                 self.accuracy,
                 stats,
-                self.multipliers(point, found),
+                thetas,
                 self.extension,
                 self.w_domain,
-                copies=None if self.copies is None else self.copies(point),
+                copies=copies,
+                slopes=slopes,
                 fold=self.fold,
             )
         except CertificationError:
             return False
         self.certificates.append(cert)
+        self.met = self.met or _meets(cert, self.accuracy)
         return _meets(cert, self.accuracy)
 
     def finish(self, x: np.ndarray, found: Any, message: str, **counts: int) -> CertifiedSolution:
