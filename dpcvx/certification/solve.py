@@ -1620,6 +1620,22 @@ def _folded_mixed(decl: Declaration, C: float) -> tuple[MixedModel, SmoothExtens
     return None if relaxed is None else (model, relaxed)
 
 
+def _folded_models(
+    models_of: Callable[[Declaration, float], Any], decl: Declaration, extension: float | None
+) -> tuple[frozenset[int], Any]:
+    """``(fold, models)`` for a proximal Newton rung: the folded extension's terms
+    (:func:`folded_terms`) and the rung's models of it (``models_of``: the data terms'
+    relaxed extension, the penalty exact), or ``(empty, None)`` without a fold."""
+    fold = folded_terms(decl, extension)
+    if not fold:
+        return fold, None
+    assert extension is not None
+    found = models_of(decl, extension)
+    if found is None:  # pragma: no cover - checked by the rung's applies
+        raise SolverError("The folded extension of this loss has no model on this rung.")
+    return fold, found
+
+
 def _mixed_rung(
     decl: Declaration,
     *,
@@ -1640,14 +1656,8 @@ def _mixed_rung(
     model = mixed_model(decl)
     if model is None:  # pragma: no cover - checked by mixed_rung_applies
         raise SolverError("The loss has no smooth and piecewise-linear parts.")
-    fold = folded_terms(decl, extension)
-    relaxed = None
-    if fold:  # the folded extension: the data terms' relaxed extension, the penalty exact
-        assert extension is not None
-        found = _folded_mixed(decl, extension)
-        if found is None:  # pragma: no cover - checked by mixed_rung_applies
-            raise SolverError("The folded extension of this loss has no mixed model.")
-        relaxed = found[1]
+    fold, found = _folded_models(_folded_mixed, decl, extension)
+    relaxed = None if found is None else found[1]
     dom = decl.domain
     w0 = np.asarray(w0, float)
     init = _feasible_start(dom, w0)
@@ -1759,13 +1769,9 @@ def _penalized_rung(
     model = penalized_model(decl)
     if model is None:  # pragma: no cover - checked by penalized_rung_applies
         raise SolverError("The loss has no smooth part with penalties.")
-    fold = folded_terms(decl, extension)
+    fold, found = _folded_models(_folded_penalized, decl, extension)
     relaxed = None
-    if fold:  # the folded extension: the data terms' relaxed extension, the penalties exact
-        assert extension is not None
-        found = _folded_penalized(decl, extension)
-        if found is None:  # pragma: no cover - checked by penalized_rung_applies
-            raise SolverError("The folded extension of this loss has no penalized model.")
+    if found is not None:
         model, relaxed = found
     dom = decl.domain
     w0 = np.asarray(w0, float)

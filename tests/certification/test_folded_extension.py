@@ -206,24 +206,27 @@ def test_claim_counts_the_data_terms_only():
         )
 
 
+def _private_solve(problem: dpcvx.Problem, lam: float = LAM):
+    return certified_solve(
+        problem.declaration,
+        lambda: problem._compiled(C)[0],
+        problem._domain(),
+        lam=lam,
+        w0=np.zeros(D),
+        accuracy=1e-10,
+        private=True,
+        extension=C,
+        plain_template=lambda: problem._compiled()[0],
+    )
+
+
 def test_universe_cut_keeps_the_penalty():
     """A private solve gives an example outside the public slope universe the zero loss: its
     data terms only, the penalty stays with weight one (a zeroed penalty would move F by a
     slope no sensitivity covers)."""
     X, Y = _data(6, "sign")
     X[5] *= 1e6  # slope far beyond the universe (1e4 C)
-    problem = _problem("logistic+l1", X, Y)
-    cert = certified_solve(
-        problem.declaration,
-        lambda: problem._compiled(C)[0],
-        problem._domain(),
-        lam=LAM,
-        w0=np.zeros(D),
-        accuracy=1e-9,
-        private=True,
-        extension=C,
-        plain_template=lambda: problem._compiled()[0],
-    )
+    cert = _private_solve(_problem("logistic+l1", X, Y))
     keep = np.arange(N) != 5
     # the reference: the kept examples' data terms averaged over all n, the penalty once
     data_term, penalty, _ = CASES["logistic+l1"]
@@ -271,20 +274,6 @@ def test_no_penalty_no_fold():
     alone = dpcvx.Problem(cp.abs(w[0]) - y * w[0], w, {y: Y}, [cp.norm(w) <= R])
     assert not folded_terms(alone.declaration, C)
     assert not folded_terms(_problem("logistic+l1", X, Y).declaration, None)
-
-
-def _private_solve(problem: dpcvx.Problem, lam: float = LAM):
-    return certified_solve(
-        problem.declaration,
-        lambda: problem._compiled(C)[0],
-        problem._domain(),
-        lam=lam,
-        w0=np.zeros(D),
-        accuracy=1e-10,
-        private=True,
-        extension=C,
-        plain_template=lambda: problem._compiled()[0],
-    )
 
 
 @pytest.mark.parametrize(
