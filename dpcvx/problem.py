@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,12 +198,12 @@ class Problem(DeclaredSource):
             accuracy = check_positive(accuracy, "accuracy", "Problem.solve")
         check_solver(solver)
         w0 = self._center(center)
-        # the conic template is compiled only if the ladder reaches the conic program
-        block = self._domain()
+        # the conic template and the domain's block are compiled only if the ladder reaches
+        # the conic program
         return certified_solve(
             self._decl,
             lambda: self._compiled()[0],
-            block,
+            self._domain,
             lam=lam,
             w0=w0,
             accuracy=accuracy,
@@ -681,11 +681,13 @@ class LipschitzExtension:
             accuracy = check_positive(accuracy, "accuracy", owner)
         check_solver(solver)
         w0 = self.problem._center(center)
-        block = self.problem._domain()
+        block: DomainBlock | Callable[[], DomainBlock] = self.problem._domain
         w_domain = None
         if localize is not None:
             w_domain = self.localized_domain(*localize)
-            block = localized_block(block, w_domain.ball_center, w_domain.ball_radius)
+            block = localized_block(
+                self.problem._domain(), w_domain.ball_center, w_domain.ball_radius
+            )
         return certified_solve(
             self.problem.declaration,
             lambda: self.problem._compiled(self.C)[0],

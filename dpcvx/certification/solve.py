@@ -117,7 +117,7 @@ def refinement_ladder(
 def certified_solve(
     decl: Declaration,
     template: Template | Callable[[], Template],
-    domain_block: DomainBlock,
+    domain_block: DomainBlock | Callable[[], DomainBlock],
     *,
     lam: float,
     w0: np.ndarray,
@@ -130,8 +130,9 @@ def certified_solve(
 ) -> CertifiedSolution:
     """Solve the regularized ERM and certify it (see the module docstring).
 
-    ``template`` (and ``plain_template``) may be a function that compiles it: it is called
-    only when the ladder reaches the conic program (the smooth and arrowhead paths need none).
+    ``template`` (and ``plain_template``, and ``domain_block``) may be a function that
+    compiles it: it is called only when the ladder reaches the conic program (the smooth and
+    arrowhead paths need none).
 
     With ``accuracy=None`` the first successful solve is certified and returned, whatever its
     gap (the gap is in the result); with a target, the ladder runs until the gap meets it.
@@ -782,7 +783,7 @@ def _program(
 def _certified_solve(
     decl: Declaration,
     template: Template | Callable[[], Template],
-    domain_block: DomainBlock,
+    domain_block: DomainBlock | Callable[[], DomainBlock],
     *,
     lam: float,
     w0: np.ndarray,
@@ -873,6 +874,7 @@ def _certified_solve(
     # compiled only now: the paths above need no conic program (the folded extension's
     # program has blocks of its own)
     whole = None if fold else template() if callable(template) else template
+    block = domain_block() if callable(domain_block) else domain_block
     if callable(plain_template):
         plain_template = plain_template()
     # a conic program too large for the machine is not stamped (a public decision: n and
@@ -900,7 +902,7 @@ def _certified_solve(
                 rounds[0],
                 best.w,
                 best.gap,
-                (whole, plain_template, domain_block),
+                (whole, plain_template, block),
                 lam=lam,
                 w0=w0,
                 accuracy=accuracy,
@@ -922,9 +924,7 @@ def _certified_solve(
     parts: list[tuple[Declaration, StampedProgram]] | None = None
     steps = refinement_ladder(solver, accuracy) if fits else []
     if fits:
-        prog, parts = _program(
-            decl, whole, domain_block, lam, w0, extension, plain_template, fold=fold
-        )
+        prog, parts = _program(decl, whole, block, lam, w0, extension, plain_template, fold=fold)
         solved = _recentered(prog, parts or [(decl, prog)])
     for step, (name, tight) in enumerate(steps):
         # every rung is guarded: whatever goes wrong inside one (a solver crash, inf duals

@@ -306,7 +306,9 @@ def test_compile_template_runs_once_per_problem(monkeypatch):
     ref = next(r for r in CATALOGUE if r.name == "logistic/l2_ball(d=3,r=1)")
     problem, _, _ = ref.problem()
     problem.solve(regularization=0.1)
-    assert calls == {"checked": 0, "compiled": 0, "domain": 1}  # Newton's path needs none
+    # Newton's path needs neither a template nor the domain's block (the domain's compile was
+    # 6 ms of 19 for the squared loss at n = 1e5, d = 20)
+    assert calls == {"checked": 0, "compiled": 0, "domain": 0}
     problem.solve(regularization=0.5, center=np.ones(3), solver="ECOS")
     problem.solve(regularization=0.0, solver="SCS")
     problem.solve(regularization=0.2, accuracy=1e-6)
