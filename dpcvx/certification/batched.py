@@ -291,12 +291,10 @@ class _Batch:
         return out
 
     def _schur(self, t: int, D: np.ndarray, total: np.ndarray, live: list[int]) -> np.ndarray:
-        """``(J, d, d)``: the upper triangle of term ``t``'s part of every live program's Schur
-        complement (zero for the others), by one symmetric rank-k update per program (in
-        chunks of :data:`~dpcvx.certification.arrowhead._GRAM_ENTRIES` entries, as
-        :func:`~dpcvx.certification.arrowhead._upper_gram`)."""
-        from scipy.linalg.blas import dsyrk
-
+        """``(J, d, d)``: term ``t``'s part of every live program's Schur complement (zero for
+        the others; the factor reads its upper triangle), by one symmetric rank-k update per
+        program (in chunks of :data:`~dpcvx.certification.arrowhead._GRAM_ENTRIES` entries,
+        numpy's ``B^T @ B``, as :func:`~dpcvx.certification.arrowhead._upper_gram`)."""
         m = self.m[t]
         R = self.RC[t]
         weight = sum(
@@ -312,7 +310,7 @@ class _Batch:
             mine = root[starts[a] : starts[a + 1]]
             for lo in range(0, mine.size, step):
                 B = base[lo : lo + step] * mine[lo : lo + step, None]
-                H[a] += dsyrk(1.0, B.T, trans=0, lower=0)
+                H[a] += B.T @ B
         return H
 
     def _segments(self, t: int, values: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
