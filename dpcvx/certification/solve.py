@@ -153,6 +153,15 @@ def certified_solve(
         def run(
             part: Declaration, lam_part: float, target: float | None, **extra: Any
         ) -> CertifiedSolution:
+            common: dict[str, Any] = dict(
+                lam=lam_part,
+                w0=w0,
+                accuracy=target,
+                solver=solver,
+                private=private,
+                w_domain=w_domain,
+                **extra,
+            )
             if extension is not None and folded_light(part, extension):
                 # every example's terms that read data are C-Lipschitz on W: there g_C = g,
                 # and the folded program is plain ERM (its rungs hold the penalty once)
@@ -162,14 +171,8 @@ def certified_solve(
                     if plain_template is not None
                     else lambda: compile_template(part),
                     domain_block,
-                    lam=lam_part,
-                    w0=w0,
-                    accuracy=target,
-                    solver=solver,
-                    private=private,
                     extension=None,
-                    w_domain=w_domain,
-                    **extra,
+                    **common,
                 )
                 stats = dict(cert.solver_stats)
                 stats.update(extension_C=float(extension), extension_copies=0)
@@ -178,15 +181,9 @@ def certified_solve(
                 part,
                 template,
                 domain_block,
-                lam=lam_part,
-                w0=w0,
-                accuracy=target,
-                solver=solver,
-                private=private,
                 extension=extension,
-                w_domain=w_domain,
                 plain_template=plain_template,
-                **extra,
+                **common,
             )
 
         if not private:
