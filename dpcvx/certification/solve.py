@@ -365,11 +365,7 @@ def folded_light(decl: Declaration, C: float) -> bool:
     """Whether the folded extension (:func:`folded_terms`) extends no example: every example's
     terms that read data certified C-Lipschitz on W (its bound rounded up), where
     ``g_C = g`` and the program is plain ERM. False without a penalty to fold."""
-    fold = folded_terms(decl, C)
-    if not fold:
-        return False
-    rest = decl.with_terms(_rest(decl, fold))
-    return bool(np.all(_lipschitz_bounds(rest) <= C * (1 + 1e-12)))
+    return bool(folded_terms(decl, C)) and not folded_groups(decl, C)[1][1].size
 
 
 def _rest(decl: Declaration, fold: frozenset[int]) -> frozenset[int]:
@@ -1604,7 +1600,7 @@ def _folded_mixed(decl: Declaration, C: float) -> tuple[MixedModel, SmoothExtens
     loss's piecewise-linear part is the penalty (it reads no data) and its smooth part the
     terms that read data, whose extension the relaxed smooth model writes (one smooth atom of
     an affine argument per example: :func:`~dpcvx.modeling.smooth.extension_model`, slopes
-    clipped at C). Public structure only."""
+    clipped at C), which replaces it in the model. Public structure only."""
     fold = folded_terms(decl, C)
     model = mixed_model(decl)
     if not fold or model is None:
@@ -1614,7 +1610,9 @@ def _folded_mixed(decl: Declaration, C: float) -> tuple[MixedModel, SmoothExtens
         return None
     rest = decl.with_terms(_rest(decl, fold))
     relaxed = extension_model(model.smooth, C, parallel_affine(rest))
-    return None if relaxed is None else (model, relaxed)
+    if relaxed is None:
+        return None
+    return dataclasses.replace(model, smooth=relaxed.model), relaxed
 
 
 def _folded_models(
@@ -1654,25 +1652,23 @@ def _mixed_rung(
     if model is None:  # pragma: no cover - checked by mixed_rung_applies
         raise SolverError("The loss has no smooth and piecewise-linear parts.")
     fold, found = _folded_models(_folded_mixed, decl, extension)
-    relaxed = None if found is None else found[1]
+    relaxed = None
+    if found is not None:
+        model, relaxed = found
     dom = decl.domain
     w0 = np.asarray(w0, float)
     init = _feasible_start(dom, w0)
     target = accuracy if accuracy is not None else SMOOTH_DEFAULT
     center, radius = np.asarray(dom.center, float), float(dom.radius)
     pieces = recentered_pieces(model.pieces, center, radius)
-    smooth = recentered(model.smooth if relaxed is None else relaxed.model, center, radius)
+    smooth = recentered(model.smooth, center, radius)
     bounds = _bounds(dom, w_domain)
     tol = min(target, 1e-6) * 1e-3
 
     def multipliers(point: np.ndarray, mus: Any, data: list | None = None) -> list:
-        if relaxed is None:
-            return model.multipliers(mus, point)
-        # the smooth terms' multipliers: the atom's derivatives at each example's copy,
-        # which are the relaxed model's at the point (or ``data``, at the copies in W)
-        by_pieces = iter(model.pieces.multipliers(mus))
-        by_smooth = iter(relaxed.model.multipliers(point) if data is None else data)
-        return [next(by_pieces) if p else next(by_smooth) for p in model.in_pieces]
+        # (``data``: the data terms' multipliers at the copies in W, :func:`_folded_rounds`;
+        # else the smooth part's derivatives at the point, the relaxed model's under a fold)
+        return (model if data is None else _with_smooth(model, data)).multipliers(mus, point)
 
     judge = _PointJudge(
         decl,
@@ -1819,9 +1815,10 @@ class _GivenMultipliers:
         return self.thetas
 
 
-def _with_smooth(model: PenalizedModel, thetas: list) -> PenalizedModel:
-    """``model`` whose smooth part's multipliers are ``thetas``."""
-    return dataclasses.replace(model, smooth=_GivenMultipliers(thetas))  # type: ignore[arg-type]
+def _with_smooth(model: Any, thetas: list) -> Any:
+    """``model`` (a :class:`MixedModel` or a :class:`PenalizedModel`) whose smooth part's
+    multipliers are ``thetas``."""
+    return dataclasses.replace(model, smooth=_GivenMultipliers(thetas))
 
 
 #: the most rounds of :func:`_folded_rounds`
